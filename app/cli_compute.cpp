@@ -1,0 +1,68 @@
+// `attnscope compute SESSION.json [-o RESULT.json] [--backend auto|cpu|cuda] [--reference]`
+#include "backend_option.h"
+#include "cli.h"
+
+#include <attnscope/attention.h>
+#include <attnscope/preset_io.h>
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+namespace app {
+
+void addComputeCommand(CLI::App& root, CommandAction& action)
+{
+    struct Options {
+        std::string session;
+        std::string out;
+        std::string backend = "cpu";
+        bool reference = false;
+        double memoryBudgetMiB = 0;
+    };
+    auto opt = std::make_shared<Options>();
+    CLI::App* cmd = root.add_subcommand("compute", "Compute attention for a session file and print the result as JSON");
+    cmd->add_option("session", opt->session, "Session file (JSON, see docs/session-format.md)")->required();
+    cmd->add_option("-o,--output", opt->out, "Write the result here instead of stdout");
+    addBackendOption(*cmd, opt->backend);
+    cmd->add_option("--memory-budget", opt->memoryBudgetMiB,
+                    "Refuse problems needing more than this many MiB (default: half the machine's RAM)")
+        ->check(CLI::PositiveNumber);
+    cmd->add_flag("--reference", opt->reference, "Use the naive reference implementation (the test oracle)");
+    cmd->callback([opt, &action] {
+        action = [opt]() -> int {
+            attn::Expected<attn::Session> s = attn::loadSession(opt->session);
+            if (!s) {
+                printError(s.status().message);
+                return kExitBadInput;  // unreadable, malformed or invalid: all bad input
+            }
+            attn::AttentionConfig cfg = s->config;
+            cfg.backend = parseBackend(opt->backend);
+            cfg.cpuPath = opt->reference ? attn::CpuPath::Reference : attn::CpuPath::Fast;
+            cfg.memoryBudgetBytes = static_cast<std::size_t>(opt->memoryBudgetMiB * 1024.0 * 1024.0);
+            if (int rc = checkBackendUsable(cfg.backend); rc != kExitOk) return rc;
+            attn::AttentionResult r;
+            attn::Status st = attn::compute(s->input, cfg, r);
+            if (!st.ok()) {
+                printError(opt->session + ": " + st.message);
+                return st.code == attn::StatusCode::Internal ? kExitFailure : kExitBadInput;
+            }
+            reportBackendChoice(cfg.backend, r.backend);
+            for (const std::string& w : r.warnings) std::fprintf(stderr, "attnscope: warning: %s\n", w.c_str());
+            const std::string text = attn::resultToJson(r) + "\n";
+            if (opt->out.empty()) {
+                std::cout << text;
+                return std::cout.good() ? kExitOk : kExitFailure;
+            }
+            attn::Status w = attn::writeFileAtomic(opt->out, text);
+            if (!w.ok()) {
+                printError(w.message);
+                return kExitFailure;
+            }
+            return kExitOk;
+        };
+    });
+}
+
+} // namespace app

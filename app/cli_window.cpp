@@ -1,0 +1,53 @@
+#include "cli_window.h"
+
+#include "backend_option.h"
+#include "cli.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+namespace app {
+
+void addWindowOptions(CLI::App& root, WindowCli& cli)
+{
+    WindowOptions& o = cli.options;
+    root.add_option("session", o.sessionPath, "Session file to open (default: the seed 000 preset)");
+    root.add_option("--screenshot", o.screenshotPath, "Render --frames frames, save the window as PNG, exit");
+    root.add_option("--frames", o.frames, "Frames to render before the screenshot")->check(CLI::Range(1, 100000));
+    root.add_option("--reference", o.referencePath, "With --screenshot: baseline PNG to compare with (written when missing, and the run fails)");
+    root.add_option("--threshold", o.threshold, "With --reference: largest fraction of differing pixels that passes")->check(CLI::Range(0.0, 1.0));
+    root.add_option("--size", cli.size, "Window size WxH (default 1280x800)");
+    root.add_option("--state-dir", o.stateDir, "Folder for the autosave and recent files (default $XDG_STATE_HOME/attnscope)");
+    root.add_flag("--no-autosave{false}", o.autosave, "Do not save the session automatically");
+    root.add_flag("--no-restore{false}", o.restoreOffer, "Do not offer the autosaved session back at start");
+    root.add_option("--lesson", o.lessons,
+                    "Open a lesson panel at start (repeatable): vector_view, two_formulas, scaling, heads, additive, "
+                    "masks, image_patches")
+        ->check(CLI::IsMember({"vector_view", "two_formulas", "scaling", "heads", "additive", "masks", "image_patches"}))
+        ->allow_extra_args(false);
+    root.add_option("--test-hooks", o.testHooksDir, "Write widget rectangles and frames into DIR (end-to-end tests)");
+    addBackendOption(root, cli.backend);
+    if (CLI::App* bench = root.get_subcommand("bench")) {
+        bench->add_flag("--gui", cli.benchGui, "Benchmark the window instead: frames/s while editing, edit-to-picture latency");
+        bench->add_option("--gui-frames", cli.benchFrames, "Frames to time with --gui")->check(CLI::Range(10, 100000));
+    }
+}
+
+int runWindowFromCli(WindowCli& cli)
+{
+    int w = 0, h = 0;
+    char x = 0;
+    if (std::sscanf(cli.size.c_str(), "%d%c%d", &w, &x, &h) != 3 || (x != 'x' && x != 'X') || w < 320 || h < 240 ||
+        w > 16384 || h > 16384) {
+        printError("--size: expected WxH with W in 320…16384 and H in 240…16384, got \"" + cli.size + "\"");
+        return kExitBadInput;
+    }
+    cli.options.width = w;
+    cli.options.height = h;
+    cli.options.backend = parseBackend(cli.backend);
+    if (int rc = checkBackendUsable(cli.options.backend); rc != kExitOk) return rc;
+    return runWindow(cli.options);
+}
+
+} // namespace app

@@ -1,0 +1,24 @@
+// The window's command-line options (on the root command) and `bench --gui`.
+#pragma once
+
+#include "window.h"
+
+namespace CLI { class App; }
+
+namespace app {
+
+struct WindowCli {
+    WindowOptions options;
+    std::string size = "1280x800";
+    std::string backend = "cpu";
+    bool benchGui = false;
+    int benchFrames = 200;
+};
+
+// Adds SESSION, --screenshot, --frames, --reference, --threshold, --size, --state-dir, --no-autosave,
+// --no-restore, --test-hooks, --backend to `root`, and --gui/--frames to its "bench" subcommand.
+void addWindowOptions(CLI::App& root, WindowCli& cli);
+// Runs the window (after parsing, when no subcommand was given). Bad --size: kExitBadInput with a message.
+int runWindowFromCli(WindowCli& cli);
+
+} // namespace app

@@ -1,0 +1,149 @@
+// Lesson 4 (seeds 002/003): heads. Column blocks of W^Q/W^K/W^V and Q/K/V per head, seed 003's
+// block-identity selector, each head's contribution to the output through its block of W^O, and one head
+// vs h heads on the same input.
+#include "panels/lesson_panels.h"
+
+#include <algorithm>
+#include <string>
+
+namespace app {
+
+namespace {
+
+GridOptions blocks(const std::vector<attn::HeadBlock>& hb, char which)
+{
+    GridOptions o;
+    o.cell = 26.0f;
+    o.symmetric = true;
+    o.colormap = attn::Colormap::RdBu;
+    for (const attn::HeadBlock& b : hb) {
+        if (which == 'q') o.colBlocks.push_back({b.qBegin, b.qEnd});
+        if (which == 'k') o.colBlocks.push_back({b.kBegin, b.kEnd});
+        if (which == 'v') o.colBlocks.push_back({b.vBegin, b.vEnd});
+    }
+    return o;
+}
+
+// Row layout: the head blocks are column ranges. Column layout stores everything transposed, so the panel
+// shows the token-rows view (transposed back) to keep one picture.
+attn::Matrix rowsView(const attn::Matrix& m, attn::Layout l) { return l == attn::Layout::Row ? m : attn::Matrix(m.transpose()); }
+
+} // namespace
+
+void drawHeadsPanel(const LessonInputs& in, LessonState& st, bool* open)
+{
+    ImGui::SetNextWindowSize(ImVec2(900, 760), ImGuiCond_FirstUseEver);
+    if (!ImGui::Begin(kHeadsTitle, open)) {
+        ImGui::End();
+        return;
+    }
+    if (!in.session || !in.result || in.result->heads.empty()) {
+        noteText("Open a session (e.g. lesson_heads_block_identity) to see its heads.");
+        ImGui::End();
+        return;
+    }
+    const attn::Session& s = *in.session;
+    const attn::AttentionResult& r = *in.result;
+    auto d = attn::validate(s.input, s.config);
+    if (!d) {
+        errorText(d.status().message);
+        ImGui::End();
+        return;
+    }
+    const auto hb = attn::headBlocks(*d);
+    const attn::Layout L = s.config.layout;
+    ImGui::Text("H = %d heads of d_k = %d, d_v = %d (colour strip: which head owns each column)", d->H, d->dk, d->dv);
+
+    sectionTitle("Column blocks per head");
+    if (s.config.mode != attn::Mode::Direct) {
+        drawMatrixGrid("Wq", "W^Q", rowsView(s.input.Wq, L), blocks(hb, 'q'));
+        ImGui::SameLine(0, 20);
+        ImGui::BeginGroup();
+        drawMatrixGrid("Wk", "W^K", rowsView(s.input.Wk, L), blocks(hb, 'k'));
+        ImGui::EndGroup();
+        ImGui::SameLine(0, 20);
+        ImGui::BeginGroup();
+        drawMatrixGrid("Wv", "W^V", rowsView(s.input.Wv, L), blocks(hb, 'v'));
+        ImGui::EndGroup();
+    }
+    drawMatrixGrid("Q", "Q", rowsView(r.Q, L), blocks(hb, 'q'));
+    ImGui::SameLine(0, 20);
+    ImGui::BeginGroup();
+    drawMatrixGrid("K", "K", rowsView(r.K, L), blocks(hb, 'k'));
+    ImGui::EndGroup();
+    ImGui::SameLine(0, 20);
+    ImGui::BeginGroup();
+    drawMatrixGrid("V", "V", rowsView(r.V, L), blocks(hb, 'v'));
+    ImGui::EndGroup();
+
+    sectionTitle("Seed 003's block identity: Q W_h = Q_h");
+    clampSelection(r, st);
+    if (d->H > 1) ImGui::SliderInt("head h", &st.head, 0, d->H - 1);
+    const int width = d->H * d->dq;
+    auto sel = attn::headSelector(width, d->H, st.head);
+    if (sel) {
+        GridOptions o;
+        o.cell = 18.0f;
+        o.values = false;
+        drawMatrixGrid("Wh", ("W_" + std::to_string(st.head + 1) + "  [H d_k, d_k]").c_str(), *sel, o);
+        ImGui::SameLine(0, 20);
+        ImGui::BeginGroup();
+        drawMatrixGrid("Qh", ("Q_" + std::to_string(st.head + 1) + " = Q W_" + std::to_string(st.head + 1)).c_str(),
+                       rowsView(r.heads[st.head].Q, L), GridOptions{});
+        ImGui::EndGroup();
+    } else {
+        errorText(sel.status().message);
+    }
+
+    sectionTitle("Each head's contribution to the output");
+    st.contributions.refresh(in.revision, 0, [&] { return attn::headContributions(s.input, r); });
+    const attn::HeadContributions* c = st.contributions.value ? &*st.contributions.value : nullptr;
+    if (!c) {
+        errorText(st.contributions.error);
+    } else {
+        for (std::size_t h = 0; h < c->perHead.size(); ++h) {
+            if (h) ImGui::SameLine(0, 16);
+            ImGui::BeginGroup();
+            const std::string title = "head " + std::to_string(h + 1) + "  |.| = " + attn::formatValue(c->norms[h], 3);
+            GridOptions o;
+            o.cell = 26.0f;
+            o.symmetric = true;
+            o.colormap = attn::Colormap::RdBu;
+            drawMatrixGrid(("c" + std::to_string(h)).c_str(), title.c_str(), c->perHead[h], o);
+            ImGui::EndGroup();
+        }
+        ImGui::Text("sum of contributions + b_o vs output: max |difference| = %s",
+                    attn::formatValue(c->maxAbsDiff, 3).c_str());
+        noteText(s.input.Wo.size() > 0 ? "contribution_h = O_h W^O[rows of head h]: the output is their sum plus b_o."
+                                       : "No W^O: each head's contribution is its block of the concatenation.");
+    }
+
+    sectionTitle("One head vs h heads on the same Q, K, V");
+    if (s.config.score == attn::Score::Additive) {
+        noteText("Needs a dot-product score (QK^T = sum_h Q_h K_h^T).");
+    } else {
+        ImGui::SetNextItemWidth(120);
+        ImGui::InputInt("h", &st.compareHeads);
+        st.compareHeads = std::max(1, st.compareHeads);
+        st.headCounts.refresh(in.revision, st.compareHeads,
+                              [&] { return attn::compareHeadCounts(s.input, s.config, st.compareHeads); });
+        const attn::HeadsComparison* cmp = st.headCounts.value ? &*st.headCounts.value : nullptr;
+        if (!cmp) {
+            errorText(st.headCounts.error);
+        } else {
+            drawMatrixGrid("one", "1 head: output", cmp->oneHead.output, GridOptions{});
+            ImGui::SameLine(0, 20);
+            ImGui::BeginGroup();
+            drawMatrixGrid("many", (std::to_string(cmp->heads) + " heads: output").c_str(), cmp->multiHead.output, GridOptions{});
+            ImGui::EndGroup();
+            ImGui::Text("QK^T vs sum_h Q_h K_h^T: max |difference| = %s; outputs differ by up to %s",
+                        attn::formatValue(cmp->maxAbsDecompositionDiff, 3).c_str(),
+                        attn::formatValue(cmp->maxAbsOutputDiff, 3).c_str());
+            noteText("One head scores with all of Q and K, so its scores are the sum of every head's Q_h K_h^T "
+                     "(the cross terms of seed 003's figure mix into every block); h heads keep them apart.");
+        }
+    }
+    ImGui::End();
+}
+
+} // namespace app

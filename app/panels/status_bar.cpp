@@ -1,0 +1,38 @@
+// Status bar: backend (attn::backendDescription), last compute time (result.timings.total), sizes, errors.
+#include "panels/panels.h"
+
+#include <imgui.h>
+
+namespace app {
+
+void drawStatusBar(AppState& state)
+{
+    const ImGuiViewport* vp = ImGui::GetMainViewport();
+    ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x, vp->WorkPos.y + vp->WorkSize.y - kStatusBarHeight));
+    ImGui::SetNextWindowSize(ImVec2(vp->WorkSize.x, kStatusBarHeight));
+    ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(8, 3));
+    ImGui::Begin("##status", nullptr, ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
+                                          ImGuiWindowFlags_NoBringToFrontOnFocus);
+    static std::string backend;
+    static attn::Backend backendOf = attn::Backend::Auto;
+    const attn::Backend b = state.doc.hasResult() ? state.doc.result().backend : state.doc.backend;
+    if (backend.empty() || b != backendOf) {
+        backend = attn::backendDescription(b);
+        backendOf = b;
+    }
+    const Sizes z = state.doc.sizes();
+    ImGui::Text("%s   |   compute %.3f ms   |   n=%d  n_kv=%d  heads=%d  d_k=%d  d_v=%d", backend.c_str(),
+                state.doc.hasResult() ? state.doc.result().timings.total : 0.0, z.n, z.nkv, z.heads, z.dk, z.dv);
+    if (!state.doc.path().empty()) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("  |  %s", state.doc.path().c_str());
+    }
+    if (!state.doc.lastError().ok()) {
+        ImGui::SameLine();
+        ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "  |  error: %s", state.doc.lastError().message.c_str());
+    }
+    ImGui::End();
+    ImGui::PopStyleVar();
+}
+
+} // namespace app

@@ -1,0 +1,38 @@
+#include "panels/style.h"
+
+#include <imgui.h>
+
+#include <filesystem>
+
+namespace app {
+
+std::string setupImGuiStyle()
+{
+    ImGuiIO& io = ImGui::GetIO();
+    io.IniFilename = nullptr;
+    io.LogFilename = nullptr;
+    io.ConfigFlags |= ImGuiConfigFlags_NavEnableKeyboard;
+    ImGui::StyleColorsDark();
+    ImGuiStyle& st = ImGui::GetStyle();
+    st.WindowRounding = 0;
+    st.FrameRounding = 2;
+    st.ItemSpacing = ImVec2(6, 4);
+
+    // Glyph ranges: Basic Latin + Latin-1, Greek, superscripts/subscripts (ᵀ is U+1D40 in the phonetic
+    // extensions), arrows, math operators (√ Σ ∞ −), box drawing for hatching hints. Static: ImGui keeps the pointer.
+    static const ImWchar kRanges[] = {
+        0x0020, 0x00FF, 0x0370, 0x03FF, 0x1D00, 0x1D7F, 0x2000, 0x206F, 0x2070, 0x209F,
+        0x2190, 0x21FF, 0x2200, 0x22FF, 0x2500, 0x25FF, 0,
+    };
+    const char* path = ATTNSCOPE_FONT_PATH;
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec)) {
+        ImFontConfig cfg;
+        cfg.OversampleH = 2;
+        if (io.Fonts->AddFontFromFileTTF(path, kFontSize, &cfg, kRanges)) return "";
+    }
+    io.Fonts->AddFontDefault();
+    return std::string("font ") + path + " not found (install fonts-dejavu-core); using ImGui's built-in font";
+}
+
+} // namespace app

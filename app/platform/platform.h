@@ -1,0 +1,53 @@
+// The platform layer: a GLFW window with an OpenGL 3.3 core context (glad loader), and ImGui's GLFW and
+// OpenGL3 backends (from Debian's libimgui). Nothing here knows about attention or panels.
+#pragma once
+
+#include <attnscope/status.h>
+
+#include <string>
+#include <vector>
+
+struct GLFWwindow;
+
+namespace app {
+
+struct PlatformOptions {
+    int width = 1280;   // window size in screen coordinates
+    int height = 800;
+    std::string title = "attnscope";
+    bool vsync = true;  // off for benchmarks
+};
+
+class Platform {
+public:
+    Platform() = default;
+    Platform(const Platform&) = delete;
+    Platform& operator=(const Platform&) = delete;
+    ~Platform();
+
+    // Creates the window, the GL context and the ImGui context with both backends. Errors (Unavailable):
+    // no display, no OpenGL 3.3, loader failure; the message says which.
+    attn::Status init(const PlatformOptions& opt);
+    void shutdown();
+
+    bool shouldClose() const;
+    void requestClose();
+    // Processes events: waits up to `timeoutSeconds` for one (0 = poll and return at once).
+    void pollEvents(double timeoutSeconds);
+    // Backends' NewFrame + ImGui::NewFrame. ignoreMouse: the pointer is treated as absent (screenshots must not
+    // depend on where the X server left it).
+    void beginFrame(bool ignoreMouse = false);
+    void renderFrame();       // ImGui::Render, clear, draw (leaves the picture in the back buffer)
+    void swapBuffers();
+    void framebufferSize(int& w, int& h) const;
+    // Paths dropped on the window since the last call.
+    std::vector<std::string> takeDroppedFiles();
+    GLFWwindow* window() const { return m_window; }
+
+private:
+    GLFWwindow* m_window = nullptr;
+    bool m_imguiReady = false;
+    bool m_glfwReady = false;
+};
+
+} // namespace app

@@ -1,0 +1,274 @@
+#include "render/heatmap_view.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+
+namespace app {
+namespace {
+
+HeatmapRenderer* g_renderer = nullptr;
+
+// The CPU fallback draws at most this many cells (beyond that one grey block): the null-backend smoke test
+// and headless use only need it for small maps, and 64k rectangles per map would be slow.
+constexpr long kCpuFallbackMaxCells = 65536;
+
+ImU32 toU32(attn::Rgb8 c, int alpha = 255) { return IM_COL32(c.r, c.g, c.b, alpha); }
+
+void drawCellsCpu(ImDrawList* dl, ImVec2 a, ImVec2 b, const HeatmapSource& src)
+{
+    const attn::Matrix& m = *src.values;
+    if (m.size() == 0) return;
+    if (m.size() > kCpuFallbackMaxCells) {
+        dl->AddRectFilled(a, b, toU32(attn::kMaskedColor));
+        return;
+    }
+    const float cw = (b.x - a.x) / static_cast<float>(m.cols()), ch = (b.y - a.y) / static_cast<float>(m.rows());
+    const bool hasMask = src.mask && src.mask->size() == m.size();
+    for (Eigen::Index r = 0; r < m.rows(); ++r)
+        for (Eigen::Index c = 0; c < m.cols(); ++c) {
+            const ImVec2 p0(a.x + cw * static_cast<float>(c), a.y + ch * static_cast<float>(r));
+            const ImVec2 p1(p0.x + cw, p0.y + ch);
+            if (hasMask && (*src.mask)(r, c)) {
+                dl->AddRectFilled(p0, p1, toU32(attn::kMaskedColor));
+                dl->AddLine(ImVec2(p0.x, p1.y), ImVec2(p1.x, p0.y), IM_COL32(110, 110, 110, 255));
+                continue;
+            }
+            const float v = m(r, c);
+            const ImU32 col = std::isfinite(v) ? toU32(attn::colormapColor(src.colormap, attn::normalize(v, src.range)))
+                                               : IM_COL32(0, 0, 0, 255);
+            dl->AddRectFilled(p0, p1, col);
+        }
+}
+
+// Adds `text` turned 90° counter-clockwise (reading bottom to top), its baseline start at `bottomLeft`.
+void addVerticalText(ImDrawList* dl, ImVec2 bottomLeft, ImU32 col, const char* text)
+{
+    const int v0 = dl->VtxBuffer.Size;
+    dl->AddText(bottomLeft, col, text);
+    // Rotate the new vertices by -90° about bottomLeft: (dx, dy) -> (dy, -dx).
+    for (int i = v0; i < dl->VtxBuffer.Size; ++i) {
+        ImVec2& p = dl->VtxBuffer[i].pos;
+        const float dx = p.x - bottomLeft.x, dy = p.y - bottomLeft.y;
+        p = ImVec2(bottomLeft.x + dy, bottomLeft.y - dx);
+    }
+}
+
+} // namespace
+
+void setHeatmapRenderer(HeatmapRenderer* r) { g_renderer = r; }
+
+std::string axisLabel(const std::vector<std::string>* labels, int i)
+{
+    if (labels && i >= 0 && static_cast<std::size_t>(i) < labels->size()) return (*labels)[static_cast<std::size_t>(i)];
+    return std::to_string(i);
+}
+
+ImU32 contrastingTextColor(attn::Colormap cmap, const attn::DisplayRange& range, float v)
+{
+    const attn::Rgb8 c = attn::colormapColor(cmap, attn::normalize(v, range));
+    // Relative luminance with Rec. 709 weights; 140 of 255 splits the maps' light and dark halves well.
+    const float lum = 0.2126f * c.r + 0.7152f * c.g + 0.0722f * c.b;
+    return lum > 140.0f ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255);
+}
+
+HeatmapHit drawHeatmap(const HeatmapSpec& spec)
+{
+    HeatmapHit hit;
+    const attn::Matrix& m = *spec.src.values;
+    const int rows = static_cast<int>(m.rows()), cols = static_cast<int>(m.cols());
+    ImGui::PushID(spec.key.c_str());
+    if (rows == 0 || cols == 0) {
+        ImGui::TextDisabled("(empty)");
+        ImGui::PopID();
+        return hit;
+    }
+    const float cell = std::max(1.0f, spec.cellPx);
+    const float fontH = ImGui::GetFontSize();
+
+    // Label bands: row labels on the left, column labels on top (turned when they do not fit across a cell).
+    // Labels are left out when cells are smaller than the text (large n): hover still names each cell.
+    const bool rowLabelsFit = cell >= fontH * 0.8f;
+    const bool colLabelsFit = cell >= fontH * 0.8f;
+    float rowBand = 0, colBand = 0, maxColLabelW = 0;
+    if (rowLabelsFit) {
+        for (int r = 0; r < rows; ++r)
+            rowBand = std::max(rowBand, ImGui::CalcTextSize(axisLabel(spec.rowLabels, r).c_str()).x);
+        rowBand = std::min(rowBand, 70.0f) + 6.0f;
+    }
+    bool colVertical = false;
+    if (colLabelsFit) {
+        for (int c = 0; c < cols; ++c)
+            maxColLabelW = std::max(maxColLabelW, ImGui::CalcTextSize(axisLabel(spec.colLabels, c).c_str()).x);
+        colVertical = maxColLabelW > cell - 2.0f;
+        colBand = colVertical ? std::min(maxColLabelW, 60.0f) + 4.0f : fontH + 2.0f;
+    }
+    const ImVec2 full(rowBand + cell * static_cast<float>(cols), colBand + cell * static_cast<float>(rows));
+    const bool scroll = full.x > spec.maxWidth || full.y > spec.maxHeight;
+    if (scroll) {
+        const ImVec2 view(std::min(full.x, spec.maxWidth) + ImGui::GetStyle().ScrollbarSize,
+                          std::min(full.y, spec.maxHeight) + ImGui::GetStyle().ScrollbarSize);
+        ImGui::BeginChild("scroll", view, false, ImGuiWindowFlags_HorizontalScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+    }
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    const ImVec2 a(origin.x + rowBand, origin.y + colBand);
+    const ImVec2 b(a.x + cell * static_cast<float>(cols), a.y + cell * static_cast<float>(rows));
+
+    hit.cellsMin = a;
+    hit.cellsMax = b;
+    // Interaction: one invisible button over the cells, and one per label band.
+    ImGui::SetCursorScreenPos(a);
+    ImGui::InvisibleButton("cells", ImVec2(b.x - a.x, b.y - a.y));
+    const bool hovered = ImGui::IsItemHovered();
+    if (hovered) {
+        const ImVec2 mp = ImGui::GetIO().MousePos;
+        hit.col = std::clamp(static_cast<int>((mp.x - a.x) / cell), 0, cols - 1);
+        hit.row = std::clamp(static_cast<int>((mp.y - a.y) / cell), 0, rows - 1);
+        hit.pressed = ImGui::IsMouseClicked(ImGuiMouseButton_Left);
+        hit.held = ImGui::IsMouseDown(ImGuiMouseButton_Left);
+        if (ImGui::GetIO().KeyCtrl && ImGui::GetIO().MouseWheel != 0) hit.zoomWheel = ImGui::GetIO().MouseWheel;
+    }
+    if (scroll && ImGui::IsWindowHovered() && !ImGui::GetIO().KeyCtrl && ImGui::GetIO().MouseWheel != 0) {
+        // Wheel pans vertically, Shift+wheel horizontally (the child does not scroll with the mouse by itself,
+        // so that Ctrl+wheel can zoom).
+        const float step = cell * 3.0f * ImGui::GetIO().MouseWheel;
+        if (ImGui::GetIO().KeyShift) ImGui::SetScrollX(ImGui::GetScrollX() - step);
+        else ImGui::SetScrollY(ImGui::GetScrollY() - step);
+    }
+    if (scroll && hovered && ImGui::IsMouseDragging(ImGuiMouseButton_Middle)) {
+        const ImVec2 d = ImGui::GetIO().MouseDelta;
+        ImGui::SetScrollX(ImGui::GetScrollX() - d.x);
+        ImGui::SetScrollY(ImGui::GetScrollY() - d.y);
+    }
+
+    // Cells.
+    if (g_renderer) g_renderer->drawCells(dl, a, b, spec.key, spec.src);
+    else drawCellsCpu(dl, a, b, spec.src);
+
+    // Values in the cells, when they fit (and the cell is on screen).
+    const bool hasMask = spec.src.mask && spec.src.mask->size() == m.size();
+    // Cell values use a smaller size of the UI font: 11.5 px fits "0.25" in a 27 px cell.
+    constexpr float kValueFontSize = 11.5f;
+    ImFont* font = ImGui::GetFont();
+    if (spec.showValues && cell >= kValueFontSize * 1.8f) {
+        const ImVec2 clipMin = dl->GetClipRectMin(), clipMax = dl->GetClipRectMax();
+        for (int r = 0; r < rows; ++r) {
+            const float y = a.y + cell * static_cast<float>(r);
+            if (y > clipMax.y || y + cell < clipMin.y) continue;
+            for (int c = 0; c < cols; ++c) {
+                const float x = a.x + cell * static_cast<float>(c);
+                if (x > clipMax.x || x + cell < clipMin.x) continue;
+                if (hasMask && (*spec.src.mask)(r, c)) continue;
+                const std::string t = attn::formatValue(m(r, c), 2);
+                const ImVec2 ts = font->CalcTextSizeA(kValueFontSize, FLT_MAX, 0.0f, t.c_str());
+                if (ts.x > cell - 2.0f) continue;
+                dl->AddText(font, kValueFontSize, ImVec2(x + (cell - ts.x) * 0.5f, y + (cell - ts.y) * 0.5f),
+                            contrastingTextColor(spec.src.colormap, spec.src.range, m(r, c)), t.c_str());
+            }
+        }
+    }
+
+    // Labels.
+    const ImU32 textCol = ImGui::GetColorU32(ImGuiCol_Text);
+    const ImU32 markedCol = IM_COL32(230, 90, 60, 255);
+    if (rowLabelsFit) {
+        for (int r = 0; r < rows; ++r) {
+            const std::string t = axisLabel(spec.rowLabels, r);
+            const bool marked = r < static_cast<int>(spec.rowLabelMarked.size()) && spec.rowLabelMarked[static_cast<std::size_t>(r)];
+            const ImVec2 ts = ImGui::CalcTextSize(t.c_str());
+            const ImVec2 p(a.x - 4.0f - std::min(ts.x, rowBand - 6.0f), a.y + cell * static_cast<float>(r) + (cell - ts.y) * 0.5f);
+            dl->PushClipRect(ImVec2(origin.x, p.y), ImVec2(a.x, p.y + ts.y), true);
+            dl->AddText(p, marked ? markedCol : (r == spec.highlightRow ? IM_COL32(255, 200, 60, 255) : textCol), t.c_str());
+            dl->PopClipRect();
+        }
+        ImGui::SetCursorScreenPos(ImVec2(origin.x, a.y));
+        ImGui::InvisibleButton("rowlabels", ImVec2(std::max(1.0f, rowBand), b.y - a.y));
+        if (ImGui::IsItemClicked())
+            hit.rowLabelClicked = std::clamp(static_cast<int>((ImGui::GetIO().MousePos.y - a.y) / cell), 0, rows - 1);
+    }
+    if (colLabelsFit) {
+        for (int c = 0; c < cols; ++c) {
+            const std::string t = axisLabel(spec.colLabels, c);
+            const bool marked = c < static_cast<int>(spec.colLabelMarked.size()) && spec.colLabelMarked[static_cast<std::size_t>(c)];
+            const ImU32 col = marked ? markedCol : (c == spec.highlightCol ? IM_COL32(255, 200, 60, 255) : textCol);
+            const ImVec2 ts = ImGui::CalcTextSize(t.c_str());
+            const float x = a.x + cell * static_cast<float>(c);
+            if (colVertical) {
+                addVerticalText(dl, ImVec2(x + (cell - ts.y) * 0.5f, a.y - 3.0f), col, t.c_str());
+            } else {
+                dl->AddText(ImVec2(x + (cell - ts.x) * 0.5f, origin.y), col, t.c_str());
+            }
+            if (marked)  // padded key: strike through its label
+                dl->AddLine(ImVec2(x + 2, origin.y + colBand * 0.5f), ImVec2(x + cell - 2, origin.y + colBand * 0.5f), markedCol, 1.5f);
+        }
+        ImGui::SetCursorScreenPos(ImVec2(a.x, origin.y));
+        ImGui::InvisibleButton("collabels", ImVec2(b.x - a.x, std::max(1.0f, colBand)));
+        if (ImGui::IsItemClicked())
+            hit.colLabelClicked = std::clamp(static_cast<int>((ImGui::GetIO().MousePos.x - a.x) / cell), 0, cols - 1);
+    }
+
+    // Head boundaries in the projections (Q, K, V, concat): a dark line between blocks.
+    const ImU32 sep = IM_COL32(20, 20, 24, 255);
+    if (spec.colBlock > 0)
+        for (int c = spec.colBlock; c < cols; c += spec.colBlock)
+            dl->AddLine(ImVec2(a.x + cell * static_cast<float>(c), a.y), ImVec2(a.x + cell * static_cast<float>(c), b.y), sep, 2.0f);
+    if (spec.rowBlock > 0)
+        for (int r = spec.rowBlock; r < rows; r += spec.rowBlock)
+            dl->AddLine(ImVec2(a.x, a.y + cell * static_cast<float>(r)), ImVec2(b.x, a.y + cell * static_cast<float>(r)), sep, 2.0f);
+
+    // Linked highlights: the hovered query's row / key's column, outlined (not coloured, so no value is hidden).
+    const ImU32 hl = IM_COL32(255, 200, 60, 255);
+    if (spec.highlightRow >= 0 && spec.highlightRow < rows) {
+        const float y = a.y + cell * static_cast<float>(spec.highlightRow);
+        dl->AddRect(ImVec2(a.x - 1, y - 1), ImVec2(b.x + 1, y + cell + 1), hl, 0, 0, 2.0f);
+    }
+    if (spec.highlightCol >= 0 && spec.highlightCol < cols) {
+        const float x = a.x + cell * static_cast<float>(spec.highlightCol);
+        dl->AddRect(ImVec2(x - 1, a.y - 1), ImVec2(x + cell + 1, b.y + 1), hl, 0, 0, 2.0f);
+    }
+    if (hit.row >= 0) {
+        const ImVec2 p0(a.x + cell * static_cast<float>(hit.col), a.y + cell * static_cast<float>(hit.row));
+        dl->AddRect(p0, ImVec2(p0.x + cell, p0.y + cell), IM_COL32(255, 255, 255, 255), 0, 0, 2.0f);
+    }
+
+    ImGui::SetCursorScreenPos(origin);
+    ImGui::Dummy(full);
+    if (scroll) ImGui::EndChild();
+    ImGui::PopID();
+    return hit;
+}
+
+void drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange& range, float height)
+{
+    ImGui::PushID(id);
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    const float w = 12.0f;
+    // As tall as the map it belongs to, but no taller than a map's scrolling view (large n).
+    const float h = std::clamp(height, 40.0f, kColorbarMaxHeight);
+    // 64 gradient strips (top = hi): smooth enough at any size a colorbar gets here.
+    constexpr int kStrips = 64;
+    for (int i = 0; i < kStrips; ++i) {
+        const float t0 = 1.0f - static_cast<float>(i) / kStrips, t1 = 1.0f - static_cast<float>(i + 1) / kStrips;
+        const ImU32 c0 = toU32(attn::colormapColor(cmap, t0)), c1 = toU32(attn::colormapColor(cmap, t1));
+        const float y0 = p.y + h * static_cast<float>(i) / kStrips, y1 = p.y + h * static_cast<float>(i + 1) / kStrips;
+        dl->AddRectFilledMultiColor(ImVec2(p.x, y0), ImVec2(p.x + w, y1), c0, c0, c1, c1);
+    }
+    dl->AddRect(p, ImVec2(p.x + w, p.y + h), ImGui::GetColorU32(ImGuiCol_Border));
+    float labelW = 0;
+    // About one tick per 16 px of height (a label is 14 px tall), 4 to 10 of them.
+    const int maxTicks = std::clamp(static_cast<int>(h / 16.0f), 4, 10);
+    for (float t : attn::niceTicks(range.lo, range.hi, maxTicks)) {
+        const float y = p.y + h * (1.0f - attn::normalize(t, range));
+        dl->AddLine(ImVec2(p.x + w, y), ImVec2(p.x + w + 4, y), ImGui::GetColorU32(ImGuiCol_Text));
+        const std::string s = attn::formatValue(t, 3);
+        const ImVec2 ts = ImGui::CalcTextSize(s.c_str());
+        dl->AddText(ImVec2(p.x + w + 6, y - ts.y * 0.5f), ImGui::GetColorU32(ImGuiCol_Text), s.c_str());
+        labelW = std::max(labelW, ts.x);
+    }
+    ImGui::Dummy(ImVec2(std::max(kColorbarWidth, w + 8 + labelW), h));
+    ImGui::PopID();
+}
+
+} // namespace app

@@ -1,0 +1,83 @@
+// Heatmap widget: a matrix drawn as coloured cells with token labels on both axes, values printed when they
+// fit, masked cells hatched grey, hover and linked highlights; plus a colorbar with ticks.
+//
+// The cells themselves are drawn by a HeatmapRenderer: the GL one (render/heatmap_gl.h, our GLSL shader over a
+// float texture and a colormap lookup texture) in the window, or the CPU fallback here (one rectangle per cell)
+// when none is installed, as in the null-backend smoke test.
+#pragma once
+
+#include <attnscope/colormap.h>
+#include <attnscope/types.h>
+
+#include <imgui.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace app {
+
+// What to draw: values (rows × cols), an optional mask of the same shape, the range and colormap.
+struct HeatmapSource {
+    const attn::Matrix* values = nullptr;
+    const attn::MaskMatrix* mask = nullptr;  // null or empty = nothing masked
+    attn::DisplayRange range;
+    attn::Colormap colormap = attn::Colormap::Viridis;
+    std::uint64_t generation = 0;  // changes whenever *values or *mask change (the renderer re-uploads then)
+};
+
+class HeatmapRenderer {
+public:
+    virtual ~HeatmapRenderer() = default;
+    // Draws the cells of `src` into the rectangle [a, b] of `dl`. `key` names the heatmap (stable across
+    // frames) so that its textures are reused while `src.generation` is unchanged.
+    virtual void drawCells(ImDrawList* dl, ImVec2 a, ImVec2 b, const std::string& key, const HeatmapSource& src) = 0;
+};
+// Installs the renderer used by drawHeatmap (null: the CPU fallback). Not owned.
+void setHeatmapRenderer(HeatmapRenderer* r);
+
+// What each axis of a heatmap indexes: hovering a Query/Key axis links the panels.
+enum class Axis { Query, Key, Feature };
+
+struct HeatmapSpec {
+    std::string key;                  // unique id, e.g. "weights/0"
+    HeatmapSource src;
+    Axis rowAxis = Axis::Feature, colAxis = Axis::Feature;
+    const std::vector<std::string>* rowLabels = nullptr;  // null = indices
+    const std::vector<std::string>* colLabels = nullptr;
+    float cellPx = 24;                // cell side in pixels
+    bool showValues = true;
+    int highlightRow = -1, highlightCol = -1;  // linked hover highlights
+    std::vector<std::uint8_t> colLabelMarked;  // optional: columns whose label is drawn struck (padded keys)
+    std::vector<std::uint8_t> rowLabelMarked;
+    int colBlock = 0, rowBlock = 0;            // > 0: a separator every colBlock columns / rowBlock rows (heads)
+    float maxWidth = 420, maxHeight = 420;     // larger maps scroll inside this area (pan); Ctrl+wheel zooms
+};
+
+struct HeatmapHit {
+    int row = -1, col = -1;        // hovered cell, -1 = none
+    bool pressed = false;          // mouse went down on a cell this frame
+    bool held = false;             // mouse button held over a cell (for painting)
+    int colLabelClicked = -1;      // a column label was clicked
+    int rowLabelClicked = -1;
+    float zoomWheel = 0;           // Ctrl+wheel over the map (the caller changes the zoom)
+    ImVec2 cellsMin, cellsMax;     // screen rectangle of the cells (labels excluded)
+};
+
+// Draws the heatmap at the cursor (labels included) and reports interaction.
+HeatmapHit drawHeatmap(const HeatmapSpec& spec);
+
+// Vertical colorbar with "nice" ticks (attn::niceTicks), `height` pixels tall, at the cursor. It takes
+// kColorbarWidth pixels across (more only for unusually long tick labels), so maps without a bar of their own
+// (heads sharing one range) line up when they reserve the same width.
+inline constexpr float kColorbarWidth = 64.0f;
+inline constexpr float kColorbarMaxHeight = 420.0f;  // = the default HeatmapSpec::maxHeight
+void drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange& range, float height);
+
+// Black or white, whichever reads better on the colour of value v.
+ImU32 contrastingTextColor(attn::Colormap cmap, const attn::DisplayRange& range, float v);
+
+// The label of index i: labels[i] when present, else "i" (0-based).
+std::string axisLabel(const std::vector<std::string>* labels, int i);
+
+} // namespace app

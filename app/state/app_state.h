@@ -1,0 +1,111 @@
+// AppState: the window's UI options (persisted: per session in its "view" object, per user in the state
+// folder) and the transient interaction state shared by the panels (hover, selection, open dialogs).
+#pragma once
+
+#include "panels/lesson_common.h"
+#include "state/document.h"
+
+#include <attnscope/colormap.h>
+
+#include <imgui.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace app {
+
+// Which kind of data a heatmap shows; each kind has its own colormap.
+enum class HeatmapKind { Projection, Scores, Weights, Output };
+inline constexpr int kHeatmapKinds = 4;
+
+// The lesson panels (issue 6), in View → Lessons order. Their session-file names are lessonName(id).
+enum class LessonId { VectorView, TwoFormulas, Scaling, Heads, Additive, Masks, ImagePatches };
+inline constexpr int kLessonCount = 7;
+const char* lessonName(LessonId id);          // "vector_view", "two_formulas", ... (session files, --lesson)
+const char* lessonMenuLabel(LessonId id);     // "From vector to matrix (seeds 000/001)", ...
+// The lesson named `name`, or -1.
+int lessonFromName(const std::string& name);
+
+// Options saved with each session (the "view" object of the session file).
+struct ViewOptions {
+    attn::Colormap colormaps[kHeatmapKinds] = {attn::Colormap::RdBu, attn::Colormap::RdBu, attn::Colormap::Viridis,
+                                               attn::Colormap::RdBu};  // signed data defaults to the diverging map
+    bool sharedRange = true;     // per-head small multiples share one colour range (else one range per head)
+    bool showValues = true;      // print values in cells when they fit
+    float zoom = 1.0f;           // heatmap cell size factor (Ctrl+wheel over a heatmap), 0.25…8
+    // Open lesson panels ("lesson": "masks" or ["heads", "scaling"] in the file) and the query the vector view
+    // starts on ("query": i; -1 = keep the current one).
+    bool lessons[kLessonCount] = {};
+    int lessonQuery = -1;
+};
+std::string viewToJson(const ViewOptions& v);
+// Reads what it knows from `json` (unknown or malformed fields keep their defaults).
+ViewOptions viewFromJson(const std::string& json);
+
+// A rectangle of an interesting widget, written for the end-to-end test (--test-hooks).
+struct UiRect { float x0 = 0, y0 = 0, x1 = 0, y1 = 0; };
+
+struct AppState {
+    Document doc;
+    ViewOptions view;
+
+    // Persisted per user (state folder, app.json).
+    std::vector<std::string> recentFiles;  // newest first, at most kMaxRecent
+    static constexpr std::size_t kMaxRecent = 10;
+
+    // Paths and flags from the command line.
+    std::string stateDir;      // "" = no persistence
+    bool autosave = true;
+    std::string presetsDir;
+
+    // Interaction state (not persisted).
+    int hoverQuery = -1;       // hovered query index (any panel), -1 = none; read by every panel next frame
+    int hoverKey = -1;         // hovered key index
+    int nextHoverQuery = -1;   // written during a frame, becomes hoverQuery at the end of it
+    int nextHoverKey = -1;
+    bool paintMask = false;    // clicking the weights paints the custom mask
+    int paintValue = -1;       // while painting: the value being painted (0/1), -1 = not painting
+    std::string filePath;      // the path field of the file panel
+    std::string loadError;     // shown in a modal when a file fails to load; "" = none
+    bool showRestoreOffer = false;
+    std::string restorePath;   // the autosaved session offered back
+    bool showFilePanel = false;
+    bool showLog = false;
+
+    // Lesson panels: their UI state, and the session in file orientation they read (rebuilt when the
+    // document's revision changes: the document stores it row-oriented).
+    LessonState lesson;
+    attn::Session lessonSession;
+    std::uint64_t lessonSessionRevision = ~std::uint64_t(0);
+    bool lessonGesture = false;  // a lesson edit is being dragged: later edits join its undo step
+    double lastChangeTime = -1;       // when the document last changed (for the autosave delay)
+    std::uint64_t savedRevision = 0;  // the revision the autosave file holds
+    std::uint64_t seenRevision = 0;
+
+    // Test hooks: named widget rectangles of the current frame (filled when recordRects is on).
+    bool recordRects = false;
+    std::map<std::string, UiRect> rects;
+    void recordRect(const std::string& name, ImVec2 a, ImVec2 b)
+    {
+        if (recordRects) rects[name] = {a.x, a.y, b.x, b.y};
+    }
+};
+
+// Opens a session file into the document; on failure sets state.loadError (shown as a modal) and posts the
+// message; the current session is untouched. Adds successes to the recent files, except presets (files in
+// state.presetsDir), which open as untitled documents so that saving never overwrites them.
+bool openSession(AppState& state, const std::string& path);
+// Saves the document (with the view options) to `path`; posts the outcome.
+bool saveSessionAs(AppState& state, const std::string& path);
+
+// The user's app.json (recent files) and the autosaved session in the state folder.
+void loadUserState(AppState& state);
+void saveUserState(const AppState& state);
+std::string autosavePath(const AppState& state);  // "" when there is no state folder
+// Saves the session to the autosave file when it changed and `now` is kAutosaveDelay past the last change
+// (or `force`). Returns true when it wrote.
+inline constexpr double kAutosaveDelaySeconds = 0.5;  // short: a crash loses at most half a second of edits
+bool autosaveIfNeeded(AppState& state, double now, bool force);
+
+} // namespace app

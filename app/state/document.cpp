@@ -1,0 +1,611 @@
+// [SECTION] Helpers (resizing, undo budget)
+// [SECTION] Names, transposition, fills
+// [SECTION] Loading and saving
+// [SECTION] Editing and undo
+// [SECTION] Sizes, modes, scores, tokens
+// [SECTION] Cell access
+// [SECTION] Computing
+#include "state/document.h"
+
+#include "messages.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <random>
+
+namespace app {
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Helpers (resizing, undo budget)
+// -----------------------------------------------------------------------------------------------------
+
+namespace {
+
+// Undo keeps at most this many steps and this many bytes of snapshots (a session at n=1024, d_model=512 is
+// ~12 MB, so large sessions keep fewer steps instead of growing without bound).
+constexpr std::size_t kMaxUndoSteps = 200;
+constexpr std::size_t kMaxUndoBytes = std::size_t(512) << 20;
+
+std::size_t sessionBytes(const attn::Session& s)
+{
+    const attn::AttentionInput& in = s.input;
+    std::size_t n = 0;
+    for (const attn::Matrix* m : {&in.X, &in.Xkv, &in.Wq, &in.Wk, &in.Wv, &in.Wo, &in.Q, &in.K, &in.V,
+                                  &in.additive.Aq, &in.additive.Ak})
+        n += static_cast<std::size_t>(m->size()) * sizeof(float);
+    return n + static_cast<std::size_t>(in.mask.custom.size());
+}
+
+void resizeKeep(attn::Matrix& m, int rows, int cols)
+{
+    if (m.rows() == rows && m.cols() == cols) return;
+    attn::Matrix out = attn::Matrix::Zero(rows, cols);
+    const int r = std::min<int>(rows, static_cast<int>(m.rows())), c = std::min<int>(cols, static_cast<int>(m.cols()));
+    if (r > 0 && c > 0) out.topLeftCorner(r, c) = m.topLeftCorner(r, c);
+    m.swap(out);
+}
+
+void resizeKeep(attn::Vector& v, int n)
+{
+    if (v.size() == 0 || v.size() == n) return;  // absent stays absent
+    attn::Vector out = attn::Vector::Zero(n);
+    const int k = std::min<int>(n, static_cast<int>(v.size()));
+    out.head(k) = v.head(k);
+    v.swap(out);
+}
+
+// Keeps each head's block when the per-head width changes (a width H·d is H column blocks of d).
+void resizeHeadBlocks(attn::Matrix& m, int rows, int oldHeads, int oldD, int heads, int d)
+{
+    if (oldHeads <= 0 || oldD <= 0 || m.cols() != oldHeads * oldD) {
+        resizeKeep(m, rows, heads * d);
+        return;
+    }
+    attn::Matrix out = attn::Matrix::Zero(rows, heads * d);
+    const int r = std::min<int>(rows, static_cast<int>(m.rows()));
+    for (int h = 0; h < std::min(heads, oldHeads); ++h) {
+        const int w = std::min(d, oldD);
+        if (r > 0 && w > 0) out.block(0, h * d, r, w) = m.block(0, h * oldD, r, w);
+    }
+    m.swap(out);
+}
+
+void resizeHeadBlocks(attn::Vector& v, int oldHeads, int oldD, int heads, int d)
+{
+    if (v.size() == 0) return;
+    attn::Matrix m = v.transpose();
+    resizeHeadBlocks(m, 1, oldHeads, oldD, heads, d);
+    v = m.row(0).transpose();
+}
+
+void resizeTokens(std::vector<std::string>& t, int n, const char* prefix)
+{
+    if (t.empty()) return;
+    const int old = static_cast<int>(t.size());
+    t.resize(static_cast<std::size_t>(n));
+    for (int i = old; i < n; ++i) t[static_cast<std::size_t>(i)] = prefix + std::to_string(i + 1);
+}
+
+} // namespace
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Names, transposition, fills
+// -----------------------------------------------------------------------------------------------------
+
+const char* matrixName(MatrixId id)
+{
+    switch (id) {
+    case MatrixId::X: return "X";
+    case MatrixId::Xkv: return "X_kv";
+    case MatrixId::Wq: return "W^Q";
+    case MatrixId::Wk: return "W^K";
+    case MatrixId::Wv: return "W^V";
+    case MatrixId::Wo: return "W^O";
+    case MatrixId::Q: return "Q";
+    case MatrixId::K: return "K";
+    case MatrixId::V: return "V";
+    case MatrixId::Aq: return "A_q";
+    case MatrixId::Ak: return "A_k";
+    case MatrixId::Bq: return "b^Q";
+    case MatrixId::Bk: return "b^K";
+    case MatrixId::Bv: return "b^V";
+    case MatrixId::Bo: return "b^O";
+    case MatrixId::Wv_additive: return "w_v";
+    }
+    return "?";
+}
+
+void transposeSessionMatrices(attn::Session& s)
+{
+    attn::AttentionInput& in = s.input;
+    for (attn::Matrix* m : {&in.X, &in.Xkv, &in.Wq, &in.Wk, &in.Wv, &in.Wo, &in.Q, &in.K, &in.V, &in.additive.Aq,
+                            &in.additive.Ak}) {
+        attn::Matrix t = m->transpose();
+        m->swap(t);
+    }
+    attn::MaskMatrix t = in.mask.custom.transpose();
+    in.mask.custom.swap(t);
+}
+
+attn::Matrix makeFilled(FillKind kind, int rows, int cols, unsigned seed)
+{
+    attn::Matrix m = attn::Matrix::Zero(rows, cols);
+    std::mt19937 rng(seed);
+    switch (kind) {
+    case FillKind::Zeros: break;
+    case FillKind::Identity:
+        for (int r = 0; r < rows; ++r)
+            for (int c = 0; c < cols; ++c)
+                if ((cols > 0 && r % cols == c) || (rows > 0 && c % rows == r)) m(r, c) = 1.0f;
+        break;
+    case FillKind::RandomNormal: {
+        std::normal_distribution<float> d(0.0f, 1.0f);
+        for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = d(rng);
+        break;
+    }
+    case FillKind::Xavier: {
+        // Glorot & Bengio (2010) normal initialisation: std = sqrt(2 / (fan_in + fan_out)).
+        std::normal_distribution<float> d(0.0f, std::sqrt(2.0f / static_cast<float>(std::max(1, rows + cols))));
+        for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = d(rng);
+        break;
+    }
+    }
+    return m;
+}
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Loading and saving
+// -----------------------------------------------------------------------------------------------------
+
+Document::Document()
+{
+    attn::Session s;
+    s.name = "untitled";
+    s.queryTokens = s.keyTokens = {"x1", "x2", "x3"};
+    s.input.X = makeFilled(FillKind::Identity, 3, 3, 0);
+    s.input.Wq = makeFilled(FillKind::Identity, 3, 3, 0);
+    s.input.Wk = makeFilled(FillKind::Identity, 3, 3, 0);
+    s.input.Wv = makeFilled(FillKind::Identity, 3, 3, 0);
+    m_session = std::move(s);
+}
+
+void Document::setSession(attn::Session s, const std::string& path)
+{
+    if (s.config.layout == attn::Layout::Column) transposeSessionMatrices(s);
+    if (s.config.mode == attn::Mode::Self && s.keyTokens.empty()) s.keyTokens = s.queryTokens;
+    m_session = std::move(s);
+    m_path = path;
+    m_undo.clear();
+    m_redo.clear();
+    m_hasResult = false;
+    markDirty();
+}
+
+void Document::replaceSession(attn::Session s, bool inGesture)
+{
+    if (s.config.layout == attn::Layout::Column) transposeSessionMatrices(s);
+    if (s.config.mode == attn::Mode::Self && s.keyTokens.empty()) s.keyTokens = s.queryTokens;
+    if (!inGesture) pushUndo();
+    m_session = std::move(s);
+    fitMaskAndTokens();
+    markDirty();
+}
+
+attn::Status Document::load(const std::string& path)
+{
+    auto s = attn::loadSession(path);
+    if (!s.ok()) return s.status();
+    setSession(std::move(*s), path);
+    return {};
+}
+
+attn::Session Document::sessionForSave(const std::string& viewJson) const
+{
+    attn::Session s = m_session;
+    if (s.config.layout == attn::Layout::Column) transposeSessionMatrices(s);
+    s.viewJson = viewJson;
+    return s;
+}
+
+Sizes Document::sizes() const
+{
+    const attn::AttentionInput& in = m_session.input;
+    const attn::AttentionConfig& cfg = m_session.config;
+    Sizes z;
+    z.heads = std::max(1, cfg.heads);
+    if (cfg.mode == attn::Mode::Direct) {
+        z.n = static_cast<int>(in.Q.rows());
+        z.nkv = static_cast<int>(in.K.rows());
+        z.dq = static_cast<int>(in.Q.cols()) / z.heads;
+        z.dk = static_cast<int>(in.K.cols()) / z.heads;
+        z.dv = static_cast<int>(in.V.cols()) / z.heads;
+        z.dModel = static_cast<int>(in.X.cols());
+    } else {
+        z.n = static_cast<int>(in.X.rows());
+        z.nkv = cfg.mode == attn::Mode::Cross ? static_cast<int>(in.Xkv.rows()) : z.n;
+        z.dModel = static_cast<int>(in.X.cols());
+        z.dk = static_cast<int>(in.Wk.cols()) / z.heads;
+        z.dq = z.dk;
+        z.dv = static_cast<int>(in.Wv.cols()) / z.heads;
+    }
+    z.dOut = static_cast<int>(in.Wo.cols());
+    z.additive = cfg.score == attn::Score::Additive ? static_cast<int>(in.additive.wv.size()) : 0;
+    return z;
+}
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Editing and undo
+// -----------------------------------------------------------------------------------------------------
+
+void Document::pushUndo()
+{
+    m_undo.push_back(m_session);
+    m_redo.clear();
+    std::size_t bytes = 0;
+    for (const auto& s : m_undo) bytes += sessionBytes(s);
+    while (m_undo.size() > 1 && (m_undo.size() > kMaxUndoSteps || bytes > kMaxUndoBytes)) {
+        bytes -= sessionBytes(m_undo.front());
+        m_undo.pop_front();
+    }
+}
+
+void Document::edit(const std::function<void(attn::Session&)>& f)
+{
+    pushUndo();
+    f(m_session);
+    fitMaskAndTokens();
+    markDirty();
+}
+
+void Document::beginGesture() { pushUndo(); }
+
+void Document::applyInGesture(const std::function<void(attn::Session&)>& f)
+{
+    f(m_session);
+    markDirty();
+}
+
+void Document::setCellInGesture(MatrixId id, int r, int c, float v)
+{
+    assert(std::isfinite(v) && r >= 0 && r < rows(id) && c >= 0 && c < cols(id));
+    if (auto* m = matrixPtr(id)) (*m)(r, c) = v;
+    else (*vectorPtr(id))(c) = v;
+    markDirty();
+}
+
+bool Document::undo()
+{
+    if (m_undo.empty()) return false;
+    m_redo.push_back(std::move(m_session));
+    m_session = std::move(m_undo.back());
+    m_undo.pop_back();
+    markDirty();
+    return true;
+}
+
+bool Document::redo()
+{
+    if (m_redo.empty()) return false;
+    m_undo.push_back(std::move(m_session));
+    m_session = std::move(m_redo.back());
+    m_redo.pop_back();
+    markDirty();
+    return true;
+}
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Sizes, modes, scores, tokens
+// -----------------------------------------------------------------------------------------------------
+
+attn::Status Document::setSizes(const Sizes& z)
+{
+    auto bad = [](const char* what, int v, int lo, int hi) {
+        return attn::invalidArgument(std::string(what) + ": expected an integer in [" + std::to_string(lo) + ", " +
+                                     std::to_string(hi) + "], got " + std::to_string(v));
+    };
+    if (z.n < 1 || z.n > kMaxTokens) return bad("n", z.n, 1, kMaxTokens);
+    if (z.nkv < 1 || z.nkv > kMaxTokens) return bad("n_kv", z.nkv, 1, kMaxTokens);
+    if (z.dModel < 1 || z.dModel > kMaxWidth) return bad("d_model", z.dModel, 1, kMaxWidth);
+    if (z.heads < 1 || z.heads > kMaxHeads) return bad("heads", z.heads, 1, kMaxHeads);
+    if (z.dk < 1 || z.heads * z.dk > kMaxWidth) return bad("d_k", z.dk, 1, kMaxWidth / z.heads);
+    if (z.dq < 1 || z.heads * z.dq > kMaxWidth) return bad("d_q", z.dq, 1, kMaxWidth / z.heads);
+    if (z.dv < 1 || z.heads * z.dv > kMaxWidth) return bad("d_v", z.dv, 1, kMaxWidth / z.heads);
+    if (z.dOut < 0 || z.dOut > kMaxWidth) return bad("d_out", z.dOut, 0, kMaxWidth);
+    if (z.additive < 0 || z.additive > kMaxWidth) return bad("additive width", z.additive, 0, kMaxWidth);
+
+    const Sizes old = sizes();
+    pushUndo();
+    attn::Session& s = m_session;
+    attn::AttentionInput& in = s.input;
+    const bool direct = s.config.mode == attn::Mode::Direct;
+    const bool cross = s.config.mode == attn::Mode::Cross;
+    const int S = (direct || cross) ? z.nkv : z.n;
+    if (!direct) {
+        resizeKeep(in.X, z.n, z.dModel);
+        if (cross) resizeKeep(in.Xkv, S, z.dModel);
+        resizeHeadBlocks(in.Wq, z.dModel, old.heads, old.dk, z.heads, z.dk);
+        resizeHeadBlocks(in.Wk, z.dModel, old.heads, old.dk, z.heads, z.dk);
+        resizeHeadBlocks(in.Wv, z.dModel, old.heads, old.dv, z.heads, z.dv);
+        resizeHeadBlocks(in.bq, old.heads, old.dk, z.heads, z.dk);
+        resizeHeadBlocks(in.bk, old.heads, old.dk, z.heads, z.dk);
+        resizeHeadBlocks(in.bv, old.heads, old.dv, z.heads, z.dv);
+    } else {
+        attn::Matrix q = in.Q, k = in.K, v = in.V;
+        resizeHeadBlocks(q, z.n, old.heads, old.dq, z.heads, z.dq);
+        resizeHeadBlocks(k, S, old.heads, old.dk, z.heads, z.dk);
+        resizeHeadBlocks(v, S, old.heads, old.dv, z.heads, z.dv);
+        in.Q.swap(q);
+        in.K.swap(k);
+        in.V.swap(v);
+    }
+    if (z.dOut > 0) {
+        if (in.Wo.size() == 0) in.Wo = makeFilled(FillKind::Identity, z.heads * z.dv, z.dOut, 0);
+        else resizeKeep(in.Wo, z.heads * z.dv, z.dOut);
+        resizeKeep(in.bo, z.dOut);
+    } else {
+        in.Wo.resize(0, 0);
+        in.bo.resize(0);
+    }
+    if (s.config.score == attn::Score::Additive) {
+        const int a = std::max(1, z.additive);
+        resizeKeep(in.additive.Aq, direct ? z.dq : z.dk, a);
+        resizeKeep(in.additive.Ak, z.dk, a);
+        if (in.additive.wv.size() == 0) in.additive.wv = attn::Vector::Ones(a);
+        else resizeKeep(in.additive.wv, a);
+    }
+    s.config.heads = z.heads;
+    resizeTokens(s.queryTokens, z.n, direct ? "q" : "x");
+    if (cross || direct) resizeTokens(s.keyTokens, S, direct ? "k" : "y");
+    else s.keyTokens = s.queryTokens;
+    fitMaskAndTokens();
+    markDirty();
+    return {};
+}
+
+void Document::fitMaskAndTokens()
+{
+    const Sizes z = sizes();
+    attn::MaskSpec& m = m_session.input.mask;
+    const bool selfMode = m_session.config.mode == attn::Mode::Self;
+    const int S = selfMode ? z.n : z.nkv;
+    if (!m.keyPadding.empty()) m.keyPadding.resize(static_cast<std::size_t>(S), 0);
+    if (m.validLens.size() > 1) m.validLens.resize(static_cast<std::size_t>(z.n), S);
+    if (m.custom.size() > 0 && (m.custom.rows() != z.n || m.custom.cols() != S)) {
+        attn::MaskMatrix c = attn::MaskMatrix::Zero(z.n, S);
+        const int r = std::min<int>(z.n, static_cast<int>(m.custom.rows()));
+        const int k = std::min<int>(S, static_cast<int>(m.custom.cols()));
+        if (r > 0 && k > 0) c.topLeftCorner(r, k) = m.custom.topLeftCorner(r, k);
+        m.custom.swap(c);
+    }
+    if (selfMode) m_session.keyTokens = m_session.queryTokens;
+}
+
+void Document::setMode(attn::Mode mode)
+{
+    if (mode == m_session.config.mode) return;
+    edit([&](attn::Session& s) {
+        attn::AttentionInput& in = s.input;
+        const bool wasDirect = s.config.mode == attn::Mode::Direct;
+        if (mode == attn::Mode::Direct && m_hasResult) {
+            // Start from the projections just computed (converted back to canonical orientation).
+            const bool col = m_result.layout == attn::Layout::Column;
+            in.Q = col ? attn::Matrix(m_result.Q.transpose()) : m_result.Q;
+            in.K = col ? attn::Matrix(m_result.K.transpose()) : m_result.K;
+            in.V = col ? attn::Matrix(m_result.V.transpose()) : m_result.V;
+        }
+        if (mode == attn::Mode::Direct && in.Q.size() == 0) {
+            in.Q = makeFilled(FillKind::Identity, 3, 3, 0);
+            in.K = in.Q;
+            in.V = in.Q;
+        }
+        if (mode != attn::Mode::Direct && (in.X.size() == 0 || in.Wq.size() == 0)) {
+            const int n = wasDirect ? static_cast<int>(in.Q.rows()) : 3;
+            const int w = wasDirect ? static_cast<int>(in.K.cols()) : 3;
+            in.X = makeFilled(FillKind::Identity, n, w, 0);
+            in.Wq = makeFilled(FillKind::Identity, w, w, 0);
+            in.Wk = in.Wq;
+            in.Wv = makeFilled(FillKind::Identity, w, wasDirect ? static_cast<int>(in.V.cols()) : w, 0);
+        }
+        if (mode == attn::Mode::Cross && in.Xkv.size() == 0) in.Xkv = in.X;
+        if (mode == attn::Mode::Cross && (s.keyTokens.empty() || s.keyTokens.size() != static_cast<std::size_t>(in.Xkv.rows()))) {
+            s.keyTokens.clear();
+            for (int i = 0; i < in.Xkv.rows(); ++i) s.keyTokens.push_back("y" + std::to_string(i + 1));
+        }
+        if (mode == attn::Mode::Direct) {
+            if (s.queryTokens.size() != static_cast<std::size_t>(in.Q.rows())) s.queryTokens.clear();
+            if (s.keyTokens.size() != static_cast<std::size_t>(in.K.rows())) s.keyTokens.clear();
+        }
+        if (mode == attn::Mode::Self) {
+            if (s.queryTokens.size() != static_cast<std::size_t>(in.X.rows())) s.queryTokens.clear();
+            s.keyTokens = s.queryTokens;
+        }
+        if (mode == attn::Mode::Cross && s.queryTokens.size() != static_cast<std::size_t>(in.X.rows()))
+            s.queryTokens.clear();
+        s.config.mode = mode;
+        // Masks sized for the old key count would not fit: keep only the ones that still do.
+        const int S = mode == attn::Mode::Direct ? static_cast<int>(in.K.rows())
+                      : mode == attn::Mode::Cross ? static_cast<int>(in.Xkv.rows())
+                                                  : static_cast<int>(in.X.rows());
+        if (!in.mask.keyPadding.empty()) in.mask.keyPadding.assign(static_cast<std::size_t>(S), 0);
+        if (in.mask.custom.size() > 0) in.mask.custom.resize(0, 0);
+        if (in.mask.validLens.size() > 1) in.mask.validLens.clear();
+    });
+}
+
+void Document::setScore(attn::Score sc)
+{
+    if (sc == m_session.config.score) return;
+    edit([&](attn::Session& s) {
+        s.config.score = sc;
+        if (sc == attn::Score::Additive) {
+            s.config.scale.reset();  // core refuses a scale with the additive score
+            const Sizes z = sizes();
+            const int a = std::max(1, z.dk);
+            if (s.input.additive.Aq.size() == 0) {
+                s.input.additive.Aq = makeFilled(FillKind::Identity, s.config.mode == attn::Mode::Direct ? z.dq : z.dk, a, 0);
+                s.input.additive.Ak = makeFilled(FillKind::Identity, z.dk, a, 0);
+                s.input.additive.wv = attn::Vector::Ones(a);
+            }
+        }
+    });
+}
+
+attn::Status Document::setTokensFromSentence(const std::string& sentence, bool keys)
+{
+    std::vector<std::string> words;
+    std::string w;
+    for (char c : sentence + " ") {
+        if (std::isspace(static_cast<unsigned char>(c))) {
+            if (!w.empty()) words.push_back(w);
+            w.clear();
+        } else {
+            w.push_back(c);
+        }
+    }
+    if (words.empty()) return attn::invalidArgument("tokens: the sentence has no words");
+    if (words.size() > static_cast<std::size_t>(kMaxTokens))
+        return attn::invalidArgument("tokens: " + std::to_string(words.size()) + " words, at most " +
+                                     std::to_string(kMaxTokens));
+    Sizes z = sizes();
+    const bool selfMode = m_session.config.mode == attn::Mode::Self;
+    if (keys && !selfMode) z.nkv = static_cast<int>(words.size());
+    else z.n = static_cast<int>(words.size());
+    if (selfMode) z.nkv = z.n;
+    attn::Status st = setSizes(z);  // one undo step for the resize...
+    if (!st.ok()) return st;
+    // ...and the labels join it (no separate step: the user did one thing).
+    if (keys && !selfMode) m_session.keyTokens = words;
+    else m_session.queryTokens = words;
+    if (selfMode) m_session.keyTokens = m_session.queryTokens;
+    markDirty();
+    return {};
+}
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Cell access
+// -----------------------------------------------------------------------------------------------------
+
+attn::Matrix* Document::matrixPtr(MatrixId id)
+{
+    attn::AttentionInput& in = m_session.input;
+    switch (id) {
+    case MatrixId::X: return &in.X;
+    case MatrixId::Xkv: return &in.Xkv;
+    case MatrixId::Wq: return &in.Wq;
+    case MatrixId::Wk: return &in.Wk;
+    case MatrixId::Wv: return &in.Wv;
+    case MatrixId::Wo: return &in.Wo;
+    case MatrixId::Q: return &in.Q;
+    case MatrixId::K: return &in.K;
+    case MatrixId::V: return &in.V;
+    case MatrixId::Aq: return &in.additive.Aq;
+    case MatrixId::Ak: return &in.additive.Ak;
+    default: return nullptr;
+    }
+}
+
+attn::Vector* Document::vectorPtr(MatrixId id)
+{
+    attn::AttentionInput& in = m_session.input;
+    switch (id) {
+    case MatrixId::Bq: return &in.bq;
+    case MatrixId::Bk: return &in.bk;
+    case MatrixId::Bv: return &in.bv;
+    case MatrixId::Bo: return &in.bo;
+    case MatrixId::Wv_additive: return &in.additive.wv;
+    default: return nullptr;
+    }
+}
+
+const attn::Matrix* Document::matrixPtr(MatrixId id) const { return const_cast<Document*>(this)->matrixPtr(id); }
+const attn::Vector* Document::vectorPtr(MatrixId id) const { return const_cast<Document*>(this)->vectorPtr(id); }
+
+int Document::rows(MatrixId id) const
+{
+    if (auto* m = matrixPtr(id)) return static_cast<int>(m->rows());
+    return vectorPtr(id)->size() > 0 ? 1 : 0;
+}
+
+int Document::cols(MatrixId id) const
+{
+    if (auto* m = matrixPtr(id)) return static_cast<int>(m->cols());
+    return static_cast<int>(vectorPtr(id)->size());
+}
+
+float Document::cell(MatrixId id, int r, int c) const
+{
+    if (auto* m = matrixPtr(id)) return (*m)(r, c);
+    return (*vectorPtr(id))(c);
+}
+
+bool Document::present(MatrixId id) const { return rows(id) > 0 && cols(id) > 0; }
+
+attn::Status Document::setMatrix(MatrixId id, const attn::Matrix& m)
+{
+    if (m.rows() != rows(id) || m.cols() != cols(id))
+        return attn::invalidArgument(std::string(matrixName(id)) + ": expected " + std::to_string(rows(id)) + "×" +
+                                     std::to_string(cols(id)) + ", got " + std::to_string(m.rows()) + "×" +
+                                     std::to_string(m.cols()) + " (change the sizes first)");
+    for (Eigen::Index i = 0; i < m.size(); ++i)
+        if (!std::isfinite(m.data()[i])) return attn::invalidArgument(std::string(matrixName(id)) + ": values must be finite");
+    edit([&](attn::Session&) {
+        if (auto* p = matrixPtr(id)) *p = m;
+        else *vectorPtr(id) = m.row(0).transpose();
+    });
+    return {};
+}
+
+void Document::setPresent(MatrixId id, bool on)
+{
+    if (present(id) == on) return;
+    const Sizes z = sizes();
+    if (id == MatrixId::Wo) {
+        Sizes nz = z;
+        nz.dOut = on ? z.heads * z.dv : 0;
+        setSizes(nz);
+        return;
+    }
+    edit([&](attn::Session&) {
+        attn::Vector* v = vectorPtr(id);
+        if (!v) return;
+        if (!on) { v->resize(0); return; }
+        int n = 0;
+        if (id == MatrixId::Bq || id == MatrixId::Bk) n = z.heads * z.dk;
+        else if (id == MatrixId::Bv) n = z.heads * z.dv;
+        else if (id == MatrixId::Bo) n = z.dOut;
+        if (n > 0) *v = attn::Vector::Zero(n);
+    });
+}
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Computing
+// -----------------------------------------------------------------------------------------------------
+
+bool Document::recomputeIfNeeded()
+{
+    if (!m_dirty) return false;
+    m_dirty = false;
+    attn::AttentionInput in = m_session.input;
+    attn::AttentionConfig cfg = m_session.config;
+    cfg.backend = backend;
+    if (cfg.layout == attn::Layout::Column) {
+        attn::Session tmp;
+        tmp.input = std::move(in);
+        transposeSessionMatrices(tmp);
+        in = std::move(tmp.input);
+    }
+    attn::Status st = attn::compute(in, cfg, m_scratch);
+    if (!st.ok()) {
+        if (st.message != m_lastError.message) postError(st.message);
+        m_lastError = st;
+        return true;
+    }
+    std::swap(m_result, m_scratch);
+    m_hasResult = true;
+    m_lastError = {};
+    ++m_generation;
+    for (const std::string& w : m_result.warnings) postWarningOnce("compute:" + w, w);
+    return true;
+}
+
+} // namespace app

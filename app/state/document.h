@@ -1,0 +1,133 @@
+// Document: what the user edits (an attn::Session), the last good result of computing it, and undo/redo.
+//
+// The session is kept in Row orientation whatever its layout ("canonical": tokens are rows), so that an edit
+// means the same cell in both layouts; config.layout says how it is computed and shown. Only the boundary
+// transposes: computing (core gets the layout's orientation) and saving/loading files.
+// Every number comes from attn::compute; the document never does attention math.
+#pragma once
+
+#include <attnscope/attention.h>
+#include <attnscope/preset_io.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+
+namespace app {
+
+// The editable matrices and vectors. Vectors (biases, w_v) are shown and edited as 1×k rows.
+enum class MatrixId { X, Xkv, Wq, Wk, Wv, Wo, Q, K, V, Aq, Ak, Bq, Bk, Bv, Bo, Wv_additive };
+const char* matrixName(MatrixId id);  // "X", "X_kv", "W^Q", ..., "b^Q", "w_v"
+
+// The sizes a user can change. Per-head widths: projected widths are heads·dk etc.
+struct Sizes {
+    int n = 1;       // T: queries (rows of X, or of Q in direct mode)
+    int nkv = 1;     // S: keys/values (rows of X_kv in cross mode, of K/V in direct mode; n in self mode)
+    int dModel = 1;  // M: width of X and X_kv (self, cross)
+    int heads = 1;   // H
+    int dq = 1;      // per-head query width (= dk except in direct mode with the additive score)
+    int dk = 1;      // per-head key width
+    int dv = 1;      // per-head value width
+    int dOut = 0;    // O: columns of W^O; 0 = no W^O (the output is the concat)
+    int additive = 0;  // A: hidden width of the additive score (0 unless score is additive)
+};
+// Limits on sizes typed in the window (beyond these the UI gets unusable; core has its own memory budget).
+inline constexpr int kMaxTokens = 4096;
+inline constexpr int kMaxWidth = 4096;
+inline constexpr int kMaxHeads = 64;
+
+// Transposes every matrix of the session (vectors unchanged): Row-stored ↔ Column-stored.
+void transposeSessionMatrices(attn::Session& s);
+
+class Document {
+public:
+    Document();  // a small built-in session (used when no preset can be found)
+
+    // Replaces the session by `s` (given in its file orientation, as parseSession returns it), clears undo.
+    void setSession(attn::Session s, const std::string& path);
+    // Loads a file; on failure returns the error and leaves everything unchanged.
+    attn::Status load(const std::string& path);
+    // The session in file orientation, with `viewJson` as its view object, ready for attn::saveSession.
+    attn::Session sessionForSave(const std::string& viewJson) const;
+
+    const attn::Session& session() const { return m_session; }  // canonical (Row-oriented) storage
+    const std::string& path() const { return m_path; }
+    void setPath(const std::string& p) { m_path = p; }
+    Sizes sizes() const;
+
+    // ---- Editing: each public edit is one undo step --------------------------------------------------
+    // Applies f to the session as one undo step. f must keep shapes consistent (use setSizes for sizes).
+    void edit(const std::function<void(attn::Session&)>& f);
+    // A gesture (e.g. dragging a value) is one undo step however many frames it lasts:
+    // beginGesture() saves the undo point, applyInGesture() changes without adding steps.
+    void beginGesture();
+    void applyInGesture(const std::function<void(attn::Session&)>& f);
+    void setCellInGesture(MatrixId id, int r, int c, float v);  // v must be finite
+    // Resizes every matrix to `s`, keeping the values already entered (new cells are 0). Returns an
+    // InvalidArgument status (and changes nothing) for sizes out of range.
+    attn::Status setSizes(const Sizes& s);
+    // Switches mode, creating what the new mode needs (X_kv from X; Q, K, V from the current projections).
+    void setMode(attn::Mode m);
+    // Switches the score, creating additive parameters when needed (and dropping the scale override).
+    void setScore(attn::Score sc);
+    // Sets the query (and in self mode key) tokens from a sentence: one token per whitespace-separated word,
+    // n follows. Returns InvalidArgument for an empty sentence or more than kMaxTokens words.
+    attn::Status setTokensFromSentence(const std::string& sentence, bool keys);
+
+    // Accessors for editable cells in canonical orientation (vectors: row 0).
+    int rows(MatrixId id) const;
+    int cols(MatrixId id) const;
+    float cell(MatrixId id, int r, int c) const;
+    bool present(MatrixId id) const;  // false for optional inputs left out (W^O, biases)
+    // Replaces the whole session by `s` (file orientation, as parseSession returns it) keeping the path: one
+    // undo step, or part of the current gesture when `inGesture` (see beginGesture). The lesson panels use it.
+    void replaceSession(attn::Session s, bool inGesture = false);
+    // Replaces a whole matrix, as one undo step (`m` in canonical orientation; shape must match).
+    attn::Status setMatrix(MatrixId id, const attn::Matrix& m);
+    // Creates (zeros) or removes an optional input: W^O (with d_out = H·d_v) or a bias.
+    void setPresent(MatrixId id, bool on);
+
+    bool undo();
+    bool redo();
+    bool canUndo() const { return !m_undo.empty(); }
+    bool canRedo() const { return !m_redo.empty(); }
+
+    // ---- Computing -----------------------------------------------------------------------------------
+    // Recomputes when an input changed since the last call; returns true when it did (success or not).
+    bool recomputeIfNeeded();
+    void markDirty() { m_dirty = true; ++m_revision; }
+    // The last good result (empty before the first success), in the session's layout.
+    const attn::AttentionResult& result() const { return m_result; }
+    bool hasResult() const { return m_hasResult; }
+    // The error of the last compute, or ok.
+    const attn::Status& lastError() const { return m_lastError; }
+    std::uint64_t resultGeneration() const { return m_generation; }  // +1 for each successful compute
+    std::uint64_t revision() const { return m_revision; }             // +1 for each change of the inputs
+    attn::Backend backend = attn::Backend::Cpu;
+
+private:
+    attn::Matrix* matrixPtr(MatrixId id);
+    attn::Vector* vectorPtr(MatrixId id);
+    const attn::Matrix* matrixPtr(MatrixId id) const;
+    const attn::Vector* vectorPtr(MatrixId id) const;
+    void pushUndo();
+    void fitMaskAndTokens();
+
+    attn::Session m_session;
+    std::string m_path;
+    std::deque<attn::Session> m_undo, m_redo;
+    attn::AttentionResult m_result, m_scratch;
+    bool m_hasResult = false;
+    bool m_dirty = true;
+    attn::Status m_lastError;
+    std::uint64_t m_generation = 0;
+    std::uint64_t m_revision = 0;
+};
+
+// Fills a matrix in canonical orientation. Identity/block identity: rows×cols with 1 where r % cols == c
+// or c % rows == r (so a d_model×H·d_k matrix is H stacked identities, seed 003's head split).
+enum class FillKind { Zeros, Identity, RandomNormal, Xavier };
+attn::Matrix makeFilled(FillKind kind, int rows, int cols, unsigned seed);
+
+} // namespace app

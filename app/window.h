@@ -1,0 +1,33 @@
+// The attnscope window: `attnscope [SESSION.json] [--screenshot OUT.png --frames N] [--size WxH] ...`.
+#pragma once
+
+#include <attnscope/types.h>
+
+#include <string>
+#include <vector>
+
+namespace app {
+
+struct WindowOptions {
+    std::string sessionPath;       // "" = the default preset (seed 000)
+    int width = 1280, height = 800;
+    std::string screenshotPath;    // non-empty: render `frames` frames, save the window as PNG, exit
+    int frames = 5;
+    std::string referencePath;     // with --screenshot: compare with this baseline (missing: write it, fail)
+    double threshold = 0.01;       // largest fraction of differing pixels that still passes
+    std::string stateDir;          // overrides the XDG state folder
+    bool autosave = true;          // --no-autosave
+    bool restoreOffer = true;      // --no-restore
+    std::vector<std::string> lessons;  // --lesson NAME...: lesson panels to open at start (lessonName names)
+    std::string testHooksDir;      // --test-hooks DIR: layout.json + frame.ppm after each recompute (tests)
+    attn::Backend backend = attn::Backend::Cpu;
+};
+
+// Runs the window until it is closed (or the screenshot is taken). Returns an exit code (cli.h).
+int runWindow(const WindowOptions& opt);
+
+// `attnscope bench --gui`: frames per second while editing at n=64, d_model=64, h=4, and the edit-to-new-
+// picture latency at n=1024, d_model=512, h=8. Prints a small table; returns an exit code.
+int runGuiBench(int frames);
+
+} // namespace app

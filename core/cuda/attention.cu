@@ -1,0 +1,47 @@
+// Launchers of the backend's kernels (attention_kernels.cuh); contracts in kernels.h. The products
+// (projections, QKᵀ, PV, W^O) are cuBLAS calls in backend.cpp. Kernels are kept few and small: the default
+// build compiles each for 5 architectures.
+#include "attention_kernels.cuh"
+#include "kernels.h"
+
+namespace attn::cuda {
+
+using namespace detail;
+
+cudaError_t launchAddBias(float* c, const float* bias, int tokens, int features, bool columnMajor, cudaStream_t stream)
+{
+    const long long n = static_cast<long long>(tokens) * features;
+    const LaunchShape s = addBiasShape(n);
+    addBiasKernel<<<s.grid, s.block, 0, stream>>>(c, bias, n, tokens, features, columnMajor);
+    return cudaGetLastError();
+}
+
+cudaError_t launchMaskedSoftmax(const float* scores, const std::uint8_t* mask, float fill, float* weights, int H,
+                                int T, int S, bool columnMajor, cudaStream_t stream)
+{
+    if (!columnMajor) {
+        const long long rows = static_cast<long long>(H) * T;
+        const LaunchShape s = softmaxRowsShape(rows);
+        softmaxRowsKernel<<<s.grid, s.block, 0, stream>>>(scores, mask, fill, weights, rows, T, S);
+    } else {
+        const LaunchShape s = softmaxColsShape(H, T);
+        softmaxColsKernel<<<s.grid, s.block, 0, stream>>>(scores, mask, fill, weights, H, T, S);
+    }
+    return cudaGetLastError();
+}
+
+cudaError_t launchAdditiveScores(const float* qa, const float* ka, const float* wv, float* scores, int H, int T,
+                                 int S, int A, bool columnMajor, cudaStream_t stream)
+{
+    const LaunchShape s = additiveShape(H, T, S);
+    additiveScoresKernel<<<s.grid, s.block, 0, stream>>>(qa, ka, wv, scores, H, T, S, A, columnMajor);
+    return cudaGetLastError();
+}
+
+cudaError_t probeKernelImage()
+{
+    cudaFuncAttributes attr{};
+    return cudaFuncGetAttributes(&attr, softmaxRowsKernel);
+}
+
+} // namespace attn::cuda

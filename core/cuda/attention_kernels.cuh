@@ -1,0 +1,215 @@
+// The backend's kernels (device code) and their launch shapes, included by attention.cu, which launches
+// them, and by tests/parity/emulated, which runs this same source on the CPU (a fiber per CUDA thread) so CI
+// without a GPU still checks their indexing and reductions. Only CUDA built-ins are used (threadIdx,
+// __shared__, __syncthreads, __shfl_xor_sync, expf, tanhf, fmaxf, min) so the emulator can provide them.
+//
+// Determinism: every reduction below runs in a fixed order (a fixed butterfly across a warp, a fixed loop
+// over shared memory), with no atomics, so the same input gives bitwise the same output run after run.
+#pragma once
+
+#include <vector_types.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace attn::cuda::detail {
+
+
+constexpr unsigned kFullWarp = 0xffffffffu;
+constexpr int kWarpSize = 32;
+// Row softmax: one warp per query row, 4 warps (128 threads) per block, a common occupancy sweet spot for
+// memory-bound row kernels; rows are independent so the block size only affects scheduling.
+constexpr int kRowsPerBlock = 4;
+// Column softmax: a tile of 32 queries (one warp-wide, so loads along the contiguous query index coalesce)
+// × 8 slices of the keys, merged through shared memory.
+constexpr int kColQueries = 32;
+constexpr int kColSlices = 8;
+// Additive scores: 16×16 (query, key) tiles, hidden width loaded 32 at a time into shared memory.
+constexpr int kAddTile = 16;
+constexpr int kAddChunk = 32;
+// Grid dimensions y and z are limited to 65535; more heads or query tiles are looped over in the kernel.
+constexpr int kMaxGridYZ = 65535;
+
+// Online softmax state for a set of values: m = their maximum, l = Σ exp(v − m). Masked keys with fill
+// -inf are skipped (they contribute exp(-inf) = 0); while nothing has been seen, m = -inf and l = 0.
+__device__ __forceinline__ void pushValue(float& m, float& l, float x)
+{
+    if (x == -INFINITY) return;
+    if (x > m) {
+        l = l * expf(m - x) + 1.0f;  // rescale the old sum to the new maximum (expf(-inf) = 0 at the start)
+        m = x;
+    } else {
+        l += expf(x - m);
+    }
+}
+
+// Merges another state into (m, l). Commutative bit for bit (IEEE + and * are), so every lane of a
+// butterfly reduction ends with the same value.
+__device__ __forceinline__ void mergeState(float& m, float& l, float m2, float l2)
+{
+    const float mx = fmaxf(m, m2);
+    if (mx == -INFINITY) return;  // both empty
+    l = l * expf(m - mx) + l2 * expf(m2 - mx);
+    m = mx;
+}
+
+// The weight of a value x given the final state; a query whose every key was masked with fill -inf
+// (m = -inf) gets 0 everywhere, as attention_ref.cpp does.
+__device__ __forceinline__ float weightOf(float x, float m, float l)
+{
+    return m == -INFINITY ? 0.0f : expf(x - m) / l;
+}
+
+__global__ void addBiasKernel(float* c, const float* bias, long long n, int tokens, int features, bool columnMajor)
+{
+    const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
+    for (long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += step) {
+        const int f = columnMajor ? static_cast<int>(idx / tokens) : static_cast<int>(idx % features);
+        c[idx] += bias[f];
+    }
+}
+
+// Row-major scores: rows = H·T rows of S, contiguous. One warp per row: one pass for (max, sum), one pass
+// writing the weights.
+__global__ void softmaxRowsKernel(const float* scores, const std::uint8_t* mask, float fill, float* weights,
+                                  long long rows, int T, int S)
+{
+    const long long row = static_cast<long long>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
+    if (row >= rows) return;  // the whole warp leaves together, so the shuffles below stay full-warp
+    const int lane = threadIdx.x % kWarpSize;
+    const float* in = scores + row * S;
+    float* out = weights + row * S;
+    const std::uint8_t* mk = mask ? mask + (row % T) * static_cast<long long>(S) : nullptr;
+
+    float m = -INFINITY, l = 0.0f;
+    for (int j = lane; j < S; j += kWarpSize) pushValue(m, l, (mk && mk[j]) ? fill : in[j]);
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+        const float m2 = __shfl_xor_sync(kFullWarp, m, offset);
+        const float l2 = __shfl_xor_sync(kFullWarp, l, offset);
+        mergeState(m, l, m2, l2);
+    }
+    for (int j = lane; j < S; j += kWarpSize) out[j] = weightOf((mk && mk[j]) ? fill : in[j], m, l);
+}
+
+// Column-major scores: per head an S×T row-major block (key j, query i at j·T + i). A block handles 32
+// queries; its 8 thread rows each scan every 8th key, then thread row 0 merges the 8 partial states.
+__global__ void softmaxColsKernel(const float* scores, const std::uint8_t* mask, float fill, float* weights, int H,
+                                  int T, int S)
+{
+    __shared__ float sm[kColSlices][kColQueries];
+    __shared__ float sl[kColSlices][kColQueries];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int i = blockIdx.x * kColQueries + tx;
+    const bool active = i < T;
+    for (int h = blockIdx.y; h < H; h += gridDim.y) {
+        const float* in = scores + static_cast<long long>(h) * T * S;
+        float* out = weights + static_cast<long long>(h) * T * S;
+        float m = -INFINITY, l = 0.0f;
+        if (active)
+            for (int j = ty; j < S; j += kColSlices) {
+                const long long at = static_cast<long long>(j) * T + i;
+                pushValue(m, l, (mask && mask[at]) ? fill : in[at]);
+            }
+        sm[ty][tx] = m;
+        sl[ty][tx] = l;
+        __syncthreads();
+        if (ty == 0) {
+            for (int k = 1; k < kColSlices; ++k) mergeState(m, l, sm[k][tx], sl[k][tx]);
+            sm[0][tx] = m;
+            sl[0][tx] = l;
+        }
+        __syncthreads();
+        m = sm[0][tx];
+        l = sl[0][tx];
+        if (active)
+            for (int j = ty; j < S; j += kColSlices) {
+                const long long at = static_cast<long long>(j) * T + i;
+                out[at] = weightOf((mask && mask[at]) ? fill : in[at], m, l);
+            }
+        __syncthreads();  // sm/sl are reused by the next head
+    }
+}
+
+// Element (r, a) of a rows×A matrix in the given storage order.
+__device__ __forceinline__ long long at2(int r, int a, int rows, int A, bool columnMajor)
+{
+    return columnMajor ? static_cast<long long>(a) * rows + r : static_cast<long long>(r) * A + a;
+}
+
+// One 16×16 tile of (query i = tile row, key j = tile column) scores per block. Heads (z) and query tiles
+// (y) beyond the grid's 65535 limit are looped over.
+__global__ void additiveScoresKernel(const float* qa, const float* ka, const float* wv, float* scores, int H, int T,
+                                     int S, int A, bool columnMajor)
+{
+    __shared__ float qs[kAddTile][kAddChunk + 1];  // +1: threads of a warp read different rows, no bank clash
+    __shared__ float ks[kAddTile][kAddChunk + 1];
+    __shared__ float ws[kAddChunk];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int tid = ty * kAddTile + tx;
+    const int j0 = blockIdx.x * kAddTile, j = j0 + tx;
+    const int tilesT = (T + kAddTile - 1) / kAddTile;
+    for (int h = blockIdx.z; h < H; h += gridDim.z)
+        for (int tile = blockIdx.y; tile < tilesT; tile += gridDim.y) {
+            const int i0 = tile * kAddTile, i = i0 + ty;
+            const float* q = qa + static_cast<long long>(h) * T * A;
+            const float* k = ka + static_cast<long long>(h) * S * A;
+            float acc = 0.0f;
+            for (int a0 = 0; a0 < A; a0 += kAddChunk) {
+                for (int e = tid; e < kAddTile * kAddChunk; e += kAddTile * kAddTile) {
+                    const int r = e / kAddChunk, c = e % kAddChunk, a = a0 + c;
+                    qs[r][c] = (i0 + r < T && a < A) ? q[at2(i0 + r, a, T, A, columnMajor)] : 0.0f;
+                    ks[r][c] = (j0 + r < S && a < A) ? k[at2(j0 + r, a, S, A, columnMajor)] : 0.0f;
+                }
+                if (tid < kAddChunk) ws[tid] = a0 + tid < A ? wv[a0 + tid] : 0.0f;
+                __syncthreads();
+                const int n = min(kAddChunk, A - a0);
+                for (int c = 0; c < n; ++c) acc += ws[c] * tanhf(qs[ty][c] + ks[tx][c]);
+                __syncthreads();
+            }
+            if (i < T && j < S) {
+                float* out = scores + static_cast<long long>(h) * T * S;
+                out[columnMajor ? static_cast<long long>(j) * T + i : static_cast<long long>(i) * S + j] = acc;
+            }
+        }
+}
+
+// ---- Launch shapes ---------------------------------------------------------------------------------------------
+// Grids loop over what does not fit (kernels above are written so), so a cap only changes scheduling; the
+// emulator lowers the y/z caps to make those loops run on small problems.
+
+struct LaunchShape {
+    dim3 grid;
+    dim3 block;
+};
+
+inline unsigned blocksFor(long long n, int perBlock, long long cap)
+{
+    const long long b = (n + perBlock - 1) / perBlock;
+    return static_cast<unsigned>(b < cap ? (b > 0 ? b : 1) : cap);
+}
+
+// Bias add is grid-stride: 65535 blocks of 256 threads saturate any current GPU.
+inline LaunchShape addBiasShape(long long n)
+{
+    constexpr int kThreads = 256;
+    return {dim3(blocksFor(n, kThreads, kMaxGridYZ)), dim3(kThreads)};
+}
+
+// gridDim.x may go up to 2^31 − 1, far above H·T/4 rows for any problem that fits in memory.
+inline LaunchShape softmaxRowsShape(long long rows)
+{
+    return {dim3(blocksFor(rows, kRowsPerBlock, 0x7fffffffLL)), dim3(kRowsPerBlock * kWarpSize)};
+}
+
+inline LaunchShape softmaxColsShape(int H, int T, int maxGridYZ = kMaxGridYZ)
+{
+    return {dim3(blocksFor(T, kColQueries, 0x7fffffffLL), H < maxGridYZ ? H : maxGridYZ), dim3(kColQueries, kColSlices)};
+}
+
+inline LaunchShape additiveShape(int H, int T, int S, int maxGridYZ = kMaxGridYZ)
+{
+    return {dim3(blocksFor(S, kAddTile, 0x7fffffffLL), blocksFor(T, kAddTile, maxGridYZ), H < maxGridYZ ? H : maxGridYZ),
+            dim3(kAddTile, kAddTile)};
+}
+
+} // namespace attn::cuda::detail

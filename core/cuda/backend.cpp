@@ -1,0 +1,324 @@
+// attn::cuda::compute: the attention computation on the GPU, same contract and results as
+// attn::cpu::computeReference (attention_ref.cpp) to float precision (tests/parity).
+//
+// Data flow, one call: upload inputs → projections (cuBLAS) → per-head scores (one strided batched cuBLAS
+// GEMM, or Q_h·A_q / K_h·A_k GEMMs + the additive kernel) → fused mask + softmax kernel → per-head P·V
+// (one strided batched GEMM straight into the concat) → W^O (cuBLAS) → download. All device memory lives in
+// the persistent Workspace (workspace.h).
+//
+// Layouts: every logical matrix (Row-layout meaning) is stored in the session's order: row-major in
+// Layout::Row, column-major in Layout::Column (the Column layout's transposed matrices, row-major, are
+// exactly that). cuBLAS is column-major, so Column maps onto it directly and Row computes Cᵀ = Bᵀ·Aᵀ. The
+// same code path then produces every Column result as the transpose of the Row one, and the host buffers
+// of AttentionInput/AttentionResult are uploaded and downloaded as they are.
+#include "cuda_backend.h"
+#include "cuda_status.h"
+#include "kernels.h"
+#include "workspace.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+namespace attn::cuda {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Stored shape and addressing of logical matrices in the session's layout.
+struct Storage {
+    bool col = false;  // column-major (Layout::Column)
+
+    // Leading dimension of a stored rows×cols logical matrix.
+    long long ld(long long rows, long long cols) const { return col ? rows : cols; }
+    // Offset between consecutive column blocks `width` wide (one per head) of a matrix with `rows` rows.
+    long long headStride(long long width, long long rows) const { return col ? width * rows : width; }
+    // Resizes a host matrix to hold a rows×cols logical matrix in this storage (transposed for Column).
+    template <class Mat>
+    void resize(Mat& m, int rows, int cols) const
+    {
+        if (col) m.resize(cols, rows);
+        else m.resize(rows, cols);
+    }
+};
+
+// C = alpha·op(A)·op(B) for `batch` problems. All are logical matrices in the Storage's order; m×n is
+// the shape of C, k the inner size; ld* are leading dimensions of the stored A, B, C (as Storage::ld of
+// the matrix before op) and stride* the distance between batch entries (0 = the same matrix for all).
+Status gemm(cublasHandle_t h, const Storage& st, bool transA, bool transB, int m, int n, int k, float alpha,
+            const float* A, long long lda, long long strideA, const float* B, long long ldb, long long strideB,
+            float* C, long long ldc, long long strideC, int batch)
+{
+    const float beta = 0.0f;
+    const cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (st.col) {
+        ATTNSCOPE_CUBLAS_TRY(cublasSgemmStridedBatched(h, opA, opB, m, n, k, &alpha, A, int(lda), strideA, B, int(ldb),
+                                                       strideB, &beta, C, int(ldc), strideC, batch));
+    } else {
+        // Row-major C is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ, and row-major A, B are column-major Aᵀ, Bᵀ.
+        ATTNSCOPE_CUBLAS_TRY(cublasSgemmStridedBatched(h, opB, opA, n, m, k, &alpha, B, int(ldb), strideB, A, int(lda),
+                                                       strideA, &beta, C, int(ldc), strideC, batch));
+    }
+    return {};
+}
+
+// Copies `count` floats (or flags) of a host buffer into the workspace buffer `b`.
+template <class T>
+Status upload(Workspace& ws, Buf b, const T* host, std::size_t count, T*& dev)
+{
+    ATTNSCOPE_STATUS_TRY(ws.get(b, count, dev));
+    if (count) ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(dev, host, count * sizeof(T), cudaMemcpyHostToDevice, ws.stream()));
+    return {};
+}
+
+template <class T>
+Status download(Workspace& ws, T* host, const T* dev, std::size_t count)
+{
+    if (count) ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(host, dev, count * sizeof(T), cudaMemcpyDeviceToHost, ws.stream()));
+    return {};
+}
+
+// Projection C (tokens × width) = In (tokens × M)·W (M × width) + bias, all in the Storage's order.
+Status project(Workspace& ws, const Storage& st, const float* in, const float* w, const float* bias, int tokens, int M,
+               int width, float* c)
+{
+    ATTNSCOPE_STATUS_TRY(gemm(ws.blas(), st, false, false, tokens, width, M, 1.0f, in, st.ld(tokens, M), 0, w,
+                              st.ld(M, width), 0, c, st.ld(tokens, width), 0, 1));
+    if (bias) ATTNSCOPE_CUDA_TRY(launchAddBias(c, bias, tokens, width, st.col, ws.stream()));
+    return {};
+}
+
+double elapsedMs(cudaEvent_t a, cudaEvent_t b)
+{
+    float ms = 0;
+    return cudaEventElapsedTime(&ms, a, b) == cudaSuccess ? double(ms) : 0.0;
+}
+
+Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, const Dims& d, AttentionResult& out)
+{
+    const Storage st{cfg.layout == Layout::Column};
+    const int T = d.T, S = d.S, H = d.H, M = d.M, O = d.O, A = d.A;
+    const int wq = H * d.dq, wk = H * d.dk, wv = H * d.dv;
+    const std::size_t TS = std::size_t(T) * S;
+    const bool direct = cfg.mode == Mode::Direct;
+    const bool additive = cfg.score == Score::Additive;
+    const bool hasWo = in.Wo.size() > 0;
+    const bool anyMask = in.mask.any();
+    cudaStream_t stream = ws.stream();
+    cublasHandle_t blas = ws.blas();
+
+    out.layout = cfg.layout;
+    out.scale = effectiveScale(cfg, d);
+    out.heads.resize(H);
+
+    // Everything this call will hold on the device, checked up front for one clear message instead of a
+    // failure halfway through the allocations.
+    {
+        const std::size_t f = sizeof(float);
+        std::size_t bytes = 2 * f * TS * H + (anyMask ? TS : 0);                                  // scores, weights, mask
+        bytes += f * (std::size_t(T) * wq + std::size_t(S) * wk + std::size_t(S) * wv);          // Q, K, V
+        bytes += f * (in.X.size() + in.Xkv.size() + in.Wq.size() + in.Wk.size() + in.Wv.size()); // inputs
+        bytes += f * (in.Wo.size() + std::size_t(T) * wv + (hasWo ? std::size_t(T) * O : 0));     // W^O, concat, output
+        if (additive) bytes += f * (std::size_t(H) * (T + S) * A + in.additive.Aq.size() + in.additive.Ak.size());
+        ATTNSCOPE_STATUS_TRY(ws.checkFits(bytes, std::to_string(H) + " head(s) × " + std::to_string(T) + " queries × " +
+                                                     std::to_string(S) + " keys"));
+    }
+
+    // The mask, once for all heads, built by the same function as the CPU paths (query-major), then put in
+    // the session's orientation so that each head's `masked` is a plain copy and the softmax reads it in
+    // the scores' order.
+    MaskMatrix maskRow, maskStored;
+    if (anyMask) {
+        if (st.col) {
+            const MaskMatrix customRow = in.mask.custom.transpose();
+            buildMaskRowMajor(in.mask, customRow, T, S, maskRow);
+            maskStored = maskRow.transpose();
+        } else {
+            buildMaskRowMajor(in.mask, in.mask.custom, T, S, maskRow);
+            maskStored = maskRow;
+        }
+    } else {
+        st.resize(maskStored, T, S);
+        maskStored.setZero();
+    }
+
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(0), stream));
+    // [upload]
+    float *dQ = nullptr, *dK = nullptr, *dV = nullptr;
+    const float *dBq = nullptr, *dBk = nullptr, *dBv = nullptr, *dBo = nullptr;
+    float *dX = nullptr, *dXkv = nullptr, *dWq = nullptr, *dWk = nullptr, *dWv = nullptr, *dWo = nullptr;
+    float *dAq = nullptr, *dAk = nullptr, *dWvec = nullptr, *tmp = nullptr;
+    std::uint8_t* dMask = nullptr;
+    if (direct) {
+        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Q, in.Q.data(), in.Q.size(), dQ));
+        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::K, in.K.data(), in.K.size(), dK));
+        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::V, in.V.data(), in.V.size(), dV));
+    } else {
+        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::X, in.X.data(), in.X.size(), dX));
+        if (cfg.mode == Mode::Cross) ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Xkv, in.Xkv.data(), in.Xkv.size(), dXkv));
+        else dXkv = dX;
+        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Wq, in.Wq.data(), in.Wq.size(), dWq));
+        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Wk, in.Wk.data(), in.Wk.size(), dWk));
+        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Wv, in.Wv.data(), in.Wv.size(), dWv));
+        if (in.bq.size()) {
+            ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Bq, in.bq.data(), in.bq.size(), tmp));
+            dBq = tmp;
+        }
+        if (in.bk.size()) {
+            ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Bk, in.bk.data(), in.bk.size(), tmp));
+            dBk = tmp;
+        }
+        if (in.bv.size()) {
+            ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Bv, in.bv.data(), in.bv.size(), tmp));
+            dBv = tmp;
+        }
+        ATTNSCOPE_STATUS_TRY(ws.get(Buf::Q, std::size_t(T) * wq, dQ));
+        ATTNSCOPE_STATUS_TRY(ws.get(Buf::K, std::size_t(S) * wk, dK));
+        ATTNSCOPE_STATUS_TRY(ws.get(Buf::V, std::size_t(S) * wv, dV));
+    }
+    if (hasWo) {
+        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Wo, in.Wo.data(), in.Wo.size(), dWo));
+        if (in.bo.size()) {
+            ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Bo, in.bo.data(), in.bo.size(), tmp));
+            dBo = tmp;
+        }
+    }
+    if (additive) {
+        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Aq, in.additive.Aq.data(), in.additive.Aq.size(), dAq));
+        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Ak, in.additive.Ak.data(), in.additive.Ak.size(), dAk));
+        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Wvec, in.additive.wv.data(), in.additive.wv.size(), dWvec));
+    }
+    if (anyMask) ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Mask, maskStored.data(), maskStored.size(), dMask));
+    float *dScores = nullptr, *dWeights = nullptr, *dConcat = nullptr, *dOutput = nullptr;
+    ATTNSCOPE_STATUS_TRY(ws.get(Buf::Scores, TS * H, dScores));
+    ATTNSCOPE_STATUS_TRY(ws.get(Buf::Weights, TS * H, dWeights));
+    ATTNSCOPE_STATUS_TRY(ws.get(Buf::Concat, std::size_t(T) * wv, dConcat));
+    if (hasWo) ATTNSCOPE_STATUS_TRY(ws.get(Buf::Output, std::size_t(T) * O, dOutput));
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(1), stream));
+
+    // [projections]
+    if (!direct) {
+        ATTNSCOPE_STATUS_TRY(project(ws, st, dX, dWq, dBq, T, M, wq, dQ));
+        ATTNSCOPE_STATUS_TRY(project(ws, st, dXkv, dWk, dBk, S, M, wk, dK));
+        ATTNSCOPE_STATUS_TRY(project(ws, st, dXkv, dWv, dBv, S, M, wv, dV));
+    }
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(2), stream));
+
+    // [scores] per head h: Q_h (T×d_q) is the column block h of Q, K_h likewise.
+    if (additive) {
+        float *dQa = nullptr, *dKa = nullptr;
+        ATTNSCOPE_STATUS_TRY(ws.get(Buf::Qa, std::size_t(H) * T * A, dQa));
+        ATTNSCOPE_STATUS_TRY(ws.get(Buf::Ka, std::size_t(H) * S * A, dKa));
+        // Q_h·A_q (T×A) and K_h·A_k (S×A) for every head; A_q, A_k are shared (batch stride 0).
+        ATTNSCOPE_STATUS_TRY(gemm(blas, st, false, false, T, A, d.dq, 1.0f, dQ, st.ld(T, wq), st.headStride(d.dq, T),
+                                  dAq, st.ld(d.dq, A), 0, dQa, st.ld(T, A), (long long)T * A, H));
+        ATTNSCOPE_STATUS_TRY(gemm(blas, st, false, false, S, A, d.dk, 1.0f, dK, st.ld(S, wk), st.headStride(d.dk, S),
+                                  dAk, st.ld(d.dk, A), 0, dKa, st.ld(S, A), (long long)S * A, H));
+        ATTNSCOPE_CUDA_TRY(launchAdditiveScores(dQa, dKa, dWvec, dScores, H, T, S, A, st.col, stream));
+    } else {
+        // scores_h (T×S) = s·Q_h·K_hᵀ, the scale folded into the GEMM (scores are stored after scaling).
+        ATTNSCOPE_STATUS_TRY(gemm(blas, st, false, true, T, S, d.dk, out.scale, dQ, st.ld(T, wq), st.headStride(d.dq, T),
+                                  dK, st.ld(S, wk), st.headStride(d.dk, S), dScores, st.ld(T, S), (long long)TS, H));
+    }
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(3), stream));
+
+    // [softmax] masked, over the keys of each query; scores stay as they are (HeadResult keeps both).
+    ATTNSCOPE_CUDA_TRY(launchMaskedSoftmax(dScores, dMask, in.mask.fill, dWeights, H, T, S, st.col, stream));
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(4), stream));
+
+    // [pv] O_h (T×d_v) = P_h·V_h, written as column block h of the concat.
+    ATTNSCOPE_STATUS_TRY(gemm(blas, st, false, false, T, d.dv, S, 1.0f, dWeights, st.ld(T, S), (long long)TS, dV,
+                              st.ld(S, wv), st.headStride(d.dv, S), dConcat, st.ld(T, wv), st.headStride(d.dv, T), H));
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(5), stream));
+
+    // [output] concat·W^O + b^O
+    if (hasWo) ATTNSCOPE_STATUS_TRY(project(ws, st, dConcat, dWo, dBo, T, wv, O, dOutput));
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(6), stream));
+
+    // [download] straight into the result's buffers (Eigen's resize keeps them when the shape is unchanged).
+    // The host memory is pageable, so each copy is staged by the driver; fine for the window's sizes.
+    if (direct) {
+        out.Q = in.Q;
+        out.K = in.K;
+        out.V = in.V;
+    } else {
+        st.resize(out.Q, T, wq);
+        st.resize(out.K, S, wk);
+        st.resize(out.V, S, wv);
+        ATTNSCOPE_STATUS_TRY(download(ws, out.Q.data(), dQ, out.Q.size()));
+        ATTNSCOPE_STATUS_TRY(download(ws, out.K.data(), dK, out.K.size()));
+        ATTNSCOPE_STATUS_TRY(download(ws, out.V.data(), dV, out.V.size()));
+    }
+    for (int h = 0; h < H; ++h) {
+        HeadResult& r = out.heads[h];
+        st.resize(r.scores, T, S);
+        st.resize(r.weights, T, S);
+        ATTNSCOPE_STATUS_TRY(download(ws, r.scores.data(), dScores + h * TS, TS));
+        ATTNSCOPE_STATUS_TRY(download(ws, r.weights.data(), dWeights + h * TS, TS));
+    }
+    st.resize(out.concat, T, wv);
+    ATTNSCOPE_STATUS_TRY(download(ws, out.concat.data(), dConcat, out.concat.size()));
+    if (hasWo) {
+        st.resize(out.output, T, O);
+        ATTNSCOPE_STATUS_TRY(download(ws, out.output.data(), dOutput, out.output.size()));
+    }
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(7), stream));
+    ATTNSCOPE_CUDA_TRY(cudaEventSynchronize(ws.event(7)));
+    // Kernel execution errors (e.g. an illegal address) surface at the first synchronising call.
+    ATTNSCOPE_CUDA_TRY(cudaGetLastError());
+
+    // Per-head views and flags, on the host (copies, counted with the transfers).
+    const auto t0 = Clock::now();
+    if (!hasWo) out.output = out.concat;
+    // A query is fully masked when fill is -inf and every one of its keys is masked: exactly when the
+    // softmax kernel's running maximum stays -inf (scores are finite), i.e. when it wrote a zero row.
+    std::vector<int> fullyMasked;
+    if (anyMask && std::isinf(in.mask.fill))
+        for (int i = 0; i < T; ++i)
+            if ((maskRow.row(i).array() != 0).all()) fullyMasked.push_back(i);
+    for (int h = 0; h < H; ++h) {
+        HeadResult& r = out.heads[h];
+        if (st.col) {
+            r.Q = out.Q.middleRows(h * d.dq, d.dq);
+            r.K = out.K.middleRows(h * d.dk, d.dk);
+            r.V = out.V.middleRows(h * d.dv, d.dv);
+            r.output = out.concat.middleRows(h * d.dv, d.dv);
+        } else {
+            r.Q = out.Q.middleCols(h * d.dq, d.dq);
+            r.K = out.K.middleCols(h * d.dk, d.dk);
+            r.V = out.V.middleCols(h * d.dv, d.dv);
+            r.output = out.concat.middleCols(h * d.dv, d.dv);
+        }
+        r.masked = maskStored;
+        r.fullyMaskedQueries = fullyMasked;
+    }
+    const double hostMs = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+
+    PhaseTimings& tm = out.timings;
+    tm.projections = elapsedMs(ws.event(1), ws.event(2));
+    tm.scores = elapsedMs(ws.event(2), ws.event(3));
+    tm.softmax = elapsedMs(ws.event(3), ws.event(4));
+    tm.pv = elapsedMs(ws.event(4), ws.event(5));
+    tm.output = elapsedMs(ws.event(5), ws.event(6));
+    tm.copies = elapsedMs(ws.event(0), ws.event(1)) + elapsedMs(ws.event(6), ws.event(7)) + hostMs;
+    return {};
+}
+
+} // namespace
+
+Status compute(const AttentionInput& in, const AttentionConfig& cfg, const Dims& d, AttentionResult& out)
+{
+    Workspace& ws = Workspace::instance();
+    std::lock_guard<std::mutex> lock(ws.mutex());
+    ATTNSCOPE_STATUS_TRY(ws.init());
+    Status s = run(ws, in, cfg, d, out);
+    if (!s.ok()) {
+        // Leave the stream idle and the (non-sticky) error state clear for the next call.
+        (void)cudaStreamSynchronize(ws.stream());
+        (void)cudaGetLastError();
+    }
+    return s;
+}
+
+} // namespace attn::cuda

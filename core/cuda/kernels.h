@@ -1,0 +1,36 @@
+// Launchers of the backend's own kernels (attention.cu). Plain pointers to device memory, no Eigen, so
+// the .cu file compiles without the core headers. Each launcher enqueues on `stream` and returns the
+// launch error (cudaSuccess when the launch was accepted; execution errors surface at the next sync).
+//
+// Storage convention shared with backend.cpp: a logical matrix (Row-layout meaning, see types.h) is stored
+// in the session's layout order: row-major for Layout::Row, column-major for Layout::Column (which is the
+// Column layout's own transposed matrix, row-major). `columnMajor` below selects the second.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace attn::cuda {
+
+// C (tokens × features, `tokens`×`features`) += bias per feature.
+cudaError_t launchAddBias(float* c, const float* bias, int tokens, int features, bool columnMajor, cudaStream_t stream);
+
+// Masked, stable softmax over the keys of every query, for H heads of T×S scores stored one head after
+// another (head stride T·S). Row-major storage (query i, key j at i·S + j): softmax along rows.
+// Column-major (at j·T + i): softmax down columns. `mask` (may be null = nothing masked) has the same
+// storage as one head, 1 = masked; masked entries take `fill`. When fill is -inf and every key of a query
+// is masked, that query's weights are all 0 (the rule of attention_ref.cpp).
+cudaError_t launchMaskedSoftmax(const float* scores, const std::uint8_t* mask, float fill, float* weights, int H,
+                                int T, int S, bool columnMajor, cudaStream_t stream);
+
+// Additive (Bahdanau) scores: scores_h(i, j) = Σ_a wv[a]·tanh(qa_h(i, a) + ka_h(j, a)) for H heads.
+// qa: H blocks of T×A, ka: H blocks of S×A, scores: H blocks of T×S, all in the given storage order.
+cudaError_t launchAdditiveScores(const float* qa, const float* ka, const float* wv, float* scores, int H, int T,
+                                 int S, int A, bool columnMajor, cudaStream_t stream);
+
+// Checks that this binary holds kernels the current device can run (cudaErrorNoKernelImageForDevice when
+// it was built for other architectures).
+cudaError_t probeKernelImage();
+
+} // namespace attn::cuda

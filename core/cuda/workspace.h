@@ -1,0 +1,77 @@
+// The backend's persistent device state: a cuBLAS handle, a stream, timing events, and device buffers that
+// are allocated on first use, grown when a larger problem arrives and otherwise reused, so a recompute of
+// the same size (the window's case) allocates nothing on the device.
+//
+// Thread safety: there is one Workspace per process. compute() holds its mutex for the whole call, so
+// concurrent callers are safe but run one at a time (the GPU work of one call would serialise anyway).
+#pragma once
+
+#include "cuda_status.h"
+
+#include <array>
+#include <cstddef>
+#include <mutex>
+#include <string>
+
+namespace attn::cuda {
+
+enum class Buf {
+    X, Xkv, Wq, Wk, Wv, Wo, Bq, Bk, Bv, Bo,  // inputs
+    Aq, Ak, Wvec,                           // additive score parameters
+    Q, K, V,                                // projections, all heads side by side
+    Qa, Ka,                                 // additive: Q_h·A_q and K_h·A_k per head
+    Mask, Scores, Weights, Concat, Output,  // mask (one for all heads), per-head T×S blocks, outputs
+    Count
+};
+
+class Workspace {
+public:
+    // Phase boundaries recorded on the stream; elapsed times between them become PhaseTimings.
+    static constexpr int kEvents = 8;
+
+    // The process-wide workspace. Deliberately never destroyed: freeing device memory from a static
+    // destructor races the CUDA runtime's own teardown at exit, and the driver releases it all anyway.
+    static Workspace& instance();
+
+    std::mutex& mutex() { return m_mutex; }
+
+    // Creates the handle, stream and events on first call; later calls are free. A failed attempt is
+    // retried next time.
+    Status init();
+
+    // A device buffer of at least `count` elements of T for `b`, reallocated only when it must grow.
+    // Out of device memory gives ResourceExhausted naming the buffer and size.
+    template <class T>
+    Status get(Buf b, std::size_t count, T*& ptr)
+    {
+        void* p = nullptr;
+        Status s = reserve(b, count * sizeof(T), p);
+        ptr = static_cast<T*>(p);
+        return s;
+    }
+
+    // Fails with ResourceExhausted, before anything is allocated, when `bytes` in all cannot fit in what
+    // this workspace holds plus the device's free memory. `what` describes the problem for the message.
+    Status checkFits(std::size_t bytes, const std::string& what) const;
+
+    cublasHandle_t blas() const { return m_blas; }
+    cudaStream_t stream() const { return m_stream; }
+    cudaEvent_t event(int k) const { return m_events[k]; }
+
+private:
+    struct DeviceBuffer {
+        void* ptr = nullptr;
+        std::size_t capacity = 0;  // bytes
+    };
+
+    Status reserve(Buf b, std::size_t bytes, void*& ptr);
+
+    std::mutex m_mutex;
+    bool m_ready = false;
+    cublasHandle_t m_blas = nullptr;
+    cudaStream_t m_stream = nullptr;
+    std::array<cudaEvent_t, kEvents> m_events{};
+    std::array<DeviceBuffer, static_cast<std::size_t>(Buf::Count)> m_buffers{};
+};
+
+} // namespace attn::cuda

@@ -1,0 +1,117 @@
+// Value types of the attnscope core.
+//
+// Dimension letters, used in every comment and message of the project:
+//   T  number of queries (n_q)         S  number of keys/values (n_k)
+//   H  number of heads                 D  head width: d_k for queries/keys, d_v for values
+//   M  d_model (width of X and X_kv)   O  d_out (width of the output after W^O)
+//   A  hidden width of the additive (Bahdanau) score
+//
+// Shapes below are for Layout::Row (tokens are rows). In Layout::Column every matrix is stored transposed
+// (tokens are columns); vectors (biases, w_v, key padding, valid lengths) are the same in both layouts.
+#pragma once
+
+#include <Eigen/Core>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attn {
+
+using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Vector = Eigen::VectorXf;
+// 0/1 flags, row-major; 1 = masked.
+using MaskMatrix = Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+enum class Layout { Row, Column };           // Row: softmax(QKᵀ·s)·V; Column: V·softmax(KᵀQ·s)
+enum class Mode { Self, Cross, Direct };     // where Q, K, V come from
+enum class Score { ScaledDot, Dot, Additive };
+enum class Backend { Auto, Cpu, Cuda };      // Auto: CUDA when built and a device is present, else CPU
+enum class CpuPath { Fast, Reference };      // Fast: Eigen; Reference: naive loops (the oracle)
+
+const char* toString(Layout v);
+const char* toString(Mode v);
+const char* toString(Score v);
+const char* toString(Backend v);
+
+// Masks, all optional and combinable (a key is masked if any of them masks it).
+struct MaskSpec {
+    bool causal = false;                   // key j > query i is masked (also when T ≠ S); default off
+    std::vector<std::uint8_t> keyPadding;  // empty = none, else S flags, 1 = padded (masked) key
+    std::vector<int> validLens;            // empty = none; 1 value for all queries or T values; keys ≥ len masked
+    MaskMatrix custom;                     // empty = none; Row: T×S, Column: S×T; 1 = masked
+    float fill = -std::numeric_limits<float>::infinity(); // score given to masked entries; -inf default
+
+    bool any() const { return causal || !keyPadding.empty() || !validLens.empty() || custom.size() > 0; }
+};
+
+// Bahdanau score: score(q, k) = w_vᵀ · tanh(q·A_q + k·A_k), applied per head on the head's q and k.
+struct AdditiveParams {
+    Matrix Aq;  // Row: d_q×A (d_q = head width of queries); Column: A×d_q
+    Matrix Ak;  // Row: d_k×A; Column: A×d_k
+    Vector wv;  // A
+};
+
+// Everything that goes into one attention computation. Which fields are needed depends on the Mode:
+//   Self:   X, Wq, Wk, Wv                Cross: X, Xkv, Wq, Wk, Wv           Direct: Q, K, V
+// Row-layout shapes (Column stores each matrix transposed):
+//   X T×M, Xkv S×M, Wq M×(H·d_k), Wk M×(H·d_k), Wv M×(H·d_v), Wo (H·d_v)×O (optional, empty = none)
+//   bq H·d_k, bk H·d_k, bv H·d_v, bo O (each optional, empty = none)
+//   Direct: Q T×(H·d_q), K S×(H·d_k), V S×(H·d_v); d_q may differ from d_k only with Score::Additive.
+struct AttentionInput {
+    Matrix X, Xkv;
+    Matrix Wq, Wk, Wv, Wo;
+    Vector bq, bk, bv, bo;
+    Matrix Q, K, V;
+    AdditiveParams additive;
+    MaskSpec mask;
+};
+
+struct AttentionConfig {
+    Layout layout = Layout::Row;          // default Row
+    Mode mode = Mode::Self;               // default Self
+    int heads = 1;                        // H ≥ 1; must divide every projected width; default 1
+    Score score = Score::ScaledDot;       // default scaled dot product
+    std::optional<float> scale;           // overrides the ScaledDot factor 1/√d_k; default none
+    Backend backend = Backend::Cpu;       // default Cpu
+    CpuPath cpuPath = CpuPath::Fast;      // default Fast (Eigen)
+    std::size_t memoryBudgetBytes = 0;    // refuse problems needing more; 0 = half the machine's RAM
+};
+
+// One head's intermediate results, in the session's layout.
+struct HeadResult {
+    Matrix Q, K, V;      // Row: T×d_q, S×d_k, S×d_v; Column: transposed
+    Matrix scores;       // before masking, after scaling. Row: T×S (query i, key j); Column: S×T (KᵀQ)
+    MaskMatrix masked;   // same shape as scores; 1 where masked
+    Matrix weights;      // softmax of the masked scores along keys; same shape
+    Matrix output;       // Row: T×d_v; Column: d_v×T
+    std::vector<int> fullyMaskedQueries;  // queries whose keys were all masked with fill -inf
+};
+
+// Wall-clock time per phase of the last compute, in milliseconds (0 where a phase did not run).
+struct PhaseTimings {
+    double projections = 0;  // X·W (+ b) → Q, K, V
+    double scores = 0;       // q·k (or the additive score) and scaling
+    double softmax = 0;      // masking + softmax
+    double pv = 0;           // weights · V per head
+    double output = 0;       // concat · Wo (+ bo)
+    double copies = 0;       // host↔device transfers (GPU backends)
+    double total = 0;        // the whole compute() call, validation included
+};
+
+struct AttentionResult {
+    Layout layout = Layout::Row;
+    float scale = 1.0f;           // the factor applied to q·k (1 for Dot and Additive)
+    Matrix Q, K, V;               // full projections (all heads side by side): Row T×H·d_q etc.
+    std::vector<HeadResult> heads;
+    Matrix concat;                // Row: T×H·d_v; Column: H·d_v×T
+    Matrix output;                // concat·Wo + bo when Wo is given, else concat
+    std::vector<std::string> warnings;
+    Backend backend = Backend::Cpu;  // what actually computed it
+    PhaseTimings timings;
+};
+
+} // namespace attn

@@ -1,0 +1,187 @@
+// Colormaps (piecewise-linear through control points) and display-range statistics.
+//
+// The perceptual maps (viridis, magma, cividis) are defined by 11 control colours sampled at equal
+// steps of the published maps; linear interpolation between them stays within a few 1/255 steps of the
+// originals, which is below what a heatmap reader can see. RdBu is the ColorBrewer-style diverging map
+// (blue for negative, white at 0, red for positive).
+#include "attnscope/colormap.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace attn {
+namespace {
+
+struct Stops {
+    const std::uint32_t* rgb;
+    int n;
+};
+
+constexpr std::uint32_t kViridis[] = {0x440154, 0x482878, 0x3e4989, 0x31688e, 0x26828e, 0x1f9e89,
+                                      0x35b779, 0x6ece58, 0xb5de2b, 0xfde725, 0xfde725};
+constexpr std::uint32_t kMagma[] = {0x000004, 0x180f3d, 0x440f76, 0x721f81, 0x9e2f7f, 0xcd4071,
+                                    0xf1605d, 0xfd9668, 0xfeca8d, 0xfcfdbf, 0xfcfdbf};
+constexpr std::uint32_t kCividis[] = {0x00224e, 0x123570, 0x3b496c, 0x575d6d, 0x707173, 0x8a8779,
+                                      0xa69d75, 0xc4b56c, 0xe4cf5b, 0xfee838, 0xfee838};
+constexpr std::uint32_t kRdBu[] = {0x053061, 0x2166ac, 0x4393c3, 0x92c5de, 0xd1e5f0, 0xf7f7f7,
+                                   0xfddbc7, 0xf4a582, 0xd6604d, 0xb2182b, 0x67001f};
+
+// The perceptual tables above repeat their last stop so that all maps have 11 entries; use 10 steps for
+// them (the duplicate is never interpolated into) and 11 for RdBu so that 0.5 falls exactly on white.
+Stops stopsOf(Colormap c)
+{
+    switch (c) {
+    case Colormap::Viridis: return {kViridis, 10};
+    case Colormap::Magma: return {kMagma, 10};
+    case Colormap::Cividis: return {kCividis, 10};
+    case Colormap::RdBu: return {kRdBu, 11};
+    }
+    return {kViridis, 10};
+}
+
+} // namespace
+
+const char* toString(Colormap c)
+{
+    switch (c) {
+    case Colormap::Viridis: return "viridis";
+    case Colormap::Magma: return "magma";
+    case Colormap::Cividis: return "cividis";
+    case Colormap::RdBu: return "rdbu";
+    }
+    return "?";
+}
+
+std::optional<Colormap> colormapFromString(std::string_view name)
+{
+    for (Colormap c : {Colormap::Viridis, Colormap::Magma, Colormap::Cividis, Colormap::RdBu})
+        if (name == toString(c)) return c;
+    if (name == "RdBu" || name == "rdbu_r" || name == "diverging") return Colormap::RdBu;
+    return std::nullopt;
+}
+
+bool isDiverging(Colormap c) { return c == Colormap::RdBu; }
+
+Rgb8 colormapColor(Colormap c, float t)
+{
+    if (!(t >= 0.0f)) t = 0.0f;  // also catches NaN
+    if (t > 1.0f) t = 1.0f;
+    const Stops s = stopsOf(c);
+    const float x = t * float(s.n - 1);
+    const int i = std::min(int(x), s.n - 2);
+    const float f = x - float(i);
+    auto ch = [&](int shift) {
+        const float a = float((s.rgb[i] >> shift) & 0xff);
+        const float b = float((s.rgb[i + 1] >> shift) & 0xff);
+        return static_cast<std::uint8_t>(std::lround(a + (b - a) * f));
+    };
+    return Rgb8{ch(16), ch(8), ch(0)};
+}
+
+std::array<Rgb8, kColormapLutSize> colormapLut(Colormap c)
+{
+    std::array<Rgb8, kColormapLutSize> lut{};
+    for (int i = 0; i < kColormapLutSize; ++i) lut[i] = colormapColor(c, float(i) / float(kColormapLutSize - 1));
+    return lut;
+}
+
+DisplayRange displayRange(const Matrix& m, const MaskMatrix* mask, bool symmetric)
+{
+    DisplayRange r;
+    const bool useMask = mask && mask->size() == m.size() && mask->rows() == m.rows();
+    float lo = INFINITY, hi = -INFINITY;
+    for (Eigen::Index i = 0; i < m.rows(); ++i)
+        for (Eigen::Index j = 0; j < m.cols(); ++j) {
+            if (useMask && (*mask)(i, j)) continue;
+            const float v = m(i, j);
+            if (!std::isfinite(v)) {
+                ++r.nonFinite;
+                continue;
+            }
+            lo = std::min(lo, v);
+            hi = std::max(hi, v);
+        }
+    if (lo > hi) {  // nothing finite and unmasked
+        r.lo = symmetric ? -1.0f : 0.0f;
+        r.hi = 1.0f;
+        return r;
+    }
+    if (symmetric) {
+        float a = std::max(std::fabs(lo), std::fabs(hi));
+        if (a == 0.0f) a = 1.0f;
+        r.lo = -a;
+        r.hi = a;
+    } else if (lo == hi) {
+        r.lo = lo - 0.5f;
+        r.hi = hi + 0.5f;
+    } else {
+        r.lo = lo;
+        r.hi = hi;
+    }
+    return r;
+}
+
+DisplayRange unionRange(const std::vector<DisplayRange>& ranges, bool symmetric)
+{
+    if (ranges.empty()) return DisplayRange{symmetric ? -1.0f : 0.0f, 1.0f, 0};
+    DisplayRange u = ranges.front();
+    for (const DisplayRange& r : ranges) {
+        u.lo = std::min(u.lo, r.lo);
+        u.hi = std::max(u.hi, r.hi);
+    }
+    u.nonFinite = 0;
+    for (const DisplayRange& r : ranges) u.nonFinite += r.nonFinite;
+    if (symmetric) {
+        const float a = std::max(std::fabs(u.lo), std::fabs(u.hi));
+        u.lo = -a;
+        u.hi = a;
+    }
+    return u;
+}
+
+float normalize(float v, const DisplayRange& r)
+{
+    if (std::isnan(v)) return 0.5f;
+    const float span = r.hi - r.lo;
+    if (!(span > 0.0f)) return 0.5f;
+    return std::clamp((v - r.lo) / span, 0.0f, 1.0f);
+}
+
+std::vector<float> niceTicks(float lo, float hi, int maxTicks)
+{
+    std::vector<float> ticks;
+    if (!(hi > lo) || !std::isfinite(lo) || !std::isfinite(hi) || maxTicks < 2) {
+        if (std::isfinite(lo)) ticks.push_back(lo);
+        return ticks;
+    }
+    const double span = double(hi) - double(lo);
+    const double rough = span / double(maxTicks - 1);
+    const double mag = std::pow(10.0, std::floor(std::log10(rough)));
+    double step = mag * 10;
+    for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+        if (mag * m >= rough) {
+            step = mag * m;
+            break;
+        }
+    const double first = std::ceil(double(lo) / step - 1e-9) * step;
+    for (double v = first; v <= double(hi) + step * 1e-9; v += step) {
+        const double snapped = std::fabs(v) < step * 1e-9 ? 0.0 : v;  // avoid "-0" and 1e-17 residue
+        ticks.push_back(static_cast<float>(snapped));
+        if (static_cast<int>(ticks.size()) > maxTicks) break;
+    }
+    return ticks;
+}
+
+std::string formatValue(float v, int significant)
+{
+    if (std::isnan(v)) return "NaN";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    char buf[320];  // %g of any float fits (at most ~50 chars with exponent notation; 320 silences -Wformat-truncation)
+    const float a = std::fabs(v);
+    if (a != 0.0f && (a >= 1e5f || a < 1e-3f)) std::snprintf(buf, sizeof buf, "%.*g", std::max(1, significant - 1), v);
+    else std::snprintf(buf, sizeof buf, "%.*g", significant, v);
+    return buf;
+}
+
+} // namespace attn

@@ -1,0 +1,147 @@
+// compute(): validation, memory budget, backend dispatch, and the checks every path's result must pass.
+#include "attnscope/attention.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <unistd.h>
+
+#ifdef ATTNSCOPE_WITH_CUDA
+#include "../cuda/cuda_backend.h"
+#endif
+
+namespace attn {
+namespace {
+
+std::string humanBytes(std::size_t b)
+{
+    char buf[64];
+    const double gib = double(b) / double(1ull << 30);
+    if (gib >= 1.0) std::snprintf(buf, sizeof buf, "%.1f GiB", gib);
+    else std::snprintf(buf, sizeof buf, "%.1f MiB", double(b) / double(1ull << 20));
+    return buf;
+}
+
+// Locates the first non-finite value of m, if any.
+bool findNonFinite(const Matrix& m, Eigen::Index& r, Eigen::Index& c)
+{
+    if (m.allFinite()) return false;
+    for (r = 0; r < m.rows(); ++r)
+        for (c = 0; c < m.cols(); ++c)
+            if (!std::isfinite(m(r, c))) return true;
+    return false;
+}
+
+// Inputs are finite (validate checks), but products can still overflow float32. Such a result would show
+// inf/NaN; refuse it with a message saying where it first went wrong.
+Status checkResultFinite(const AttentionResult& out)
+{
+    Eigen::Index r = 0, c = 0;
+    auto fail = [&](const std::string& what) {
+        return invalidArgument(what + "[" + std::to_string(r) + "][" + std::to_string(c) +
+                               "] overflowed float32 (|value| > 3.4e38); scale the inputs down");
+    };
+    if (findNonFinite(out.Q, r, c)) return fail("Q");
+    if (findNonFinite(out.K, r, c)) return fail("K");
+    if (findNonFinite(out.V, r, c)) return fail("V");
+    for (std::size_t h = 0; h < out.heads.size(); ++h) {
+        const std::string head = "head " + std::to_string(h) + " ";
+        if (findNonFinite(out.heads[h].scores, r, c)) return fail(head + "scores");
+        if (findNonFinite(out.heads[h].weights, r, c)) return fail(head + "weights");
+        if (findNonFinite(out.heads[h].output, r, c)) return fail(head + "output");
+    }
+    if (findNonFinite(out.output, r, c)) return fail("output");
+    return {};
+}
+
+void addMaskWarnings(AttentionResult& out)
+{
+    const bool multi = out.heads.size() > 1;
+    for (std::size_t h = 0; h < out.heads.size(); ++h)
+        for (int q : out.heads[h].fullyMaskedQueries)
+            out.warnings.push_back((multi ? "head " + std::to_string(h) + ", " : std::string()) + "query " +
+                                   std::to_string(q) +
+                                   ": every key is masked (fill -inf); its weights and output are set to 0");
+}
+
+} // namespace
+
+std::size_t defaultMemoryBudget()
+{
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long pageSize = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || pageSize <= 0) return std::size_t(4) << 30;  // unknown: assume a modest 8 GiB machine
+    return std::size_t(pages) * std::size_t(pageSize) / 2;
+}
+
+Status compute(const AttentionInput& in, const AttentionConfig& cfg, AttentionResult& out)
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    Expected<Dims> dims = validate(in, cfg);
+    if (!dims) return dims.status();
+    const Dims& d = *dims;
+
+    const std::size_t budget = cfg.memoryBudgetBytes ? cfg.memoryBudgetBytes : defaultMemoryBudget();
+    const std::size_t need = estimateBytes(d);
+    if (need > budget)
+        return makeError(StatusCode::ResourceExhausted,
+                         "problem too large: " + std::to_string(d.H) + " head(s) × " + std::to_string(d.T) + " queries × " +
+                             std::to_string(d.S) + " keys needs about " + humanBytes(need) +
+                             ", over the memory budget of " + humanBytes(budget) +
+                             "; reduce n or heads, or raise the budget");
+
+    out.warnings.clear();
+    out.timings = {};
+    Backend use = cfg.backend;
+    std::string fallbackWarning;
+    if (use == Backend::Auto) {
+        use = Backend::Cpu;
+#ifdef ATTNSCOPE_WITH_CUDA
+        if (cuda::deviceAvailable(nullptr)) use = Backend::Cuda;
+#endif
+    }
+    if (use == Backend::Cuda) {
+#ifdef ATTNSCOPE_WITH_CUDA
+        std::string why;
+        if (!cuda::deviceAvailable(&why))
+            return makeError(StatusCode::Unavailable, "backend cuda: " + why);
+        Status s = cuda::compute(in, cfg, d, out);
+        if (s.ok()) {
+            out.backend = Backend::Cuda;
+        } else if (cfg.backend == Backend::Auto && s.code != StatusCode::InvalidArgument) {
+            // Auto promised a result whenever the CPU can give one: a device failure (out of device memory,
+            // a driver error) falls back to the CPU, and the result says why.
+            fallbackWarning = "CUDA failed (" + s.message + "); computed on the CPU instead";
+            use = Backend::Cpu;
+        } else {
+            return s;
+        }
+#else
+        return makeError(StatusCode::Unavailable,
+                         "backend cuda: this build has no CUDA backend (configure with -DATTNSCOPE_CUDA=ON)");
+#endif
+    }
+    if (use == Backend::Cpu) {
+        out.warnings.clear();
+        out.timings = {};
+        if (cfg.cpuPath == CpuPath::Reference) cpu::computeReference(in, cfg, d, out);
+        else cpu::computeEigen(in, cfg, d, out);
+        out.backend = Backend::Cpu;
+    }
+    if (Status s = checkResultFinite(out); !s.ok()) return s;
+    if (!fallbackWarning.empty()) out.warnings.push_back(fallbackWarning);
+    addMaskWarnings(out);
+    out.timings.total = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return {};
+}
+
+Expected<AttentionResult> compute(const AttentionInput& in, const AttentionConfig& cfg)
+{
+    AttentionResult r;
+    Status s = compute(in, cfg, r);
+    if (!s.ok()) return s;
+    return r;
+}
+
+} // namespace attn

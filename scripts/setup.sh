@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Shared by run.sh and test.sh: installs what is missing, then configures and builds into build/.
+# Idempotent, and quick when nothing changed (package check, venv stamp, incremental ninja build).
+# Source it; it defines ATTNSCOPE_ROOT, ATTNSCOPE_BUILD and ATTNSCOPE_BIN.
+set -euo pipefail
+
+ATTNSCOPE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ATTNSCOPE_BUILD="$ATTNSCOPE_ROOT/build"
+ATTNSCOPE_BIN="$ATTNSCOPE_BUILD/bin/attnscope"
+
+# Debian 12 packages: compilers and build tools, libraries (see README "Dependencies"), and the tools the
+# GUI and figure tests use (Xvfb with Mesa's software OpenGL, xdotool, pdftoppm).
+ATTNSCOPE_PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libeigen3-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libimgui-dev libglfw3-dev libgl-dev libstb-dev libcairo2-dev libpango1.0-dev libzip-dev
+  python3 python3-venv fonts-dejavu-core
+  xvfb xauth xdotool x11-utils libgl1-mesa-dri libglx-mesa0 poppler-utils
+)
+
+attnscope_log() { printf '[attnscope] %s\n' "$*" >&2; }
+
+attnscope_install_packages() {
+  local missing=() p
+  for p in "${ATTNSCOPE_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  attnscope_log "installing missing Debian packages: ${missing[*]}"
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then sudo=(sudo); else
+      attnscope_log "not root and no sudo: please install these packages, then run again:"
+      attnscope_log "  apt-get install -y ${missing[*]}"
+      return 1
+    fi
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -q || attnscope_log "apt-get update failed; trying the install anyway"
+  "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# Python virtual environment for build-time generators and test oracles, pinned:
+#   glad2 generates the OpenGL loader into the build tree; numpy runs the golden cross-checks.
+ATTNSCOPE_PY_REQUIREMENTS="glad2==2.0.8 numpy==2.2.6"
+attnscope_venv() {
+  local venv="$ATTNSCOPE_BUILD/venv" stamp="$ATTNSCOPE_BUILD/venv/.attnscope-requirements"
+  if [ -x "$venv/bin/python3" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$ATTNSCOPE_PY_REQUIREMENTS" ]; then
+    return 0
+  fi
+  attnscope_log "creating Python environment $venv ($ATTNSCOPE_PY_REQUIREMENTS)"
+  mkdir -p "$ATTNSCOPE_BUILD"
+  # Debian's interpreter: python3-venv is installed for it above (a pyenv python3 on PATH may lack venv).
+  local py=/usr/bin/python3
+  [ -x "$py" ] || py="$(command -v python3)"
+  rm -rf "$venv"
+  "$py" -m venv "$venv"
+  "$venv/bin/python3" -m pip install -q --disable-pip-version-check $ATTNSCOPE_PY_REQUIREMENTS
+  echo "$ATTNSCOPE_PY_REQUIREMENTS" > "$stamp"
+}
+
+attnscope_build() {
+  local jobs
+  jobs="$(nproc 2>/dev/null || echo 2)"
+  if [ ! -f "$ATTNSCOPE_BUILD/build.ninja" ] || [ ! -f "$ATTNSCOPE_BUILD/CMakeCache.txt" ]; then
+    attnscope_log "configuring build/ (${ATTNSCOPE_CMAKE_ARGS:-default options})"
+    # shellcheck disable=SC2086
+    cmake -S "$ATTNSCOPE_ROOT" -B "$ATTNSCOPE_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+      -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache \
+      -DATTNSCOPE_PYTHON="$ATTNSCOPE_BUILD/venv/bin/python3" ${ATTNSCOPE_CMAKE_ARGS:-} >&2
+  fi
+  cmake --build "$ATTNSCOPE_BUILD" -j "$jobs" >&2
+}
+
+attnscope_setup() {
+  attnscope_install_packages
+  attnscope_venv
+  attnscope_build
+}

@@ -1,0 +1,57 @@
+// The backend's launchers (as in core/cuda/attention.cu) over the emulator: the same kernel source and the
+// same launch shapes, except that grid y/z are capped at 2 so the kernels' loops over heads and query tiles
+// run on small problems too. deviceAvailable reports the emulator.
+#include "cuda_emulator.h"
+
+#include "attention_kernels.cuh"
+#include "cuda_backend.h"
+#include "kernels.h"
+
+namespace attn::cuda {
+
+using namespace detail;
+
+namespace {
+constexpr int kEmulatedGridCap = 2;
+}
+
+cudaError_t launchAddBias(float* c, const float* bias, int tokens, int features, bool columnMajor, cudaStream_t)
+{
+    const long long n = static_cast<long long>(tokens) * features;
+    LaunchShape s = addBiasShape(n);
+    s.grid.x = std::min(s.grid.x, 2u);  // exercise the grid-stride loop
+    emu::launch(s.grid, s.block, [&] { addBiasKernel(c, bias, n, tokens, features, columnMajor); });
+    return cudaSuccess;
+}
+
+cudaError_t launchMaskedSoftmax(const float* scores, const std::uint8_t* mask, float fill, float* weights, int H,
+                                int T, int S, bool columnMajor, cudaStream_t)
+{
+    if (!columnMajor) {
+        const long long rows = static_cast<long long>(H) * T;
+        const LaunchShape s = softmaxRowsShape(rows);
+        emu::launch(s.grid, s.block, [&] { softmaxRowsKernel(scores, mask, fill, weights, rows, T, S); });
+    } else {
+        const LaunchShape s = softmaxColsShape(H, T, kEmulatedGridCap);
+        emu::launch(s.grid, s.block, [&] { softmaxColsKernel(scores, mask, fill, weights, H, T, S); });
+    }
+    return cudaSuccess;
+}
+
+cudaError_t launchAdditiveScores(const float* qa, const float* ka, const float* wv, float* scores, int H, int T,
+                                 int S, int A, bool columnMajor, cudaStream_t)
+{
+    const LaunchShape s = additiveShape(H, T, S, kEmulatedGridCap);
+    emu::launch(s.grid, s.block, [&] { additiveScoresKernel(qa, ka, wv, scores, H, T, S, A, columnMajor); });
+    return cudaSuccess;
+}
+
+cudaError_t probeKernelImage() { return cudaSuccess; }
+
+bool deviceAvailable(std::string* description)
+{
+    if (description) *description = "CPU emulation of the CUDA kernels (tests/parity/emulated)";
+    return true;
+}
+
+} // namespace attn::cuda

@@ -1,0 +1,110 @@
+// colormap.h: maps, ranges, ticks.
+#include <attnscope/colormap.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace attn {
+namespace {
+
+TEST(Colormap, NamesRoundTrip)
+{
+    for (Colormap c : {Colormap::Viridis, Colormap::Magma, Colormap::Cividis, Colormap::RdBu})
+        EXPECT_EQ(colormapFromString(toString(c)), c);
+    EXPECT_FALSE(colormapFromString("jet").has_value());
+}
+
+TEST(Colormap, EndsAndDivergingCentre)
+{
+    auto v0 = colormapColor(Colormap::Viridis, 0), v1 = colormapColor(Colormap::Viridis, 1);
+    EXPECT_EQ(v0.r, 0x44);
+    EXPECT_EQ(v0.g, 0x01);
+    EXPECT_EQ(v1.r, 0xfd);
+    EXPECT_EQ(v1.b, 0x25);
+    auto mid = colormapColor(Colormap::RdBu, 0.5f);
+    EXPECT_EQ(mid.r, 0xf7);
+    EXPECT_EQ(mid.g, 0xf7);
+    auto lo = colormapColor(Colormap::RdBu, 0), hi = colormapColor(Colormap::RdBu, 1);
+    EXPECT_GT(lo.b, lo.r);  // negative is blue
+    EXPECT_GT(hi.r, hi.b);  // positive is red
+    EXPECT_TRUE(isDiverging(Colormap::RdBu));
+    EXPECT_FALSE(isDiverging(Colormap::Magma));
+}
+
+TEST(Colormap, PerceptualMapsGetBrighterMonotonically)
+{
+    for (Colormap c : {Colormap::Viridis, Colormap::Magma, Colormap::Cividis}) {
+        auto lut = colormapLut(c);
+        auto lum = [](Rgb8 x) { return 0.2126 * x.r + 0.7152 * x.g + 0.0722 * x.b; };
+        for (int i = 1; i < kColormapLutSize; ++i) EXPECT_GE(lum(lut[i]) + 1.0, lum(lut[i - 1])) << toString(c) << " " << i;
+    }
+}
+
+TEST(Colormap, MaskedGreyIsNotInAnyMap)
+{
+    for (Colormap c : {Colormap::Viridis, Colormap::Magma, Colormap::Cividis, Colormap::RdBu})
+        for (Rgb8 x : colormapLut(c)) {
+            // Grey means r == g == b; the diverging centre (0xf7 grey-white) is far from kMaskedColor.
+            const bool same = x.r == kMaskedColor.r && x.g == kMaskedColor.g && x.b == kMaskedColor.b;
+            EXPECT_FALSE(same) << toString(c);
+        }
+}
+
+TEST(DisplayRange, SkipsMaskedAndNonFinite)
+{
+    Matrix m{{1, 2}, {100, NAN}};
+    MaskMatrix mask{{0, 0}, {1, 0}};
+    DisplayRange r = displayRange(m, &mask, false);
+    EXPECT_EQ(r.lo, 1);
+    EXPECT_EQ(r.hi, 2);
+    EXPECT_EQ(r.nonFinite, 1);
+    DisplayRange s = displayRange(Matrix{{-3, 1}}, nullptr, true);
+    EXPECT_EQ(s.lo, -3);
+    EXPECT_EQ(s.hi, 3);
+}
+
+TEST(DisplayRange, DegenerateInputsHaveDefinedRanges)
+{
+    DisplayRange c = displayRange(Matrix::Constant(3, 3, 2.0f), nullptr, false);
+    EXPECT_LT(c.lo, 2.0f);
+    EXPECT_GT(c.hi, 2.0f);
+    EXPECT_EQ(normalize(2.0f, c), 0.5f);  // a constant matrix is one colour, not NaN
+    DisplayRange e = displayRange(Matrix(), nullptr, false);
+    EXPECT_EQ(e.lo, 0);
+    EXPECT_EQ(e.hi, 1);
+    DisplayRange z = displayRange(Matrix::Zero(2, 2), nullptr, true);
+    EXPECT_EQ(z.lo, -1);
+    EXPECT_EQ(z.hi, 1);
+    EXPECT_EQ(normalize(NAN, z), 0.5f);
+    DisplayRange u = unionRange({DisplayRange{0, 1, 0}, DisplayRange{-2, 0.5f, 1}}, false);
+    EXPECT_EQ(u.lo, -2);
+    EXPECT_EQ(u.hi, 1);
+    EXPECT_EQ(u.nonFinite, 1);
+}
+
+TEST(Ticks, NiceStepsInsideTheRange)
+{
+    auto t = niceTicks(0.0f, 1.0f, 6);
+    ASSERT_EQ(t.size(), 6u);
+    EXPECT_FLOAT_EQ(t[1], 0.2f);
+    auto s = niceTicks(-3.2f, 3.2f, 5);
+    for (float v : s) {
+        EXPECT_GE(v, -3.2f);
+        EXPECT_LE(v, 3.2f);
+    }
+    EXPECT_NE(std::find(s.begin(), s.end(), 0.0f), s.end());
+    EXPECT_EQ(niceTicks(1.0f, 1.0f, 5).size(), 1u);
+}
+
+TEST(Format, ShortReadableValues)
+{
+    EXPECT_EQ(formatValue(3.9492f), "3.95");
+    EXPECT_EQ(formatValue(0.25f), "0.25");
+    EXPECT_EQ(formatValue(-1e6f), "-1e+06");
+    EXPECT_EQ(formatValue(0.0f), "0");
+    EXPECT_EQ(formatValue(-INFINITY), "-inf");
+}
+
+} // namespace
+} // namespace attn
