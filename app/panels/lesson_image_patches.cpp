@@ -93,7 +93,9 @@ void drawImagePatchesPanel(const LessonInputs& in, LessonState& st, bool* open)
     char path[1024];
     std::snprintf(path, sizeof path, "%s", st.imagePath.c_str());
     ImGui::SetNextItemWidth(420);
-    if (ImGui::InputTextWithHint("image", (in.imageDir + "/" + kSampleImage).c_str(), path, sizeof path,
+    // The hint names the sample by file name only: where the assets live differs from one machine to the next.
+    const std::string hint = std::string("sample ") + kSampleImage + " (type a PNG/JPEG path, Enter)";
+    if (ImGui::InputTextWithHint("image", hint.c_str(), path, sizeof path,
                                  ImGuiInputTextFlags_EnterReturnsTrue))
         st.imagePath = path;
     ImGui::SetNextItemWidth(160);
