@@ -90,11 +90,16 @@ void Platform::pollEvents(double timeoutSeconds)
     else glfwPollEvents();
 }
 
-void Platform::beginFrame(bool ignoreMouse)
+void Platform::beginFrame(bool screenshot)
 {
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
-    if (ignoreMouse) ImGui::GetIO().MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
+    if (screenshot) {
+        // Screenshot runs: no mouse, and a fixed 60 Hz clock, so that what fades in over time (a modal's
+        // dimmed background, toasts) looks the same however fast the machine renders the frames.
+        ImGui::GetIO().MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
+        ImGui::GetIO().DeltaTime = 1.0f / 60.0f;
+    }
     ImGui::NewFrame();
 }
 

@@ -34,9 +34,9 @@ public:
     void requestClose();
     // Processes events: waits up to `timeoutSeconds` for one (0 = poll and return at once).
     void pollEvents(double timeoutSeconds);
-    // Backends' NewFrame + ImGui::NewFrame. ignoreMouse: the pointer is treated as absent (screenshots must not
-    // depend on where the X server left it).
-    void beginFrame(bool ignoreMouse = false);
+    // Backends' NewFrame + ImGui::NewFrame. screenshot: the pointer is treated as absent and the clock runs at
+    // a fixed 60 Hz (screenshots must depend neither on where the X server left the pointer nor on speed).
+    void beginFrame(bool screenshot = false);
     void renderFrame();       // ImGui::Render, clear, draw (leaves the picture in the back buffer)
     void swapBuffers();
     void framebufferSize(int& w, int& h) const;
