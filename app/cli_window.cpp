@@ -2,12 +2,22 @@
 
 #include "backend_option.h"
 #include "cli.h"
+#include "state/app_state.h"
 
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 
 namespace app {
+
+namespace {
+std::vector<std::string> lessonNames()
+{
+    std::vector<std::string> names;
+    for (int i = 0; i < kLessonCount; ++i) names.emplace_back(lessonName(LessonId(i)));
+    return names;
+}
+} // namespace
 
 void addWindowOptions(CLI::App& root, WindowCli& cli)
 {
@@ -24,8 +34,11 @@ void addWindowOptions(CLI::App& root, WindowCli& cli)
     root.add_option("--lesson", o.lessons,
                     "Open a lesson panel at start (repeatable): vector_view, two_formulas, scaling, heads, additive, "
                     "masks, image_patches")
-        ->check(CLI::IsMember({"vector_view", "two_formulas", "scaling", "heads", "additive", "masks", "image_patches"}))
+        ->check(CLI::IsMember(lessonNames()))
         ->allow_extra_args(false);
+    root.add_option("--screenshot-lesson", o.screenshotLesson,
+                    "With --screenshot: open this lesson panel and save only the panel (a lesson view as PNG)")
+        ->check(CLI::IsMember(lessonNames()));
     root.add_option("--test-hooks", o.testHooksDir, "Write widget rectangles and frames into DIR (end-to-end tests)");
     addBackendOption(root, cli.backend);
     if (CLI::App* bench = root.get_subcommand("bench")) {

@@ -1,5 +1,7 @@
 #include "screenshot.h"
 
+#include <attnscope/preset_io.h>
+
 #include <glad/gl.h>
 #include <stb_image.h>
 #include <stb_image_write.h>
@@ -38,9 +40,31 @@ attn::Status writeImage(const std::string& path, const Image& img)
         if (std::fclose(f) != 0 || !ok) return attn::makeError(attn::StatusCode::IoError, path + ": write failed");
         return {};
     }
-    if (!stbi_write_png(path.c_str(), img.width, img.height, 3, img.rgb.data(), img.width * 3))
-        return attn::makeError(attn::StatusCode::IoError, path + ": cannot write the PNG");
-    return {};
+    if (img.width <= 0 || img.height <= 0 || img.rgb.size() != std::size_t(img.width) * std::size_t(img.height) * 3)
+        return attn::invalidArgument(path + ": nothing to write (an empty image)");
+    std::string bytes;
+    const auto append = [](void* ctx, void* data, int size) {
+        static_cast<std::string*>(ctx)->append(static_cast<const char*>(data), static_cast<std::size_t>(size));
+    };
+    if (!stbi_write_png_to_func(append, &bytes, img.width, img.height, 3, img.rgb.data(), img.width * 3))
+        return attn::makeError(attn::StatusCode::Internal, path + ": PNG encoding failed");
+    return attn::writeFileAtomic(path, bytes);
+}
+
+Image cropImage(const Image& img, int x, int y, int w, int h)
+{
+    const int x0 = std::clamp(x, 0, img.width), y0 = std::clamp(y, 0, img.height);
+    const int x1 = std::clamp(x + std::max(w, 0), 0, img.width), y1 = std::clamp(y + std::max(h, 0), 0, img.height);
+    Image out;
+    if (x1 <= x0 || y1 <= y0) return out;
+    out.width = x1 - x0;
+    out.height = y1 - y0;
+    out.rgb.resize(std::size_t(out.width) * std::size_t(out.height) * 3);
+    const std::size_t rowBytes = std::size_t(out.width) * 3;
+    for (int r = 0; r < out.height; ++r)
+        std::copy_n(img.rgb.data() + (std::size_t(y0 + r) * std::size_t(img.width) + std::size_t(x0)) * 3, rowBytes,
+                    out.rgb.data() + std::size_t(r) * rowBytes);
+    return out;
 }
 
 attn::Expected<Image> readPng(const std::string& path)

@@ -16,8 +16,12 @@ struct Image {
 
 // Reads the current GL back buffer (after rendering, before the swap), width×height pixels.
 Image captureFramebuffer(int width, int height);
-// Writes PNG (stb_image_write) or, for a path ending in ".ppm", binary PPM. IoError on failure.
+// Writes PNG (stb_image_write; through a temporary file and a rename, so a failed write leaves nothing
+// half-written) or, for a path ending in ".ppm", binary PPM. IoError on failure.
 attn::Status writeImage(const std::string& path, const Image& img);
+// The part of `img` inside the rectangle [x, x+w) × [y, y+h), clipped to the image (empty when they do not
+// overlap): a lesson panel cut out of a window screenshot.
+Image cropImage(const Image& img, int x, int y, int w, int h);
 attn::Expected<Image> readPng(const std::string& path);
 
 struct ImageDiff {

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -57,6 +58,35 @@ void writeLayout(const AppState& state, const std::string& dir, int captures)
     }
     std::error_code ec;
     std::filesystem::rename(tmp, dir + "/layout.json", ec);
+}
+
+// The rectangle of lesson panel `lesson` in framebuffer pixels, cut out of `frame`.
+Image cropToLesson(const AppState& state, int lesson, const Image& frame)
+{
+    const ImGuiIO& io = ImGui::GetIO();
+    const float sx = io.DisplaySize.x > 0 ? float(frame.width) / io.DisplaySize.x : 1.0f;
+    const float sy = io.DisplaySize.y > 0 ? float(frame.height) / io.DisplaySize.y : 1.0f;
+    const UiRect& r = state.lessonRects[lesson];
+    return cropImage(frame, int(std::lround(r.x0 * sx)), int(std::lround(r.y0 * sy)), int(std::lround((r.x1 - r.x0) * sx)),
+                     int(std::lround((r.y1 - r.y0) * sy)));
+}
+
+// "Save this view as PNG": the armed capture's panel, from the frame just rendered.
+void saveViewCapture(AppState& state, const Image& frame)
+{
+    const AppState::ViewCapture cap = *state.viewCapture;
+    state.viewCapture.reset();
+    const Image img = cropToLesson(state, cap.lesson, frame);
+    std::string& status = state.lessonPngStatus[cap.lesson];
+    const attn::Status st = img.width == 0 ? attn::invalidArgument("the panel is outside the window") : writeImage(cap.path, img);
+    state.lessonPngFailed[cap.lesson] = !st.ok();
+    if (st.ok()) {
+        status = "saved " + cap.path + " (" + std::to_string(img.width) + "×" + std::to_string(img.height) + " pixels)";
+        postInfo(status);
+    } else {
+        status = "cannot save " + std::string(lessonMenuLabel(LessonId(cap.lesson))) + ": " + st.message;
+        postError(status);
+    }
 }
 
 // Screenshot mode: compare with the reference and report. Returns the exit code.
@@ -149,6 +179,11 @@ int runWindow(const WindowOptions& opt)
     }
     for (const std::string& name : opt.lessons)
         if (int i = lessonFromName(name); i >= 0) state.view.lessons[i] = true;
+    const int screenshotLesson = opt.screenshotLesson.empty() ? -1 : lessonFromName(opt.screenshotLesson);
+    if (screenshotLesson >= 0) {
+        state.view.lessons[screenshotLesson] = true;
+        state.lessonSaveRows = false;  // the saved panel shows the lesson, not the window's save row
+    }
     // The autosave file holds what was there before; this session becomes it from the first change.
     state.savedRevision = state.doc.revision();
     state.seenRevision = state.doc.revision();
@@ -195,8 +230,10 @@ int runWindow(const WindowOptions& opt)
             }
             if (recomputed || requested || frame <= 2 || frame % 3 == 0) writeLayout(state, opt.testHooksDir, captures);
         }
+        if (state.viewCapture && state.viewCapture->armed) saveViewCapture(state, captureFramebuffer(fbw, fbh));
         if (screenshotMode && frame >= opt.frames) {
-            exitCode = finishScreenshot(opt, captureFramebuffer(fbw, fbh));
+            const Image shot = captureFramebuffer(fbw, fbh);
+            exitCode = finishScreenshot(opt, screenshotLesson < 0 ? shot : cropToLesson(state, screenshotLesson, shot));
             platform.requestClose();
         }
         platform.swapBuffers();

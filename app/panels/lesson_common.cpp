@@ -134,11 +134,15 @@ GridHit drawMatrixGrid(const char* id, const char* title, const attn::Matrix& m,
             dl->AddRectFilled(a, b, toImColor(col));
             if (o.values && o.cell >= 26.0f) {
                 // Two significant digits fit a narrow cell ("0.0094" would not); three from 44 px up.
-                const std::string text = isMasked ? "×" : attn::formatValue(v, o.cell >= 44.0f ? 3 : 2);
-                dl->PushClipRect(a, b, true);
-                const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
-                dl->AddText(ImVec2(a.x + (o.cell - ts.x) * 0.5f, a.y + (o.cell - ts.y) * 0.5f), textOn(col), text.c_str());
-                dl->PopClipRect();
+                // Tiny values ("0.0009") fit neither: one digit, else no text (never a clipped number).
+                std::string text = isMasked ? "×" : attn::formatValue(v, o.cell >= 44.0f ? 3 : 2);
+                ImVec2 ts = ImGui::CalcTextSize(text.c_str());
+                if (ts.x > o.cell - 3.0f) {
+                    text = attn::formatValue(v, 1);
+                    ts = ImGui::CalcTextSize(text.c_str());
+                }
+                if (ts.x <= o.cell - 3.0f)
+                    dl->AddText(ImVec2(a.x + (o.cell - ts.x) * 0.5f, a.y + (o.cell - ts.y) * 0.5f), textOn(col), text.c_str());
             }
         }
     }

@@ -6,6 +6,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 namespace app {
@@ -16,6 +17,55 @@ constexpr DrawLessonFn kLessonDraw[kLessonCount] = {
     drawVectorViewPanel, drawFormulasPanel, drawScalingPanel, drawHeadsPanel,
     drawAdditivePanel,   drawMasksPanel,    drawImagePatchesPanel,
 };
+constexpr const char* kLessonTitle[kLessonCount] = {
+    kVectorViewTitle, kFormulasTitle, kScalingTitle, kHeadsTitle, kAdditiveTitle, kMasksTitle, kImagePatchesTitle,
+};
+
+// Where "Save this view as PNG" writes unless the user typed a path: beside the session file, else in the
+// current folder, named after the session and the lesson ("seed000_masks.png", "attnscope_masks.png").
+std::string defaultLessonPngPath(const AppState& state, int lesson)
+{
+    const std::filesystem::path session(state.doc.path());
+    const std::string stem = session.empty() ? "attnscope" : session.stem().string();
+    const std::filesystem::path dir = session.empty() ? std::filesystem::path() : session.parent_path();
+    return (dir / (stem + "_" + lessonName(LessonId(lesson)) + ".png")).string();
+}
+
+// Appended to the lesson's own window (ImGui continues a window begun again in the same frame): records
+// the panel's rectangle and, unless this frame is the one being saved, the save row.
+void lessonSaveRow(AppState& state, int lesson)
+{
+    const ImVec2 pos = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
+    state.lessonRects[lesson] = {pos.x, pos.y, pos.x + size.x, pos.y + size.y};
+    AppState::ViewCapture* cap = state.viewCapture ? &*state.viewCapture : nullptr;
+    if (cap && cap->lesson == lesson) {
+        cap->armed = true;  // this frame is the picture: no save row in it
+        return;
+    }
+    if (!state.lessonSaveRows) return;
+    ImGui::Spacing();
+    ImGui::Separator();
+    std::string& path = state.lessonPngPaths[lesson];
+    char buf[1024];
+    std::snprintf(buf, sizeof buf, "%s", path.c_str());
+    const std::string hint = defaultLessonPngPath(state, lesson);
+    ImGui::SetNextItemWidth(std::max(160.0f, ImGui::GetContentRegionAvail().x - 190.0f));
+    if (ImGui::InputTextWithHint("##pngpath", hint.c_str(), buf, sizeof buf)) path = buf;
+    ImGui::SameLine();
+    if (ImGui::Button("Save this view as PNG") && !cap)
+        state.viewCapture = AppState::ViewCapture{lesson, path.empty() ? hint : path, false};
+    state.recordRect(std::string("lesson/save/") + lessonName(LessonId(lesson)), ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    state.recordRect(std::string("lesson/") + lessonName(LessonId(lesson)), pos, ImVec2(pos.x + size.x, pos.y + size.y));
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("Saves this panel as it looks now (window pixels). For vector figures of the heatmaps,\n"
+                          "see docs/lessons.md: attnscope render --panel ... -o FIG.pdf");
+    if (!state.lessonPngStatus[lesson].empty()) {
+        if (state.lessonPngFailed[lesson])
+            errorText(state.lessonPngStatus[lesson]);
+        else
+            noteText(state.lessonPngStatus[lesson]);
+    }
+}
 
 // assets/images beside the presets folder (both are found the same way, see presetsDirectory()).
 std::string imagesDirectory(const std::string& presetsDir)
@@ -67,7 +117,16 @@ void drawLessonPanels(AppState& state)
         ImGui::SetNextWindowSizeConstraints(ImVec2(320.0f, 240.0f), ImVec2(maxSize.x - offset, maxSize.y - offset));
         ImGui::SetNextWindowBgAlpha(1.0f);  // opaque: the chain behind would show through the text
         kLessonDraw[i](in, state.lesson, &state.view.lessons[i]);
+        if (!state.view.lessons[i]) continue;  // closed by its own button
+        if (ImGui::Begin(kLessonTitle[i], &state.view.lessons[i]))
+            lessonSaveRow(state, i);
+        else if (state.viewCapture && state.viewCapture->lesson == i)
+            state.viewCapture.reset();  // collapsed: nothing to save
+        ImGui::End();
     }
+    // A request for a panel that is closed (or collapsed) has nothing to save.
+    if (state.viewCapture && !state.viewCapture->armed && !state.view.lessons[state.viewCapture->lesson])
+        state.viewCapture.reset();
 }
 
 } // namespace app

@@ -10,6 +10,7 @@
 #include <imgui.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,20 @@ struct AppState {
     attn::Session lessonSession;
     std::uint64_t lessonSessionRevision = ~std::uint64_t(0);
     bool lessonGesture = false;  // a lesson edit is being dragged: later edits join its undo step
+    // Saving a lesson panel as PNG ("Save this view as PNG" in each panel, --screenshot-lesson): the frame
+    // after the request draws the panel without its save row and records the panel's rectangle; the window
+    // loop then cuts that rectangle out of the rendered frame and writes it.
+    struct ViewCapture {
+        int lesson = -1;
+        std::string path;
+        bool armed = false;  // the current frame shows the panel as it should be saved
+    };
+    std::optional<ViewCapture> viewCapture;
+    UiRect lessonRects[kLessonCount];             // each open lesson panel's rectangle, window pixels
+    std::string lessonPngPaths[kLessonCount];     // the path fields of the save rows ("" = the default)
+    std::string lessonPngStatus[kLessonCount];    // the last save's outcome, shown under the save row
+    bool lessonPngFailed[kLessonCount] = {};
+    bool lessonSaveRows = true;                   // false: no save rows (--screenshot-lesson saves the panel alone)
     double lastChangeTime = -1;       // when the document last changed (for the autosave delay)
     std::uint64_t savedRevision = 0;  // the revision the autosave file holds
     std::uint64_t seenRevision = 0;

@@ -10,6 +10,7 @@
 4. SIGTERM: the window closes normally (exit 0).
 5. Start again with the same state folder and no session: the autosaved session is offered back; clicking
    "Restore it" brings back X[0][0] = 5.
+6. Start with the masks lesson open and click its "Save this view as PNG": a PNG of the panel's size appears.
 
 The app's --test-hooks folder gives the widget rectangles (layout.json) and the frames (frame.ppm).
 """
@@ -130,6 +131,41 @@ def main():
         wait_for(lambda: (l := read_json(layout_path)) and not l["restore_offer"] and l["X00"] == 5,
                  "the restored session with X[0][0] = 5")
         print("restore: the autosaved session came back")
+    finally:
+        stop(proc)
+
+    # ---- 6. a lesson panel saved as PNG with its button ---------------------------------------------------
+    os.remove(layout_path)
+    png = os.path.join(a.work, "attnscope_masks.png")  # the default name, in the current folder
+    proc = subprocess.Popen([a.exe, "--size", "1280x800", "--no-autosave", "--no-restore", "--lesson", "masks",
+                             "--test-hooks", hooks], cwd=a.work)
+    try:
+        wait_for(lambda: (l := read_json(layout_path)) and "lesson/save/masks" in l["rects"], "the lesson's save button")
+        time.sleep(0.5)
+        wid = subprocess.run(["xdotool", "search", "--name", "^attnscope$"], capture_output=True, text=True).stdout.split()[0]
+        x0, y0, x1, y1 = read_json(layout_path)["rects"]["lesson/save/masks"]
+        x, y = int((x0 + x1) / 2), int((y0 + y1) / 2)
+
+        def pointer_on_button():
+            xdo("windowfocus", "--sync", wid)
+            xdo("mousemove", "--window", wid, x, y)
+            time.sleep(0.25)
+            mx, my = read_json(layout_path).get("mouse", [-1, -1])
+            return abs(mx - x) <= 1 and abs(my - y) <= 1
+        wait_for(pointer_on_button, "the pointer on 'Save this view as PNG'")
+        xdo("mousedown", "1")
+        time.sleep(0.15)
+        xdo("mouseup", "1")
+        wait_for(lambda: os.path.exists(png), png)
+        with open(png, "rb") as f:
+            head = f.read(24)
+        if head[:8] != b"\x89PNG\r\n\x1a\n":
+            fail(png + " is not a PNG")
+        w, h = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+        px0, py0, px1, py1 = read_json(layout_path)["rects"]["lesson/masks"]
+        if abs(w - (px1 - px0)) > 1 or abs(h - (py1 - py0)) > 1:
+            fail("the saved view is %dx%d, the panel %gx%g" % (w, h, px1 - px0, py1 - py0))
+        print("lesson view: %s, %dx%d, the size of the panel" % (png, w, h))
     finally:
         stop(proc)
     print("PASS")
