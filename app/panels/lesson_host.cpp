@@ -37,6 +37,7 @@ void lessonSaveRow(AppState& state, int lesson)
 {
     const ImVec2 pos = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
     state.lessonRects[lesson] = {pos.x, pos.y, pos.x + size.x, pos.y + size.y};
+    state.recordRect(std::string("lesson/") + lessonName(LessonId(lesson)), pos, ImVec2(pos.x + size.x, pos.y + size.y));
     AppState::ViewCapture* cap = state.viewCapture ? &*state.viewCapture : nullptr;
     if (cap && cap->lesson == lesson) {
         cap->armed = true;  // this frame is the picture: no save row in it
@@ -55,7 +56,6 @@ void lessonSaveRow(AppState& state, int lesson)
     if (ImGui::Button("Save this view as PNG") && !cap)
         state.viewCapture = AppState::ViewCapture{lesson, path.empty() ? hint : path, false};
     state.recordRect(std::string("lesson/save/") + lessonName(LessonId(lesson)), ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
-    state.recordRect(std::string("lesson/") + lessonName(LessonId(lesson)), pos, ImVec2(pos.x + size.x, pos.y + size.y));
     if (ImGui::IsItemHovered())
         ImGui::SetTooltip("Saves this panel as it looks now (window pixels). For vector figures of the heatmaps,\n"
                           "see docs/lessons.md: attnscope render --panel ... -o FIG.pdf");
