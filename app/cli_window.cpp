@@ -26,6 +26,10 @@ void addWindowOptions(CLI::App& root, WindowCli& cli)
                     "masks, image_patches")
         ->check(CLI::IsMember({"vector_view", "two_formulas", "scaling", "heads", "additive", "masks", "image_patches"}))
         ->allow_extra_args(false);
+    root.add_option("--open", o.open,
+                    "Open a window at start (repeatable): export (File → Export…), file (Open / save), log (messages)")
+        ->check(CLI::IsMember({"export", "file", "log"}))
+        ->allow_extra_args(false);
     root.add_option("--test-hooks", o.testHooksDir, "Write widget rectangles and frames into DIR (end-to-end tests)");
     addBackendOption(root, cli.backend);
     if (CLI::App* bench = root.get_subcommand("bench")) {
