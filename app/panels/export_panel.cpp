@@ -66,19 +66,18 @@ void pathField(const char* id, std::string& path, bool& automatic, const std::st
     label("File");
     ImGui::SetNextItemWidth(-70);
     if (ImGui::InputTextWithHint(id, hint, &path)) automatic = false;
+    // The full path only on hover: always shown, it would put the checkout's folder into the screenshot tests.
+    if (ImGui::IsItemHovered() && !path.empty()) {
+        std::error_code ec;
+        const std::filesystem::path abs = std::filesystem::absolute(path, ec);
+        ImGui::SetTooltip("%s", ec ? path.c_str() : abs.lexically_normal().string().c_str());
+    }
     ImGui::SameLine();
     ImGui::BeginDisabled(automatic);
     if (ImGui::Button((std::string("Default") + id).c_str())) automatic = true;
     ImGui::EndDisabled();
     if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
         ImGui::SetTooltip("Next to the session file, or in the current folder:\n%s", defaultPath.c_str());
-    std::error_code ec;
-    const std::filesystem::path abs = std::filesystem::absolute(path, ec);
-    if (!ec && !path.empty()) {
-        ImGui::PushTextWrapPos(0.0f);
-        ImGui::TextDisabled("%s", abs.lexically_normal().string().c_str());
-        ImGui::PopTextWrapPos();
-    }
 }
 
 // ---- Figure -------------------------------------------------------------------------------------------
@@ -159,7 +158,7 @@ void drawFigurePreview(AppState& state, ExportState& st)
 {
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     FigurePreview& p = st.preview;
-    updatePreview(p, state.doc, figureOptions(st), avail.x, avail.y);
+    updatePreview(p, state.doc, figureOptions(st), avail.x, avail.y, ImGui::GetTime());
     if (p.textureVersion != p.version) {
         p.texture = p.image.pixels.empty() ? nullptr
                                            : uploadRgbaImage("export/preview", p.image.width, p.image.height, p.image.pixels.data());
@@ -189,8 +188,8 @@ void drawFigurePreview(AppState& state, ExportState& st)
 
 void drawFigureTab(AppState& state, ExportState& st)
 {
-    // Room under the two columns for the path row, its folder line, the button and two lines of message.
-    const float bottom = 2 * ImGui::GetFrameHeightWithSpacing() + 3 * ImGui::GetTextLineHeightWithSpacing();
+    // Room under the two columns for the path row, the button and two lines of message.
+    const float bottom = 2 * ImGui::GetFrameHeightWithSpacing() + 2 * ImGui::GetTextLineHeightWithSpacing();
     ImGui::BeginChild("##figure_options", ImVec2(kOptionsWidth, -bottom));
     drawFigureOptions(state, st);
     ImGui::EndChild();
@@ -331,7 +330,15 @@ void drawCodeTab(AppState& state, ExportState& st)
     if (ImGui::RadioButton("NumPy", st.codeLang == io::CodeLang::NumPy)) st.codeLang = io::CodeLang::NumPy;
     ImGui::SameLine();
     if (ImGui::RadioButton("PyTorch", st.codeLang == io::CodeLang::Torch)) st.codeLang = io::CodeLang::Torch;
-    updateCode(st, state.doc);
+    if (updateCode(st, state.doc)) {
+        // ImGui measures the whole text every frame; a session of thousands of tokens makes megabytes of
+        // code, so the box shows the start and Copy copies all of it.
+        constexpr std::size_t kMaxShownBytes = std::size_t(256) << 10;
+        st.codeShown = st.code.size() <= kMaxShownBytes
+                           ? st.code
+                           : st.code.substr(0, st.code.rfind('\n', kMaxShownBytes)) + "\n# ... (" +
+                                 std::to_string(st.code.size() >> 10) + " KiB in all: Copy copies the whole program)\n";
+    }
     ImGui::SameLine(0, 30);
     ImGui::BeginDisabled(st.code.empty());
     if (ImGui::Button("Copy", ImVec2(100, 0))) {
@@ -342,7 +349,7 @@ void drawCodeTab(AppState& state, ExportState& st)
     ImGui::SameLine();
     ImGui::TextDisabled("a standalone program that rebuilds this session and computes the same attention");
     drawMessage(st.codeMessage);
-    ImGui::InputTextMultiline("##code", &st.code, ImVec2(-1, -1), ImGuiInputTextFlags_ReadOnly);
+    ImGui::InputTextMultiline("##code", &st.codeShown, ImVec2(-1, -1), ImGuiInputTextFlags_ReadOnly);
 }
 
 void drawScreenshotTab(AppState& state, ExportState& st)
@@ -353,6 +360,7 @@ void drawScreenshotTab(AppState& state, ExportState& st)
     ImGui::Spacing();
     pathField("##shotpath", st.screenshotPath, st.screenshotPathAuto, defaultScreenshotPath(state.doc), "window.png");
     if (ImGui::Button("Save window screenshot (PNG)")) st.screenshotRequest = true;
+    state.recordRect("export/screenshot", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     drawMessage(st.screenshotMessage);
 }
 
@@ -390,7 +398,9 @@ void drawExportPanel(AppState& state)
                                 {"Window screenshot", ExportTab::Screenshot, drawScreenshotTab}};
             for (const Tab& t : tabs) {
                 const ImGuiTabItemFlags flags = st.selectTab && st.tab == t.tab ? ImGuiTabItemFlags_SetSelected : 0;
-                if (ImGui::BeginTabItem(t.name, nullptr, flags)) {
+                const bool selected = ImGui::BeginTabItem(t.name, nullptr, flags);
+                state.recordRect(std::string("export/tab/") + t.name, ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+                if (selected) {
                     if (!st.selectTab) st.tab = t.tab;
                     t.draw(state, st);
                     ImGui::EndTabItem();

@@ -151,16 +151,21 @@ attn::Expected<std::string> exportFigure(const Document& doc, const fig::FigureO
     return msg;
 }
 
-bool updatePreview(FigurePreview& p, const Document& doc, const fig::FigureOptions& o, float boxW, float boxH)
+bool updatePreview(FigurePreview& p, const Document& doc, const fig::FigureOptions& o, float boxW, float boxH,
+                   double now)
 {
     // Box sizes are rounded to 8 px so that a window resized by a pixel does not render again.
     const int bw = std::max(8, int(boxW) / 8 * 8), bh = std::max(8, int(boxH) / 8 * 8);
-    const std::string key = std::to_string(doc.revision()) + "|" + fig::toString(o.panel) + "|" + std::to_string(o.head) + "|" +
-                            (o.cmap ? attn::toString(*o.cmap) : "default") + "|" + (o.sharedRange ? "shared" : "per-head") +
-                            "|" + (o.annotate ? "annotate" : "plain") + "|" + (o.title ? "t:" + *o.title : "default") + "|" +
-                            std::to_string(bw) + "x" + std::to_string(bh);
+    const std::string optionsKey = std::string(fig::toString(o.panel)) + "|" + std::to_string(o.head) + "|" +
+                                   (o.cmap ? attn::toString(*o.cmap) : "default") + "|" +
+                                   (o.sharedRange ? "shared" : "per-head") + "|" + (o.annotate ? "annotate" : "plain") + "|" +
+                                   (o.title ? "t:" + *o.title : "default") + "|" + std::to_string(bw) + "x" + std::to_string(bh);
+    const std::string key = optionsKey + "|" + std::to_string(doc.revision());
     if (key == p.key) return false;
+    if (optionsKey == p.optionsKey && now - p.renderedAt < kPreviewInterval) return false;  // only the document changed
     p.key = key;
+    p.optionsKey = optionsKey;
+    p.renderedAt = now;
     p.image = {};
     p.error.clear();
     p.annotationsFit = true;

@@ -53,10 +53,14 @@ std::string replaceExtension(const std::string& path, const std::string& ext);
 attn::Expected<std::string> exportFigure(const Document& doc, const fig::FigureOptions& o, const std::string& path,
                                          double scale);
 
-// Renders the preview again when the options, the document's revision or the box changed (else does
-// nothing and returns false). The image fits a box of boxW × boxH pixels (at most 3 pixels per point, at
-// least fig::kMinScale). On error the image is cleared and `p.error` says why. Returns true when it rendered.
-bool updatePreview(FigurePreview& p, const Document& doc, const fig::FigureOptions& o, float boxW, float boxH);
+// Renders the preview again when the options, the box or the document's revision changed (else does nothing
+// and returns false). A changed document alone renders at most once per kPreviewInterval of `now` (seconds),
+// so dragging a value in a large session does not render a figure every frame; the last image stays until
+// then. The image fits a box of boxW × boxH pixels (at most 3 pixels per point, at least fig::kMinScale).
+// On error the image is cleared and `p.error` says why. Returns true when it rendered.
+inline constexpr double kPreviewInterval = 0.25;
+bool updatePreview(FigurePreview& p, const Document& doc, const fig::FigureOptions& o, float boxW, float boxH,
+                   double now);
 
 // ---- Data ---------------------------------------------------------------------------------------------
 // Writes the arrays `attnscope export` writes (io::sessionArrays; results too unless inputsOnly): one .npz or

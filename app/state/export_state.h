@@ -26,9 +26,11 @@ struct ActionMessage {
     bool error = false;
 };
 
-// The figure preview: rendered again only when its key (options, document revision, box size) changes.
+// The figure preview: rendered again only when its key (options, box size, document revision) changes.
 struct FigurePreview {
     std::string key;              // what the image shows; "" = nothing rendered yet
+    std::string optionsKey;       // the part of `key` without the document revision
+    double renderedAt = -1e9;     // when it last rendered (seconds, the caller's clock)
     fig::RgbaImage image;         // empty when `error` is set
     std::string error;            // why there is no image (e.g. "panel xkv: the session is not in cross mode")
     std::uint64_t version = 0;    // +1 each time image/error change (the panel re-uploads the texture then)
@@ -81,6 +83,7 @@ struct ExportState {
     // ---- Code -------------------------------------------------------------------------------------------
     io::CodeLang codeLang = io::CodeLang::NumPy;
     std::string code;                       // the program for codeKey
+    std::string codeShown;                  // what the text box shows: `code`, cut when very long
     std::string codeKey;                    // revision + language the code was made for
     ActionMessage codeMessage;
 

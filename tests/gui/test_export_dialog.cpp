@@ -315,7 +315,8 @@ TEST_F(ExportDialog, PreviewRendersOnlyWhenSomethingChanged)
 {
     app::FigurePreview p;
     fig::FigureOptions o;
-    EXPECT_TRUE(app::updatePreview(p, doc, o, 400, 300));
+    double t = 10.0;  // the caller's clock, in seconds
+    EXPECT_TRUE(app::updatePreview(p, doc, o, 400, 300, t));
     EXPECT_EQ(p.renders, 1);
     ASSERT_TRUE(p.error.empty()) << p.error;
     ASSERT_GT(p.image.width, 0);
@@ -324,25 +325,33 @@ TEST_F(ExportDialog, PreviewRendersOnlyWhenSomethingChanged)
     EXPECT_TRUE(p.image.width >= 392 || p.image.height >= 292) << "and fills it in one direction";
     const std::uint64_t v = p.version;
 
-    for (int i = 0; i < 3; ++i) EXPECT_FALSE(app::updatePreview(p, doc, o, 400, 300));
-    EXPECT_FALSE(app::updatePreview(p, doc, o, 403, 301)) << "a box a few pixels larger is the same box";
+    for (int i = 0; i < 3; ++i) EXPECT_FALSE(app::updatePreview(p, doc, o, 400, 300, t += 1));
+    EXPECT_FALSE(app::updatePreview(p, doc, o, 403, 301, t += 1)) << "a box a few pixels larger is the same box";
     EXPECT_EQ(p.renders, 1);
     EXPECT_EQ(p.version, v);
 
     o.annotate = true;
-    EXPECT_TRUE(app::updatePreview(p, doc, o, 400, 300)) << "an option changed";
-    EXPECT_FALSE(app::updatePreview(p, doc, o, 400, 300));
-    EXPECT_TRUE(app::updatePreview(p, doc, o, 600, 300)) << "the box changed";
+    EXPECT_TRUE(app::updatePreview(p, doc, o, 400, 300, t)) << "an option changed: at once";
+    EXPECT_FALSE(app::updatePreview(p, doc, o, 400, 300, t));
+    EXPECT_TRUE(app::updatePreview(p, doc, o, 600, 300, t)) << "the box changed: at once";
+    EXPECT_EQ(p.renders, 3);
+
+    // The document changed: rendered again, but while it keeps changing (a drag) at most every interval.
     doc.setCellInGesture(app::MatrixId::X, 0, 0, 3.0f);
-    EXPECT_TRUE(app::updatePreview(p, doc, o, 600, 300)) << "the document changed";
-    EXPECT_EQ(p.renders, 4);
+    EXPECT_FALSE(app::updatePreview(p, doc, o, 600, 300, t + 0.1)) << "too soon after the last render";
+    EXPECT_TRUE(app::updatePreview(p, doc, o, 600, 300, t += app::kPreviewInterval)) << "the document changed";
+    doc.setCellInGesture(app::MatrixId::X, 0, 0, 4.0f);
+    EXPECT_FALSE(app::updatePreview(p, doc, o, 600, 300, t + 0.1));
+    EXPECT_TRUE(app::updatePreview(p, doc, o, 600, 300, t += app::kPreviewInterval));
+    EXPECT_FALSE(app::updatePreview(p, doc, o, 600, 300, t += 1)) << "and then not again";
+    EXPECT_EQ(p.renders, 5);
 
     o.panel = fig::PanelKind::Xkv;
-    EXPECT_TRUE(app::updatePreview(p, doc, o, 600, 300));
+    EXPECT_TRUE(app::updatePreview(p, doc, o, 600, 300, t));
     EXPECT_EQ(p.error, "panel xkv: the session is not in cross mode");
     EXPECT_TRUE(p.image.pixels.empty());
-    EXPECT_FALSE(app::updatePreview(p, doc, o, 600, 300)) << "errors are cached too";
-    EXPECT_EQ(p.renders, 5);
+    EXPECT_FALSE(app::updatePreview(p, doc, o, 600, 300, t += 1)) << "errors are cached too";
+    EXPECT_EQ(p.renders, 6);
 }
 
 TEST_F(ExportDialog, CodeIsMadeOnlyWhenSomethingChanged)
