@@ -39,6 +39,10 @@ void addWindowOptions(CLI::App& root, WindowCli& cli)
     root.add_option("--screenshot-lesson", o.screenshotLesson,
                     "With --screenshot: open this lesson panel and save only the panel (a lesson view as PNG)")
         ->check(CLI::IsMember(lessonNames()));
+    root.add_option("--open", o.open,
+                    "Open a window at start (repeatable): export (File → Export…), file (Open / save), log (messages)")
+        ->check(CLI::IsMember({"export", "file", "log"}))
+        ->allow_extra_args(false);
     root.add_option("--test-hooks", o.testHooksDir, "Write widget rectangles and frames into DIR (end-to-end tests)");
     addBackendOption(root, cli.backend);
     if (CLI::App* bench = root.get_subcommand("bench")) {

@@ -16,7 +16,7 @@ struct WindowCli {
 };
 
 // Adds SESSION, --screenshot, --frames, --reference, --threshold, --size, --state-dir, --no-autosave,
-// --no-restore, --test-hooks, --backend to `root`, and --gui/--frames to its "bench" subcommand.
+// --no-restore, --lesson, --open, --test-hooks, --backend to `root`, and --gui/--frames to its "bench" subcommand.
 void addWindowOptions(CLI::App& root, WindowCli& cli);
 // Runs the window (after parsing, when no subcommand was given). Bad --size: kExitBadInput with a message.
 int runWindowFromCli(WindowCli& cli);

@@ -9,6 +9,7 @@
 #include "platform/platform.h"
 #include "render/heatmap_gl.h"
 #include "screenshot.h"
+#include "state/export_actions.h"
 #include "state/paths.h"
 
 #include <glad/gl.h>
@@ -125,6 +126,26 @@ int finishScreenshot(const WindowOptions& opt, const Image& img)
     return kExitOk;
 }
 
+// File → Export… → "Save window screenshot": this frame was drawn without the dialog; it is read back here,
+// after rendering and before the swap, like --screenshot.
+void saveRequestedScreenshot(ExportState& st, int width, int height)
+{
+    st.screenshotReady = false;
+    const Image shot = captureFramebuffer(width, height);
+    fig::RgbaImage rgba;
+    rgba.width = shot.width;
+    rgba.height = shot.height;
+    rgba.pixels.resize(std::size_t(shot.width) * std::size_t(shot.height) * 4);
+    for (std::size_t i = 0, n = std::size_t(shot.width) * std::size_t(shot.height); i < n; ++i) {
+        std::copy_n(shot.rgb.data() + i * 3, 3, rgba.pixels.data() + i * 4);
+        rgba.pixels[i * 4 + 3] = 255;
+    }
+    const attn::Expected<std::string> r = saveWindowScreenshot(st.screenshotPath, rgba);
+    st.screenshotMessage = r ? ActionMessage{*r, false} : ActionMessage{r.status().message, true};
+    if (r) postInfo(*r);
+    else postError(r.status().message);
+}
+
 } // namespace
 
 int runWindow(const WindowOptions& opt)
@@ -184,6 +205,11 @@ int runWindow(const WindowOptions& opt)
         state.view.lessons[screenshotLesson] = true;
         state.lessonSaveRows = false;  // the saved panel shows the lesson, not the window's save row
     }
+    for (const std::string& name : opt.open) {
+        if (name == "export") state.exportDialog.open = true;
+        else if (name == "file") state.showFilePanel = true;
+        else if (name == "log") state.showLog = true;
+    }
     // The autosave file holds what was there before; this session becomes it from the first change.
     state.savedRevision = state.doc.revision();
     state.seenRevision = state.doc.revision();
@@ -217,6 +243,7 @@ int runWindow(const WindowOptions& opt)
 
         int fbw = 0, fbh = 0;
         platform.framebufferSize(fbw, fbh);
+        if (state.exportDialog.screenshotReady) saveRequestedScreenshot(state.exportDialog, fbw, fbh);
         if (!opt.testHooksDir.empty()) {
             // frame.ppm: the picture of each frame that shows a new result, or when the test asks for one by
             // creating capture.request; layout.json: widget rectangles, counters and the mouse, every 3 frames too.

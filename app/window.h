@@ -20,6 +20,7 @@ struct WindowOptions {
     bool restoreOffer = true;      // --no-restore
     std::vector<std::string> lessons;  // --lesson NAME...: lesson panels to open at start (lessonName names)
     std::string screenshotLesson;  // --screenshot-lesson NAME: open that lesson and save only its panel
+    std::vector<std::string> open;     // --open NAME...: windows to open at start: export, file, log
     std::string testHooksDir;      // --test-hooks DIR: layout.json + frame.ppm after each recompute (tests)
     attn::Backend backend = attn::Backend::Cpu;
 };

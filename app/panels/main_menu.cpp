@@ -1,4 +1,4 @@
-// The menu bar: File (open, save, recent, presets listed from assets/presets at run time), Edit (undo,
+// The menu bar: File (open, save, export, recent, presets listed from assets/presets at run time), Edit (undo,
 // redo), View (panels, options).
 #include "panels/panels.h"
 #include "state/paths.h"
@@ -13,6 +13,7 @@ void drawMainMenu(AppState& state)
     if (ImGui::BeginMenu("File")) {
         if (ImGui::MenuItem("Open / save…", "Ctrl+O")) state.showFilePanel = true;
         if (ImGui::MenuItem("Save", "Ctrl+S", false, !state.doc.path().empty())) saveSessionAs(state, state.doc.path());
+        if (ImGui::MenuItem("Export…", "Ctrl+E")) state.exportDialog.open = true;
         if (ImGui::BeginMenu("Recent", !state.recentFiles.empty())) {
             for (const std::string& r : std::vector<std::string>(state.recentFiles))
                 if (ImGui::MenuItem(r.c_str())) openSession(state, r);

@@ -8,7 +8,7 @@
 namespace app {
 namespace {
 
-// Every panel, drawn in this order each frame. Adding a panel (e.g. drawExportPanel) is one line here.
+// Every panel, drawn in this order each frame. Adding a panel is one line here.
 using DrawFn = void (*)(AppState&);
 constexpr DrawFn kPanelRegistry[] = {
     drawMainMenu,
@@ -17,6 +17,7 @@ constexpr DrawFn kPanelRegistry[] = {
     drawLessonPanels,
     drawStatusBar,
     drawFilePanel,
+    drawExportPanel,
     drawMessagesPanel,
     drawRestoreOffer,
 };
@@ -33,6 +34,7 @@ void handleShortcuts(AppState& state)
     if (keyPressed(ImGuiKey_Y)) state.doc.redo();
     if (letterPressed('S') && !state.doc.path().empty()) saveSessionAs(state, state.doc.path());
     if (letterPressed('O')) state.showFilePanel = true;
+    if (letterPressed('E')) state.exportDialog.open = true;
 }
 
 } // namespace

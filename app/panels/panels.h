@@ -13,13 +13,14 @@ void drawMainMenu(AppState& state);        // menu bar: File (open, save, recent
 void drawControlsPanel(AppState& state);   // mode, layout, heads, score, masks, sizes, tokens, colormaps
 void drawChainPanel(AppState& state);      // the data flow: inputs → Q K V → per-head maps → output
 void drawFilePanel(AppState& state);       // path field, open/save, recent files; load-error modal
+void drawExportPanel(AppState& state);     // File → Export… (Ctrl+E): figure, data, import, code, screenshot
 void drawStatusBar(AppState& state);       // backend, compute time, errors
 void drawMessagesPanel(AppState& state);   // toasts and the log window
 void drawRestoreOffer(AppState& state);    // "restore the autosaved session?" on start
 void drawLessonPanels(AppState& state);    // the open lesson panels (View → Lessons), over the chain
 
 // Everything, once per frame, between ImGui::NewFrame and ImGui::Render. Also handles the global shortcuts
-// (Ctrl+Z, Ctrl+Shift+Z / Ctrl+Y, Ctrl+S, Ctrl+O) and updates the linked hover at the end of the frame.
+// (Ctrl+Z, Ctrl+Shift+Z / Ctrl+Y, Ctrl+S, Ctrl+O, Ctrl+E) and updates the linked hover at the end of the frame.
 void drawAllPanels(AppState& state);
 
 // Layout constants shared by the panels (the window is tiled: menu bar, controls on the left, chain, status bar).

@@ -163,6 +163,22 @@ void GlHeatmapRenderer::drawCells(ImDrawList* dl, ImVec2 a, ImVec2 b, const std:
     dl->AddCallback(ImDrawCallback_ResetRenderState, nullptr);
 }
 
+ImTextureID GlHeatmapRenderer::uploadImage(const std::string& key, int width, int height, const std::uint8_t* rgba)
+{
+    if (width <= 0 || height <= 0 || !rgba) return nullptr;
+    unsigned& t = m_images[key];
+    if (!t) {
+        t = makeTexture();
+        glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_LINEAR_MIPMAP_LINEAR);
+        glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_LINEAR);
+    }
+    glBindTexture(GL_TEXTURE_2D, t);
+    glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
+    glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, width, height, 0, GL_RGBA, GL_UNSIGNED_BYTE, rgba);
+    glGenerateMipmap(GL_TEXTURE_2D);
+    return reinterpret_cast<ImTextureID>(static_cast<intptr_t>(t));
+}
+
 void GlHeatmapRenderer::endFrame()
 {
     m_params.clear();

@@ -19,6 +19,9 @@ public:
     // Compiles the shaders and creates the lookup textures; needs a current GL 3.3 context.
     attn::Status init();
     void drawCells(ImDrawList* dl, ImVec2 a, ImVec2 b, const std::string& key, const HeatmapSource& src) override;
+    // An RGBA8 texture with mipmaps (pictures such as the export preview are often drawn smaller than they
+    // are). Kept until replaced under the same key; the few keys in use are never evicted.
+    ImTextureID uploadImage(const std::string& key, int width, int height, const std::uint8_t* rgba) override;
     // Call once per frame after rendering: frees the textures of heatmaps not drawn for a while.
     void endFrame();
 
@@ -45,6 +48,7 @@ private:
     unsigned m_luts[4] = {0, 0, 0, 0};
     unsigned m_emptyMask = 0;
     std::map<std::string, Entry> m_entries;
+    std::map<std::string, unsigned> m_images;  // uploadImage textures by key
     std::deque<DrawParams> m_params;  // deque: stable addresses while the frame's callbacks refer to them
     long m_frame = 0;
 };

@@ -58,6 +58,11 @@ void addVerticalText(ImDrawList* dl, ImVec2 bottomLeft, ImU32 col, const char* t
 
 void setHeatmapRenderer(HeatmapRenderer* r) { g_renderer = r; }
 
+ImTextureID uploadRgbaImage(const std::string& key, int width, int height, const std::uint8_t* rgba)
+{
+    return g_renderer ? g_renderer->uploadImage(key, width, height, rgba) : nullptr;
+}
+
 std::string axisLabel(const std::vector<std::string>* labels, int i)
 {
     if (labels && i >= 0 && static_cast<std::size_t>(i) < labels->size()) return (*labels)[static_cast<std::size_t>(i)];

@@ -32,9 +32,20 @@ public:
     // Draws the cells of `src` into the rectangle [a, b] of `dl`. `key` names the heatmap (stable across
     // frames) so that its textures are reused while `src.generation` is unchanged.
     virtual void drawCells(ImDrawList* dl, ImVec2 a, ImVec2 b, const std::string& key, const HeatmapSource& src) = 0;
+    // Uploads an RGBA8 picture (straight alpha, top row first, width·height·4 bytes) as a texture ImGui can
+    // draw (ImGui::Image), kept under `key`: a later upload with the same key replaces it. Returns null when
+    // the renderer has no textures, as here by default.
+    virtual ImTextureID uploadImage(const std::string& key, int width, int height, const std::uint8_t* rgba)
+    {
+        (void)key, (void)width, (void)height, (void)rgba;
+        return nullptr;
+    }
 };
 // Installs the renderer used by drawHeatmap (null: the CPU fallback). Not owned.
 void setHeatmapRenderer(HeatmapRenderer* r);
+// uploadImage of the installed renderer; null when there is none (the null backend of the tests), and the
+// caller then draws a placeholder.
+ImTextureID uploadRgbaImage(const std::string& key, int width, int height, const std::uint8_t* rgba);
 
 // What each axis of a heatmap indexes: hovering a Query/Key axis links the panels.
 enum class Axis { Query, Key, Feature };

@@ -4,6 +4,7 @@
 
 #include "panels/lesson_common.h"
 #include "state/document.h"
+#include "state/export_state.h"
 
 #include <attnscope/colormap.h>
 
@@ -73,6 +74,7 @@ struct AppState {
     std::string restorePath;   // the autosaved session offered back
     bool showFilePanel = false;
     bool showLog = false;
+    ExportState exportDialog;  // File → Export… (Ctrl+E)
 
     // Lesson panels: their UI state, and the session in file orientation they read (rebuilt when the
     // document's revision changes: the document stores it row-oriented).

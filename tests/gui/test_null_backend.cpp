@@ -50,12 +50,17 @@ TEST_F(NullBackend, EveryPresetEveryPanel)
     ASSERT_GE(presets.size(), 5u);
     state.showFilePanel = true;
     state.showLog = true;
+    state.exportDialog.open = true;  // its preview renders each preset's figure (no texture without GL)
     for (const std::string& p : presets) {
         ASSERT_TRUE(app::openSession(state, p)) << p;
+        state.exportDialog.preview = {};  // render this preset's figure at once, not after the preview's interval
         frames(5);
         EXPECT_TRUE(state.doc.hasResult()) << p;
         EXPECT_TRUE(state.doc.lastError().ok()) << p << ": " << state.doc.lastError().message;
         EXPECT_TRUE(state.rects.count("heatmap/weights/0")) << p << ": the weights are drawn";
+        EXPECT_EQ(state.exportDialog.preview.renders, 1) << p;
+        EXPECT_TRUE(state.exportDialog.preview.error.empty()) << p << ": " << state.exportDialog.preview.error;
+        EXPECT_TRUE(state.rects.count("export/preview")) << p << ": the export preview is laid out";
     }
 }
 
