@@ -41,8 +41,9 @@ attnscope_install_packages() {
 }
 
 # Python virtual environment for build-time generators and test oracles, pinned:
-#   glad2 generates the OpenGL loader into the build tree; numpy runs the golden cross-checks.
-ATTNSCOPE_PY_REQUIREMENTS="glad2==2.0.8 numpy==2.2.6"
+#   glad2 generates the OpenGL loader into the build tree; numpy runs the golden cross-checks; Pillow reads
+#   the PNGs the end-to-end GUI tests check.
+ATTNSCOPE_PY_REQUIREMENTS="glad2==2.0.8 numpy==2.2.6 pillow==11.3.0"
 attnscope_venv() {
   local venv="$ATTNSCOPE_BUILD/venv" stamp="$ATTNSCOPE_BUILD/venv/.attnscope-requirements"
   if [ -x "$venv/bin/python3" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$ATTNSCOPE_PY_REQUIREMENTS" ]; then

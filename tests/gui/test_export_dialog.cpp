@@ -5,7 +5,7 @@
 
 #include "io/array_io.h"
 #include "panels/panels.h"
-#include "panels/style.h"
+#include "headless_imgui.h"
 
 #include <attnscope/preset_io.h>
 
@@ -391,15 +391,7 @@ TEST_F(ExportDialog, DefaultPathsFollowTheSession)
 // crash, and the preview's place is laid out.
 TEST_F(ExportDialog, DrawnWithTheNullBackend)
 {
-    ImGui::CreateContext();
-    app::setupImGuiStyle();
-    ImGuiIO& io = ImGui::GetIO();
-    io.DisplaySize = ImVec2(1280, 800);
-    io.DeltaTime = 1.0f / 60.0f;
-    for (int k = 0; k < ImGuiKey_COUNT; ++k) io.KeyMap[k] = k;
-    unsigned char* pixels = nullptr;
-    int w = 0, h = 0;
-    io.Fonts->GetTexDataAsRGBA32(&pixels, &w, &h);
+    ImGuiIO& io = createHeadlessImGui();
     app::AppState state;
     state.autosave = false;
     state.recordRects = true;

@@ -1,7 +1,7 @@
 // Null-backend smoke test (STYLE 7a): every panel for a number of frames with an ImGui context and no GL at
 // all (no platform or renderer backend; heatmaps use the CPU fallback), over every preset and the toggles.
+#include "headless_imgui.h"
 #include "panels/panels.h"
-#include "panels/style.h"
 #include "state/paths.h"
 
 #include <imgui.h>
@@ -14,16 +14,7 @@ class NullBackend : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        ImGui::CreateContext();
-        app::setupImGuiStyle();
-        ImGuiIO& io = ImGui::GetIO();
-        io.DisplaySize = ImVec2(1280, 800);
-        io.DeltaTime = 1.0f / 60.0f;
-        // Keyboard navigation is on: ImGui 1.86 wants its named keys mapped (a platform backend would do this).
-        for (int k = 0; k < ImGuiKey_COUNT; ++k) io.KeyMap[k] = k;
-        unsigned char* pixels = nullptr;
-        int w = 0, h = 0;
-        io.Fonts->GetTexDataAsRGBA32(&pixels, &w, &h);  // builds the atlas, as a renderer backend would
+        createHeadlessImGui();
         state.autosave = false;
         state.presetsDir = ATTNSCOPE_PRESETS_DIR;
         state.recordRects = true;

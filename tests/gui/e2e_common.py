@@ -1,0 +1,160 @@
+"""Helpers shared by the xdotool end-to-end tests (e2e_*.py), run under Xvfb.
+
+The app's --test-hooks folder gives the widget rectangles, the pointer and counters (layout.json) and
+frames on request (frame.ppm). ImGui 1.86 polls the keyboard and mouse once per frame (no event queue), so
+presses are held over a few frames, and a pointer move counts only once the app reports it where we put it.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+from PIL import Image
+
+
+def parse_args():
+    """--exe (attnscope), --work (a folder the test owns; emptied first), --session (a session file)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--exe", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--session", required=True)
+    a = ap.parse_args()
+    shutil.rmtree(a.work, ignore_errors=True)
+    os.makedirs(a.work)
+    return a
+
+
+class Session:
+    """One running attnscope window with --test-hooks, and the person driving it."""
+
+    def __init__(self, args, work, cwd=None, stderr=None):
+        self.hooks = os.path.join(work, "hooks")
+        shutil.rmtree(self.hooks, ignore_errors=True)
+        os.makedirs(self.hooks)
+        self.layout_path = os.path.join(self.hooks, "layout.json")
+        self.frame_path = os.path.join(self.hooks, "frame.ppm")
+        self.proc = subprocess.Popen(list(args) + ["--test-hooks", self.hooks], cwd=cwd, stderr=stderr)
+        self.wid = None
+        global _POSTMORTEM
+        _POSTMORTEM = self.hooks
+
+    # -- reading the app's state ---------------------------------------------------------------------------
+    def layout(self):
+        return read_json(self.layout_path)
+
+    def rect(self, name):
+        return wait_for(lambda: (l := self.layout()) and l["rects"].get(name), "widget " + name)
+
+    def wait_window(self, pred=lambda l: l.get("generation", 0) >= 1, what="the first frame"):
+        """Waits for the first frame (or `pred`), finds the X window and gives it the input focus (there is no
+        window manager under Xvfb, and ImGui's GLFW backend reads the pointer only while focused)."""
+        wait_for(lambda: (l := self.layout()) and pred(l), what)
+        self.wid = wait_for(lambda: subprocess.run(["xdotool", "search", "--name", "^attnscope$"], capture_output=True,
+                                                   text=True).stdout.split(), "the window")[0]
+        # The first frames lay out before the menu bar has claimed its height: let the layout settle.
+        time.sleep(0.5)
+        xdo("windowfocus", "--sync", self.wid)
+
+    def capture(self):
+        """The next frame, as an h×w×3 array."""
+        n = self.layout()["captures"]
+        open(os.path.join(self.hooks, "capture.request"), "w").close()
+        wait_for(lambda: (l := self.layout()) and l["captures"] > n, "a capture")
+        return read_ppm(self.frame_path)
+
+    # -- acting ------------------------------------------------------------------------------------------------
+    def move(self, x, y):
+        def arrived():
+            xdo("windowfocus", "--sync", self.wid)
+            xdo("mousemove", "--window", self.wid, x, y)
+            time.sleep(0.25)
+            mx, my = self.layout().get("mouse", [-1, -1])
+            return abs(mx - x) <= 1 and abs(my - y) <= 1
+        wait_for(arrived, "the pointer at (%d, %d)" % (x, y))
+
+    def click(self, name):
+        x0, y0, x1, y1 = self.rect(name)
+        self.move(int((x0 + x1) / 2), int((y0 + y1) / 2))
+        xdo("mousedown", "1")
+        time.sleep(0.15)  # held like a finger: ImGui 1.86 polls the button once per frame
+        xdo("mouseup", "1")
+        time.sleep(0.3)
+
+    def stop(self):
+        """SIGTERM, which closes the window the normal way; fails unless it exits 0."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                fail("the window did not close on SIGTERM")
+        if self.proc.returncode != 0:
+            fail("attnscope exited with %s" % self.proc.returncode)
+
+
+_POSTMORTEM = None  # the hooks folder of the newest Session: fail() keeps its last frame there
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    if _POSTMORTEM:  # ask the window for one more picture, for the post-mortem
+        try:
+            open(os.path.join(_POSTMORTEM, "capture.request"), "w").close()
+            time.sleep(1.0)
+            shutil.copy(os.path.join(_POSTMORTEM, "frame.ppm"), os.path.join(_POSTMORTEM, "failure.ppm"))
+            print("last frame: " + os.path.join(_POSTMORTEM, "failure.ppm"), file=sys.stderr)
+        except OSError:
+            pass
+    sys.exit(1)
+
+
+def wait_for(pred, what, timeout=30.0):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    fail("timed out waiting for " + what)
+
+
+def read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def read_ppm(path):
+    with Image.open(path) as im:
+        return np.asarray(im.convert("RGB"))
+
+
+def read_png_rgb(path):
+    """A PNG as an h×w×3 array; fails the test when the file is not a PNG."""
+    try:
+        with Image.open(path) as im:
+            if im.format != "PNG":
+                fail("%s: expected a PNG, got %s" % (path, im.format))
+            return np.asarray(im.convert("RGB"))
+    except OSError as e:
+        fail("%s: cannot read the image (%s)" % (path, e))
+
+
+def xdo(*args):
+    subprocess.run(["xdotool", *map(str, args)], check=True)
+
+
+def key(combo):
+    """Presses a key long enough for ImGui 1.86 to see it (key state is polled once per frame)."""
+    xdo("keydown", combo)
+    time.sleep(0.15)
+    xdo("keyup", combo)
+    time.sleep(0.1)
