@@ -44,7 +44,7 @@ int runCli(int argc, char** argv)
     }
 
     try {
-        if (window.benchGui) return runGuiBench(window.benchFrames);
+        if (window.benchGui) return runGuiBenchFromCli(root, window);
         if (action) return action();
         return runWindowFromCli(window);
     } catch (const std::exception& e) {

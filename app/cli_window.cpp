@@ -67,4 +67,15 @@ int runWindowFromCli(WindowCli& cli)
     return runWindow(cli.options);
 }
 
+int runGuiBenchFromCli(const CLI::App& root, const WindowCli& cli)
+{
+    // `bench --gui --backend cuda` sets the bench subcommand's --backend; `--backend cuda bench --gui` the root's.
+    std::string name = cli.backend;
+    if (const CLI::App* bench = root.get_subcommand("bench"))
+        if (const CLI::Option* o = bench->get_option_no_throw("--backend"); o && o->count() > 0) name = o->as<std::string>();
+    const attn::Backend backend = parseBackend(name);
+    if (int rc = checkBackendUsable(backend); rc != kExitOk) return rc;
+    return runGuiBench(cli.benchFrames, backend);
+}
+
 } // namespace app

@@ -20,5 +20,7 @@ struct WindowCli {
 void addWindowOptions(CLI::App& root, WindowCli& cli);
 // Runs the window (after parsing, when no subcommand was given). Bad --size: kExitBadInput with a message.
 int runWindowFromCli(WindowCli& cli);
+// Runs `bench --gui` with the bench's --backend (or the root's): kExitBadInput when that backend cannot run.
+int runGuiBenchFromCli(const CLI::App& root, const WindowCli& cli);
 
 } // namespace app

@@ -37,9 +37,11 @@ double nowSeconds()
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void writeLayout(const AppState& state, const std::string& dir, int captures)
+void writeLayout(const AppState& state, const GlHeatmapRenderer& renderer, const std::string& dir, int captures)
 {
     nlohmann::json j;
+    const GlHeatmapRenderer::FillStats& fs = renderer.fillStats();
+    j["heatmap_fills"] = {{"host", fs.hostUploads}, {"device", fs.deviceFills}, {"device_fallbacks", fs.deviceFallbacks}};
     for (const auto& [name, r] : state.rects) j["rects"][name] = {r.x0, r.y0, r.x1, r.y1};
     j["captures"] = captures;
     j["generation"] = state.doc.resultGeneration();
@@ -255,7 +257,7 @@ int runWindow(const WindowOptions& opt)
                 ++captures;
                 std::filesystem::remove(request, ec);
             }
-            if (recomputed || requested || frame <= 2 || frame % 3 == 0) writeLayout(state, opt.testHooksDir, captures);
+            if (recomputed || requested || frame <= 2 || frame % 3 == 0) writeLayout(state, renderer, opt.testHooksDir, captures);
         }
         if (state.viewCapture && state.viewCapture->armed) saveViewCapture(state, captureFramebuffer(fbw, fbh));
         if (screenshotMode && frame >= opt.frames) {
@@ -269,11 +271,12 @@ int runWindow(const WindowOptions& opt)
     }
     autosaveIfNeeded(state, nowSeconds(), true);
     setHeatmapRenderer(nullptr);
+    renderer.shutdown();
     platform.shutdown();
     return exitCode;
 }
 
-int runGuiBench(int frames)
+int runGuiBench(int frames, attn::Backend backend)
 {
     Platform platform;
     PlatformOptions po;
@@ -292,6 +295,7 @@ int runGuiBench(int frames)
     setHeatmapRenderer(&renderer);
     AppState state;
     state.autosave = false;
+    state.doc.backend = backend;
 
     auto makeSession = [](int n, int dModel, int heads) {
         attn::Session s;
@@ -351,7 +355,11 @@ int runGuiBench(int frames)
     }
     std::printf("edit to new picture n=1024 d_model=512 h=8: median %.1f ms over %d edits (median compute %.1f ms)\n",
                 median(latMs), edits, median(computeMs));
+    const GlHeatmapRenderer::FillStats& fs = renderer.fillStats();
+    std::printf("heatmap textures: %ld uploaded from host memory, %ld filled from device memory (CUDA-OpenGL interop)\n",
+                fs.hostUploads, fs.deviceFills);
     setHeatmapRenderer(nullptr);
+    renderer.shutdown();
     platform.shutdown();
     return kExitOk;
 }

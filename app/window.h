@@ -29,7 +29,8 @@ struct WindowOptions {
 int runWindow(const WindowOptions& opt);
 
 // `attnscope bench --gui`: frames per second while editing at n=64, d_model=64, h=4, and the edit-to-new-
-// picture latency at n=1024, d_model=512, h=8. Prints a small table; returns an exit code.
-int runGuiBench(int frames);
+// picture latency at n=1024, d_model=512, h=8, computed on `backend`, and how the heatmap textures were
+// filled (host uploads vs device fills). Prints a small table; returns an exit code.
+int runGuiBench(int frames, attn::Backend backend);
 
 } // namespace app

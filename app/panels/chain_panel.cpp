@@ -159,6 +159,15 @@ HeatmapSpec queryKeySpec(const AppState& s, const std::string& key, const attn::
     return spec;
 }
 
+// Marks a per-head heatmap as also held in device memory (a result of the CUDA backend), so the GL renderer
+// can fill its texture from there instead of uploading the host copy.
+void fromDevice(HeatmapSpec& spec, const attn::AttentionResult& r, attn::DeviceMatrix which, int head)
+{
+    spec.src.deviceGeneration = r.deviceGeneration;
+    spec.src.deviceMatrix = which;
+    spec.src.deviceHead = head;
+}
+
 // (query, key) of a hovered cell of a query × key map.
 std::pair<int, int> queryKeyOf(const AppState& s, const HeatmapHit& hit)
 {
@@ -415,6 +424,7 @@ void drawChainPanel(AppState& state)
         std::string t = shapeTitle("scores", hr.scores, col ? kn : qn, col ? qn : kn);
         title(t.c_str());
         HeatmapSpec sspec = queryKeySpec(state, "scores/" + hs, hr.scores, hr.masked, HeatmapKind::Scores, g_ranges.scores[static_cast<std::size_t>(h)]);
+        fromDevice(sspec, r, attn::DeviceMatrix::Scores, h);
         HeatmapHit hit = drawHeatmap(sspec);
         state.recordRect("heatmap/scores/" + hs, hit.cellsMin, hit.cellsMax);
         noteHover(state, sspec, hit);
@@ -437,6 +447,7 @@ void drawChainPanel(AppState& state)
         t = shapeTitle("weights", hr.weights, col ? kn : qn, col ? qn : kn);
         title(t.c_str());
         HeatmapSpec wspec = queryKeySpec(state, "weights/" + hs, hr.weights, hr.masked, HeatmapKind::Weights, g_ranges.weights[static_cast<std::size_t>(h)]);
+        fromDevice(wspec, r, attn::DeviceMatrix::Weights, h);
         hit = drawHeatmap(wspec);
         state.recordRect("heatmap/weights/" + hs, hit.cellsMin, hit.cellsMax);
         noteHover(state, wspec, hit);
@@ -460,6 +471,7 @@ void drawChainPanel(AppState& state)
         t = col ? shapeTitle("output", hr.output, "d_v", qn) : shapeTitle("output", hr.output, qn, "d_v");
         title(t.c_str());
         HeatmapSpec ospec = tokenFeatureSpec(state, "headout/" + hs, hr.output, HeatmapKind::Output, g_ranges.headOut[static_cast<std::size_t>(h)], true);
+        fromDevice(ospec, r, attn::DeviceMatrix::Output, h);
         hit = drawHeatmap(ospec);
         state.recordRect("heatmap/headout/" + hs, hit.cellsMin, hit.cellsMax);
         noteHover(state, ospec, hit);

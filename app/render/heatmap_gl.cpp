@@ -1,5 +1,9 @@
 #include "render/heatmap_gl.h"
 
+#include "messages.h"
+
+#include <attnscope/device_interop.h>
+
 #include <glad/gl.h>
 
 #include <cstddef>
@@ -136,11 +140,20 @@ void GlHeatmapRenderer::drawCells(ImDrawList* dl, ImVec2 a, ImVec2 b, const std:
     const int rows = static_cast<int>(m.rows()), cols = static_cast<int>(m.cols());
     const bool hasMask = src.mask && src.mask->size() == m.size();
     if (e.generation != src.generation || e.rows != rows || e.cols != cols || e.hasMask != hasMask) {
-        if (!e.values) e.values = makeTexture();
-        glBindTexture(GL_TEXTURE_2D, e.values);
-        glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
-        // Row-major rows×cols floats: texture width = cols, texture row 0 = matrix row 0 (drawn at the top).
-        glTexImage2D(GL_TEXTURE_2D, 0, GL_R32F, cols, rows, 0, GL_RED, GL_FLOAT, m.data());
+        if (!fillFromDevice(e, rows, cols, src)) {
+            if (src.deviceGeneration != 0) ++m_stats.deviceFallbacks;
+            if (e.registered) {
+                // CUDA must let go of the texture before its storage is respecified.
+                (void)attn::unregisterGlTexture(e.values);
+                e.registered = false;
+            }
+            if (!e.values) e.values = makeTexture();
+            glBindTexture(GL_TEXTURE_2D, e.values);
+            glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
+            // Row-major rows×cols floats: texture width = cols, texture row 0 = matrix row 0 (drawn at the top).
+            glTexImage2D(GL_TEXTURE_2D, 0, GL_R32F, cols, rows, 0, GL_RED, GL_FLOAT, m.data());
+            ++m_stats.hostUploads;
+        }
         if (hasMask) {
             if (!e.mask) e.mask = makeTexture();
             glBindTexture(GL_TEXTURE_2D, e.mask);
@@ -179,19 +192,90 @@ ImTextureID GlHeatmapRenderer::uploadImage(const std::string& key, int width, in
     return reinterpret_cast<ImTextureID>(static_cast<intptr_t>(t));
 }
 
+bool GlHeatmapRenderer::fillFromDevice(Entry& e, int rows, int cols, const HeatmapSource& src)
+{
+    if (src.deviceGeneration == 0 || m_interop == Interop::Off) return false;
+    if (m_interop == Interop::Unknown) {
+        // Asked once, when the first result of the CUDA backend is shown (never for CPU-only sessions).
+        std::string why;
+        if (!attn::deviceInteropAvailable(&why)) {
+            m_interop = Interop::Off;
+            postInfo("heatmaps are uploaded from host memory: " + why);
+            return false;
+        }
+        m_interop = Interop::On;
+    }
+    // The document may show an older result than the device holds (a later compute failed and the last
+    // good result was kept): its host copy is then the only one, and uploading it is not an error.
+    if (!attn::deviceResultCurrent(src.deviceGeneration)) return false;
+    if (!e.values) e.values = makeTexture();
+    if (!e.registered || e.rows != rows || e.cols != cols) {
+        if (e.registered) {
+            attn::Status st = attn::unregisterGlTexture(e.values);
+            e.registered = false;
+            if (!st.ok()) {
+                disableInterop(st.message);
+                return false;
+            }
+        }
+        // Storage first (CUDA registers an existing level), then the registration, kept while the size holds.
+        glBindTexture(GL_TEXTURE_2D, e.values);
+        glTexImage2D(GL_TEXTURE_2D, 0, GL_R32F, cols, rows, 0, GL_RED, GL_FLOAT, nullptr);
+        attn::Status st = attn::registerGlTexture(e.values);
+        if (!st.ok()) {
+            disableInterop(st.message);
+            return false;
+        }
+        e.registered = true;
+    }
+    attn::Status st = attn::fillGlTexture(e.values, src.deviceGeneration, src.deviceMatrix, src.deviceHead);
+    if (!st.ok()) {
+        disableInterop(st.message);
+        return false;
+    }
+    ++m_stats.deviceFills;
+    return true;
+}
+
+void GlHeatmapRenderer::disableInterop(const std::string& why)
+{
+    m_interop = Interop::Off;
+    for (auto& [key, e] : m_entries)
+        if (e.registered) {
+            (void)attn::unregisterGlTexture(e.values);
+            e.registered = false;
+        }
+    postWarning("heatmaps: filling textures from the GPU failed, uploading from host memory from now on: " + why);
+}
+
+void GlHeatmapRenderer::releaseEntry(Entry& e)
+{
+    if (e.registered) (void)attn::unregisterGlTexture(e.values);
+    e.registered = false;
+    if (e.values) glDeleteTextures(1, &e.values);
+    if (e.mask) glDeleteTextures(1, &e.mask);
+    e.values = e.mask = 0;
+}
+
 void GlHeatmapRenderer::endFrame()
 {
     m_params.clear();
     ++m_frame;
     for (auto it = m_entries.begin(); it != m_entries.end();) {
         if (m_frame - it->second.lastUsed > kEvictAfterFrames) {
-            glDeleteTextures(1, &it->second.values);
-            if (it->second.mask) glDeleteTextures(1, &it->second.mask);
+            releaseEntry(it->second);
             it = m_entries.erase(it);
         } else {
             ++it;
         }
     }
+}
+
+void GlHeatmapRenderer::shutdown()
+{
+    for (auto& [key, e] : m_entries) releaseEntry(e);
+    m_entries.clear();
+    m_params.clear();
 }
 
 } // namespace app

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <attnscope/colormap.h>
+#include <attnscope/device_interop.h>
 #include <attnscope/types.h>
 
 #include <imgui.h>
@@ -24,6 +25,12 @@ struct HeatmapSource {
     attn::DisplayRange range;
     attn::Colormap colormap = attn::Colormap::Viridis;
     std::uint64_t generation = 0;  // changes whenever *values or *mask change (the renderer re-uploads then)
+    // Where *values also lies in device memory: head `deviceHead`'s `deviceMatrix` of the result with this
+    // attn::AttentionResult::deviceGeneration (0 = host only). The GL renderer then fills the texture from
+    // the device (attnscope/device_interop.h) when it can, else uploads *values as usual.
+    std::uint64_t deviceGeneration = 0;
+    attn::DeviceMatrix deviceMatrix = attn::DeviceMatrix::Scores;
+    int deviceHead = 0;
 };
 
 class HeatmapRenderer {

@@ -311,9 +311,16 @@ Status compute(const AttentionInput& in, const AttentionConfig& cfg, const Dims&
 {
     Workspace& ws = Workspace::instance();
     std::lock_guard<std::mutex> lock(ws.mutex());
+    // From here on the buffers may be overwritten: the previous result is no longer on the device, and this
+    // one is not until it has succeeded.
+    ws.forgetResult();
+    out.deviceGeneration = 0;
     ATTNSCOPE_STATUS_TRY(ws.init());
     Status s = run(ws, in, cfg, d, out);
-    if (!s.ok()) {
+    if (s.ok()) {
+        out.deviceGeneration =
+            ws.publishResult({0, cfg.layout == Layout::Column, d.T, d.S, d.H, d.dv});
+    } else {
         // Leave the stream idle and the (non-sticky) error state clear for the next call.
         (void)cudaStreamSynchronize(ws.stream());
         (void)cudaGetLastError();

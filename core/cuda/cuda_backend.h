@@ -3,7 +3,9 @@
 #pragma once
 
 #include "attnscope/attention.h"
+#include "attnscope/device_interop.h"
 
+#include <cstdint>
 #include <string>
 
 namespace attn::cuda {
@@ -19,6 +21,15 @@ bool deviceAvailable(std::string* description);
 // Device buffers live in one persistent per-process workspace, grown on demand and reused, so a recompute
 // of the same size allocates nothing on the device. Thread-safe: concurrent calls are serialised by the
 // workspace's mutex.
+// On success out.deviceGeneration names this result in the workspace, which keeps its scores, weights and
+// concat on the device until the next call starts (that call sets it to 0 first, also when it fails).
 Status compute(const AttentionInput& in, const AttentionConfig& cfg, const Dims& d, AttentionResult& out);
+
+// CUDA-OpenGL interop (gl_interop.cpp): the implementations of attnscope/device_interop.h, same contracts.
+bool glInteropAvailable(std::string* why);
+bool resultCurrent(std::uint64_t deviceGeneration);
+Status registerGlTexture(unsigned texture);
+Status unregisterGlTexture(unsigned texture);
+Status fillGlTexture(unsigned texture, std::uint64_t deviceGeneration, DeviceMatrix which, int head);
 
 } // namespace attn::cuda

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <string>
 
@@ -22,6 +23,14 @@ enum class Buf {
     Qa, Ka,                                 // additive: Q_h·A_q and K_h·A_k per head
     Mask, Scores, Weights, Concat, Output,  // mask (one for all heads), per-head T×S blocks, outputs
     Count
+};
+
+// Where the last successful compute left its per-head matrices in the workspace's buffers (Scores, Weights,
+// Concat), so that gl_interop.cpp can copy them out while they are still there. generation 0 = none.
+struct DeviceResult {
+    std::uint64_t generation = 0;
+    bool columnMajor = false;  // Layout::Column storage (see kernels.h)
+    int T = 0, S = 0, H = 0, dv = 0;
 };
 
 class Workspace {
@@ -54,6 +63,20 @@ public:
     // this workspace holds plus the device's free memory. `what` describes the problem for the message.
     Status checkFits(std::size_t bytes, const std::string& what) const;
 
+    // The device pointer of `b` as the last compute left it (null when never allocated).
+    void* buffer(Buf b) const { return m_buffers[static_cast<std::size_t>(b)].ptr; }
+
+    // The last result held on the device. compute() calls forgetResult() before it touches any buffer and
+    // publishResult() once it has succeeded, which returns the result's new generation (unique in the process).
+    const DeviceResult& result() const { return m_result; }
+    void forgetResult() { m_result = {}; }
+    std::uint64_t publishResult(DeviceResult r)
+    {
+        r.generation = ++m_lastGeneration;
+        m_result = r;
+        return r.generation;
+    }
+
     cublasHandle_t blas() const { return m_blas; }
     cudaStream_t stream() const { return m_stream; }
     cudaEvent_t event(int k) const { return m_events[k]; }
@@ -72,6 +95,8 @@ private:
     cudaStream_t m_stream = nullptr;
     std::array<cudaEvent_t, kEvents> m_events{};
     std::array<DeviceBuffer, static_cast<std::size_t>(Buf::Count)> m_buffers{};
+    DeviceResult m_result;
+    std::uint64_t m_lastGeneration = 0;
 };
 
 } // namespace attn::cuda

@@ -93,6 +93,7 @@ Status compute(const AttentionInput& in, const AttentionConfig& cfg, AttentionRe
 
     out.warnings.clear();
     out.timings = {};
+    out.deviceGeneration = 0;  // set by the CUDA backend when the result stays on the device
     Backend use = cfg.backend;
     std::string fallbackWarning;
     if (use == Backend::Auto) {
@@ -125,6 +126,7 @@ Status compute(const AttentionInput& in, const AttentionConfig& cfg, AttentionRe
     if (use == Backend::Cpu) {
         out.warnings.clear();
         out.timings = {};
+        out.deviceGeneration = 0;
         if (cfg.cpuPath == CpuPath::Reference) cpu::computeReference(in, cfg, d, out);
         else cpu::computeEigen(in, cfg, d, out);
         out.backend = Backend::Cpu;

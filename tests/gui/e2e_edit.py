@@ -96,6 +96,7 @@ def edit_session(app, autosave, stderr_path):
     park_mouse()
     before = app.capture()
     gen = generation()
+    fills_before = app.layout()["heatmap_fills"]
     app.click("cell/X/0/0")
     wait_for(lambda: "editing" in app.layout()["rects"], "the cell's text field to open")
     xdo("type", "--delay", "50", "5")
@@ -109,6 +110,15 @@ def edit_session(app, autosave, stderr_path):
         print("%s: %.1f%% of pixels changed" % (name, changed * 100))
         if changed < 0.05:
             fail(name + " did not change after editing X[0][0]")
+    # The CPU backend's result is only in host memory: every changed heatmap is uploaded from there (at
+    # least head 0's scores, weights and output), none is filled from a device (CUDA-OpenGL interop).
+    fills = app.layout()["heatmap_fills"]
+    print("heatmap texture fills before/after the edit:", fills_before, fills)
+    if fills["host"] - fills_before["host"] < 3:
+        fail("expected at least 3 heatmap uploads from host memory after the edit, got %d"
+             % (fills["host"] - fills_before["host"]))
+    if fills["device"] != 0 or fills["device_fallbacks"] != 0:
+        fail("a CPU result was treated as device-resident: %s" % fills)
     d = np.abs(region(after, "heatmap/K") - region(before, "heatmap/K")).max(axis=2)
     print("heatmap/K: %.1f%% of pixels changed (X row 0 feeds K row 0 too)" % (float((d > 30).mean()) * 100))
     s = autosaved(lambda s: s["X"][0][0] == 5, "X[0][0] = 5")

@@ -112,6 +112,9 @@ struct AttentionResult {
     std::vector<std::string> warnings;
     Backend backend = Backend::Cpu;  // what actually computed it
     PhaseTimings timings;
+    // Identity of this result in the CUDA backend's device buffers, which keep the last result until the next
+    // compute on the device starts (see attnscope/device_interop.h); 0 = not on the device (CPU result).
+    std::uint64_t deviceGeneration = 0;
 };
 
 } // namespace attn
