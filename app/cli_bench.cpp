@@ -71,6 +71,11 @@ void printRow(const char* name, const Sample& s, double refMs)
     std::printf("%-22s %10.2f %10.2f", name, s.medianMs, s.minMs);
     if (refMs > 0) std::printf(" %9.1fx", refMs / s.medianMs);
     else std::printf(" %10s", "-");
+    // The reference (plain loops, the oracle) does not time its phases: say so rather than print zeros.
+    if (p.projections + p.scores + p.softmax + p.pv + p.output + p.copies <= 0) {
+        std::printf("   (not timed per phase)\n");
+        return;
+    }
     std::printf("   proj %.2f  scores %.2f  softmax %.2f  PV %.2f  W^O %.2f  copies %.2f\n", p.projections, p.scores,
                 p.softmax, p.pv, p.output, p.copies);
 }
