@@ -1,9 +1,11 @@
 // `attnscope render SESSION.json -o FIG.(png|svg|pdf) [--panel KIND] [--head N|all] [--cmap NAME] [--scale S]
-//  [--annotate] [--per-head-range] [--title TEXT]`
+//  [--annotate] [--per-head-range] [--title TEXT]`, or a lesson's figure: `--lesson NAME [--head N] [--query I]
+//  [--key J]`.
 #include "cli.h"
 #include "cli_session.h"
 #include "figure/figure.h"
 #include "figure/figure_render.h"
+#include "figure/lesson_figure.h"
 
 #include <CLI/CLI.hpp>
 
@@ -11,15 +13,68 @@
 
 namespace app {
 
+namespace {
+
+struct RenderOptions {
+    std::string session, out, panel = "weights", head = "all", cmap, title, lesson;
+    int query = 0, key = 0;
+    bool titleGiven = false;
+    double scale = 2.0;
+    bool annotate = false, perHeadRange = false;
+};
+
+// A head index: digits only, ≥ 0.
+bool parseHead(const std::string& text, int& head)
+{
+    try {
+        std::size_t used = 0;
+        head = std::stoi(text, &used);
+        return used == text.size() && head >= 0;
+    } catch (const std::exception&) {
+        return false;
+    }
+}
+
+// Writes `f` to `out`; the exit code (bad input for InvalidArgument, failure otherwise).
+int writeOrReport(const fig::Figure& f, const std::string& out, fig::FigureFormat format, double scale)
+{
+    if (f.annotate && !fig::layoutFigure(f).annotationsFit)
+        std::fprintf(stderr, "attnscope: warning: cells too small for --annotate at this size; values not printed\n");
+    attn::Status st = fig::writeFigure(f, out, format, scale);
+    if (!st.ok()) {
+        printError(st.message);
+        return st.code == attn::StatusCode::InvalidArgument ? kExitBadInput : kExitFailure;
+    }
+    return kExitOk;
+}
+
+int renderLesson(const RenderOptions& o, fig::FigureFormat format)
+{
+    const std::optional<fig::LessonFigure> lesson = fig::lessonFigureFromString(o.lesson);
+    if (!lesson) return printError("--lesson: expected one of " + fig::lessonFigureList() + ", got '" + o.lesson + "'"), kExitBadInput;
+    fig::LessonFigureOptions lo;
+    lo.lesson = *lesson;
+    if (o.head != "all") {
+        if (!parseHead(o.head, lo.head))
+            return printError("--head: expected a head index ≥ 0 with --lesson, got '" + o.head + "'"), kExitBadInput;
+    }
+    lo.query = o.query;
+    lo.key = o.key;
+    lo.annotate = true;
+    if (o.titleGiven) lo.title = o.title;
+    int rc = kExitOk;
+    std::optional<LoadedSession> ls = loadForCli(o.session, true, rc);
+    if (!ls) return rc;
+    attn::Expected<fig::Figure> f = fig::buildLessonFigure(ls->session, ls->result, lo);
+    if (!f) return printError(o.session + ": " + f.status().message), kExitBadInput;
+    return writeOrReport(*f, o.out, format, o.scale);
+}
+
+} // namespace
+
 void addRenderCommand(CLI::App& root, CommandAction& action)
 {
-    struct Options {
-        std::string session, out, panel = "weights", head = "all", cmap, title;
-        bool titleGiven = false;
-        double scale = 2.0;
-        bool annotate = false, perHeadRange = false;
-    };
-    auto opt = std::make_shared<Options>();
+    auto opt = std::make_shared<RenderOptions>();
     CLI::App* cmd = root.add_subcommand("render", "Draw a figure of a session to PNG, SVG or PDF (vector, with real text)");
     cmd->add_option("session", opt->session, "Session file (JSON)")->required();
     cmd->add_option("-o,--output", opt->out, "FIG.png, FIG.svg or FIG.pdf")->required();
@@ -31,22 +86,23 @@ void addRenderCommand(CLI::App& root, CommandAction& action)
     cmd->add_flag("--per-head-range", opt->perHeadRange, "Each head gets its own colour range and colorbar");
     cmd->add_option("--title", opt->title, "Figure title (\"\" for none; default names the panel)")
         ->each([opt](const std::string&) { opt->titleGiven = true; });
+    CLI::Option* lesson = cmd->add_option("--lesson", opt->lesson, "A lesson's figure instead of a panel: " + fig::lessonFigureList());
+    cmd->add_option("--query", opt->query, "With --lesson vector_view or additive: the query i (0-based; default 0)")
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--key", opt->key, "With --lesson additive: the key j (0-based; default 0)")->check(CLI::NonNegativeNumber);
+    lesson->excludes(cmd->get_option("--panel"))->excludes(cmd->get_option("--per-head-range"))->excludes(cmd->get_option("--cmap"));
     cmd->callback([opt, &action] {
         action = [opt]() -> int {
             const std::optional<fig::FigureFormat> format = fig::formatFromPath(opt->out);
             if (!format) return printError("-o " + opt->out + ": expected a .png, .svg or .pdf file name"), kExitBadInput;
+            if (!opt->lesson.empty()) return renderLesson(*opt, *format);
             fig::FigureOptions fo;
             const std::optional<fig::PanelKind> kind = fig::panelKindFromString(opt->panel);
             if (!kind) return printError("--panel: expected one of " + fig::panelKindList() + ", got '" + opt->panel + "'"), kExitBadInput;
             fo.panel = *kind;
             if (opt->head != "all") {
-                try {
-                    std::size_t used = 0;
-                    fo.head = std::stoi(opt->head, &used);
-                    if (used != opt->head.size() || fo.head < 0) throw std::invalid_argument("head");
-                } catch (const std::exception&) {
+                if (!parseHead(opt->head, fo.head))
                     return printError("--head: expected a head index ≥ 0 or 'all', got '" + opt->head + "'"), kExitBadInput;
-                }
             }
             if (!opt->cmap.empty()) {
                 fo.cmap = attn::colormapFromString(opt->cmap);
@@ -61,14 +117,7 @@ void addRenderCommand(CLI::App& root, CommandAction& action)
             if (!ls) return rc;
             attn::Expected<fig::Figure> f = fig::buildFigure(ls->session, ls->result, fo);
             if (!f) return printError(opt->session + ": " + f.status().message), kExitBadInput;
-            if (fo.annotate && !fig::layoutFigure(*f).annotationsFit)
-                std::fprintf(stderr, "attnscope: warning: cells too small for --annotate at this size; values not printed\n");
-            attn::Status st = fig::writeFigure(*f, opt->out, *format, opt->scale);
-            if (!st.ok()) {
-                printError(st.message);
-                return st.code == attn::StatusCode::InvalidArgument ? kExitBadInput : kExitFailure;
-            }
-            return kExitOk;
+            return writeOrReport(*f, opt->out, *format, opt->scale);
         };
     });
 }

@@ -39,19 +39,6 @@ const KindInfo& info(PanelKind k)
     return kKinds[0];
 }
 
-std::vector<std::string> indexLabels(Eigen::Index n)
-{
-    std::vector<std::string> v;
-    for (Eigen::Index i = 0; i < n; ++i) v.push_back(std::to_string(i));
-    return v;
-}
-
-// Token labels of n tokens, or indices when the session has none (or the wrong number).
-std::vector<std::string> tokens(const std::vector<std::string>& t, Eigen::Index n)
-{
-    return Eigen::Index(t.size()) == n ? t : indexLabels(n);
-}
-
 // The builder works in Row orientation (tokens are rows); Column-layout sessions store every matrix
 // transposed, so their matrices are turned to Row orientation on the way in and the heatmap is turned back.
 struct Builder {
@@ -69,7 +56,7 @@ struct Builder {
     {
         Heatmap h;
         h.values = m;
-        h.rowLabels = tokens(rowTokens, m.rows());
+        h.rowLabels = tokenLabels(rowTokens, m.rows());
         h.rowLabelsAreTokens = rowTokens.size() == std::size_t(m.rows());
         h.colLabels = indexLabels(m.cols());
         h.rowAxis = rowAxis;
@@ -127,8 +114,8 @@ struct Builder {
         case PanelKind::Weights:
             h.values = rowOf(k == PanelKind::Scores ? hr.scores : hr.weights);
             h.masked = rowOf(hr.masked);
-            h.rowLabels = tokens(qTokens, h.values.rows());
-            h.colLabels = tokens(kTokens, h.values.cols());
+            h.rowLabels = tokenLabels(qTokens, h.values.rows());
+            h.colLabels = tokenLabels(kTokens, h.values.cols());
             h.rowLabelsAreTokens = qTokens.size() == std::size_t(h.values.rows());
             h.colLabelsAreTokens = kTokens.size() == std::size_t(h.values.cols());
             h.rowAxis = "query";
@@ -157,6 +144,18 @@ void setRange(Heatmap& h, attn::Colormap cmap)
 }
 
 } // namespace
+
+std::vector<std::string> indexLabels(Eigen::Index n)
+{
+    std::vector<std::string> v;
+    for (Eigen::Index i = 0; i < n; ++i) v.push_back(std::to_string(i));
+    return v;
+}
+
+std::vector<std::string> tokenLabels(const std::vector<std::string>& tokens, Eigen::Index n)
+{
+    return Eigen::Index(tokens.size()) == n ? tokens : indexLabels(n);
+}
 
 const char* toString(PanelKind k) { return info(k).name; }
 

@@ -54,6 +54,10 @@ struct Figure {
     bool sharedAxes = false;              // row labels only on the first column, column labels only on the last row
 };
 
+// Axis labels: "0", "1", ... n-1; and the session's token labels when there are n of them, else indices.
+std::vector<std::string> indexLabels(Eigen::Index n);
+std::vector<std::string> tokenLabels(const std::vector<std::string>& tokens, Eigen::Index n);
+
 struct FigureOptions {
     PanelKind panel = PanelKind::Weights;
     int head = -1;                          // -1 = all heads as a grid (chain: head 0); else one head (0-based)

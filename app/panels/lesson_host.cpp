@@ -1,7 +1,12 @@
 // The lesson panels in the window: which are open (View → Lessons, a session's "view.lesson", --lesson),
 // where they first appear, and how their edits reach the document (one undo step per click or drag).
+#include "figure/figure_render.h"
+#include "figure/lesson_figure.h"
 #include "panels/lesson_panels.h"
 #include "panels/panels.h"
+#include "state/export_actions.h"
+
+#include <attnscope/attention.h>
 
 #include <imgui.h>
 
@@ -31,6 +36,41 @@ std::string defaultLessonPngPath(const AppState& state, int lesson)
     return (dir / (stem + "_" + lessonName(LessonId(lesson)) + ".png")).string();
 }
 
+// The figure export of a lesson panel (the heatmaps it is about), where it has one.
+std::optional<fig::LessonFigure> lessonFigureOf(int lesson)
+{
+    switch (LessonId(lesson)) {
+    case LessonId::VectorView: return fig::LessonFigure::VectorView;
+    case LessonId::TwoFormulas: return fig::LessonFigure::TwoFormulas;
+    case LessonId::Heads: return fig::LessonFigure::Heads;
+    case LessonId::Additive: return fig::LessonFigure::Additive;
+    case LessonId::Masks: return fig::LessonFigure::Masks;
+    case LessonId::Scaling:
+    case LessonId::ImagePatches: break;
+    }
+    return std::nullopt;
+}
+
+// "Save as figure": the lesson's figure for the panel's head/query/key, as PDF unless `path` names an SVG or
+// PNG file. Computes the session as a file holds it (the lesson panels' view of it) on the CPU.
+attn::Status saveLessonFigure(const AppState& state, fig::LessonFigure lesson, const std::string& path)
+{
+    const std::optional<fig::FigureFormat> format = fig::formatFromPath(path);
+    if (!format) return attn::invalidArgument(path + ": expected a .pdf, .svg or .png file name");
+    attn::AttentionConfig cfg = state.lessonSession.config;
+    cfg.backend = attn::Backend::Cpu;
+    attn::Expected<attn::AttentionResult> result = attn::compute(state.lessonSession.input, cfg);
+    if (!result) return result.status();
+    fig::LessonFigureOptions o;
+    o.lesson = lesson;
+    o.head = state.lesson.head;
+    o.query = state.lesson.query;
+    o.key = state.lesson.key;
+    attn::Expected<fig::Figure> f = fig::buildLessonFigure(state.lessonSession, *result, o);
+    if (!f) return f.status();
+    return fig::writeFigure(*f, path, *format, 2.0);
+}
+
 // Appended to the lesson's own window (ImGui continues a window begun again in the same frame): records
 // the panel's rectangle and, unless this frame is the one being saved, the save row.
 void lessonSaveRow(AppState& state, int lesson)
@@ -50,15 +90,30 @@ void lessonSaveRow(AppState& state, int lesson)
     char buf[1024];
     std::snprintf(buf, sizeof buf, "%s", path.c_str());
     const std::string hint = defaultLessonPngPath(state, lesson);
-    ImGui::SetNextItemWidth(std::max(160.0f, ImGui::GetContentRegionAvail().x - 190.0f));
+    const std::optional<fig::LessonFigure> figure = lessonFigureOf(lesson);
+    ImGui::SetNextItemWidth(std::max(160.0f, ImGui::GetContentRegionAvail().x - (figure ? 340.0f : 190.0f)));
     if (ImGui::InputTextWithHint("##pngpath", hint.c_str(), buf, sizeof buf)) path = buf;
     ImGui::SameLine();
     if (ImGui::Button("Save this view as PNG") && !cap)
         state.viewCapture = AppState::ViewCapture{lesson, path.empty() ? hint : path, false};
     state.recordRect(std::string("lesson/save/") + lessonName(LessonId(lesson)), ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
-    if (ImGui::IsItemHovered())
-        ImGui::SetTooltip("Saves this panel as it looks now (window pixels). For vector figures of the heatmaps,\n"
-                          "see docs/lessons.md: attnscope render --panel ... -o FIG.pdf");
+    if (figure) {
+        ImGui::SameLine();
+        if (ImGui::Button("Save as figure (PDF)")) {
+            // The typed path when it names a figure format, else the PNG path with .pdf.
+            const std::string typed = path.empty() ? hint : path;
+            const std::string out = fig::formatFromPath(typed) && !typed.ends_with(".png") ? typed : replaceExtension(typed, ".pdf");
+            const attn::Status st = saveLessonFigure(state, *figure, out);
+            state.lessonPngFailed[lesson] = !st.ok();
+            state.lessonPngStatus[lesson] = st.ok() ? "saved " + out + " (vector figure of this lesson's heatmaps)"
+                                                    : "cannot save the figure: " + st.message;
+        }
+        state.recordRect(std::string("lesson/figure/") + lessonName(LessonId(lesson)), ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("The heatmaps of this lesson (for the selected head and query) as a vector PDF with real\n"
+                              "text; type a .svg name in the field for SVG. Same as: attnscope render SESSION --lesson %s",
+                              fig::toString(*figure));
+    }
     if (!state.lessonPngStatus[lesson].empty()) {
         if (state.lessonPngFailed[lesson])
             errorText(state.lessonPngStatus[lesson]);

@@ -2,6 +2,7 @@
 // centres, token labels as real text in SVG and PDF, PDF rasterised by pdftoppm matching the PNG.
 #include "figure/figure.h"
 #include "figure/figure_render.h"
+#include "figure/lesson_figure.h"
 
 #include <attnscope/attention.h>
 #include <attnscope/colormap.h>
@@ -245,6 +246,132 @@ TEST(Figure, BadRequestsGiveClearMessages)
     const attn::Status st = writeFigure(*f, "/no/such/dir/f.pdf", FigureFormat::Pdf, 1);
     EXPECT_EQ(st.code, attn::StatusCode::IoError);
     EXPECT_NE(st.message.find("/no/such/dir/f.pdf: cannot write"), std::string::npos) << st.message;
+}
+
+// ---- Lesson figures --------------------------------------------------------------------------------------
+
+Figure lessonFigure(const Loaded& L, LessonFigure lesson, int query = 0, int key = 0)
+{
+    LessonFigureOptions o;
+    o.lesson = lesson;
+    o.query = query;
+    o.key = key;
+    attn::Expected<Figure> f = buildLessonFigure(L.s, L.r, o);
+    EXPECT_TRUE(f.ok()) << (f.ok() ? "" : f.status().message);
+    return f.ok() ? *f : Figure{};
+}
+
+// Seed 000's worked example: o_1 = Σ_j â_1j·v_j is the first row of its output, and the figure shows both.
+TEST(LessonFigure, VectorViewShowsTheWorkedExamplesFirstRow)
+{
+    const Loaded L = load("seed000_worked_example");
+    const Figure f = lessonFigure(L, LessonFigure::VectorView);
+    ASSERT_EQ(f.panels.size(), 5u);  // scores, weights, â·v, o_i, matrix row
+    const attn::Matrix& sum = f.panels[3].values;
+    ASSERT_EQ(sum.rows(), 1);
+    ASSERT_EQ(sum.cols(), 3);
+    const float expected[] = {3.9492f, 7.8588f, 3.9577f};
+    for (int c = 0; c < 3; ++c) EXPECT_NEAR(sum(0, c), expected[c], 5e-4f);
+    // Float rounding only between the vector sum (double) and core's matrix product.
+    EXPECT_LT((f.panels[3].values - f.panels[4].values).cwiseAbs().maxCoeff(), 1e-5f);
+    EXPECT_NEAR(f.panels[1].values.sum(), 1.0f, 1e-6f) << "the weights of one query sum to 1";
+    EXPECT_EQ(f.panels[1].colLabels, L.s.queryTokens) << "keys labelled with the tokens";
+}
+
+TEST(LessonFigure, TwoFormulasAreTransposesAndTheWrongAxisSumsOverQueries)
+{
+    const Loaded L = load("seed000_worked_example");
+    const Figure f = lessonFigure(L, LessonFigure::TwoFormulas);
+    ASSERT_EQ(f.panels.size(), 4u);
+    const attn::Matrix rowOut = f.panels[0].values, colOut = f.panels[1].values;
+    ASSERT_EQ(rowOut.rows(), colOut.cols());
+    EXPECT_LT((rowOut - colOut.transpose()).cwiseAbs().maxCoeff(), 1e-5f);
+    // Row layout: the right weights sum to 1 along each row (over keys), the wrong ones along each column.
+    const attn::Matrix right = f.panels[2].values, wrong = f.panels[3].values;
+    for (Eigen::Index i = 0; i < right.rows(); ++i) EXPECT_NEAR(right.row(i).sum(), 1.0f, 1e-5f);
+    for (Eigen::Index j = 0; j < wrong.cols(); ++j) EXPECT_NEAR(wrong.col(j).sum(), 1.0f, 1e-5f);
+    EXPECT_GT((right - wrong).cwiseAbs().maxCoeff(), 0.1f) << "the wrong axis changes the weights";
+}
+
+TEST(LessonFigure, HeadContributionsAddUpToTheOutput)
+{
+    const Loaded L = load("lesson_heads_one_vs_many");
+    const Figure f = lessonFigure(L, LessonFigure::Heads);
+    const std::size_t H = L.r.heads.size();
+    ASSERT_GT(H, 1u);
+    ASSERT_EQ(f.panels.size(), H + 1);
+    attn::Matrix sum = attn::Matrix::Zero(f.panels[0].values.rows(), f.panels[0].values.cols());
+    for (std::size_t h = 0; h < H; ++h) sum += f.panels[h].values;
+    EXPECT_LT((sum - f.panels[H].values).cwiseAbs().maxCoeff(), 1e-4f);
+    EXPECT_TRUE(f.sharedColorbar) << "one scale, so the heads' shares compare";
+}
+
+TEST(LessonFigure, AdditiveTermsSumToTheScore)
+{
+    const Loaded L = load("lesson_additive");
+    const Figure f = lessonFigure(L, LessonFigure::Additive, 1, 2);
+    ASSERT_EQ(f.panels.size(), 4u);
+    const float score = f.panels[3].values.sum();
+    const attn::HeadResult& h = L.r.heads[0];
+    const bool column = L.s.config.layout == attn::Layout::Column;
+    EXPECT_NEAR(score, column ? h.scores(2, 1) : h.scores(1, 2), 1e-4f);
+    const Loaded dot = load("seed000_worked_example");
+    LessonFigureOptions o;
+    o.lesson = LessonFigure::Additive;
+    EXPECT_EQ(buildLessonFigure(dot.s, dot.r, o).status().message,
+              "lesson additive: the session's score is scaled_dot, not additive");
+}
+
+TEST(LessonFigure, MaskedWeightsAreExactlyZero)
+{
+    const Loaded L = load("lesson_masked_softmax");
+    const Figure f = lessonFigure(L, LessonFigure::Masks);
+    ASSERT_EQ(f.panels.size(), 2u);
+    const Heatmap& w = f.panels[1];
+    ASSERT_EQ(w.masked.rows(), w.values.rows());
+    int masked = 0;
+    for (Eigen::Index i = 0; i < w.values.rows(); ++i)
+        for (Eigen::Index j = 0; j < w.values.cols(); ++j)
+            if (w.masked(i, j)) {
+                ++masked;
+                EXPECT_EQ(w.values(i, j), 0.0f) << "weight (" << i << ", " << j << ") is masked";
+            }
+    EXPECT_GT(masked, 0);
+}
+
+// Every lesson figure renders to every format; the SVG carries the token labels as text.
+TEST(LessonFigure, EveryLessonRendersWithTokenLabelsAsText)
+{
+    const std::pair<LessonFigure, const char*> cases[] = {
+        {LessonFigure::VectorView, "lesson_vector_to_matrix"}, {LessonFigure::TwoFormulas, "lesson_two_formulas_column"},
+        {LessonFigure::Heads, "lesson_heads_block_identity"},  {LessonFigure::Additive, "lesson_additive"},
+        {LessonFigure::Masks, "lesson_mask_key_padding"},
+    };
+    for (const auto& [lesson, preset] : cases) {
+        SCOPED_TRACE(preset);
+        const Loaded L = load(preset);
+        const Figure f = lessonFigure(L, lesson);
+        ASSERT_FALSE(f.panels.empty());
+        for (FigureFormat fmt : {FigureFormat::Png, FigureFormat::Svg, FigureFormat::Pdf})
+            EXPECT_TRUE(renderFigure(f, fmt, 1).ok());
+        const attn::Expected<std::string> svg = renderFigure(f, FigureFormat::Svg, 1);
+        ASSERT_TRUE(svg.ok());
+        ASSERT_FALSE(L.s.queryTokens.empty());
+        EXPECT_NE(svg->find(L.s.queryTokens.front()), std::string::npos) << "token label not in the SVG text";
+    }
+}
+
+TEST(LessonFigure, OutOfRangeRequestsNameTheLimit)
+{
+    const Loaded L = load("seed000_worked_example");
+    LessonFigureOptions o;
+    o.query = 4;
+    EXPECT_EQ(buildLessonFigure(L.s, L.r, o).status().message, "lesson vector_view: query 4: the session has 4 queries (0..3)");
+    o.query = 0;
+    o.head = 1;
+    EXPECT_EQ(buildLessonFigure(L.s, L.r, o).status().message, "lesson vector_view: head 1: the session has 1 head (0..0)");
+    EXPECT_EQ(lessonFigureFromString("scaling"), std::nullopt);
+    EXPECT_EQ(lessonFigureFromString("masks"), LessonFigure::Masks);
 }
 
 TEST(Figure, RgbaPreviewMatchesPngAndScreenshotWriterRoundTrips)

@@ -10,7 +10,8 @@
 4. SIGTERM: the window closes normally (exit 0).
 5. Start again with the same state folder and no session: the autosaved session is offered back; clicking
    "Restore it" brings back X[0][0] = 5.
-6. Start with the masks lesson open and click its "Save this view as PNG": a PNG of the panel's size appears.
+6. Start with the masks lesson open and click its "Save this view as PNG": a PNG of the panel's size appears;
+   "Save as figure (PDF)" writes the lesson's vector figure beside it.
 
 The app's --test-hooks folder gives the widget rectangles (layout.json) and the frames (frame.ppm); the
 helpers are in e2e_common.py.
@@ -62,6 +63,13 @@ def main():
         if abs(w - (px1 - px0)) > 1 or abs(h - (py1 - py0)) > 1:
             fail("the saved view is %dx%d, the panel %gx%g" % (w, h, px1 - px0, py1 - py0))
         print("lesson view: %s, %dx%d, the size of the panel" % (png, w, h))
+        pdf = os.path.join(a.work, "attnscope_masks.pdf")  # "Save as figure": the same name as a PDF
+        app.click("lesson/figure/masks")
+        wait_for(lambda: os.path.exists(pdf), pdf)
+        with open(pdf, "rb") as f:
+            if f.read(5) != b"%PDF-":
+                fail(pdf + " is not a PDF")
+        print("lesson figure: " + pdf)
     finally:
         app.stop()
     print("PASS")
