@@ -43,6 +43,7 @@ Status checkVector(const char* name, const Vector& v, long n, const char* meanin
 template <class M>
 Status checkFinite(const char* name, const M& m)
 {
+    if (m.allFinite()) return {};  // one vectorised pass; the loop below only locates the culprit
     for (Eigen::Index r = 0; r < m.rows(); ++r)
         for (Eigen::Index c = 0; c < m.cols(); ++c) {
             const float v = m(r, c);
