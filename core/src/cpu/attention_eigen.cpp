@@ -57,13 +57,19 @@ CView<Order> cview(const Matrix& m)
     else return CView<Order>(m.data(), m.cols(), m.rows());
 }
 
-// Eigen's vectorised exp clamps its argument at about -88.4, so exp(-inf) (a masked entry) and any
-// argument below that give ~1e-39 instead of 0. Flush those to exactly 0, as std::exp does in float
-// (exp(-88) = 6e-39 is already subnormal): masked weights must be exactly 0.
-template <class ArrayExpr>
-auto expFlushed(const ArrayExpr& x)
+// w[j] = exp(x[j] - mx) for j < n, vectorised, and returns their sum; x may be w. Eigen's vectorised exp
+// clamps its argument at about -88.4, so exp(-inf) (a masked entry) and any argument below that give
+// ~6e-39 instead of 0. Results below FLT_MIN (arguments below -87.3, already subnormal in float) are
+// flushed to exactly 0: masked weights must be exactly 0. (Eigen 3.4's select() is not vectorised: with
+// it every exp was a scalar libm call, 14% of a bench run by `perf`; the plain flush loop below is
+// vectorised by the compiler.)
+float expShiftedSum(const float* x, float mx, float* w, int n)
 {
-    return (x < -88.0f).select(0.0f, x.exp());
+    Eigen::Map<Eigen::ArrayXf> wa(w, n);
+    wa = (Eigen::Map<const Eigen::ArrayXf>(x, n) - mx).exp();
+    constexpr float kTiny = std::numeric_limits<float>::min();
+    for (int j = 0; j < n; ++j) w[j] = w[j] < kTiny ? 0.0f : w[j];
+    return wa.sum();
 }
 
 } // namespace
@@ -125,9 +131,8 @@ bool softmaxRow(const MaskDesc& md, int i, const float* s, float* w, std::uint8_
             return true;
         }
         const float mx = sr.head(lim).maxCoeff();
-        wr.head(lim) = expFlushed(sr.head(lim).array() - mx);
-        const float sum = wr.head(lim).sum();
-        wr.head(lim) /= sum;
+        const float sum = expShiftedSum(s, mx, w, lim);
+        wr.head(lim) *= 1.0f / sum;
         wr.tail(S - lim).setZero();
         rowMax = mx;
         rowSum = sum;
@@ -142,9 +147,8 @@ bool softmaxRow(const MaskDesc& md, int i, const float* s, float* w, std::uint8_
         rowSum = 0;
         return true;
     }
-    wr = expFlushed(wr.array() - mx);
-    const float sum = wr.sum();
-    wr /= sum;
+    const float sum = expShiftedSum(w, mx, w, S);
+    wr *= 1.0f / sum;
     rowMax = mx;
     rowSum = sum;
     return true;
@@ -266,13 +270,15 @@ bool runBlock(const HeadJob& job, AttentionResult& out, int h, int i0, int i1, S
     return true;
 }
 
-// Queries per task: the block's scores and weights (2·rows·S floats) should stay in a core's L2 cache
-// (1 MiB on the machines we measured, AMD Zen 4) between the GEMM that writes them and the softmax and
-// PV that read them back; 64 rows keep the GEMMs efficient (Eigen packs K and V once per call).
+// Queries per task. Eigen packs the block's K_h (and V_h) once per product, so the products need enough
+// rows to amortise that: 2·rows multiply-adds per packed value. Measured with `attnscope bench --n 4096`
+// on one thread (task-clock, under load): 16 rows 1580 ms, 64 rows 1150 ms, 128 rows 987 ms. At 128 rows
+// the block's scores and weights (1 KiB per key) leave L2 for the shared L3 at S = 4096, which cost less
+// than the packing did.
 int blockRows(const Dims& d)
 {
-    const int fit = int((std::size_t(512) << 10) / (std::size_t(8) * std::max(1, d.S)));
-    return std::clamp(fit / 8 * 8, 8, 64);
+    (void)d;
+    return 128;
 }
 
 // A thread team costs tens of microseconds to start, and its idle threads then spin for a while (libgomp's
@@ -358,13 +364,47 @@ Status computeHeadsT(const AttentionInput& in, const AttentionConfig& cfg, const
     return {};
 }
 
+// Products of the projections and W^O as independent row-block tasks on one team with dynamic scheduling,
+// instead of Eigen's internal parallel GEMM: that one splits the work statically and synchronises its
+// threads, so on a loaded machine (other processes on the cores) a descheduled thread stalls the other
+// (measured under load 5 on 2 cores: projections 84 ms instead of ~6 ms at n=1024). Each task packs its
+// W once per 256 rows, 512 multiply-adds per packed value: the packing is ~1% of the task.
+constexpr int kProjectionRows = 256;
+
+// dst.row(i) = a.row(i)·b (+ bias) for every i, as tasks of row blocks; `tasks` lists the products.
+template <int Order>
+struct RowProduct {
+    CView<Order> a;
+    CView<Order> b;
+    View<Order> dst;
+    const Vector* bias;
+};
+
+template <int Order>
+void runRowProducts(const std::vector<RowProduct<Order>>& products, bool team)
+{
+    std::vector<std::pair<int, int>> tasks;  // (product, first row)
+    for (int p = 0; p < int(products.size()); ++p)
+        for (int r = 0; r < products[p].a.rows(); r += kProjectionRows) tasks.emplace_back(p, r);
+#pragma omp parallel for schedule(dynamic, 1) if (team && tasks.size() > 1)
+    for (int k = 0; k < int(tasks.size()); ++k) {
+        const RowProduct<Order>& p = products[std::size_t(tasks[std::size_t(k)].first)];
+        const int r0 = tasks[std::size_t(k)].second;
+        const int n = std::min<int>(kProjectionRows, int(p.a.rows()) - r0);
+        View<Order> whole = p.dst;  // a Map is a view: copying it copies no values
+        auto dst = whole.middleRows(r0, n);
+        dst.noalias() = p.a.middleRows(r0, n) * p.b;
+        if (p.bias && p.bias->size()) dst.rowwise() += p.bias->transpose();
+    }
+}
+
 template <int Order>
 void outputProjectionT(const AttentionInput& in, const Dims& d, AttentionResult& out)
 {
     if (in.Wo.size() > 0) {
         View<Order> o = view<Order>(out.output, d.T, d.O);
-        o.noalias() = cview<Order>(out.concat) * cview<Order>(in.Wo);
-        if (in.bo.size()) o.rowwise() += in.bo.transpose();
+        runRowProducts<Order>({{cview<Order>(out.concat), cview<Order>(in.Wo), o, &in.bo}},
+                              std::size_t(d.T) * std::size_t(d.H * d.dv) * std::size_t(d.O) >= (std::size_t(1) << 20));
     } else {
         out.output = out.concat;
     }
@@ -384,12 +424,11 @@ void projectionsT(const AttentionInput& in, const AttentionConfig& cfg, const Di
     View<Order> Q = view<Order>(out.Q, d.T, d.H * d.dq);
     View<Order> K = view<Order>(out.K, d.S, d.H * d.dk);
     View<Order> V = view<Order>(out.V, d.S, d.H * d.dv);
-    Q.noalias() = X * cview<Order>(in.Wq);
-    K.noalias() = Xkv * cview<Order>(in.Wk);
-    V.noalias() = Xkv * cview<Order>(in.Wv);
-    if (in.bq.size()) Q.rowwise() += in.bq.transpose();
-    if (in.bk.size()) K.rowwise() += in.bk.transpose();
-    if (in.bv.size()) V.rowwise() += in.bv.transpose();
+    const std::size_t work = std::size_t(std::max(d.T, d.S)) * std::size_t(d.M) * std::size_t(d.H * std::max(d.dk, d.dv));
+    runRowProducts<Order>({{X, cview<Order>(in.Wq), Q, &in.bq},
+                           {Xkv, cview<Order>(in.Wk), K, &in.bk},
+                           {Xkv, cview<Order>(in.Wv), V, &in.bv}},
+                          work >= (std::size_t(1) << 20));
 }
 
 // Eigen's products start an OpenMP team once a product has more than ~100k multiply-adds, which the
