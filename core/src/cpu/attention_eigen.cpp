@@ -113,7 +113,7 @@ bool softmaxRow(const MaskDesc& md, int i, const float* s, float* w, std::uint8_
     Eigen::Map<RowVec> wr(w, S);
     // The finite check of the scores, folded into this pass (the row is in cache): a product q·k of finite
     // inputs can still overflow float32.
-    if (!sr.allFinite()) return false;
+    if (!allFinite(s, S)) return false;
     const int lim = md.limit(i);
     if (mk) {
         std::memset(mk, 0, std::size_t(lim));
@@ -466,7 +466,7 @@ private:
 
 Status firstNonFinite(const Matrix& m, const char* what)
 {
-    if (m.allFinite()) return {};
+    if (allFinite(m)) return {};
     for (Eigen::Index r = 0; r < m.rows(); ++r)
         for (Eigen::Index c = 0; c < m.cols(); ++c)
             if (!std::isfinite(m(r, c)))

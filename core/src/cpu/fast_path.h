@@ -28,6 +28,15 @@ struct IncrementalState {
 
 namespace cpu::fast {
 
+// True when every one of the n values is finite. One vectorised pass: x·0 is 0 for a finite x and NaN
+// for ±inf or NaN, and a sum with a NaN in it is NaN. (Eigen 3.4's allFinite() compares element by
+// element, which it does not vectorise: 3% of a bench run by `perf`.)
+inline bool allFinite(const float* p, std::ptrdiff_t n)
+{
+    return (Eigen::Map<const Eigen::ArrayXf>(p, n) * 0.0f).sum() == 0.0f;
+}
+inline bool allFinite(const Matrix& m) { return allFinite(m.data(), m.size()); }
+
 // Masks from their compact description, in row semantics (query i, key j). Key j of query i is masked
 // when j ≥ limit(i) (causal, valid lengths) or flag(i, j) (key padding, custom).
 struct MaskDesc {

@@ -322,7 +322,7 @@ bool tryIncrementalT(const AttentionInput& in, const AttentionConfig& cfg, const
     updateProjections<Order>(in, cfg, d, ch, out);
     out.timings.projections = msSince(t0);
     for (auto [m, what] : {std::pair{&out.Q, "Q"}, {&out.K, "K"}, {&out.V, "V"}})
-        if (!m->allFinite()) return false;  // let the full compute locate and report it
+        if (!allFinite(*m)) return false;  // let the full compute locate and report it
 
     std::vector<int> dirty, clean;
     for (int h = 0; h < d.H; ++h) (ch.headDirty[std::size_t(h)] ? dirty : clean).push_back(h);
@@ -354,7 +354,7 @@ bool tryIncrementalT(const AttentionInput& in, const AttentionConfig& cfg, const
     t0 = Clock::now();
     outputProjection(in, cfg, d, out);
     out.timings.output = msSince(t0);
-    if (!out.output.allFinite()) return false;  // the full compute reports where
+    if (!allFinite(out.output)) return false;  // the full compute reports where
     snapshot(in, cfg, d, st);
     return true;
 }
