@@ -73,6 +73,7 @@ struct Case {
     Layout layout;
     Mode mode;
     int maskKind;  // 0 causal + key padding + valid lengths, 1 key padding + finite fill, 2 none
+    bool skipCausal = false;  // AttentionConfig::skipCausalMaskedScores
 };
 
 class RandomEdits : public ::testing::TestWithParam<Case> {};
@@ -104,12 +105,13 @@ TEST_P(RandomEdits, IncrementalEqualsFullRecompute)
         in = test::transposed(in);
         cfg.layout = Layout::Column;
     }
+    cfg.skipCausalMaskedScores = c.skipCausal;
     std::mt19937 rng(17);
     AttentionResult buffers[2];
     ASSERT_TRUE(compute(in, cfg, buffers[0]).ok());
     ASSERT_TRUE(compute(in, cfg, buffers[1]).ok());
     int served = 0;
-    const int edits = 400;  // × 6 cases = 2400 edits
+    const int edits = 400;  // × 7 cases = 2800 edits
     for (int e = 0; e < edits; ++e) {
         const int kind = std::uniform_int_distribution<int>(0, 9)(rng);
         std::string what;
@@ -154,13 +156,15 @@ TEST_P(RandomEdits, IncrementalEqualsFullRecompute)
 std::string caseName(const ::testing::TestParamInfo<Case>& info)
 {
     static const char* masks[] = {"causal_keypad_validlens", "keypad_finitefill", "nomask"};
-    return std::string(toString(info.param.layout)) + "_" + toString(info.param.mode) + "_" + masks[info.param.maskKind];
+    return std::string(toString(info.param.layout)) + "_" + toString(info.param.mode) + "_" + masks[info.param.maskKind] +
+           (info.param.skipCausal ? "_skipcausal" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, RandomEdits,
-                         ::testing::Values(Case{Layout::Row, Mode::Self, 0}, Case{Layout::Column, Mode::Self, 0},
-                                           Case{Layout::Row, Mode::Cross, 1}, Case{Layout::Column, Mode::Cross, 1},
-                                           Case{Layout::Row, Mode::Direct, 2}, Case{Layout::Column, Mode::Direct, 0}),
+                         ::testing::Values(Case{Layout::Row, Mode::Self, 0}, Case{Layout::Column, Mode::Self, 0, true},
+                                           Case{Layout::Row, Mode::Self, 0, true}, Case{Layout::Row, Mode::Cross, 1},
+                                           Case{Layout::Column, Mode::Cross, 1}, Case{Layout::Row, Mode::Direct, 2},
+                                           Case{Layout::Column, Mode::Direct, 0}),
                          caseName);
 
 // ---- Fallbacks: what incremental can't serve is a full compute, with the right result ----

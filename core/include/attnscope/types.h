@@ -84,8 +84,9 @@ struct AttentionConfig {
     // the changed input cells reach (see compute() in attention.h); false = always recompute all. Default true.
     bool incremental = true;
     // Fast CPU path: don't compute the scores of keys the causal mask hides (key j > query i), about half of
-    // QKᵀ; those entries of HeadResult::scores are then 0 (their weights are 0 either way). Default true.
-    bool skipCausalMaskedScores = true;
+    // QKᵀ; those entries of HeadResult::scores are then 0 (their weights are 0 either way). For views that
+    // show masked cells as masked whatever their score. Default false (every score computed).
+    bool skipCausalMaskedScores = false;
 };
 
 // One head's intermediate results, in the session's layout.
