@@ -6,18 +6,20 @@
 //   W^O, b^O                → the final product only.
 // Anything else (sizes, config, masks, additive parameters, too many rows, every head) → a full compute.
 //
-// Output rows of a head whose softmax row only renormalised: with the row's old stats (m, z) and new (m', z'),
-// every unchanged weight scales by c = z·e^(m−m')/z', so for changed keys R
+// A row whose scores changed only at the changed keys R is renormalised without a pass of exp over it:
+// from its old stats (m, z) and the new scores at R alone, m' and z' follow, every unchanged weight scales
+// by c = z·e^(m−m')/z' (one streaming multiply over the head's weights), and the output row is corrected
 //     o'_r = c·(o_r − Σ_{j∈R} w_rj·v_j) + Σ_{j∈R} w'_rj·v'_j
-// which costs O(|R|·d_v) instead of O(S·d_v). Rows where the changed keys carried most of the weight
+// in O(|R|·d_v) instead of O(S·d_v). Rows where the changed keys carried most of the weight
 // (Σ_R w_rj > 1/2, where the subtraction would cancel), rows of changed queries and fully masked rows are
-// recomputed from their weights instead.
+// recomputed from their scores instead.
 #include "fast_path.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace attn::cpu::fast {
 namespace {
@@ -243,53 +245,100 @@ bool updateHead(const AttentionInput& in, const AttentionConfig& cfg, const Dims
     for (int i : ch.rowsQ) {
         const int kE = keyEnd(cfg, in.mask, S, i + 1);
         Sc.row(i).head(kE).noalias() = (Q.row(i) * scale) * K.topRows(kE).transpose();
+        if (!Sc.row(i).head(kE).allFinite()) return false;
     }
     for (int j : ch.rowsKV) {
         const int r0 = skip ? std::min(j, T) : 0;  // queries before key j don't compute its (masked) score
-        if (r0 < T) Sc.col(j).segment(r0, T - r0).noalias() = (Q.middleRows(r0, T - r0) * scale) * K.row(j).transpose();
+        if (r0 < T) {
+            Sc.col(j).segment(r0, T - r0).noalias() = (Q.middleRows(r0, T - r0) * scale) * K.row(j).transpose();
+            if (!Sc.col(j).segment(r0, T - r0).allFinite()) return false;
+        }
     }
     tScores += msSince(t);
 
     // Rows to renormalise: changed queries, and every query that sees a changed key.
     t = Clock::now();
-    std::vector<char> isQ(std::size_t(T), 0);
-    for (int i : ch.rowsQ) isQ[std::size_t(i)] = 1;
     const std::size_t R = ch.rowsKV.size();
-    Eigen::Matrix<float, Eigen::Dynamic, 1> oldW(static_cast<Eigen::Index>(R));
-    Eigen::Matrix<float, 1, Eigen::Dynamic> sRow(S), wRow(S), corr(d.dv);
+    // Per row: 0 untouched, 1 rescaled (only scores at R changed), 2 recomputed from its scores.
+    std::vector<char> how(std::size_t(T), 0);
+    for (int i : ch.rowsQ) how[std::size_t(i)] = 2;
     float* rowMax = st.rowMax.data() + std::ptrdiff_t(h) * T;
     float* rowSum = st.rowSum.data() + std::ptrdiff_t(h) * T;
-    double tOut = 0;
+    // The rescaled rows: every unchanged weight times c (1 elsewhere), and the rows' old weights at R.
+    Eigen::Matrix<float, Eigen::Dynamic, 1> scaleOf = Eigen::Matrix<float, Eigen::Dynamic, 1>::Ones(T);
+    Mat<Eigen::RowMajor> oldW(T, static_cast<Eigen::Index>(R));
+    int first = T;
     for (int i = 0; i < T; ++i) {
-        bool affected = isQ[std::size_t(i)] != 0;
-        if (!affected)
+        if (!how[std::size_t(i)]) {
             for (int j : ch.rowsKV)
                 if (!md.masked(i, j) || !md.negInfFill) {
-                    affected = true;
+                    how[std::size_t(i)] = 1;
                     break;
                 }
-        if (!affected) continue;
-        for (std::size_t k = 0; k < R; ++k) oldW[Eigen::Index(k)] = W(i, ch.rowsKV[k]);
-        const float m0 = rowMax[i], z0 = rowSum[i];
-        bool finite;
-        if constexpr (Order == Eigen::RowMajor) {
-            finite = softmaxRow(md, i, &Sc(i, 0), &W(i, 0), nullptr, rowMax[i], rowSum[i]);
-        } else {
-            sRow = Sc.row(i);
-            finite = softmaxRow(md, i, sRow.data(), wRow.data(), nullptr, rowMax[i], rowSum[i]);
-            W.row(i) = wRow;
+            if (!how[std::size_t(i)]) continue;
         }
-        if (!finite) return false;
-        const float m1 = rowMax[i], z1 = rowSum[i];
+        first = std::min(first, i);
+        double oldSum = 0;
+        for (std::size_t k = 0; k < R; ++k) oldSum += (oldW(i, Eigen::Index(k)) = W(i, ch.rowsKV[k]));
+        if (how[std::size_t(i)] == 2) continue;
+        // New stats from the old ones and the changed keys alone (no pass over the row):
+        //   z' = z·e^(m−m')·(1 − Σ_R w) + Σ_R e^(s'_j − m'),  m' = max(m, s'_R),  c = z·e^(m−m') / z'.
+        // Where the changed keys carried much of the old weight the subtraction would cancel, and a fully
+        // masked row has no stats to start from: those rows are recomputed.
+        const float m0 = rowMax[i], z0 = rowSum[i];
+        if (z0 == 0 || oldSum > 0.5) {
+            how[std::size_t(i)] = 2;
+            continue;
+        }
+        double m1 = m0;
+        for (int j : ch.rowsKV)
+            if (!md.masked(i, j)) m1 = std::max(m1, double(Sc(i, j)));
+        const double e = std::exp(double(m0) - m1);
+        double z1 = double(z0) * e * (1.0 - oldSum);
+        for (int j : ch.rowsKV)
+            z1 += std::exp((md.masked(i, j) ? double(md.fill) : double(Sc(i, j))) - m1);
+        rowMax[i] = float(m1);
+        rowSum[i] = float(z1);
+        scaleOf[i] = float(double(z0) * e / z1);
+    }
+    // In storage order: a Row session scales each row (contiguous), a Column session each key's line of
+    // queries by the vector of row scales (contiguous too).
+    if constexpr (Order == Eigen::RowMajor) {
+        for (int i = first; i < T; ++i)
+            if (how[std::size_t(i)] == 1) W.row(i) *= scaleOf[i];
+    } else if (first < T) {
+        W.middleRows(first, T - first).array().colwise() *= scaleOf.segment(first, T - first).array();
+    }
+    Eigen::Matrix<float, 1, Eigen::Dynamic> sRow(S), wRow(S), corr(d.dv);
+    double tOut = 0;
+    for (int i = first; i < T; ++i) {
+        if (!how[std::size_t(i)]) continue;
+        if (how[std::size_t(i)] == 2) {
+            bool finite;
+            if constexpr (Order == Eigen::RowMajor) {
+                finite = softmaxRow(md, i, &Sc(i, 0), &W(i, 0), nullptr, rowMax[i], rowSum[i]);
+            } else {
+                sRow = Sc.row(i);
+                finite = softmaxRow(md, i, sRow.data(), wRow.data(), nullptr, rowMax[i], rowSum[i]);
+                W.row(i) = wRow;
+            }
+            if (!finite) return false;
+        } else {
+            for (int j : ch.rowsKV) {
+                if (!std::isfinite(Sc(i, j))) return false;
+                const double x = (md.masked(i, j) ? double(md.fill) : double(Sc(i, j))) - double(rowMax[i]);
+                const float wNew = float(std::exp(x) / double(rowSum[i]));
+                W(i, j) = wNew < std::numeric_limits<float>::min() ? 0.0f : wNew;  // as softmaxRow flushes
+            }
+        }
         const auto t2 = Clock::now();
         const int kLive = in.mask.causal && md.negInfFill ? std::min(S, i + 1) : S;
-        if (isQ[std::size_t(i)] || z0 == 0 || z1 == 0 || oldW.sum() > 0.5f) {
+        if (how[std::size_t(i)] == 2) {
             O.row(i).noalias() = W.row(i).head(kLive) * V.topRows(kLive);
         } else {
-            const float c = float(double(z0) * std::exp(double(m0) - double(m1)) / double(z1));
             corr.setZero();
-            for (std::size_t k = 0; k < R; ++k) corr += oldW[Eigen::Index(k)] * oldV.row(Eigen::Index(k)).segment(h * d.dv, d.dv);
-            O.row(i) = c * (O.row(i) - corr);
+            for (std::size_t k = 0; k < R; ++k) corr += oldW(i, Eigen::Index(k)) * oldV.row(Eigen::Index(k)).segment(h * d.dv, d.dv);
+            O.row(i) = scaleOf[i] * (O.row(i) - corr);
             for (int j : ch.rowsKV) O.row(i) += W(i, j) * V.row(j);
         }
         concat.row(i).segment(h * d.dv, d.dv) = O.row(i);
