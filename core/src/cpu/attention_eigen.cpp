@@ -5,7 +5,7 @@
 // [SECTION] Views and masks          row-semantics maps; masks from their compact description
 // [SECTION] Softmax of one row       shared with the incremental update
 // [SECTION] The block kernel         one head × a block of queries
-// [SECTION] Heads and the output     the thread team over (head, block) tasks; concat·W^O
+// [SECTION] Heads and the output     the thread team over (head, block) tasks; row-block products (X·W, concat·W^O)
 // [SECTION] computeEigen             projections, heads, output; the snapshot for the next incremental call
 #include "fast_path.h"
 
@@ -36,8 +36,6 @@ template <int Order>
 using CView = Eigen::Map<const Mat<Order>>;
 template <int Order>
 using MaskView = Eigen::Map<Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic, Order>>;
-
-constexpr int orderOf(Layout l) { return l == Layout::Row ? Eigen::RowMajor : Eigen::ColMajor; }
 
 // A session buffer holding a row-semantics rows×cols matrix: resized to rows×cols (Row) or cols×rows (Column),
 // which is a no-op when the shape did not change.
@@ -431,9 +429,9 @@ void projectionsT(const AttentionInput& in, const AttentionConfig& cfg, const Di
                           work >= (std::size_t(1) << 20));
 }
 
-// Eigen's products start an OpenMP team once a product has more than ~100k multiply-adds, which the
-// window's small examples pass (64×64·64×64); like the head loop above, such teams cost more than they
-// save and their spinning threads slow the render thread. Small problems therefore run on one thread.
+// Eigen's products start an OpenMP team once a product has more than ~100k multiply-adds (outside our
+// teams), which the window's small examples pass (64×64·64×64); like our own teams, such teams cost more
+// than they save there and their spinning threads slow the render thread. Small problems therefore run on one thread.
 // omp_set_num_threads changes only the calling thread's setting, so concurrent computes do not interfere.
 class SmallProblemOneThread {
 public:

@@ -21,8 +21,9 @@ struct IncrementalState {
     AttentionInput in;       // snapshot of the input the result was computed from
     AttentionConfig cfg;     // and of the config
     Dims d;
-    // Per head h and query i (index h·T + i): the softmax of row i subtracted rowMax and divided by rowSum,
-    // i.e. weights = exp(score - rowMax) / rowSum; rowSum = 0 marks a fully masked row (all weights 0).
+    // Per head h and query i (index h·T + i): weights = exp(score − rowMax) / rowSum over the row's
+    // scores (masked ones taking the fill). rowMax is the row's maximum after a full compute and at least
+    // every live score after an incremental one. rowSum = 0 marks a fully masked row (all weights 0).
     std::vector<float> rowMax, rowSum;
 };
 
