@@ -212,6 +212,9 @@ int runWindow(const WindowOptions& opt)
         else if (name == "file") state.showFilePanel = true;
         else if (name == "log") state.showLog = true;
     }
+    // Computes run on a worker thread, so that the frame loop never waits for them. Screenshots compute in
+    // the frame loop instead: each frame then shows the result of its inputs, so captures are deterministic.
+    if (!screenshotMode) state.doc.startWorker();
     // The autosave file holds what was there before; this session becomes it from the first change.
     state.savedRevision = state.doc.revision();
     state.seenRevision = state.doc.revision();
@@ -226,7 +229,7 @@ int runWindow(const WindowOptions& opt)
     while (!platform.shouldClose()) {
         if (g_terminate) platform.requestClose();
         // Wait for events when idle (a few frames after the last input, so ImGui settles), else poll.
-        const bool busy = screenshotMode || !opt.testHooksDir.empty() || idleFrames < 3;
+        const bool busy = screenshotMode || !opt.testHooksDir.empty() || idleFrames < 3 || state.doc.computing();
         platform.pollEvents(busy ? 0.0 : 0.1);
         const double now = nowSeconds();
         setMessageClock(ImGui::GetTime());

@@ -370,9 +370,11 @@ void drawChainPanel(AppState& state)
         for (MatrixId id : {MatrixId::Aq, MatrixId::Ak, MatrixId::Wv_additive}) drawMatrixEditor(state, id, editorMax);
     ImGui::EndGroup();
 
-    if (!state.doc.hasResult()) {
+    // While the worker computes, the last complete result is shown, unless its shape (sizes, heads, layout…)
+    // no longer matches the session's: the panels then wait for the new one rather than mix the two.
+    if (!state.doc.hasResult() || (state.doc.computing() && !state.doc.resultMatchesShape())) {
         ImGui::SameLine();
-        ImGui::TextDisabled("(no result yet)");
+        ImGui::TextDisabled(state.doc.hasResult() ? "(computing…)" : "(no result yet)");
         ImGui::End();
         return;
     }

@@ -1,4 +1,5 @@
-// Status bar: backend (attn::backendDescription), last compute time (result.timings.total), sizes, errors.
+// Status bar: backend (attn::backendDescription), last compute time (result.timings.total) or "computing… N ms"
+// while the worker computes newer inputs, sizes, errors.
 #include "panels/panels.h"
 
 #include <imgui.h>
@@ -21,8 +22,14 @@ void drawStatusBar(AppState& state)
         backendOf = b;
     }
     const Sizes z = state.doc.sizes();
-    ImGui::Text("%s   |   compute %.3f ms   |   n=%d  n_kv=%d  heads=%d  d_k=%d  d_v=%d", backend.c_str(),
-                state.doc.hasResult() ? state.doc.result().timings.total : 0.0, z.n, z.nkv, z.heads, z.dk, z.dv);
+    if (state.doc.computing()) {
+        // The views still show the last complete result; this says that a newer one is on its way.
+        ImGui::Text("%s   |   computing… %.0f ms   |   n=%d  n_kv=%d  heads=%d  d_k=%d  d_v=%d", backend.c_str(),
+                    state.doc.computingMs(), z.n, z.nkv, z.heads, z.dk, z.dv);
+    } else {
+        ImGui::Text("%s   |   compute %.3f ms   |   n=%d  n_kv=%d  heads=%d  d_k=%d  d_v=%d", backend.c_str(),
+                    state.doc.hasResult() ? state.doc.result().timings.total : 0.0, z.n, z.nkv, z.heads, z.dk, z.dv);
+    }
     if (!state.doc.path().empty()) {
         ImGui::SameLine();
         ImGui::TextDisabled("  |  %s", state.doc.path().c_str());

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <chrono>
 #include <cmath>
 #include <random>
 
@@ -581,31 +582,110 @@ void Document::setPresent(MatrixId id, bool on)
 // [SECTION] Computing
 // -----------------------------------------------------------------------------------------------------
 
-bool Document::recomputeIfNeeded()
+namespace {
+
+// What every compute runs: the session's canonical (Row) storage transposed for the Column layout, then core.
+attn::Status computeCanonical(attn::AttentionInput& in, const attn::AttentionConfig& cfg, attn::AttentionResult& out)
 {
-    if (!m_dirty) return false;
-    m_dirty = false;
-    attn::AttentionInput in = m_session.input;
-    attn::AttentionConfig cfg = m_session.config;
-    cfg.backend = backend;
     if (cfg.layout == attn::Layout::Column) {
         attn::Session tmp;
         tmp.input = std::move(in);
         transposeSessionMatrices(tmp);
         in = std::move(tmp.input);
     }
-    attn::Status st = attn::compute(in, cfg, m_scratch);
+    return attn::compute(in, cfg, out);
+}
+
+} // namespace
+
+Document::~Document() = default;
+
+Document::ShapeKey Document::shapeKey() const
+{
+    const Sizes z = sizes();
+    const attn::AttentionConfig& c = m_session.config;
+    return {z.n, z.nkv, z.dModel, z.heads, z.dq, z.dk, z.dv, z.dOut, z.additive, static_cast<int>(c.mode), static_cast<int>(c.score),
+            static_cast<int>(c.layout), static_cast<int>(backend)};
+}
+
+void Document::startWorker(ComputeFn fn)
+{
+    if (!fn) fn = computeCanonical;
+    else {
+        // The caller's function sees the inputs as core gets them (transposed for the Column layout).
+        fn = [inner = std::move(fn)](attn::AttentionInput& in, const attn::AttentionConfig& cfg, attn::AttentionResult& out) {
+            if (cfg.layout == attn::Layout::Column) {
+                attn::Session tmp;
+                tmp.input = std::move(in);
+                transposeSessionMatrices(tmp);
+                in = std::move(tmp.input);
+            }
+            return inner(in, cfg, out);
+        };
+    }
+    m_worker = std::make_unique<ComputeWorker>(std::move(fn));
+}
+
+void Document::showFinished(const attn::Status& st, std::uint64_t revision, const ShapeKey& shape, double ms)
+{
+    m_resultRevision = revision;
     if (!st.ok()) {
         if (st.message != m_lastError.message) postError(st.message);
         m_lastError = st;
-        return true;
+        return;
     }
-    std::swap(m_result, m_scratch);
     m_hasResult = true;
+    m_resultShape = shape;
+    m_resultMs = ms;
     m_lastError = {};
     ++m_generation;
     for (const std::string& w : m_result.warnings) postWarningOnce("compute:" + w, w);
+}
+
+bool Document::recomputeIfNeeded()
+{
+    if (m_worker) {
+        bool shown = false;
+        // Take first: the worker starts a new job only once its finished result was taken.
+        if (std::optional<ComputeWorker::Finished> f = m_worker->take(m_result)) {
+            m_awaiting = false;
+            showFinished(f->status, f->revision, m_submittedShape, f->ms);
+            shown = true;
+        }
+        if (m_dirty && !m_awaiting) {
+            m_dirty = false;
+            m_awaiting = true;
+            m_submittedShape = shapeKey();
+            attn::AttentionConfig cfg = m_session.config;
+            cfg.backend = backend;
+            m_worker->submit(m_session.input, cfg, m_revision);
+        }
+        return shown;
+    }
+    if (!m_dirty) return false;
+    m_dirty = false;
+    attn::AttentionInput in = m_session.input;
+    attn::AttentionConfig cfg = m_session.config;
+    cfg.backend = backend;
+    const auto t0 = std::chrono::steady_clock::now();
+    attn::Status st = computeCanonical(in, cfg, m_scratch);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (st.ok()) std::swap(m_result, m_scratch);
+    showFinished(st, m_revision, shapeKey(), ms);
     return true;
+}
+
+void Document::waitForCompute()
+{
+    if (!m_worker) {
+        recomputeIfNeeded();
+        return;
+    }
+    for (;;) {
+        recomputeIfNeeded();
+        if (!computing()) return;
+        m_worker->waitUntilDone();
+    }
 }
 
 } // namespace app
