@@ -442,7 +442,8 @@ int runGuiBench(int frames, attn::Backend backend, bool json)
         j["n64"] = {{"frame_ms", toJson(frame64, false)}, {"edit_to_picture_ms", toJson(lat64, false)}};
         j["all_panels_frame_ms"] = {{"n4096", toJson(steady4096, true)}, {"n64", toJson(steady64, true)},
                                     {"ratio_n4096_to_n64", ratio}};
-        j["heatmap_uploads"] = {{"host", fs.hostUploads}, {"device", fs.deviceFills}};
+        j["heatmap_uploads"] = {{"host_tiles", fs.hostUploads}, {"device", fs.deviceFills}, {"rows_uploaded", fs.rowsUploaded},
+                                {"rows_unchanged", fs.rowsSkipped}};
         std::printf("%s\n", j.dump(2).c_str());
     } else {
         std::printf("gui bench (%s, renderer: %s); computes on a worker thread, frames never wait\n",
@@ -458,8 +459,9 @@ int runGuiBench(int frames, attn::Backend backend, bool json)
                     compute4096, busy4096.median, busy4096.p95, busy4096.max);
         std::printf("every panel, nothing changing: n=4096 median %.2f ms, n=64 median %.2f ms: ratio %.2f\n", steady4096.median,
                     steady64.median, ratio);
-        std::printf("heatmap textures: %ld uploaded from host memory, %ld filled from device memory (CUDA-OpenGL interop)\n",
-                    fs.hostUploads, fs.deviceFills);
+        std::printf("heatmap textures: %ld tiles uploaded from host memory (%ld rows sent, %ld unchanged rows kept), %ld filled "
+                    "from device memory (CUDA-OpenGL interop)\n",
+                    fs.hostUploads, fs.rowsUploaded, fs.rowsSkipped, fs.deviceFills);
     }
     setHeatmapRenderer(nullptr);
     renderer.shutdown();

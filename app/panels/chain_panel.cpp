@@ -24,51 +24,25 @@ namespace {
 // [SECTION] Display ranges (cached per result)
 // -----------------------------------------------------------------------------------------------------
 
-// Display ranges are computed by core once per result (not per frame: at n=1024, h=8 that is 8M values).
-struct RangeCache {
-    std::uint64_t generation = ~std::uint64_t(0);
-    bool shared = true;
-    int cmapKey = -1;
-    attn::DisplayRange q, k, v, concat, output;
-    std::vector<attn::DisplayRange> scores, weights, headOut;
-};
-RangeCache g_ranges;
+// Display ranges are computed by core once per result, with the result (Document::ranges(): on the compute
+// worker, not in a frame: at n=4096, h=8 that is 256M values per kind of map).
+ResultRanges g_ranges;
+std::uint64_t g_rangesGeneration = ~std::uint64_t(0);
 
 bool symmetricFor(const AppState& s, HeatmapKind k) { return attn::isDiverging(s.view.colormaps[static_cast<int>(k)]); }
 
-void updateRanges(const AppState& s)
+void updateRanges(AppState& s)
 {
-    const attn::AttentionResult& r = s.doc.result();
-    int cmapKey = 0;
-    for (int k = 0; k < kHeatmapKinds; ++k) cmapKey = cmapKey * 8 + static_cast<int>(s.view.colormaps[k]);
-    if (g_ranges.generation == s.doc.resultGeneration() && g_ranges.shared == s.view.sharedRange && g_ranges.cmapKey == cmapKey)
-        return;
-    g_ranges.generation = s.doc.resultGeneration();
-    g_ranges.shared = s.view.sharedRange;
-    g_ranges.cmapKey = cmapKey;
-    const bool sp = symmetricFor(s, HeatmapKind::Projection), ss = symmetricFor(s, HeatmapKind::Scores);
-    const bool sw = symmetricFor(s, HeatmapKind::Weights), so = symmetricFor(s, HeatmapKind::Output);
-    g_ranges.q = attn::displayRange(r.Q, nullptr, sp);
-    g_ranges.k = attn::displayRange(r.K, nullptr, sp);
-    g_ranges.v = attn::displayRange(r.V, nullptr, sp);
-    g_ranges.concat = attn::displayRange(r.concat, nullptr, so);
-    g_ranges.output = attn::displayRange(r.output, nullptr, so);
-    g_ranges.scores.clear();
-    g_ranges.weights.clear();
-    g_ranges.headOut.clear();
-    for (const attn::HeadResult& h : r.heads) {
-        g_ranges.scores.push_back(attn::displayRange(h.scores, &h.masked, ss));
-        g_ranges.weights.push_back(attn::displayRange(h.weights, &h.masked, sw));
-        g_ranges.headOut.push_back(attn::displayRange(h.output, nullptr, so));
-    }
-    if (s.view.sharedRange && r.heads.size() > 1) {
-        const attn::DisplayRange a = attn::unionRange(g_ranges.scores, ss);
-        const attn::DisplayRange b = attn::unionRange(g_ranges.weights, sw);
-        const attn::DisplayRange c = attn::unionRange(g_ranges.headOut, so);
-        std::fill(g_ranges.scores.begin(), g_ranges.scores.end(), a);
-        std::fill(g_ranges.weights.begin(), g_ranges.weights.end(), b);
-        std::fill(g_ranges.headOut.begin(), g_ranges.headOut.end(), c);
-    }
+    RangeOptions o;
+    o.projection = symmetricFor(s, HeatmapKind::Projection);
+    o.scores = symmetricFor(s, HeatmapKind::Scores);
+    o.weights = symmetricFor(s, HeatmapKind::Weights);
+    o.output = symmetricFor(s, HeatmapKind::Output);
+    o.shared = s.view.sharedRange;
+    s.doc.setRangeOptions(o);
+    if (g_rangesGeneration == s.doc.resultGeneration() && g_ranges.options == o && g_ranges.valid) return;
+    g_rangesGeneration = s.doc.resultGeneration();
+    g_ranges = s.doc.ranges();
 }
 
 // -----------------------------------------------------------------------------------------------------

@@ -610,20 +610,32 @@ Document::ShapeKey Document::shapeKey() const
 
 void Document::startWorker(ComputeFn fn)
 {
-    if (!fn) fn = computeCanonical;
-    else {
-        // The caller's function sees the inputs as core gets them (transposed for the Column layout).
-        fn = [inner = std::move(fn)](attn::AttentionInput& in, const attn::AttentionConfig& cfg, attn::AttentionResult& out) {
-            if (cfg.layout == attn::Layout::Column) {
-                attn::Session tmp;
-                tmp.input = std::move(in);
-                transposeSessionMatrices(tmp);
-                in = std::move(tmp.input);
+    // The worker transposes for the Column layout (the caller's fn sees the inputs as core gets them), then
+    // computes, then the result's colour ranges: all off the frame loop. m_jobRangeOptions and
+    // m_workerRanges are touched by the worker only while its job runs, by take() only when none runs.
+    m_worker = std::make_unique<ComputeWorker>(
+        [this, inner = std::move(fn)](attn::AttentionInput& in, const attn::AttentionConfig& cfg, attn::AttentionResult& out) {
+            attn::Status st;
+            if (inner) {
+                if (cfg.layout == attn::Layout::Column) {
+                    attn::Session tmp;
+                    tmp.input = std::move(in);
+                    transposeSessionMatrices(tmp);
+                    in = std::move(tmp.input);
+                }
+                st = inner(in, cfg, out);
+            } else {
+                st = computeCanonical(in, cfg, out);
             }
-            return inner(in, cfg, out);
-        };
-    }
-    m_worker = std::make_unique<ComputeWorker>(std::move(fn));
+            if (st.ok()) m_workerRanges = computeResultRanges(out, m_jobRangeOptions);
+            return st;
+        });
+}
+
+void Document::setRangeOptions(const RangeOptions& o)
+{
+    m_rangeOptions = o;
+    if (m_hasResult && (!m_ranges.valid || m_ranges.options != o)) m_ranges = computeResultRanges(m_result, o);
 }
 
 void Document::showFinished(const attn::Status& st, std::uint64_t revision, const ShapeKey& shape, double ms)
@@ -649,6 +661,10 @@ bool Document::recomputeIfNeeded()
         // Take first: the worker starts a new job only once its finished result was taken.
         if (std::optional<ComputeWorker::Finished> f = m_worker->take(m_result)) {
             m_awaiting = false;
+            if (f->status.ok()) {
+                std::swap(m_ranges, m_workerRanges);
+                if (m_ranges.options != m_rangeOptions) m_ranges = computeResultRanges(m_result, m_rangeOptions);
+            }
             showFinished(f->status, f->revision, m_submittedShape, f->ms);
             shown = true;
         }
@@ -656,6 +672,7 @@ bool Document::recomputeIfNeeded()
             m_dirty = false;
             m_awaiting = true;
             m_submittedShape = shapeKey();
+            m_jobRangeOptions = m_rangeOptions;
             attn::AttentionConfig cfg = m_session.config;
             cfg.backend = backend;
             m_worker->submit(m_session.input, cfg, m_revision);
@@ -670,7 +687,10 @@ bool Document::recomputeIfNeeded()
     const auto t0 = std::chrono::steady_clock::now();
     attn::Status st = computeCanonical(in, cfg, m_scratch);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (st.ok()) std::swap(m_result, m_scratch);
+    if (st.ok()) {
+        std::swap(m_result, m_scratch);
+        m_ranges = computeResultRanges(m_result, m_rangeOptions);
+    }
     showFinished(st, m_revision, shapeKey(), ms);
     return true;
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "state/compute_worker.h"
+#include "state/result_ranges.h"
 
 #include <attnscope/attention.h>
 #include <attnscope/preset_io.h>
@@ -119,6 +120,10 @@ public:
     // The shown result was computed with the current sizes, heads, mode, score and layout (so panels may
     // read it with the session's shape). False when there is no result.
     bool resultMatchesShape() const { return m_hasResult && m_resultShape == shapeKey(); }
+    // Colour ranges of the shown result under `o`, computed with each result (on the worker when there is
+    // one); changing the options recomputes them for the shown result now.
+    void setRangeOptions(const RangeOptions& o);
+    const ResultRanges& ranges() const { return m_ranges; }
     void markDirty() { m_dirty = true; ++m_revision; }
     // The last good result (empty before the first success), in the session's layout.
     const attn::AttentionResult& result() const { return m_result; }
@@ -156,6 +161,10 @@ private:
     std::uint64_t m_resultRevision = 0;
     ShapeKey m_resultShape{};
     double m_resultMs = 0;
+    RangeOptions m_rangeOptions;     // what the panels asked for (main thread)
+    RangeOptions m_jobRangeOptions;  // the options of the submitted job (read by the worker while it runs)
+    ResultRanges m_ranges;           // of m_result
+    ResultRanges m_workerRanges;     // of the worker's buffer (written by the worker while it runs)
     std::unique_ptr<ComputeWorker> m_worker;
     bool m_awaiting = false;         // a job was submitted and its outcome is not shown yet
     ShapeKey m_submittedShape{};
