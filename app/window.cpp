@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 namespace app {
 namespace {
@@ -346,11 +347,12 @@ int runGuiBench(int frames, attn::Backend backend, bool json)
 
     // One frame as the window draws it: show a finished compute / start the next, draw every panel, render,
     // wait for the GPU (glFinish) so that the time covers the whole picture.
+    AppState* drawn = &state;  // the state the frames draw
     auto runFrame = [&] {
         platform.pollEvents(0.0);
-        const bool shown = state.doc.recomputeIfNeeded();
+        const bool shown = drawn->doc.recomputeIfNeeded();
         platform.beginFrame();
-        drawAllPanels(state);
+        drawAllPanels(*drawn);
         platform.renderFrame();
         glFinish();
         platform.swapBuffers();
@@ -363,17 +365,25 @@ int runGuiBench(int frames, attn::Backend backend, bool json)
         state.doc.waitForCompute();
         for (int i = 0; i < 5; ++i) runFrame();
     };
-    // Frames with nothing changing, every panel drawn.
-    auto steadyFrames = [&](int count) {
-        std::vector<double> ms;
-        for (int i = 0; i < count; ++i) {
-            const auto t0 = std::chrono::steady_clock::now();
-            runFrame();
-            ms.push_back(msSince(t0));
+    // Frames with nothing changing, every panel drawn, alternating between `a` and `b` in blocks of 10 so
+    // that both see the same machine load (the first 3 frames of a block, which upload the textures of
+    // the other state's maps, are not counted).
+    auto steadyFrames = [&](AppState& a, AppState& b, int count, Summary& sa, Summary& sb) {
+        std::vector<double> ma, mb;
+        for (int block = 0; static_cast<int>(std::min(ma.size(), mb.size())) < count; ++block) {
+            drawn = block % 2 == 0 ? &a : &b;
+            for (int i = 0; i < 10; ++i) {
+                const auto t0 = std::chrono::steady_clock::now();
+                runFrame();
+                if (i >= 3) (block % 2 == 0 ? ma : mb).push_back(msSince(t0));
+            }
         }
-        return summarize(ms);
+        drawn = &state;
+        sa = summarize(ma);
+        sb = summarize(mb);
     };
-    // Dragging a cell of X: one edit per frame for `dragFrames` frames, then frames until the last edit shows.
+    // Dragging a cell of X: one edit per frame (at most 60 frames/s) for `dragFrames` frames, then frames
+    // until the last edit shows.
     // An edit's latency runs from the edit to the end of the first frame that shows a result of it (or of a
     // later edit: the worker coalesces). Frames that start while a compute runs also count "while computing".
     struct Drag {
@@ -393,6 +403,9 @@ int runGuiBench(int frames, attn::Backend backend, bool json)
             runFrame();
             const auto t1 = std::chrono::steady_clock::now();
             const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+            // Frames at most 60 per second, as with vsync in the window (where the frame loop then sleeps and
+            // leaves the cores to the compute); a frame that takes longer starts the next at once.
+            std::this_thread::sleep_until(t0 + std::chrono::microseconds(16667));
             d.frameMs.push_back(ms);
             if (computing) d.computingFrameMs.push_back(ms);
             const std::uint64_t shownRev = state.doc.resultRevision();
@@ -404,9 +417,8 @@ int runGuiBench(int frames, attn::Backend backend, bool json)
         return d;
     };
 
-    // 1. n=64, d_model=64, h=4: every panel, steady; then a drag.
+    // 1. n=64, d_model=64, h=4: a drag.
     load(64, 64, 4);
-    const Summary steady64 = steadyFrames(std::max(10, frames / 4));
     const Drag drag64 = drag(frames);
     const Summary frame64 = summarize(drag64.frameMs), lat64 = summarize(drag64.latencyMs);
 
@@ -420,8 +432,15 @@ int runGuiBench(int frames, attn::Backend backend, bool json)
     // 3. n=4096, d_model=512, h=8: every panel, steady; then edits, frames while each computes.
     load(4096, 512, 8);
     const double compute4096 = state.doc.resultComputeMs();
-    const Summary steady4096 = steadyFrames(std::max(10, frames / 4));
     const Drag drag4096 = drag(3);
+    // 4. Every panel, nothing changing: n=4096 (above) against n=64, d_model=64, h=4, side by side.
+    AppState small;
+    small.autosave = false;
+    small.doc.backend = backend;
+    small.doc.setSession(benchSession(64, 64, 4), "");
+    small.doc.waitForCompute();
+    Summary steady4096, steady64;
+    steadyFrames(state, small, std::max(20, frames / 4), steady4096, steady64);
     const Summary busy4096 = summarize(drag4096.computingFrameMs), lat4096 = summarize(drag4096.latencyMs);
 
     const std::string rendererName = reinterpret_cast<const char*>(glGetString(GL_RENDERER));

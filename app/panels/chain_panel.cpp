@@ -28,6 +28,7 @@ namespace {
 // worker, not in a frame: at n=4096, h=8 that is 256M values per kind of map).
 ResultRanges g_ranges;
 std::uint64_t g_rangesGeneration = ~std::uint64_t(0);
+const Document* g_rangesDoc = nullptr;  // two documents (bench --gui, tests) may share generation numbers
 
 bool symmetricFor(const AppState& s, HeatmapKind k) { return attn::isDiverging(s.view.colormaps[static_cast<int>(k)]); }
 
@@ -40,8 +41,9 @@ void updateRanges(AppState& s)
     o.output = symmetricFor(s, HeatmapKind::Output);
     o.shared = s.view.sharedRange;
     s.doc.setRangeOptions(o);
-    if (g_rangesGeneration == s.doc.resultGeneration() && g_ranges.options == o && g_ranges.valid) return;
+    if (g_rangesGeneration == s.doc.resultGeneration() && g_rangesDoc == &s.doc && g_ranges.options == o && g_ranges.valid) return;
     g_rangesGeneration = s.doc.resultGeneration();
+    g_rangesDoc = &s.doc;
     g_ranges = s.doc.ranges();
 }
 
