@@ -307,6 +307,8 @@ void GlHeatmapRenderer::drawTiles(Entry& e, ImDrawList* dl, ImVec2 a, ImVec2 b, 
         }
 }
 
+void GlHeatmapRenderer::setTileSize(int side) { m_tileSize = std::clamp(side, 1, std::max(1, m_maxTextureSize)); }
+
 void GlHeatmapRenderer::releaseTiles(Entry& e)
 {
     for (Tile& t : e.tiles) {

@@ -61,6 +61,9 @@ public:
     // Side of the square value tiles: 1024 entries (4 MiB of floats), or less when GL_MAX_TEXTURE_SIZE is.
     static constexpr int kTileSize = 1024;
     int tileSize() const { return m_tileSize; }
+    // Smaller tiles (tests: tiling exercised on small maps); clamped to 1…GL_MAX_TEXTURE_SIZE. Call before
+    // the first draw.
+    void setTileSize(int side);
 
 private:
     struct Tile {
