@@ -177,7 +177,8 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
         if (ImGui::GetIO().KeyShift) ImGui::SetScrollX(ImGui::GetScrollX() - step);
         else ImGui::SetScrollY(ImGui::GetScrollY() - step);
     }
-    if (scroll && hovered && ImGui::IsMouseDragging(ImGuiMouseButton_Middle)) {
+    // Drag with the middle or right button pans (the left button paints masks and picks cells).
+    if (scroll && hovered && (ImGui::IsMouseDragging(ImGuiMouseButton_Middle) || ImGui::IsMouseDragging(ImGuiMouseButton_Right))) {
         const ImVec2 d = ImGui::GetIO().MouseDelta;
         ImGui::SetScrollX(ImGui::GetScrollX() - d.x);
         ImGui::SetScrollY(ImGui::GetScrollY() - d.y);

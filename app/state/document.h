@@ -38,7 +38,7 @@ struct Sizes {
     int additive = 0;  // A: hidden width of the additive score (0 unless score is additive)
 };
 // Limits on sizes typed in the window (beyond these the UI gets unusable; core has its own memory budget).
-inline constexpr int kMaxTokens = 4096;
+inline constexpr int kMaxTokens = 8192;  // heatmaps keep full resolution to here (tiled textures)
 inline constexpr int kMaxWidth = 4096;
 inline constexpr int kMaxHeads = 64;
 
