@@ -1,6 +1,7 @@
-// The compute worker and the document on it: edits made while a compute runs are coalesced (one more compute,
+// The compute worker and the document on it (and the autosave writer, the other thing kept off the frame loop): edits made while a compute runs are coalesced (one more compute,
 // of the latest inputs), and the shown result is never a half-written one. Deterministic: the fake compute
 // stops at a gate the test opens, so no verdict depends on timing or machine load.
+#include "state/background_saver.h"
 #include "state/compute_worker.h"
 #include "state/document.h"
 
@@ -10,8 +11,11 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <filesystem>
 #include <mutex>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -204,6 +208,33 @@ TEST(ComputeWorker, ErrorKeepsTheLastResult)
     d.setCellInGesture(app::MatrixId::X, 0, 0, 1.5f);
     d.waitForCompute();
     EXPECT_TRUE(d.lastError().ok());
+}
+
+TEST(BackgroundSaver, WritesOffTheCallerAndReportsFailures)
+{
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("attnscope_saver_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    app::BackgroundSaver saver;
+    EXPECT_FALSE(saver.take().has_value());
+    attn::Session s = seed000();
+    s.input.X(0, 0) = 42.0f;
+    saver.save((dir / "a.json").string(), s, 7);
+    saver.flush();
+    auto done = saver.take();
+    ASSERT_TRUE(done.has_value());
+    EXPECT_TRUE(done->status.ok()) << done->status.message;
+    EXPECT_EQ(done->revision, 7u);
+    auto back = attn::loadSession((dir / "a.json").string());
+    ASSERT_TRUE(back.ok()) << back.status().message;
+    EXPECT_EQ(back->input.X(0, 0), 42.0f);
+
+    saver.save((dir / "no_such_folder" / "b.json").string(), s, 8);
+    saver.flush();
+    done = saver.take();
+    ASSERT_TRUE(done.has_value());
+    EXPECT_FALSE(done->status.ok()) << "a write that cannot happen reports it";
+    EXPECT_EQ(done->revision, 8u);
+    std::filesystem::remove_all(dir);
 }
 
 } // namespace
