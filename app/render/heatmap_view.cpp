@@ -1,5 +1,7 @@
 #include "render/heatmap_view.h"
 
+#include <imgui_internal.h>
+
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -52,6 +54,24 @@ void addVerticalText(ImDrawList* dl, ImVec2 bottomLeft, ImU32 col, const char* t
         const float dx = p.x - bottomLeft.x, dy = p.y - bottomLeft.y;
         p = ImVec2(bottomLeft.x + dy, bottomLeft.y - dx);
     }
+}
+
+// Zooming (the cell size changed since the last frame) keeps the entry under the mouse where it is, as maps
+// and image viewers do, instead of zooming about the map's corner. Call inside the map's scrolling child.
+void keepPointUnderMouse(float cell, ImVec2 bands)
+{
+    ImGuiStorage* st = ImGui::GetStateStorage();
+    const ImGuiID id = ImGui::GetID("cell size");
+    const float prev = st->GetFloat(id, cell);
+    st->SetFloat(id, cell);
+    if (prev == cell || prev <= 0 || !ImGui::IsWindowHovered()) return;
+    const ImVec2 wp = ImGui::GetWindowPos(), mp = ImGui::GetIO().MousePos;
+    const float mx = mp.x - wp.x, my = mp.y - wp.y;  // the mouse in the view
+    const float k = cell / prev;
+    // The point under the mouse in cell coordinates (label bands excluded), scaled, put back under the mouse.
+    const float cx = ImGui::GetScrollX() + mx - bands.x, cy = ImGui::GetScrollY() + my - bands.y;
+    ImGui::SetScrollX(std::max(0.0f, cx * k + bands.x - mx));
+    ImGui::SetScrollY(std::max(0.0f, cy * k + bands.y - my));
 }
 
 // Overview of a map larger than its view: a small frame standing for the whole map, in the view's top-right
@@ -144,6 +164,7 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
         const ImVec2 view(std::min(full.x, spec.maxWidth) + ImGui::GetStyle().ScrollbarSize,
                           std::min(full.y, spec.maxHeight) + ImGui::GetStyle().ScrollbarSize);
         ImGui::BeginChild("scroll", view, false, ImGuiWindowFlags_HorizontalScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+        keepPointUnderMouse(cell, ImVec2(rowBand, colBand));
     }
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const ImVec2 origin = ImGui::GetCursorScreenPos();
@@ -162,6 +183,9 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
     ImGui::SetCursorScreenPos(a);
     ImGui::InvisibleButton("cells", ImVec2(b.x - a.x, b.y - a.y));
     const bool hovered = ImGui::IsItemHovered();
+    // A map that scrolls takes the wheel itself (pan below, Ctrl+wheel zooms): the window around it must not
+    // scroll as well. ImGui's internal API (Debian's libimgui-dev 1.86 ships imgui_internal.h).
+    if (scroll) ImGui::SetItemUsingMouseWheel();
     if (hovered) {
         const ImVec2 mp = ImGui::GetIO().MousePos;
         hit.col = std::clamp(static_cast<int>((mp.x - a.x) / cell), 0, cols - 1);
