@@ -210,6 +210,25 @@ TEST(ComputeWorker, ErrorKeepsTheLastResult)
     EXPECT_TRUE(d.lastError().ok());
 }
 
+TEST(ComputeWorker, ColumnLayoutGivesTheSameResultAsComputingInPlace)
+{
+    auto col = attn::loadSession(std::string(ATTNSCOPE_PRESETS_DIR) + "/lesson_two_formulas_column.json");
+    ASSERT_TRUE(col.ok()) << col.status().message;
+    ASSERT_EQ(col->config.layout, attn::Layout::Column);
+    app::Document inPlace, onWorker;
+    inPlace.setSession(*col, "");
+    onWorker.setSession(*col, "");
+    onWorker.startWorker();
+    ASSERT_TRUE(inPlace.recomputeIfNeeded());
+    onWorker.waitForCompute();
+    ASSERT_TRUE(inPlace.lastError().ok()) << inPlace.lastError().message;
+    ASSERT_TRUE(onWorker.lastError().ok()) << onWorker.lastError().message;
+    EXPECT_TRUE(onWorker.result().output == inPlace.result().output) << "the worker transposes like the frame loop did";
+    ASSERT_EQ(onWorker.result().heads.size(), inPlace.result().heads.size());
+    EXPECT_TRUE(onWorker.result().heads[0].weights == inPlace.result().heads[0].weights);
+    EXPECT_EQ(onWorker.ranges().weights.size(), inPlace.ranges().weights.size());
+}
+
 TEST(BackgroundSaver, WritesOffTheCallerAndReportsFailures)
 {
     const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("attnscope_saver_" + std::to_string(::getpid()));
