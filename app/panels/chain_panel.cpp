@@ -136,10 +136,11 @@ HeatmapSpec queryKeySpec(const AppState& s, const std::string& key, const attn::
 }
 
 // Marks a per-head heatmap as also held in device memory (a result of the CUDA backend), so the GL renderer
-// can fill its texture from there instead of uploading the host copy.
-void fromDevice(HeatmapSpec& spec, const attn::AttentionResult& r, attn::DeviceMatrix which, int head)
+// can fill its texture from there instead of uploading the host copy. Not while the worker computes: it may
+// be overwriting those device buffers with the next result (the host copy is the shown result's own).
+void fromDevice(HeatmapSpec& spec, const attn::AttentionResult& r, attn::DeviceMatrix which, int head, bool computing)
 {
-    spec.src.deviceGeneration = r.deviceGeneration;
+    spec.src.deviceGeneration = computing ? 0 : r.deviceGeneration;
     spec.src.deviceMatrix = which;
     spec.src.deviceHead = head;
 }
@@ -402,7 +403,7 @@ void drawChainPanel(AppState& state)
         std::string t = shapeTitle("scores", hr.scores, col ? kn : qn, col ? qn : kn);
         title(t.c_str());
         HeatmapSpec sspec = queryKeySpec(state, "scores/" + hs, hr.scores, hr.masked, HeatmapKind::Scores, g_ranges.scores[static_cast<std::size_t>(h)]);
-        fromDevice(sspec, r, attn::DeviceMatrix::Scores, h);
+        fromDevice(sspec, r, attn::DeviceMatrix::Scores, h, state.doc.computing());
         HeatmapHit hit = drawHeatmap(sspec);
         state.recordRect("heatmap/scores/" + hs, hit.cellsMin, hit.cellsMax);
         noteHover(state, sspec, hit);
@@ -425,7 +426,7 @@ void drawChainPanel(AppState& state)
         t = shapeTitle("weights", hr.weights, col ? kn : qn, col ? qn : kn);
         title(t.c_str());
         HeatmapSpec wspec = queryKeySpec(state, "weights/" + hs, hr.weights, hr.masked, HeatmapKind::Weights, g_ranges.weights[static_cast<std::size_t>(h)]);
-        fromDevice(wspec, r, attn::DeviceMatrix::Weights, h);
+        fromDevice(wspec, r, attn::DeviceMatrix::Weights, h, state.doc.computing());
         hit = drawHeatmap(wspec);
         state.recordRect("heatmap/weights/" + hs, hit.cellsMin, hit.cellsMax);
         noteHover(state, wspec, hit);
@@ -449,7 +450,7 @@ void drawChainPanel(AppState& state)
         t = col ? shapeTitle("output", hr.output, "d_v", qn) : shapeTitle("output", hr.output, qn, "d_v");
         title(t.c_str());
         HeatmapSpec ospec = tokenFeatureSpec(state, "headout/" + hs, hr.output, HeatmapKind::Output, g_ranges.headOut[static_cast<std::size_t>(h)], true);
-        fromDevice(ospec, r, attn::DeviceMatrix::Output, h);
+        fromDevice(ospec, r, attn::DeviceMatrix::Output, h, state.doc.computing());
         hit = drawHeatmap(ospec);
         state.recordRect("heatmap/headout/" + hs, hit.cellsMin, hit.cellsMax);
         noteHover(state, ospec, hit);

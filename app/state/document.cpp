@@ -584,15 +584,20 @@ void Document::setPresent(MatrixId id, bool on)
 
 namespace {
 
-// What every compute runs: the session's canonical (Row) storage transposed for the Column layout, then core.
+// The session's canonical (Row) storage in the orientation core gets: transposed for the Column layout.
+void toComputeOrientation(attn::AttentionInput& in, const attn::AttentionConfig& cfg)
+{
+    if (cfg.layout != attn::Layout::Column) return;
+    attn::Session tmp;
+    tmp.input = std::move(in);
+    transposeSessionMatrices(tmp);
+    in = std::move(tmp.input);
+}
+
+// What every compute runs.
 attn::Status computeCanonical(attn::AttentionInput& in, const attn::AttentionConfig& cfg, attn::AttentionResult& out)
 {
-    if (cfg.layout == attn::Layout::Column) {
-        attn::Session tmp;
-        tmp.input = std::move(in);
-        transposeSessionMatrices(tmp);
-        in = std::move(tmp.input);
-    }
+    toComputeOrientation(in, cfg);
     return attn::compute(in, cfg, out);
 }
 
@@ -615,18 +620,8 @@ void Document::startWorker(ComputeFn fn)
     // m_workerRanges are touched by the worker only while its job runs, by take() only when none runs.
     m_worker = std::make_unique<ComputeWorker>(
         [this, inner = std::move(fn)](attn::AttentionInput& in, const attn::AttentionConfig& cfg, attn::AttentionResult& out) {
-            attn::Status st;
-            if (inner) {
-                if (cfg.layout == attn::Layout::Column) {
-                    attn::Session tmp;
-                    tmp.input = std::move(in);
-                    transposeSessionMatrices(tmp);
-                    in = std::move(tmp.input);
-                }
-                st = inner(in, cfg, out);
-            } else {
-                st = computeCanonical(in, cfg, out);
-            }
+            toComputeOrientation(in, cfg);
+            const attn::Status st = inner ? inner(in, cfg, out) : attn::compute(in, cfg, out);
             if (st.ok()) m_workerRanges = computeResultRanges(out, m_jobRangeOptions);
             return st;
         });
