@@ -82,7 +82,7 @@ void drawOverview(ImVec2 full, ImVec2 bands)
     const float sbw = ImGui::GetStyle().ScrollbarSize;
     const ImVec2 view(wsize.x - sbw, wsize.y - sbw);
     const float content = std::max(full.x - bands.x, full.y - bands.y);
-    const float side = 56.0f;  // the longer side of the overview, pixels
+    const float side = 44.0f;  // the longer side of the overview, pixels (small and see-through: it covers cells)
     const float k = side / std::max(1.0f, content);
     // At least 8 px across, so that a 4096×8 map still shows where you are along its long side.
     const ImVec2 size(std::max(8.0f, (full.x - bands.x) * k), std::max(8.0f, (full.y - bands.y) * k));
@@ -91,8 +91,8 @@ void drawOverview(ImVec2 full, ImVec2 bands)
     // when the view runs past the window's right edge.
     const ImVec2 o(wpos.x + 4.0f, wpos.y + 4.0f);
     ImDrawList* fg = ImGui::GetWindowDrawList();
-    fg->AddRectFilled(ImVec2(o.x - 2, o.y - 2), ImVec2(o.x + size.x + 2, o.y + size.y + 2), IM_COL32(20, 20, 24, 200));
-    fg->AddRect(o, ImVec2(o.x + size.x, o.y + size.y), IM_COL32(160, 160, 170, 255));
+    fg->AddRectFilled(ImVec2(o.x - 1, o.y - 1), ImVec2(o.x + size.x + 1, o.y + size.y + 1), IM_COL32(20, 20, 24, 110));
+    fg->AddRect(o, ImVec2(o.x + size.x, o.y + size.y), IM_COL32(200, 200, 210, 220));
     const float x0 = std::max(0.0f, ImGui::GetScrollX() - bands.x), y0 = std::max(0.0f, ImGui::GetScrollY() - bands.y);
     const ImVec2 v0(o.x + std::min(x0 * kx, size.x - 2.0f), o.y + std::min(y0 * ky, size.y - 2.0f));
     const ImVec2 v1(std::min(o.x + size.x, v0.x + std::max(2.0f, view.x * kx)), std::min(o.y + size.y, v0.y + std::max(2.0f, view.y * ky)));
