@@ -58,8 +58,11 @@ public:
         bool hasMask = false;
     };
 
-    // Side of the square value tiles: 1024 entries (4 MiB of floats), or less when GL_MAX_TEXTURE_SIZE is.
-    static constexpr int kTileSize = 1024;
+    // Side of the square value tiles: 256 entries (256 KiB of floats). A map's view is at most 420 px, so at
+    // most ~560 cells of it are on screen across (0.75 px cells at the smallest zoom): at most 9 tiles to fill
+    // after each result, where 1024² tiles filled up to 50× the visible cells (bench --gui, n=1024 drag:
+    // frame median 47-54 ms instead of 60-64 ms on a loaded 2-core machine). Less when GL_MAX_TEXTURE_SIZE is.
+    static constexpr int kTileSize = 256;
     int tileSize() const { return m_tileSize; }
     // Smaller tiles (tests: tiling exercised on small maps); clamped to 1…GL_MAX_TEXTURE_SIZE. Call before
     // the first draw.
