@@ -622,7 +622,11 @@ void Document::startWorker(ComputeFn fn)
         [this, inner = std::move(fn)](attn::AttentionInput& in, const attn::AttentionConfig& cfg, attn::AttentionResult& out) {
             toComputeOrientation(in, cfg);
             const attn::Status st = inner ? inner(in, cfg, out) : attn::compute(in, cfg, out);
-            if (st.ok()) m_workerRanges = computeResultRanges(out, m_jobRangeOptions);
+            if (st.ok()) {
+                const auto t0 = std::chrono::steady_clock::now();
+                m_workerRanges = computeResultRanges(out, m_jobRangeOptions);
+                m_workerRanges.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            }
             return st;
         });
 }

@@ -133,7 +133,7 @@ public:
     std::uint64_t resultGeneration() const { return m_generation; }  // +1 for each successful compute
     std::uint64_t revision() const { return m_revision; }             // +1 for each change of the inputs
     std::uint64_t resultRevision() const { return m_resultRevision; } // the revision the shown result was computed from
-    // Wall time of the compute that made the shown result (worker: measured around the whole job).
+    // Wall time of the compute that made the shown result (worker: the whole job, colour ranges included).
     double resultComputeMs() const { return m_resultMs; }
     attn::Backend backend = attn::Backend::Cpu;
 

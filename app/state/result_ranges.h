@@ -25,6 +25,7 @@ struct RangeOptions {
 struct ResultRanges {
     RangeOptions options;
     bool valid = false;  // computed for a result
+    double ms = 0;       // time taken to compute them on the worker (bench --gui reports it)
     attn::DisplayRange q, k, v, concat, output;
     std::vector<attn::DisplayRange> scores, weights, headOut;  // per head (all equal when options.shared)
 };
