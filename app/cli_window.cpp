@@ -48,6 +48,10 @@ void addWindowOptions(CLI::App& root, WindowCli& cli)
     if (CLI::App* bench = root.get_subcommand("bench")) {
         bench->add_flag("--gui", cli.benchGui, "Benchmark the window instead: frames/s while editing, edit-to-picture latency");
         bench->add_option("--gui-frames", cli.benchFrames, "Frames to time with --gui")->check(CLI::Range(10, 100000));
+        // `bench --json` belongs to the bench command (app/cli_bench.cpp); it is added here only when that file
+        // does not, so that `bench --gui --json` works either way.
+        if (bench->get_option_no_throw("--json") == nullptr)
+            bench->add_flag("--json", cli.benchJson, "Print one JSON object instead of the table");
     }
 }
 
@@ -75,7 +79,10 @@ int runGuiBenchFromCli(const CLI::App& root, const WindowCli& cli)
         if (const CLI::Option* o = bench->get_option_no_throw("--backend"); o && o->count() > 0) name = o->as<std::string>();
     const attn::Backend backend = parseBackend(name);
     if (int rc = checkBackendUsable(backend); rc != kExitOk) return rc;
-    return runGuiBench(cli.benchFrames, backend);
+    bool json = cli.benchJson;
+    if (const CLI::App* bench = root.get_subcommand("bench"))
+        if (const CLI::Option* o = bench->get_option_no_throw("--json"); o && o->count() > 0) json = true;
+    return runGuiBench(cli.benchFrames, backend, json);
 }
 
 } // namespace app

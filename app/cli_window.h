@@ -13,6 +13,7 @@ struct WindowCli {
     std::string backend = "cpu";
     bool benchGui = false;
     int benchFrames = 200;
+    bool benchJson = false;  // bench --json (registered here only when app/cli_bench.cpp does not)
 };
 
 // Adds SESSION, --screenshot, --frames, --reference, --threshold, --size, --state-dir, --no-autosave,

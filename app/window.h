@@ -31,6 +31,6 @@ int runWindow(const WindowOptions& opt);
 // `attnscope bench --gui`: frames per second while editing at n=64, d_model=64, h=4, and the edit-to-new-
 // picture latency at n=1024, d_model=512, h=8, computed on `backend`, and how the heatmap textures were
 // filled (host uploads vs device fills). Prints a small table; returns an exit code.
-int runGuiBench(int frames, attn::Backend backend);
+int runGuiBench(int frames, attn::Backend backend, bool json);
 
 } // namespace app

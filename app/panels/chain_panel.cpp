@@ -24,51 +24,27 @@ namespace {
 // [SECTION] Display ranges (cached per result)
 // -----------------------------------------------------------------------------------------------------
 
-// Display ranges are computed by core once per result (not per frame: at n=1024, h=8 that is 8M values).
-struct RangeCache {
-    std::uint64_t generation = ~std::uint64_t(0);
-    bool shared = true;
-    int cmapKey = -1;
-    attn::DisplayRange q, k, v, concat, output;
-    std::vector<attn::DisplayRange> scores, weights, headOut;
-};
-RangeCache g_ranges;
+// Display ranges are computed by core once per result, with the result (Document::ranges(): on the compute
+// worker, not in a frame: at n=4096, h=8 that is 256M values per kind of map).
+ResultRanges g_ranges;
+std::uint64_t g_rangesGeneration = ~std::uint64_t(0);
+const Document* g_rangesDoc = nullptr;  // two documents (bench --gui, tests) may share generation numbers
 
 bool symmetricFor(const AppState& s, HeatmapKind k) { return attn::isDiverging(s.view.colormaps[static_cast<int>(k)]); }
 
-void updateRanges(const AppState& s)
+void updateRanges(AppState& s)
 {
-    const attn::AttentionResult& r = s.doc.result();
-    int cmapKey = 0;
-    for (int k = 0; k < kHeatmapKinds; ++k) cmapKey = cmapKey * 8 + static_cast<int>(s.view.colormaps[k]);
-    if (g_ranges.generation == s.doc.resultGeneration() && g_ranges.shared == s.view.sharedRange && g_ranges.cmapKey == cmapKey)
-        return;
-    g_ranges.generation = s.doc.resultGeneration();
-    g_ranges.shared = s.view.sharedRange;
-    g_ranges.cmapKey = cmapKey;
-    const bool sp = symmetricFor(s, HeatmapKind::Projection), ss = symmetricFor(s, HeatmapKind::Scores);
-    const bool sw = symmetricFor(s, HeatmapKind::Weights), so = symmetricFor(s, HeatmapKind::Output);
-    g_ranges.q = attn::displayRange(r.Q, nullptr, sp);
-    g_ranges.k = attn::displayRange(r.K, nullptr, sp);
-    g_ranges.v = attn::displayRange(r.V, nullptr, sp);
-    g_ranges.concat = attn::displayRange(r.concat, nullptr, so);
-    g_ranges.output = attn::displayRange(r.output, nullptr, so);
-    g_ranges.scores.clear();
-    g_ranges.weights.clear();
-    g_ranges.headOut.clear();
-    for (const attn::HeadResult& h : r.heads) {
-        g_ranges.scores.push_back(attn::displayRange(h.scores, &h.masked, ss));
-        g_ranges.weights.push_back(attn::displayRange(h.weights, &h.masked, sw));
-        g_ranges.headOut.push_back(attn::displayRange(h.output, nullptr, so));
-    }
-    if (s.view.sharedRange && r.heads.size() > 1) {
-        const attn::DisplayRange a = attn::unionRange(g_ranges.scores, ss);
-        const attn::DisplayRange b = attn::unionRange(g_ranges.weights, sw);
-        const attn::DisplayRange c = attn::unionRange(g_ranges.headOut, so);
-        std::fill(g_ranges.scores.begin(), g_ranges.scores.end(), a);
-        std::fill(g_ranges.weights.begin(), g_ranges.weights.end(), b);
-        std::fill(g_ranges.headOut.begin(), g_ranges.headOut.end(), c);
-    }
+    RangeOptions o;
+    o.projection = symmetricFor(s, HeatmapKind::Projection);
+    o.scores = symmetricFor(s, HeatmapKind::Scores);
+    o.weights = symmetricFor(s, HeatmapKind::Weights);
+    o.output = symmetricFor(s, HeatmapKind::Output);
+    o.shared = s.view.sharedRange;
+    s.doc.setRangeOptions(o);
+    if (g_rangesGeneration == s.doc.resultGeneration() && g_rangesDoc == &s.doc && g_ranges.options == o && g_ranges.valid) return;
+    g_rangesGeneration = s.doc.resultGeneration();
+    g_rangesDoc = &s.doc;
+    g_ranges = s.doc.ranges();
 }
 
 // -----------------------------------------------------------------------------------------------------
@@ -160,10 +136,11 @@ HeatmapSpec queryKeySpec(const AppState& s, const std::string& key, const attn::
 }
 
 // Marks a per-head heatmap as also held in device memory (a result of the CUDA backend), so the GL renderer
-// can fill its texture from there instead of uploading the host copy.
-void fromDevice(HeatmapSpec& spec, const attn::AttentionResult& r, attn::DeviceMatrix which, int head)
+// can fill its texture from there instead of uploading the host copy. Not while the worker computes: it may
+// be overwriting those device buffers with the next result (the host copy is the shown result's own).
+void fromDevice(HeatmapSpec& spec, const attn::AttentionResult& r, attn::DeviceMatrix which, int head, bool computing)
 {
-    spec.src.deviceGeneration = r.deviceGeneration;
+    spec.src.deviceGeneration = computing ? 0 : r.deviceGeneration;
     spec.src.deviceMatrix = which;
     spec.src.deviceHead = head;
 }
@@ -370,9 +347,11 @@ void drawChainPanel(AppState& state)
         for (MatrixId id : {MatrixId::Aq, MatrixId::Ak, MatrixId::Wv_additive}) drawMatrixEditor(state, id, editorMax);
     ImGui::EndGroup();
 
-    if (!state.doc.hasResult()) {
+    // While the worker computes, the last complete result is shown, unless its shape (sizes, heads, layout…)
+    // no longer matches the session's: the panels then wait for the new one rather than mix the two.
+    if (!state.doc.hasResult() || (state.doc.computing() && !state.doc.resultMatchesShape())) {
         ImGui::SameLine();
-        ImGui::TextDisabled("(no result yet)");
+        ImGui::TextDisabled(state.doc.hasResult() ? "(computing…)" : "(no result yet)");
         ImGui::End();
         return;
     }
@@ -424,7 +403,7 @@ void drawChainPanel(AppState& state)
         std::string t = shapeTitle("scores", hr.scores, col ? kn : qn, col ? qn : kn);
         title(t.c_str());
         HeatmapSpec sspec = queryKeySpec(state, "scores/" + hs, hr.scores, hr.masked, HeatmapKind::Scores, g_ranges.scores[static_cast<std::size_t>(h)]);
-        fromDevice(sspec, r, attn::DeviceMatrix::Scores, h);
+        fromDevice(sspec, r, attn::DeviceMatrix::Scores, h, state.doc.computing());
         HeatmapHit hit = drawHeatmap(sspec);
         state.recordRect("heatmap/scores/" + hs, hit.cellsMin, hit.cellsMax);
         noteHover(state, sspec, hit);
@@ -447,7 +426,7 @@ void drawChainPanel(AppState& state)
         t = shapeTitle("weights", hr.weights, col ? kn : qn, col ? qn : kn);
         title(t.c_str());
         HeatmapSpec wspec = queryKeySpec(state, "weights/" + hs, hr.weights, hr.masked, HeatmapKind::Weights, g_ranges.weights[static_cast<std::size_t>(h)]);
-        fromDevice(wspec, r, attn::DeviceMatrix::Weights, h);
+        fromDevice(wspec, r, attn::DeviceMatrix::Weights, h, state.doc.computing());
         hit = drawHeatmap(wspec);
         state.recordRect("heatmap/weights/" + hs, hit.cellsMin, hit.cellsMax);
         noteHover(state, wspec, hit);
@@ -471,7 +450,7 @@ void drawChainPanel(AppState& state)
         t = col ? shapeTitle("output", hr.output, "d_v", qn) : shapeTitle("output", hr.output, qn, "d_v");
         title(t.c_str());
         HeatmapSpec ospec = tokenFeatureSpec(state, "headout/" + hs, hr.output, HeatmapKind::Output, g_ranges.headOut[static_cast<std::size_t>(h)], true);
-        fromDevice(ospec, r, attn::DeviceMatrix::Output, h);
+        fromDevice(ospec, r, attn::DeviceMatrix::Output, h, state.doc.computing());
         hit = drawHeatmap(ospec);
         state.recordRect("heatmap/headout/" + hs, hit.cellsMin, hit.cellsMax);
         noteHover(state, ospec, hit);

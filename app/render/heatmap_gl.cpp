@@ -6,7 +6,9 @@
 
 #include <glad/gl.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -80,6 +82,8 @@ attn::Status GlHeatmapRenderer::init()
     m_locHi = glGetUniformLocation(m_program, "uHi");
     m_locMaskedColor = glGetUniformLocation(m_program, "uMaskedColor");
 
+    glGetIntegerv(GL_MAX_TEXTURE_SIZE, &m_maxTextureSize);
+    m_tileSize = std::max(1, std::min(kTileSize, m_maxTextureSize));
     glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
     const attn::Colormap maps[4] = {attn::Colormap::Viridis, attn::Colormap::Magma, attn::Colormap::Cividis, attn::Colormap::RdBu};
     for (int i = 0; i < 4; ++i) {
@@ -131,32 +135,62 @@ void GlHeatmapRenderer::drawCallback(const ImDrawList*, const ImDrawCmd* cmd)
     glVertexAttribPointer(2, 4, GL_UNSIGNED_BYTE, GL_TRUE, sizeof(ImDrawVert), reinterpret_cast<void*>(offsetof(ImDrawVert, col)));
 }
 
+void GlHeatmapRenderer::addDraw(ImDrawList* dl, unsigned values, unsigned mask, ImVec2 p0, ImVec2 p1, const HeatmapSource& src)
+{
+    DrawParams& p = m_params.emplace_back();
+    p.self = this;
+    p.lut = m_luts[static_cast<int>(src.colormap)];
+    p.mask = mask ? mask : m_emptyMask;
+    p.hasMask = mask != 0;
+    p.lo = src.range.lo;
+    p.hi = src.range.hi;
+    dl->AddCallback(drawCallback, &p);
+    dl->AddImage(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(values)), p0, p1);
+}
+
 void GlHeatmapRenderer::drawCells(ImDrawList* dl, ImVec2 a, ImVec2 b, const std::string& key, const HeatmapSource& src)
 {
     const attn::Matrix& m = *src.values;
     if (m.size() == 0) return;
+    // What of the map is on screen (the rest of a large map lies outside its scrolling view, or a whole map
+    // below the window): nothing else is uploaded or drawn.
+    const ImVec2 clipMin = dl->GetClipRectMin(), clipMax = dl->GetClipRectMax();
+    const ImVec2 visMin(std::max(a.x, clipMin.x), std::max(a.y, clipMin.y));
+    const ImVec2 visMax(std::min(b.x, clipMax.x), std::min(b.y, clipMax.y));
+    if (visMin.x >= visMax.x || visMin.y >= visMax.y) return;
     Entry& e = m_entries[key];
     e.lastUsed = m_frame;
+    if (!drawFromDevice(e, dl, a, b, src)) drawTiles(e, dl, a, b, visMin, visMax, src);
+    dl->AddCallback(ImDrawCallback_ResetRenderState, nullptr);
+}
+
+bool GlHeatmapRenderer::drawFromDevice(Entry& e, ImDrawList* dl, ImVec2 a, ImVec2 b, const HeatmapSource& src)
+{
+    const attn::Matrix& m = *src.values;
     const int rows = static_cast<int>(m.rows()), cols = static_cast<int>(m.cols());
+    // One texture for the whole matrix: interop registers whole textures.
+    if (src.deviceGeneration == 0 || m_interop == Interop::Off || rows > m_maxTextureSize || cols > m_maxTextureSize) {
+        if (e.registered) {
+            (void)attn::unregisterGlTexture(e.values);
+            e.registered = false;
+        }
+        if (src.deviceGeneration != 0 && e.generation != src.generation) {
+            ++m_stats.deviceFallbacks;  // a device-resident result, uploaded from the host (counted once)
+            e.generation = src.generation;
+        }
+        return false;
+    }
     const bool hasMask = src.mask && src.mask->size() == m.size();
     if (e.generation != src.generation || e.rows != rows || e.cols != cols || e.hasMask != hasMask) {
         if (!fillFromDevice(e, rows, cols, src)) {
-            if (src.deviceGeneration != 0) ++m_stats.deviceFallbacks;
-            if (e.registered) {
-                // CUDA must let go of the texture before its storage is respecified.
-                (void)attn::unregisterGlTexture(e.values);
-                e.registered = false;
-            }
-            if (!e.values) e.values = makeTexture();
-            glBindTexture(GL_TEXTURE_2D, e.values);
-            glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
-            // Row-major rows×cols floats: texture width = cols, texture row 0 = matrix row 0 (drawn at the top).
-            glTexImage2D(GL_TEXTURE_2D, 0, GL_R32F, cols, rows, 0, GL_RED, GL_FLOAT, m.data());
-            ++m_stats.hostUploads;
+            ++m_stats.deviceFallbacks;
+            e.generation = ~std::uint64_t(0);
+            return false;
         }
         if (hasMask) {
             if (!e.mask) e.mask = makeTexture();
             glBindTexture(GL_TEXTURE_2D, e.mask);
+            glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
             glTexImage2D(GL_TEXTURE_2D, 0, GL_R8, cols, rows, 0, GL_RED, GL_UNSIGNED_BYTE, src.mask->data());
         }
         e.rows = rows;
@@ -164,16 +198,125 @@ void GlHeatmapRenderer::drawCells(ImDrawList* dl, ImVec2 a, ImVec2 b, const std:
         e.hasMask = hasMask;
         e.generation = src.generation;
     }
-    DrawParams& p = m_params.emplace_back();
-    p.self = this;
-    p.lut = m_luts[static_cast<int>(src.colormap)];
-    p.mask = hasMask ? e.mask : m_emptyMask;
-    p.hasMask = hasMask;
-    p.lo = src.range.lo;
-    p.hi = src.range.hi;
-    dl->AddCallback(drawCallback, &p);
-    dl->AddImage(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(e.values)), a, b);
-    dl->AddCallback(ImDrawCallback_ResetRenderState, nullptr);
+    addDraw(dl, e.values, hasMask ? e.mask : 0, a, b, src);
+    return true;
+}
+
+namespace {
+
+// A 64-bit hash of `bytes` bytes (8 at a time, multiply-xorshift mixing): tells a changed tile row from an
+// unchanged one without keeping a copy of the data. A collision (2^-64 per row) would leave one row stale.
+std::uint64_t hashBytes(const void* data, std::size_t bytes, std::uint64_t h)
+{
+    const auto* p = static_cast<const unsigned char*>(data);
+    std::size_t i = 0;
+    for (; i + 8 <= bytes; i += 8) {
+        std::uint64_t w;
+        std::memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x9E3779B97F4A7C15ull;
+        h ^= h >> 29;
+    }
+    for (; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001B3ull;
+    return h ^ (h >> 32);
+}
+
+} // namespace
+
+void GlHeatmapRenderer::refreshTile(Tile& t, int r0, int c0, int h, int w, const HeatmapSource& src, bool hasMask)
+{
+    const attn::Matrix& m = *src.values;
+    const int cols = static_cast<int>(m.cols());
+    const bool fresh = t.values == 0 || t.hasMask != hasMask || static_cast<int>(t.rowHash.size()) != h;
+    if (t.values == 0) {
+        t.values = makeTexture();
+        glBindTexture(GL_TEXTURE_2D, t.values);
+        glTexImage2D(GL_TEXTURE_2D, 0, GL_R32F, w, h, 0, GL_RED, GL_FLOAT, nullptr);
+    }
+    if (hasMask && t.mask == 0) {
+        t.mask = makeTexture();
+        glBindTexture(GL_TEXTURE_2D, t.mask);
+        glTexImage2D(GL_TEXTURE_2D, 0, GL_R8, w, h, 0, GL_RED, GL_UNSIGNED_BYTE, nullptr);
+    }
+    if (fresh) t.rowHash.assign(static_cast<std::size_t>(h), 0);
+    // Rows whose hash differs from what the texture holds, sent in runs of consecutive rows.
+    std::vector<std::uint64_t> hashes(static_cast<std::size_t>(h));
+    for (int r = 0; r < h; ++r) {
+        std::uint64_t x = hashBytes(m.data() + std::size_t(r0 + r) * std::size_t(cols) + std::size_t(c0), std::size_t(w) * sizeof(float),
+                                    0xCBF29CE484222325ull);
+        if (hasMask) x = hashBytes(src.mask->data() + std::size_t(r0 + r) * std::size_t(cols) + std::size_t(c0), std::size_t(w), x);
+        hashes[static_cast<std::size_t>(r)] = x;
+    }
+    glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
+    glPixelStorei(GL_UNPACK_ROW_LENGTH, cols);  // rows of the tile are `cols` apart in the matrix
+    bool any = false;
+    for (int r = 0; r < h;) {
+        if (!fresh && hashes[static_cast<std::size_t>(r)] == t.rowHash[static_cast<std::size_t>(r)]) {
+            ++r;
+            ++m_stats.rowsSkipped;
+            continue;
+        }
+        int end = r + 1;
+        while (end < h && (fresh || hashes[static_cast<std::size_t>(end)] != t.rowHash[static_cast<std::size_t>(end)])) ++end;
+        const std::size_t off = std::size_t(r0 + r) * std::size_t(cols) + std::size_t(c0);
+        glBindTexture(GL_TEXTURE_2D, t.values);
+        glTexSubImage2D(GL_TEXTURE_2D, 0, 0, r, w, end - r, GL_RED, GL_FLOAT, m.data() + off);
+        if (hasMask) {
+            glBindTexture(GL_TEXTURE_2D, t.mask);
+            glTexSubImage2D(GL_TEXTURE_2D, 0, 0, r, w, end - r, GL_RED, GL_UNSIGNED_BYTE, src.mask->data() + off);
+        }
+        m_stats.rowsUploaded += end - r;
+        any = true;
+        r = end;
+    }
+    glPixelStorei(GL_UNPACK_ROW_LENGTH, 0);
+    if (any) ++m_stats.hostUploads;
+    t.rowHash = std::move(hashes);
+    t.hasMask = hasMask;
+    t.generation = src.generation;
+}
+
+void GlHeatmapRenderer::drawTiles(Entry& e, ImDrawList* dl, ImVec2 a, ImVec2 b, ImVec2 visMin, ImVec2 visMax, const HeatmapSource& src)
+{
+    const attn::Matrix& m = *src.values;
+    const int rows = static_cast<int>(m.rows()), cols = static_cast<int>(m.cols());
+    const bool hasMask = src.mask && src.mask->size() == m.size();
+    const int ts = m_tileSize;
+    if (e.tiledRows != rows || e.tiledCols != cols) {
+        releaseTiles(e);
+        e.tiledRows = rows;
+        e.tiledCols = cols;
+        e.tileRows = (rows + ts - 1) / ts;
+        e.tileCols = (cols + ts - 1) / ts;
+        e.tiles.resize(std::size_t(e.tileRows) * std::size_t(e.tileCols));
+    }
+    const float cw = (b.x - a.x) / static_cast<float>(cols), ch = (b.y - a.y) / static_cast<float>(rows);
+    // Visible cells, then the tiles holding them.
+    const int c0 = std::clamp(static_cast<int>((visMin.x - a.x) / cw), 0, cols - 1);
+    const int c1 = std::clamp(static_cast<int>((visMax.x - a.x) / cw), 0, cols - 1);
+    const int r0 = std::clamp(static_cast<int>((visMin.y - a.y) / ch), 0, rows - 1);
+    const int r1 = std::clamp(static_cast<int>((visMax.y - a.y) / ch), 0, rows - 1);
+    for (int tr = r0 / ts; tr <= r1 / ts; ++tr)
+        for (int tc = c0 / ts; tc <= c1 / ts; ++tc) {
+            Tile& t = e.tiles[std::size_t(tr) * std::size_t(e.tileCols) + std::size_t(tc)];
+            const int tr0 = tr * ts, tc0 = tc * ts;
+            const int h = std::min(ts, rows - tr0), w = std::min(ts, cols - tc0);
+            if (t.generation != src.generation) refreshTile(t, tr0, tc0, h, w, src, hasMask);
+            const ImVec2 p0(a.x + cw * static_cast<float>(tc0), a.y + ch * static_cast<float>(tr0));
+            const ImVec2 p1(a.x + cw * static_cast<float>(tc0 + w), a.y + ch * static_cast<float>(tr0 + h));
+            addDraw(dl, t.values, hasMask ? t.mask : 0, p0, p1, src);
+        }
+}
+
+void GlHeatmapRenderer::setTileSize(int side) { m_tileSize = std::clamp(side, 1, std::max(1, m_maxTextureSize)); }
+
+void GlHeatmapRenderer::releaseTiles(Entry& e)
+{
+    for (Tile& t : e.tiles) {
+        if (t.values) glDeleteTextures(1, &t.values);
+        if (t.mask) glDeleteTextures(1, &t.mask);
+    }
+    e.tiles.clear();
+    e.tiledRows = e.tiledCols = e.tileRows = e.tileCols = 0;
 }
 
 ImTextureID GlHeatmapRenderer::uploadImage(const std::string& key, int width, int height, const std::uint8_t* rgba)
@@ -250,6 +393,7 @@ void GlHeatmapRenderer::disableInterop(const std::string& why)
 
 void GlHeatmapRenderer::releaseEntry(Entry& e)
 {
+    releaseTiles(e);
     if (e.registered) (void)attn::unregisterGlTexture(e.values);
     e.registered = false;
     if (e.values) glDeleteTextures(1, &e.values);

@@ -1,6 +1,12 @@
-// The GL heatmap renderer: each heatmap is a float texture (one texel per entry, uploaded only when the
-// result changes) drawn through shaders/heatmap.{vert,frag}.glsl with a colormap lookup texture
-// (attn::colormapLut) and a mask texture. Hooks into ImGui's OpenGL3 backend with draw callbacks.
+// The GL heatmap renderer: each heatmap is a grid of float textures, tiles of at most kTileSize² entries (one
+// texel per entry), drawn through shaders/heatmap.{vert,frag}.glsl with a colormap lookup texture
+// (attn::colormapLut) and a mask texture per tile. Hooks into ImGui's OpenGL3 backend with draw callbacks.
+//
+// Views that scale: only tiles on screen are created, filled and drawn, so a 8192² map (past
+// GL_MAX_TEXTURE_SIZE on many drivers) keeps full resolution and costs what its visible part costs. When the
+// result changes, a visible tile re-uploads only the rows that changed (glTexSubImage2D): each tile keeps a
+// 64-bit hash of each of its rows (values and mask), compared with the new data's. An edit of one token
+// changes one row and one column of the scores: tiles off that row re-upload one row each.
 //
 // Values come from host memory (glTexImage2D of the result's matrix) or, for a result of the CUDA backend
 // that is still on the device, straight from device memory (CUDA-OpenGL interop, attnscope/device_interop.h):
@@ -12,9 +18,11 @@
 
 #include <attnscope/status.h>
 
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace app {
 
@@ -35,7 +43,9 @@ public:
 
     // How value textures were filled since init: counted per (re)fill of one heatmap's texture.
     struct FillStats {
-        long hostUploads = 0;      // glTexImage2D from the host matrix
+        long hostUploads = 0;      // tiles (re)filled from the host matrix (any number of their rows)
+        long rowsUploaded = 0;     // tile rows sent to GL from the host (glTexSubImage2D)
+        long rowsSkipped = 0;      // tile rows of refreshed tiles left as they were (unchanged)
         long deviceFills = 0;      // device-to-device copy through CUDA-OpenGL interop
         long deviceFallbacks = 0;  // device-resident results that were uploaded from the host instead
     };
@@ -48,7 +58,23 @@ public:
         bool hasMask = false;
     };
 
+    // Side of the square value tiles: 256 entries (256 KiB of floats). A map's view is at most 420 px, so at
+    // most ~560 cells of it are on screen across (0.75 px cells at the smallest zoom): at most 9 tiles to fill
+    // after each result, where 1024² tiles filled up to 50× the visible cells (bench --gui, n=1024 drag:
+    // frame median 47-54 ms instead of 60-64 ms on a loaded 2-core machine). Less when GL_MAX_TEXTURE_SIZE is.
+    static constexpr int kTileSize = 256;
+    int tileSize() const { return m_tileSize; }
+    // Smaller tiles (tests: tiling exercised on small maps); clamped to 1…GL_MAX_TEXTURE_SIZE. Call before
+    // the first draw.
+    void setTileSize(int side);
+
 private:
+    struct Tile {
+        unsigned values = 0, mask = 0;
+        std::uint64_t generation = ~std::uint64_t(0);
+        bool hasMask = false;
+        std::vector<std::uint64_t> rowHash;  // per row of the tile: what its texture holds
+    };
     struct Entry {
         unsigned values = 0, mask = 0;
         int rows = 0, cols = 0;
@@ -56,6 +82,9 @@ private:
         bool hasMask = false;
         bool registered = false;  // `values` is registered with CUDA at its current size
         long lastUsed = 0;
+        // Host path: tiles, row-major, tileRows × tileCols of them (values/mask above: the device path only).
+        int tileRows = 0, tileCols = 0, tiledRows = 0, tiledCols = 0;
+        std::vector<Tile> tiles;
     };
     enum class Interop { Unknown, On, Off };  // Unknown until the first device-resident result arrives
 
@@ -63,6 +92,13 @@ private:
     // Fills e.values (already rows×cols if it existed) from the device; false (nothing drawn from it) when
     // interop is off, the device no longer holds the result, or it failed (then turned off, one message).
     bool fillFromDevice(Entry& e, int rows, int cols, const HeatmapSource& src);
+    // The whole matrix as one texture filled from the device (CUDA-OpenGL interop); false when it cannot be.
+    bool drawFromDevice(Entry& e, ImDrawList* dl, ImVec2 a, ImVec2 b, const HeatmapSource& src);
+    // Tiles of the host matrix: those in [visMin, visMax] refreshed (changed rows only) and drawn.
+    void drawTiles(Entry& e, ImDrawList* dl, ImVec2 a, ImVec2 b, ImVec2 visMin, ImVec2 visMax, const HeatmapSource& src);
+    void refreshTile(Tile& t, int r0, int c0, int h, int w, const HeatmapSource& src, bool hasMask);
+    void addDraw(ImDrawList* dl, unsigned values, unsigned mask, ImVec2 p0, ImVec2 p1, const HeatmapSource& src);
+    void releaseTiles(Entry& e);
     void disableInterop(const std::string& why);
     void releaseEntry(Entry& e);
 
@@ -71,6 +107,8 @@ private:
         m_locMaskedColor = -1;
     unsigned m_luts[4] = {0, 0, 0, 0};
     unsigned m_emptyMask = 0;
+    int m_tileSize = kTileSize;
+    int m_maxTextureSize = 1024;  // GL_MAX_TEXTURE_SIZE, read at init (GL 3.3 guarantees at least 1024)
     std::map<std::string, Entry> m_entries;
     std::map<std::string, unsigned> m_images;  // uploadImage textures by key
     std::deque<DrawParams> m_params;  // deque: stable addresses while the frame's callbacks refer to them

@@ -1,5 +1,7 @@
 #include "render/heatmap_view.h"
 
+#include <imgui_internal.h>
+
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -54,6 +56,50 @@ void addVerticalText(ImDrawList* dl, ImVec2 bottomLeft, ImU32 col, const char* t
     }
 }
 
+// Zooming (the cell size changed since the last frame) keeps the entry under the mouse where it is, as maps
+// and image viewers do, instead of zooming about the map's corner. Call inside the map's scrolling child.
+void keepPointUnderMouse(float cell, ImVec2 bands)
+{
+    ImGuiStorage* st = ImGui::GetStateStorage();
+    const ImGuiID id = ImGui::GetID("cell size");
+    const float prev = st->GetFloat(id, cell);
+    st->SetFloat(id, cell);
+    if (prev == cell || prev <= 0 || !ImGui::IsWindowHovered()) return;
+    const ImVec2 wp = ImGui::GetWindowPos(), mp = ImGui::GetIO().MousePos;
+    const float mx = mp.x - wp.x, my = mp.y - wp.y;  // the mouse in the view
+    const float k = cell / prev;
+    // The point under the mouse in cell coordinates (label bands excluded), scaled, put back under the mouse.
+    const float cx = ImGui::GetScrollX() + mx - bands.x, cy = ImGui::GetScrollY() + my - bands.y;
+    ImGui::SetScrollX(std::max(0.0f, cx * k + bands.x - mx));
+    ImGui::SetScrollY(std::max(0.0f, cy * k + bands.y - my));
+}
+
+// Overview of a map larger than its view: a small frame standing for the whole map, in the view's top-right
+// corner, with the part on screen outlined (where you are after zooming and panning).
+void drawOverview(ImVec2 full, ImVec2 bands)
+{
+    const ImVec2 wpos = ImGui::GetWindowPos(), wsize = ImGui::GetWindowSize();
+    const float sbw = ImGui::GetStyle().ScrollbarSize;
+    const ImVec2 view(wsize.x - sbw, wsize.y - sbw);
+    const float content = std::max(full.x - bands.x, full.y - bands.y);
+    const float side = 44.0f;  // the longer side of the overview, pixels (small and see-through: it covers cells)
+    const float k = side / std::max(1.0f, content);
+    // At least 8 px across, so that a 4096×8 map still shows where you are along its long side.
+    const ImVec2 size(std::max(8.0f, (full.x - bands.x) * k), std::max(8.0f, (full.y - bands.y) * k));
+    const float kx = size.x / std::max(1.0f, full.x - bands.x), ky = size.y / std::max(1.0f, full.y - bands.y);
+    // Top-left corner of the view: the label corner while the map is at its origin, and never off-window
+    // when the view runs past the window's right edge.
+    const ImVec2 o(wpos.x + 4.0f, wpos.y + 4.0f);
+    ImDrawList* fg = ImGui::GetWindowDrawList();
+    fg->AddRectFilled(ImVec2(o.x - 1, o.y - 1), ImVec2(o.x + size.x + 1, o.y + size.y + 1), IM_COL32(20, 20, 24, 110));
+    fg->AddRect(o, ImVec2(o.x + size.x, o.y + size.y), IM_COL32(200, 200, 210, 220));
+    const float x0 = std::max(0.0f, ImGui::GetScrollX() - bands.x), y0 = std::max(0.0f, ImGui::GetScrollY() - bands.y);
+    const ImVec2 v0(o.x + std::min(x0 * kx, size.x - 2.0f), o.y + std::min(y0 * ky, size.y - 2.0f));
+    const ImVec2 v1(std::min(o.x + size.x, v0.x + std::max(2.0f, view.x * kx)), std::min(o.y + size.y, v0.y + std::max(2.0f, view.y * ky)));
+    fg->AddRectFilled(v0, v1, IM_COL32(255, 200, 60, 90));
+    fg->AddRect(v0, v1, IM_COL32(255, 200, 60, 255));
+}
+
 } // namespace
 
 void setHeatmapRenderer(HeatmapRenderer* r) { g_renderer = r; }
@@ -96,14 +142,18 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
     const bool rowLabelsFit = cell >= fontH * 0.8f;
     const bool colLabelsFit = cell >= fontH * 0.8f;
     float rowBand = 0, colBand = 0, maxColLabelW = 0;
+    // Measuring every label costs O(n) a frame: past kMeasuredLabels the bands take their widest size.
+    constexpr int kMeasuredLabels = 512;
     if (rowLabelsFit) {
-        for (int r = 0; r < rows; ++r)
+        rowBand = rows > kMeasuredLabels ? 70.0f : 0.0f;
+        for (int r = 0; r < rows && rows <= kMeasuredLabels; ++r)
             rowBand = std::max(rowBand, ImGui::CalcTextSize(axisLabel(spec.rowLabels, r).c_str()).x);
         rowBand = std::min(rowBand, 70.0f) + 6.0f;
     }
     bool colVertical = false;
     if (colLabelsFit) {
-        for (int c = 0; c < cols; ++c)
+        maxColLabelW = cols > kMeasuredLabels ? 60.0f : 0.0f;
+        for (int c = 0; c < cols && cols <= kMeasuredLabels; ++c)
             maxColLabelW = std::max(maxColLabelW, ImGui::CalcTextSize(axisLabel(spec.colLabels, c).c_str()).x);
         colVertical = maxColLabelW > cell - 2.0f;
         colBand = colVertical ? std::min(maxColLabelW, 60.0f) + 4.0f : fontH + 2.0f;
@@ -114,6 +164,7 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
         const ImVec2 view(std::min(full.x, spec.maxWidth) + ImGui::GetStyle().ScrollbarSize,
                           std::min(full.y, spec.maxHeight) + ImGui::GetStyle().ScrollbarSize);
         ImGui::BeginChild("scroll", view, false, ImGuiWindowFlags_HorizontalScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+        keepPointUnderMouse(cell, ImVec2(rowBand, colBand));
     }
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const ImVec2 origin = ImGui::GetCursorScreenPos();
@@ -122,10 +173,19 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
 
     hit.cellsMin = a;
     hit.cellsMax = b;
+    // The rows and columns on screen: text and labels are drawn for those only (frame time must not grow with n).
+    const ImVec2 clipMin = dl->GetClipRectMin(), clipMax = dl->GetClipRectMax();
+    const int vr0 = std::clamp(static_cast<int>((clipMin.y - a.y) / cell), 0, rows);
+    const int vr1 = std::clamp(static_cast<int>((clipMax.y - a.y) / cell) + 1, 0, rows);
+    const int vc0 = std::clamp(static_cast<int>((clipMin.x - a.x) / cell), 0, cols);
+    const int vc1 = std::clamp(static_cast<int>((clipMax.x - a.x) / cell) + 1, 0, cols);
     // Interaction: one invisible button over the cells, and one per label band.
     ImGui::SetCursorScreenPos(a);
     ImGui::InvisibleButton("cells", ImVec2(b.x - a.x, b.y - a.y));
     const bool hovered = ImGui::IsItemHovered();
+    // A map that scrolls takes the wheel itself (pan below, Ctrl+wheel zooms): the window around it must not
+    // scroll as well. ImGui's internal API (Debian's libimgui-dev 1.86 ships imgui_internal.h).
+    if (scroll) ImGui::SetItemUsingMouseWheel();
     if (hovered) {
         const ImVec2 mp = ImGui::GetIO().MousePos;
         hit.col = std::clamp(static_cast<int>((mp.x - a.x) / cell), 0, cols - 1);
@@ -141,7 +201,8 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
         if (ImGui::GetIO().KeyShift) ImGui::SetScrollX(ImGui::GetScrollX() - step);
         else ImGui::SetScrollY(ImGui::GetScrollY() - step);
     }
-    if (scroll && hovered && ImGui::IsMouseDragging(ImGuiMouseButton_Middle)) {
+    // Drag with the middle or right button pans (the left button paints masks and picks cells).
+    if (scroll && hovered && (ImGui::IsMouseDragging(ImGuiMouseButton_Middle) || ImGui::IsMouseDragging(ImGuiMouseButton_Right))) {
         const ImVec2 d = ImGui::GetIO().MouseDelta;
         ImGui::SetScrollX(ImGui::GetScrollX() - d.x);
         ImGui::SetScrollY(ImGui::GetScrollY() - d.y);
@@ -157,11 +218,10 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
     constexpr float kValueFontSize = 11.5f;
     ImFont* font = ImGui::GetFont();
     if (spec.showValues && cell >= kValueFontSize * 1.8f) {
-        const ImVec2 clipMin = dl->GetClipRectMin(), clipMax = dl->GetClipRectMax();
-        for (int r = 0; r < rows; ++r) {
+        for (int r = vr0; r < vr1; ++r) {
             const float y = a.y + cell * static_cast<float>(r);
             if (y > clipMax.y || y + cell < clipMin.y) continue;
-            for (int c = 0; c < cols; ++c) {
+            for (int c = vc0; c < vc1; ++c) {
                 const float x = a.x + cell * static_cast<float>(c);
                 if (x > clipMax.x || x + cell < clipMin.x) continue;
                 if (hasMask && (*spec.src.mask)(r, c)) continue;
@@ -178,7 +238,7 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
     const ImU32 textCol = ImGui::GetColorU32(ImGuiCol_Text);
     const ImU32 markedCol = IM_COL32(230, 90, 60, 255);
     if (rowLabelsFit) {
-        for (int r = 0; r < rows; ++r) {
+        for (int r = vr0; r < vr1; ++r) {
             const std::string t = axisLabel(spec.rowLabels, r);
             const bool marked = r < static_cast<int>(spec.rowLabelMarked.size()) && spec.rowLabelMarked[static_cast<std::size_t>(r)];
             const ImVec2 ts = ImGui::CalcTextSize(t.c_str());
@@ -193,7 +253,7 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
             hit.rowLabelClicked = std::clamp(static_cast<int>((ImGui::GetIO().MousePos.y - a.y) / cell), 0, rows - 1);
     }
     if (colLabelsFit) {
-        for (int c = 0; c < cols; ++c) {
+        for (int c = vc0; c < vc1; ++c) {
             const std::string t = axisLabel(spec.colLabels, c);
             const bool marked = c < static_cast<int>(spec.colLabelMarked.size()) && spec.colLabelMarked[static_cast<std::size_t>(c)];
             const ImU32 col = marked ? markedCol : (c == spec.highlightCol ? IM_COL32(255, 200, 60, 255) : textCol);
@@ -216,10 +276,10 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
     // Head boundaries in the projections (Q, K, V, concat): a dark line between blocks.
     const ImU32 sep = IM_COL32(20, 20, 24, 255);
     if (spec.colBlock > 0)
-        for (int c = spec.colBlock; c < cols; c += spec.colBlock)
+        for (int c = std::max(spec.colBlock, (vc0 / spec.colBlock) * spec.colBlock); c < std::min(cols, vc1 + 1); c += spec.colBlock)
             dl->AddLine(ImVec2(a.x + cell * static_cast<float>(c), a.y), ImVec2(a.x + cell * static_cast<float>(c), b.y), sep, 2.0f);
     if (spec.rowBlock > 0)
-        for (int r = spec.rowBlock; r < rows; r += spec.rowBlock)
+        for (int r = std::max(spec.rowBlock, (vr0 / spec.rowBlock) * spec.rowBlock); r < std::min(rows, vr1 + 1); r += spec.rowBlock)
             dl->AddLine(ImVec2(a.x, a.y + cell * static_cast<float>(r)), ImVec2(b.x, a.y + cell * static_cast<float>(r)), sep, 2.0f);
 
     // Linked highlights: the hovered query's row / key's column, outlined (not coloured, so no value is hidden).
@@ -239,7 +299,10 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
 
     ImGui::SetCursorScreenPos(origin);
     ImGui::Dummy(full);
-    if (scroll) ImGui::EndChild();
+    if (scroll) {
+        drawOverview(full, ImVec2(rowBand, colBand));
+        ImGui::EndChild();
+    }
     ImGui::PopID();
     return hit;
 }

@@ -157,10 +157,20 @@ bool autosaveIfNeeded(AppState& state, double now, bool force)
         state.seenRevision = rev;
         state.lastChangeTime = now;
     }
+    if (std::optional<BackgroundSaver::Outcome> o = state.autosaver.take(); o && !o->status.ok()) {
+        postWarningOnce("autosave", "autosave failed: " + o->status.message);
+        if (state.savedRevision == o->revision) state.savedRevision = ~std::uint64_t(0);  // not saved: try again
+    }
     if (!state.autosave || state.stateDir.empty() || state.showRestoreOffer) return false;
     if (rev == state.savedRevision) return false;
     if (!force && now - state.lastChangeTime < kAutosaveDelaySeconds) return false;
     attn::Session s = state.doc.sessionForSave(viewToJson(state.view));
+    if (!force) {
+        state.autosaver.save(autosavePath(state), std::move(s), rev);
+        state.savedRevision = rev;
+        return true;
+    }
+    state.autosaver.flush();  // an older write must not land after this one
     attn::Status st = attn::saveSession(autosavePath(state), s);
     if (!st.ok()) {
         postWarningOnce("autosave", "autosave failed: " + st.message);

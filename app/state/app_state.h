@@ -3,6 +3,7 @@
 #pragma once
 
 #include "panels/lesson_common.h"
+#include "state/background_saver.h"
 #include "state/document.h"
 #include "state/export_state.h"
 
@@ -99,6 +100,7 @@ struct AppState {
     double lastChangeTime = -1;       // when the document last changed (for the autosave delay)
     std::uint64_t savedRevision = 0;  // the revision the autosave file holds
     std::uint64_t seenRevision = 0;
+    BackgroundSaver autosaver;        // writes the autosave file off the frame loop
 
     // Test hooks: named widget rectangles of the current frame (filled when recordRects is on).
     bool recordRects = false;
@@ -121,7 +123,8 @@ void loadUserState(AppState& state);
 void saveUserState(const AppState& state);
 std::string autosavePath(const AppState& state);  // "" when there is no state folder
 // Saves the session to the autosave file when it changed and `now` is kAutosaveDelay past the last change
-// (or `force`). Returns true when it wrote.
+// (or `force`). The write runs on state.autosaver's thread (a failure is posted on a later call); `force`
+// (at exit) writes now, after the background writes. Returns true when it wrote or queued a write.
 inline constexpr double kAutosaveDelaySeconds = 0.5;  // short: a crash loses at most half a second of edits
 bool autosaveIfNeeded(AppState& state, double now, bool force);
 

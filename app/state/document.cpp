@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <chrono>
 #include <cmath>
 #include <random>
 
@@ -581,31 +582,129 @@ void Document::setPresent(MatrixId id, bool on)
 // [SECTION] Computing
 // -----------------------------------------------------------------------------------------------------
 
+namespace {
+
+// The session's canonical (Row) storage in the orientation core gets: transposed for the Column layout.
+void toComputeOrientation(attn::AttentionInput& in, const attn::AttentionConfig& cfg)
+{
+    if (cfg.layout != attn::Layout::Column) return;
+    attn::Session tmp;
+    tmp.input = std::move(in);
+    transposeSessionMatrices(tmp);
+    in = std::move(tmp.input);
+}
+
+// What every compute runs.
+attn::Status computeCanonical(attn::AttentionInput& in, const attn::AttentionConfig& cfg, attn::AttentionResult& out)
+{
+    toComputeOrientation(in, cfg);
+    return attn::compute(in, cfg, out);
+}
+
+} // namespace
+
+Document::~Document() = default;
+
+Document::ShapeKey Document::shapeKey() const
+{
+    const Sizes z = sizes();
+    const attn::AttentionConfig& c = m_session.config;
+    return {z.n, z.nkv, z.dModel, z.heads, z.dq, z.dk, z.dv, z.dOut, z.additive, static_cast<int>(c.mode), static_cast<int>(c.score),
+            static_cast<int>(c.layout), static_cast<int>(backend)};
+}
+
+void Document::startWorker(ComputeFn fn)
+{
+    // The worker transposes for the Column layout (the caller's fn sees the inputs as core gets them), then
+    // computes, then the result's colour ranges: all off the frame loop. m_jobRangeOptions and
+    // m_workerRanges are touched by the worker only while its job runs, by take() only when none runs.
+    m_worker = std::make_unique<ComputeWorker>(
+        [this, inner = std::move(fn)](attn::AttentionInput& in, const attn::AttentionConfig& cfg, attn::AttentionResult& out) {
+            toComputeOrientation(in, cfg);
+            const attn::Status st = inner ? inner(in, cfg, out) : attn::compute(in, cfg, out);
+            if (st.ok()) {
+                const auto t0 = std::chrono::steady_clock::now();
+                m_workerRanges = computeResultRanges(out, m_jobRangeOptions);
+                m_workerRanges.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            }
+            return st;
+        });
+}
+
+void Document::setRangeOptions(const RangeOptions& o)
+{
+    m_rangeOptions = o;
+    if (m_hasResult && (!m_ranges.valid || m_ranges.options != o)) m_ranges = computeResultRanges(m_result, o);
+}
+
+void Document::showFinished(const attn::Status& st, std::uint64_t revision, const ShapeKey& shape, double ms)
+{
+    m_resultRevision = revision;
+    if (!st.ok()) {
+        if (st.message != m_lastError.message) postError(st.message);
+        m_lastError = st;
+        return;
+    }
+    m_hasResult = true;
+    m_resultShape = shape;
+    m_resultMs = ms;
+    m_lastError = {};
+    ++m_generation;
+    for (const std::string& w : m_result.warnings) postWarningOnce("compute:" + w, w);
+}
+
 bool Document::recomputeIfNeeded()
 {
+    if (m_worker) {
+        bool shown = false;
+        // Take first: the worker starts a new job only once its finished result was taken.
+        if (std::optional<ComputeWorker::Finished> f = m_worker->take(m_result)) {
+            m_awaiting = false;
+            if (f->status.ok()) {
+                std::swap(m_ranges, m_workerRanges);
+                if (m_ranges.options != m_rangeOptions) m_ranges = computeResultRanges(m_result, m_rangeOptions);
+            }
+            showFinished(f->status, f->revision, m_submittedShape, f->ms);
+            shown = true;
+        }
+        if (m_dirty && !m_awaiting) {
+            m_dirty = false;
+            m_awaiting = true;
+            m_submittedShape = shapeKey();
+            m_jobRangeOptions = m_rangeOptions;
+            attn::AttentionConfig cfg = m_session.config;
+            cfg.backend = backend;
+            m_worker->submit(m_session.input, cfg, m_revision);
+        }
+        return shown;
+    }
     if (!m_dirty) return false;
     m_dirty = false;
     attn::AttentionInput in = m_session.input;
     attn::AttentionConfig cfg = m_session.config;
     cfg.backend = backend;
-    if (cfg.layout == attn::Layout::Column) {
-        attn::Session tmp;
-        tmp.input = std::move(in);
-        transposeSessionMatrices(tmp);
-        in = std::move(tmp.input);
+    const auto t0 = std::chrono::steady_clock::now();
+    attn::Status st = computeCanonical(in, cfg, m_scratch);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (st.ok()) {
+        std::swap(m_result, m_scratch);
+        m_ranges = computeResultRanges(m_result, m_rangeOptions);
     }
-    attn::Status st = attn::compute(in, cfg, m_scratch);
-    if (!st.ok()) {
-        if (st.message != m_lastError.message) postError(st.message);
-        m_lastError = st;
-        return true;
-    }
-    std::swap(m_result, m_scratch);
-    m_hasResult = true;
-    m_lastError = {};
-    ++m_generation;
-    for (const std::string& w : m_result.warnings) postWarningOnce("compute:" + w, w);
+    showFinished(st, m_revision, shapeKey(), ms);
     return true;
+}
+
+void Document::waitForCompute()
+{
+    if (!m_worker) {
+        recomputeIfNeeded();
+        return;
+    }
+    for (;;) {
+        recomputeIfNeeded();
+        if (!computing()) return;
+        m_worker->waitUntilDone();
+    }
 }
 
 } // namespace app

@@ -6,12 +6,17 @@
 // Every number comes from attn::compute; the document never does attention math.
 #pragma once
 
+#include "state/compute_worker.h"
+#include "state/result_ranges.h"
+
 #include <attnscope/attention.h>
 #include <attnscope/preset_io.h>
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 
 namespace app {
@@ -33,7 +38,7 @@ struct Sizes {
     int additive = 0;  // A: hidden width of the additive score (0 unless score is additive)
 };
 // Limits on sizes typed in the window (beyond these the UI gets unusable; core has its own memory budget).
-inline constexpr int kMaxTokens = 4096;
+inline constexpr int kMaxTokens = 8192;  // heatmaps keep full resolution to here (tiled textures)
 inline constexpr int kMaxWidth = 4096;
 inline constexpr int kMaxHeads = 64;
 
@@ -43,6 +48,9 @@ void transposeSessionMatrices(attn::Session& s);
 class Document {
 public:
     Document();  // a small built-in session (used when no preset can be found)
+    ~Document();
+    Document(const Document&) = delete;
+    Document& operator=(const Document&) = delete;
 
     // Replaces the session by `s` (given in its file orientation, as parseSession returns it), clears undo.
     void setSession(attn::Session s, const std::string& path);
@@ -94,8 +102,28 @@ public:
     bool canRedo() const { return !m_redo.empty(); }
 
     // ---- Computing -----------------------------------------------------------------------------------
-    // Recomputes when an input changed since the last call; returns true when it did (success or not).
+    // Without a worker (tests, headless tools): recomputes now when an input changed since the last call and
+    // returns true when it did (success or not).
+    // With a worker (startWorker, the window): never waits. Sends the inputs to the worker when they changed
+    // and it is free (edits made while it computes are coalesced: the latest wins), and shows a finished
+    // compute; returns true when a new result or error became visible.
     bool recomputeIfNeeded();
+    // Computes on a worker thread from now on. `fn` replaces attn::compute (tests: a gated fake).
+    void startWorker(ComputeFn fn = {});
+    bool hasWorker() const { return m_worker != nullptr; }
+    // With a worker: the inputs changed since the shown result (or error) was computed, i.e. a compute is
+    // waiting, running, or finished but not shown yet. Always false without a worker.
+    bool computing() const { return m_worker && (m_dirty || m_awaiting); }
+    double computingMs() const { return m_worker ? m_worker->runningMs() : 0.0; }
+    // With a worker: blocks until the result of the current inputs is shown (screenshots, bench, tests).
+    void waitForCompute();
+    // The shown result was computed with the current sizes, heads, mode, score and layout (so panels may
+    // read it with the session's shape). False when there is no result.
+    bool resultMatchesShape() const { return m_hasResult && m_resultShape == shapeKey(); }
+    // Colour ranges of the shown result under `o`, computed with each result (on the worker when there is
+    // one); changing the options recomputes them for the shown result now.
+    void setRangeOptions(const RangeOptions& o);
+    const ResultRanges& ranges() const { return m_ranges; }
     void markDirty() { m_dirty = true; ++m_revision; }
     // The last good result (empty before the first success), in the session's layout.
     const attn::AttentionResult& result() const { return m_result; }
@@ -104,6 +132,9 @@ public:
     const attn::Status& lastError() const { return m_lastError; }
     std::uint64_t resultGeneration() const { return m_generation; }  // +1 for each successful compute
     std::uint64_t revision() const { return m_revision; }             // +1 for each change of the inputs
+    std::uint64_t resultRevision() const { return m_resultRevision; } // the revision the shown result was computed from
+    // Wall time of the compute that made the shown result (worker: the whole job, colour ranges included).
+    double resultComputeMs() const { return m_resultMs; }
     attn::Backend backend = attn::Backend::Cpu;
 
 private:
@@ -113,6 +144,10 @@ private:
     const attn::Vector* vectorPtr(MatrixId id) const;
     void pushUndo();
     void fitMaskAndTokens();
+    using ShapeKey = std::array<int, 13>;
+    ShapeKey shapeKey() const;
+    // Shows a finished compute (status, the inputs' revision and shape, its time).
+    void showFinished(const attn::Status& st, std::uint64_t revision, const ShapeKey& shape, double ms);
 
     attn::Session m_session;
     std::string m_path;
@@ -123,6 +158,16 @@ private:
     attn::Status m_lastError;
     std::uint64_t m_generation = 0;
     std::uint64_t m_revision = 0;
+    std::uint64_t m_resultRevision = 0;
+    ShapeKey m_resultShape{};
+    double m_resultMs = 0;
+    RangeOptions m_rangeOptions;     // what the panels asked for (main thread)
+    RangeOptions m_jobRangeOptions;  // the options of the submitted job (read by the worker while it runs)
+    ResultRanges m_ranges;           // of m_result
+    ResultRanges m_workerRanges;     // of the worker's buffer (written by the worker while it runs)
+    std::unique_ptr<ComputeWorker> m_worker;
+    bool m_awaiting = false;         // a job was submitted and its outcome is not shown yet
+    ShapeKey m_submittedShape{};
 };
 
 // Fills a matrix in canonical orientation. Identity/block identity: rows×cols with 1 where r % cols == c

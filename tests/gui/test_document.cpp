@@ -84,7 +84,7 @@ TEST(Document, ResizeKeepsValues)
     EXPECT_TRUE(d.lastError().ok()) << d.lastError().message;
     z.n = 0;
     const auto st = d.setSizes(z);
-    EXPECT_EQ(st.message, "n: expected an integer in [1, 4096], got 0");
+    EXPECT_EQ(st.message, "n: expected an integer in [1, 8192], got 0");
 }
 
 TEST(Document, HeadsKeepHeadBlocks)

@@ -1,0 +1,80 @@
+// ComputeWorker: runs attn::compute on its own thread so that the frame loop never waits for it.
+//
+// One job at a time; a job submitted while another is waiting replaces it (the latest edit wins: a burst of
+// edits during a compute costs one more compute, not a queue). The result is written into a buffer only the
+// worker touches; take() hands it to the caller by swapping it with the caller's shown result, so the views
+// never see a half-written result, and the worker's next compute reuses the buffer the views just let go of
+// (two buffers in all: core's compute() reuses a result's storage and, for an unchanged config, recomputes
+// only what changed since the inputs that buffer was computed from).
+//
+// The worker does not start a new job until the finished one is taken: the caller takes it on its next frame.
+#pragma once
+
+#include <attnscope/attention.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+namespace app {
+
+// What the worker runs for each job: compute `in` (which it may change, e.g. transpose) with `cfg` into `out`.
+// The default is attn::compute.
+using ComputeFn = std::function<attn::Status(attn::AttentionInput& in, const attn::AttentionConfig& cfg, attn::AttentionResult& out)>;
+
+class ComputeWorker {
+public:
+    explicit ComputeWorker(ComputeFn fn = {});
+    ~ComputeWorker();  // waits for the running compute to end, drops a waiting job
+    ComputeWorker(const ComputeWorker&) = delete;
+    ComputeWorker& operator=(const ComputeWorker&) = delete;
+
+    // Queues a compute of `in` with `cfg`, tagged `revision` (the document revision it shows). Replaces a job
+    // that has not started yet.
+    void submit(attn::AttentionInput in, attn::AttentionConfig cfg, std::uint64_t revision);
+
+    struct Finished {
+        attn::Status status;      // ok: the result was swapped into `shown`
+        std::uint64_t revision = 0;
+        double ms = 0;            // wall time of the compute
+    };
+    // When a compute has finished since the last call: on success swaps its result with `shown` (the worker
+    // keeps `shown`'s old buffer for its next job) and returns what finished; on error leaves `shown` as it
+    // is. Never waits.
+    std::optional<Finished> take(attn::AttentionResult& shown);
+
+    // A compute is running or waiting to start.
+    bool busy() const;
+    // Milliseconds the running compute has taken so far (0 when none runs).
+    double runningMs() const;
+    // Blocks until no job runs or waits (a finished one may still wait for take()).
+    void waitUntilDone();
+    // Jobs started since construction (tests: coalescing).
+    long jobsStarted() const;
+
+private:
+    struct Job {
+        attn::AttentionInput in;
+        attn::AttentionConfig cfg;
+        std::uint64_t revision = 0;
+    };
+    void run();
+
+    ComputeFn m_fn;
+    mutable std::mutex m_mutex;
+    std::condition_variable m_cv;
+    std::optional<Job> m_pending;
+    bool m_running = false;
+    bool m_stop = false;
+    std::optional<Finished> m_finished;  // set while m_buffer holds a finished, untaken result
+    attn::AttentionResult m_buffer;      // the worker's result buffer (only the worker touches it while running)
+    std::chrono::steady_clock::time_point m_started;
+    long m_jobsStarted = 0;
+    std::thread m_thread;  // last: starts after every other member is ready
+};
+
+} // namespace app

@@ -1,0 +1,259 @@
+// The compute worker and the document on it (and the autosave writer, the other thing kept off the frame loop): edits made while a compute runs are coalesced (one more compute,
+// of the latest inputs), and the shown result is never a half-written one. Deterministic: the fake compute
+// stops at a gate the test opens, so no verdict depends on timing or machine load.
+#include "state/background_saver.h"
+#include "state/compute_worker.h"
+#include "state/document.h"
+
+#include <attnscope/preset_io.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+// A compute that records the X[0][0] it was given, writes garbage into its result buffer (as a half-done
+// compute would), then waits until the test has opened the gate for it, then computes for real.
+class GatedCompute {
+public:
+    attn::Status operator()(attn::AttentionInput& in, const attn::AttentionConfig& cfg, attn::AttentionResult& out)
+    {
+        int index = 0;
+        {
+            std::unique_lock<std::mutex> lock(m_mutex);
+            m_seen.push_back(in.X.size() > 0 ? in.X(0, 0) : 0.0f);
+            index = static_cast<int>(m_seen.size());
+            m_cv.notify_all();
+            m_cv.wait(lock, [&] { return m_opened >= index; });
+        }
+        out.output.setConstant(3, 3, -12345.0f);  // half-written: must never be shown
+        out.heads.clear();
+        return attn::compute(in, cfg, out);
+    }
+    void open(int upTo)
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        m_opened = upTo;
+        m_cv.notify_all();
+    }
+    // Blocks until `count` computes have started.
+    void waitStarted(int count)
+    {
+        std::unique_lock<std::mutex> lock(m_mutex);
+        m_cv.wait(lock, [&] { return static_cast<int>(m_seen.size()) >= count; });
+    }
+    std::vector<float> seen()
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        return m_seen;
+    }
+
+private:
+    std::mutex m_mutex;
+    std::condition_variable m_cv;
+    std::vector<float> m_seen;
+    int m_opened = 0;
+};
+
+attn::Session seed000()
+{
+    auto s = attn::loadSession(std::string(ATTNSCOPE_PRESETS_DIR) + "/seed000_worked_example.json");
+    EXPECT_TRUE(s.ok());
+    return s.ok() ? *s : attn::Session{};
+}
+
+attn::AttentionInput inputWithX00(float v)
+{
+    attn::AttentionInput in = seed000().input;
+    in.X(0, 0) = v;
+    return in;
+}
+
+// Calls recomputeIfNeeded until it shows something (the worker finishes on its own thread: this only waits,
+// the verdict does not depend on how long it takes).
+bool pollUntilShown(app::Document& d)
+{
+    for (int i = 0; i < 600000; ++i) {
+        if (d.recomputeIfNeeded()) return true;
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    return false;
+}
+
+TEST(ComputeWorker, LatestSubmissionWinsWhileBusy)
+{
+    GatedCompute gate;
+    app::ComputeWorker w([&](attn::AttentionInput& in, const attn::AttentionConfig& c, attn::AttentionResult& o) { return gate(in, c, o); });
+    const attn::AttentionConfig cfg = seed000().config;
+    w.submit(inputWithX00(1.0f), cfg, 1);
+    gate.waitStarted(1);
+    // A burst of edits while the first compute runs: each replaces the one waiting.
+    for (int k = 2; k <= 9; ++k) w.submit(inputWithX00(static_cast<float>(k)), cfg, static_cast<std::uint64_t>(k));
+    EXPECT_TRUE(w.busy());
+    attn::AttentionResult shown;
+    EXPECT_FALSE(w.take(shown).has_value()) << "nothing finished yet";
+
+    gate.open(2);
+    w.waitUntilDone();
+    auto first = w.take(shown);
+    ASSERT_TRUE(first.has_value());
+    EXPECT_TRUE(first->status.ok()) << first->status.message;
+    EXPECT_EQ(first->revision, 1u);
+    w.waitUntilDone();
+    auto second = w.take(shown);
+    ASSERT_TRUE(second.has_value());
+    EXPECT_EQ(second->revision, 9u) << "the latest submission is computed, the ones in between are dropped";
+    EXPECT_EQ(w.jobsStarted(), 2);
+    EXPECT_EQ(gate.seen(), (std::vector<float>{1.0f, 9.0f}));
+    EXPECT_FALSE(w.busy());
+
+    // The shown result is the latest inputs' result, bit for bit what a direct compute gives.
+    auto direct = attn::compute(inputWithX00(9.0f), cfg);
+    ASSERT_TRUE(direct.ok());
+    EXPECT_TRUE(shown.output.isApprox(direct->output, 1e-6f));
+}
+
+TEST(ComputeWorker, DocumentCoalescesEditsAndNeverShowsATornResult)
+{
+    GatedCompute gate;
+    app::Document d;
+    d.setSession(seed000(), "");
+    d.startWorker([&](attn::AttentionInput& in, const attn::AttentionConfig& c, attn::AttentionResult& o) { return gate(in, c, o); });
+    gate.open(1);
+    d.waitForCompute();
+    ASSERT_TRUE(d.hasResult());
+    ASSERT_FALSE(d.computing());
+    const attn::AttentionResult before = d.result();
+    const std::uint64_t gen = d.resultGeneration();
+
+    // Edit 1 starts a compute, which stops at the gate after scribbling over its buffer.
+    d.beginGesture();
+    d.setCellInGesture(app::MatrixId::X, 0, 0, 2.0f);
+    EXPECT_FALSE(d.recomputeIfNeeded()) << "the frame loop never waits";
+    gate.waitStarted(2);
+    // Edits 2…20 while it runs (one per frame, as when dragging a cell).
+    for (int k = 3; k <= 21; ++k) {
+        d.setCellInGesture(app::MatrixId::X, 0, 0, static_cast<float>(k));
+        EXPECT_FALSE(d.recomputeIfNeeded());
+        EXPECT_TRUE(d.computing());
+        // The views still show the last complete result, untouched.
+        EXPECT_EQ(d.resultGeneration(), gen);
+        EXPECT_TRUE(d.result().output == before.output);
+        ASSERT_EQ(d.result().heads.size(), before.heads.size());
+        EXPECT_TRUE(d.result().heads[0].weights == before.heads[0].weights);
+    }
+    EXPECT_EQ(gate.seen().size(), 2u) << "no compute is queued per edit";
+
+    gate.open(2);
+    ASSERT_TRUE(pollUntilShown(d));
+    EXPECT_EQ(d.resultGeneration(), gen + 1);
+    // The result of edit 1 (X[0][0] = 2), complete; the latest edit is computed next.
+    auto direct2 = attn::compute(inputWithX00(2.0f), seed000().config);
+    ASSERT_TRUE(direct2.ok());
+    EXPECT_TRUE(d.result().output.isApprox(direct2->output, 1e-6f));
+    EXPECT_TRUE(d.computing());
+
+    gate.open(3);
+    d.waitForCompute();
+    EXPECT_FALSE(d.computing());
+    EXPECT_EQ(d.resultGeneration(), gen + 2);
+    EXPECT_EQ(d.resultRevision(), d.revision());
+    EXPECT_EQ(gate.seen(), (std::vector<float>{1.0f, 2.0f, 21.0f})) << "a burst of 20 edits cost two computes";
+    auto direct21 = attn::compute(inputWithX00(21.0f), seed000().config);
+    ASSERT_TRUE(direct21.ok());
+    EXPECT_TRUE(d.result().output.isApprox(direct21->output, 1e-6f));
+}
+
+TEST(ComputeWorker, ResultOfAnOtherShapeIsFlagged)
+{
+    app::Document d;
+    d.setSession(seed000(), "");
+    d.startWorker();
+    d.waitForCompute();
+    EXPECT_TRUE(d.resultMatchesShape());
+    app::Sizes z = d.sizes();
+    z.n += 1;
+    ASSERT_TRUE(d.setSizes(z).ok());
+    // Until the new result is shown, the old one has the old number of tokens: panels must not mix them.
+    EXPECT_FALSE(d.resultMatchesShape());
+    d.waitForCompute();
+    EXPECT_TRUE(d.resultMatchesShape());
+    EXPECT_EQ(d.result().output.rows(), z.n);
+}
+
+TEST(ComputeWorker, ErrorKeepsTheLastResult)
+{
+    app::Document d;
+    d.setSession(seed000(), "");
+    d.startWorker([](attn::AttentionInput& in, const attn::AttentionConfig& c, attn::AttentionResult& o) {
+        if (in.X(0, 0) == 7.0f) return attn::invalidArgument("X[0][0]: 7 refused by the test");
+        return attn::compute(in, c, o);
+    });
+    d.waitForCompute();
+    const attn::Matrix good = d.result().output;
+    d.beginGesture();
+    d.setCellInGesture(app::MatrixId::X, 0, 0, 7.0f);
+    d.waitForCompute();
+    EXPECT_FALSE(d.lastError().ok());
+    EXPECT_NE(d.lastError().message.find("refused by the test"), std::string::npos);
+    EXPECT_TRUE(d.result().output == good);
+    d.setCellInGesture(app::MatrixId::X, 0, 0, 1.5f);
+    d.waitForCompute();
+    EXPECT_TRUE(d.lastError().ok());
+}
+
+TEST(ComputeWorker, ColumnLayoutGivesTheSameResultAsComputingInPlace)
+{
+    auto col = attn::loadSession(std::string(ATTNSCOPE_PRESETS_DIR) + "/lesson_two_formulas_column.json");
+    ASSERT_TRUE(col.ok()) << col.status().message;
+    ASSERT_EQ(col->config.layout, attn::Layout::Column);
+    app::Document inPlace, onWorker;
+    inPlace.setSession(*col, "");
+    onWorker.setSession(*col, "");
+    onWorker.startWorker();
+    ASSERT_TRUE(inPlace.recomputeIfNeeded());
+    onWorker.waitForCompute();
+    ASSERT_TRUE(inPlace.lastError().ok()) << inPlace.lastError().message;
+    ASSERT_TRUE(onWorker.lastError().ok()) << onWorker.lastError().message;
+    EXPECT_TRUE(onWorker.result().output == inPlace.result().output) << "the worker transposes like the frame loop did";
+    ASSERT_EQ(onWorker.result().heads.size(), inPlace.result().heads.size());
+    EXPECT_TRUE(onWorker.result().heads[0].weights == inPlace.result().heads[0].weights);
+    EXPECT_EQ(onWorker.ranges().weights.size(), inPlace.ranges().weights.size());
+}
+
+TEST(BackgroundSaver, WritesOffTheCallerAndReportsFailures)
+{
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("attnscope_saver_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    app::BackgroundSaver saver;
+    EXPECT_FALSE(saver.take().has_value());
+    attn::Session s = seed000();
+    s.input.X(0, 0) = 42.0f;
+    saver.save((dir / "a.json").string(), s, 7);
+    saver.flush();
+    auto done = saver.take();
+    ASSERT_TRUE(done.has_value());
+    EXPECT_TRUE(done->status.ok()) << done->status.message;
+    EXPECT_EQ(done->revision, 7u);
+    auto back = attn::loadSession((dir / "a.json").string());
+    ASSERT_TRUE(back.ok()) << back.status().message;
+    EXPECT_EQ(back->input.X(0, 0), 42.0f);
+
+    saver.save((dir / "no_such_folder" / "b.json").string(), s, 8);
+    saver.flush();
+    done = saver.take();
+    ASSERT_TRUE(done.has_value());
+    EXPECT_FALSE(done->status.ok()) << "a write that cannot happen reports it";
+    EXPECT_EQ(done->revision, 8u);
+    std::filesystem::remove_all(dir);
+}
+
+} // namespace
