@@ -31,6 +31,7 @@ int runCli(int argc, char** argv)
     addCodeCommand(root, action);
     WindowCli window;
     addWindowOptions(root, window);
+    for (CLI::App* sub : root.get_subcommands([](CLI::App*) { return true; })) sub->footer(kExitCodesHelp);
 
     try {
         root.parse(argc, argv);

@@ -360,36 +360,32 @@ Expected<Array> decodeNpy(std::string_view bytes, std::string_view source)
     const std::string pre = prefix(source);
     Expected<NpyHeader> hdr = parseNpyHeader(bytes, pre);
     if (!hdr) return hdr.status();
-    const std::optional<DType> t = hdr->dtype;
-    const std::optional<std::vector<std::int64_t>> shape = hdr->shape;
-    const std::optional<bool> fortran = hdr->fortran;
-    const bool bigEndian = hdr->bigEndian;
-    const std::uint64_t dataBytes = bytes.size() - hdr->dataStart;
-    const std::optional<std::uint64_t> count = hdr->count;
-    if (*count * dtypeSize(*t) > dataBytes)
+    const NpyHeader& h = *hdr;
+    const std::size_t es = dtypeSize(h.dtype);
+    const std::uint64_t dataBytes = bytes.size() - h.dataStart;
+    if (h.count * es > dataBytes)
         return makeError(StatusCode::ParseError,
-                         pre + "data has " + std::to_string(dataBytes) + " bytes, shape " + shapeString(*shape) + " " +
-                             toString(*t) + " needs " + std::to_string(*count * dtypeSize(*t)) + " (file truncated?)");
+                         pre + "data has " + std::to_string(dataBytes) + " bytes, shape " + shapeString(h.shape) + " " +
+                             toString(h.dtype) + " needs " + std::to_string(h.count * es) + " (file truncated?)");
     Array out;
-    out.dtype = *t;
-    out.shape = *shape;
-    out.values.resize(std::size_t(*count));
-    const auto* data = reinterpret_cast<const unsigned char*>(bytes.data()) + hdr->dataStart;
-    const std::size_t es = dtypeSize(*t);
-    if (!*fortran || shape->size() < 2) {
-        for (std::size_t i = 0; i < out.values.size(); ++i) out.values[i] = readElement(data + i * es, *t, bigEndian);
+    out.dtype = h.dtype;
+    out.shape = h.shape;
+    out.values.resize(std::size_t(h.count));
+    const auto* data = reinterpret_cast<const unsigned char*>(bytes.data()) + h.dataStart;
+    if (!h.fortran || h.shape.size() < 2) {
+        for (std::size_t i = 0; i < out.values.size(); ++i) out.values[i] = readElement(data + i * es, h.dtype, h.bigEndian);
     } else {
         // Fortran order: the first index varies fastest. Convert to C order by walking C indices.
-        const std::size_t nd = shape->size();
+        const std::size_t nd = h.shape.size();
         std::vector<std::int64_t> idx(nd, 0);
         std::vector<std::uint64_t> fstride(nd, 1);
-        for (std::size_t k = 1; k < nd; ++k) fstride[k] = fstride[k - 1] * std::uint64_t((*shape)[k - 1]);
+        for (std::size_t k = 1; k < nd; ++k) fstride[k] = fstride[k - 1] * std::uint64_t(h.shape[k - 1]);
         for (std::size_t i = 0; i < out.values.size(); ++i) {
             std::uint64_t f = 0;
             for (std::size_t k = 0; k < nd; ++k) f += std::uint64_t(idx[k]) * fstride[k];
-            out.values[i] = readElement(data + f * es, *t, bigEndian);
+            out.values[i] = readElement(data + f * es, h.dtype, h.bigEndian);
             for (std::size_t k = nd; k-- > 0;) {
-                if (++idx[k] < (*shape)[k]) break;
+                if (++idx[k] < h.shape[k]) break;
                 idx[k] = 0;
             }
         }
