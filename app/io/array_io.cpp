@@ -972,7 +972,7 @@ Expected<Range> parseRange(std::string_view text, std::string_view what)
     const std::size_t colon = text.find(':');
     auto bad = [&] {
         return makeError(StatusCode::InvalidArgument, std::string(what) + ": expected a range like 0:8, 4: or :16, got '" +
-                                                          std::string(text) + "'");
+                                                          attn::clipForMessage(text) + "'");
     };
     if (colon == std::string_view::npos || text.find(':', colon + 1) != std::string_view::npos) return bad();
     auto parsePart = [](std::string_view s, std::int64_t fallback) -> std::optional<std::int64_t> {
