@@ -2,6 +2,8 @@
 #include "cli.h"
 #include "cli_window.h"
 
+#include <attnscope/preset_io.h>
+
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -17,6 +19,7 @@ int runCli(int argc, char** argv)
                   "With no subcommand it opens the window; the subcommands run without one.",
                   "attnscope"};
     root.set_version_flag("--version", "attnscope 0.1.0");
+    root.footer(kExitCodesHelp);
     root.require_subcommand(0, 1);
 
     CommandAction action;
@@ -28,6 +31,7 @@ int runCli(int argc, char** argv)
     addCodeCommand(root, action);
     WindowCli window;
     addWindowOptions(root, window);
+    for (CLI::App* sub : root.get_subcommands([](CLI::App*) { return true; })) sub->footer(kExitCodesHelp);
 
     try {
         root.parse(argc, argv);
@@ -38,7 +42,7 @@ int runCli(int argc, char** argv)
     } catch (const CLI::CallForVersion& e) {
         return root.exit(e);
     } catch (const CLI::ParseError& e) {
-        printError(e.what());
+        printError(attn::clipForMessage(e.what(), 300));  // CLI11 echoes the bad value, which may be huge
         std::fprintf(stderr, "Run 'attnscope --help' for usage.\n");
         return kExitBadInput;
     }

@@ -9,10 +9,16 @@ namespace CLI { class App; }
 
 namespace app {
 
-// Exit codes shared by every subcommand.
+// Exit codes shared by every subcommand (README "Exit codes", and --help):
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;   // an operation failed for a reason outside the input (I/O, device)
-inline constexpr int kExitBadInput = 2;  // bad input: the one-line message on stderr says what and where
+inline constexpr int kExitFailure = 1;   // an unexpected internal error (a bug, or a backend failing at run time)
+inline constexpr int kExitBadInput = 2;  // bad input or usage, including a missing or unreadable input file;
+                                         // the one-line message on stderr says what and where
+inline constexpr int kExitCannotWrite = 3;  // the output could not be written (no such folder, no permission, disk full)
+// The same text for --help of the root command.
+inline constexpr const char* kExitCodesHelp =
+    "Exit codes: 0 ok; 2 bad input or usage (also a missing or unreadable input); 3 the output could not be\n"
+    "written; 1 unexpected internal error.";
 
 // A registered subcommand's action: runs after parsing, returns the exit code.
 using CommandAction = std::function<int()>;

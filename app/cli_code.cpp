@@ -28,10 +28,11 @@ void addCodeCommand(CLI::App& root, CommandAction& action)
                 io::sessionCode(*s, opt->lang == "torch" ? io::CodeLang::Torch : io::CodeLang::NumPy);
             if (!code) return printError(opt->session + ": " + code.status().message), kExitBadInput;
             if (opt->out.empty()) {
-                std::cout << *code;
-                return std::cout.good() ? kExitOk : kExitFailure;
+                std::cout << *code << std::flush;
+                if (!std::cout.good()) return printError("cannot write the program to stdout"), kExitCannotWrite;
+                return kExitOk;
             }
-            if (attn::Status w = attn::writeFileAtomic(opt->out, *code); !w.ok()) return printError(w.message), kExitFailure;
+            if (attn::Status w = attn::writeFileAtomic(opt->out, *code); !w.ok()) return printError(w.message), kExitCannotWrite;
             return kExitOk;
         };
     });

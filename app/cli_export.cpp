@@ -9,8 +9,7 @@
 
 #include <sys/stat.h>
 
-#include <cerrno>
-#include <cstring>
+#include <cstdint>
 
 namespace app {
 
@@ -34,6 +33,7 @@ void addExportCommand(CLI::App& root, CommandAction& action)
     struct Options {
         std::string session, out, format;
         bool inputsOnly = false;
+        double memoryBudgetMiB = 0;
     };
     auto opt = std::make_shared<Options>();
     CLI::App* cmd = root.add_subcommand(
@@ -44,6 +44,9 @@ void addExportCommand(CLI::App& root, CommandAction& action)
                                              "default from the extension, npy for a folder")
         ->check(CLI::IsMember({"npz", "safetensors", "npy", "csv"}));
     cmd->add_flag("--inputs-only", opt->inputsOnly, "Only the session's inputs, not the computed results");
+    cmd->add_option("--memory-budget", opt->memoryBudgetMiB,
+                    "Refuse exports needing more than this many MiB (default: half the machine's RAM)")
+        ->check(CLI::PositiveNumber);
     cmd->callback([opt, &action] {
         action = [opt]() -> int {
             std::string format = opt->format;
@@ -65,28 +68,30 @@ void addExportCommand(CLI::App& root, CommandAction& action)
                 return kExitBadInput;
             }
             int rc = kExitOk;
-            std::optional<LoadedSession> ls = loadForCli(opt->session, !opt->inputsOnly, rc);
+            // Arrays are 4 bytes a number on disk; while a file is built it is held about three times (the
+            // encoded arrays, the zip buffer, the finished file), hence 12 bytes a number of peak memory.
+            const bool inputsOnly = opt->inputsOnly;
+            auto estimate = [inputsOnly](const attn::Session& s, const attn::Dims& d) {
+                std::uint64_t values = inputsOnly ? 0 : resultValueCount(d);
+                for (const io::NamedArray& a : io::sessionArrays(s, nullptr))
+                    values += a.matrix ? std::uint64_t(a.matrix->size()) : a.vector ? std::uint64_t(a.vector->size())
+                              : a.mask ? std::uint64_t(a.mask->size()) : a.ints.size();
+                return OutputEstimate{values * 4, values * 12};
+            };
+            std::optional<LoadedSession> ls =
+                loadForCli(opt->session, !opt->inputsOnly, rc, estimate,
+                           std::size_t(opt->memoryBudgetMiB * 1024.0 * 1024.0), "the export",
+                           "export fewer arrays (--inputs-only), or compute the results in NumPy from the exported "
+                           "inputs (attnscope code)");
             if (!ls) return rc;
             const std::vector<io::NamedArray> arrays = io::sessionArrays(ls->session, opt->inputsOnly ? nullptr : &ls->result);
             attn::Status st;
             if (format == "npz") st = io::writeNpz(opt->out, arrays);
             else if (format == "safetensors") st = io::writeSafetensors(opt->out, arrays);
-            else {
-                std::string dir = opt->out;
-                if (!endsWith(dir, "/")) dir += "/";
-                if (!isDirectory(dir) && ::mkdir(dir.c_str(), 0777) != 0) {
-                    printError(dir + ": cannot create folder: " + std::strerror(errno));
-                    return kExitFailure;
-                }
-                for (const io::NamedArray& a : arrays) {
-                    const std::string path = dir + a.name + "." + format;
-                    st = format == "npy" ? io::writeNpy(path, a) : attn::writeFileAtomic(path, io::encodeCsv(a));
-                    if (!st.ok()) break;
-                }
-            }
+            else st = io::writeArraysToFolder(opt->out, arrays, format == "csv");
             if (!st.ok()) {
                 printError(st.message);
-                return kExitFailure;
+                return st.code == attn::StatusCode::InvalidArgument ? kExitBadInput : kExitCannotWrite;
             }
             std::fprintf(stderr, "attnscope: wrote %zu arrays to %s\n", arrays.size(), opt->out.c_str());
             return kExitOk;

@@ -98,13 +98,20 @@ void addImportCommand(CLI::App& root, CommandAction& action)
             attn::Expected<io::Array> a = st ? io::readSafetensors(opt->from, opt->tensor)
                                           : npz ? io::readNpz(opt->from, opt->tensor)
                                                 : io::readNpy(opt->from);
-            if (!a) return printError(a.status().message), a.status().code == attn::StatusCode::IoError ? kExitFailure : kExitBadInput;
+            if (!a) return printError(a.status().message), kExitBadInput;  // missing, unreadable or corrupt: bad input
             const std::string source = opt->from + (opt->tensor.empty() ? "" : "[" + opt->tensor + "]");
             attn::Expected<attn::Matrix> m = io::toMatrix(*a, spec, source);
             if (!m) return printError(m.status().message), kExitBadInput;
             if (attn::Status set = io::setSlot(*s, opt->slot, *m); !set.ok())
                 return printError(opt->session + ": " + set.message), kExitBadInput;
-            if (attn::Status w = attn::saveSession(opt->out, *s); !w.ok()) return printError(w.message), kExitFailure;
+            // The written session must load: parse what would be written with the same checks every reader
+            // applies (e.g. a 5-row X imported into a session with 4 token labels is refused here, not later).
+            const std::string text = attn::sessionToJson(*s) + "\n";
+            if (attn::Expected<attn::Session> check = attn::parseSession(text, opt->out); !check)
+                return printError("import: the new session would not load, so it was not written: " +
+                                  check.status().message),
+                       kExitBadInput;
+            if (attn::Status w = attn::writeFileAtomic(opt->out, text); !w.ok()) return printError(w.message), kExitCannotWrite;
             std::fprintf(stderr, "attnscope: %s ← %s %s (%ld×%ld); wrote %s\n", opt->slot.c_str(), source.c_str(),
                          io::toString(a->dtype), long(m->rows()), long(m->cols()), opt->out.c_str());
             return kExitOk;

@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <cstdio>
 
 namespace app {
@@ -20,6 +21,7 @@ struct RenderOptions {
     int query = 0, key = 0;
     bool titleGiven = false;
     double scale = 2.0;
+    double memoryBudgetMiB = 0;
     bool annotate = false, perHeadRange = false;
 };
 
@@ -43,27 +45,42 @@ int writeOrReport(const fig::Figure& f, const std::string& out, fig::FigureForma
     attn::Status st = fig::writeFigure(f, out, format, scale);
     if (!st.ok()) {
         printError(st.message);
-        return st.code == attn::StatusCode::InvalidArgument ? kExitBadInput : kExitFailure;
+        return st.code == attn::StatusCode::InvalidArgument ? kExitBadInput
+               : st.code == attn::StatusCode::IoError       ? kExitCannotWrite
+                                                            : kExitFailure;
     }
     return kExitOk;
+}
+
+// A figure draws at most every number of the result once. Maps past fig::kMaxVectorCells are one image
+// (3 bytes a cell for the pixels, 4 in cairo's surface, the encoded copy), smaller ones a rectangle per cell
+// (~150 bytes of SVG or PDF each, at most kMaxVectorCells of them a map): 16 bytes a number bounds both.
+std::optional<LoadedSession> loadForFigure(const RenderOptions& o, int& rc)
+{
+    auto estimate = [](const attn::Session&, const attn::Dims& d) {
+        const std::uint64_t cells = resultValueCount(d);
+        return OutputEstimate{cells * 4, cells * 16};
+    };
+    return loadForCli(o.session, true, rc, estimate, std::size_t(o.memoryBudgetMiB * 1024.0 * 1024.0), "the figure",
+                      "draw one head (--head N) or another panel (--panel)");
 }
 
 int renderLesson(const RenderOptions& o, fig::FigureFormat format)
 {
     const std::optional<fig::LessonFigure> lesson = fig::lessonFigureFromString(o.lesson);
-    if (!lesson) return printError("--lesson: expected one of " + fig::lessonFigureList() + ", got '" + o.lesson + "'"), kExitBadInput;
+    if (!lesson) return printError("--lesson: expected one of " + fig::lessonFigureList() + ", got '" + attn::clipForMessage(o.lesson) + "'"), kExitBadInput;
     fig::LessonFigureOptions lo;
     lo.lesson = *lesson;
     if (o.head != "all") {
         if (!parseHead(o.head, lo.head))
-            return printError("--head: expected a head index ≥ 0 with --lesson, got '" + o.head + "'"), kExitBadInput;
+            return printError("--head: expected a head index ≥ 0 with --lesson, got '" + attn::clipForMessage(o.head) + "'"), kExitBadInput;
     }
     lo.query = o.query;
     lo.key = o.key;
     lo.annotate = true;
     if (o.titleGiven) lo.title = o.title;
     int rc = kExitOk;
-    std::optional<LoadedSession> ls = loadForCli(o.session, true, rc);
+    std::optional<LoadedSession> ls = loadForFigure(o, rc);
     if (!ls) return rc;
     attn::Expected<fig::Figure> f = fig::buildLessonFigure(ls->session, ls->result, lo);
     if (!f) return printError(o.session + ": " + f.status().message), kExitBadInput;
@@ -83,6 +100,9 @@ void addRenderCommand(CLI::App& root, CommandAction& action)
     cmd->add_option("--cmap", opt->cmap, "viridis | magma | cividis | rdbu (default: viridis for weights, rdbu otherwise)");
     cmd->add_option("--scale", opt->scale, "PNG pixels per point (2 = 144 dpi; default 2)");
     cmd->add_flag("--annotate", opt->annotate, "Print each cell's value in the cell");
+    cmd->add_option("--memory-budget", opt->memoryBudgetMiB,
+                    "Refuse figures needing more than this many MiB (default: half the machine's RAM)")
+        ->check(CLI::PositiveNumber);
     cmd->add_flag("--per-head-range", opt->perHeadRange, "Each head gets its own colour range and colorbar");
     cmd->add_option("--title", opt->title, "Figure title (\"\" for none; default names the panel)")
         ->each([opt](const std::string&) { opt->titleGiven = true; });
@@ -94,26 +114,26 @@ void addRenderCommand(CLI::App& root, CommandAction& action)
     cmd->callback([opt, &action] {
         action = [opt]() -> int {
             const std::optional<fig::FigureFormat> format = fig::formatFromPath(opt->out);
-            if (!format) return printError("-o " + opt->out + ": expected a .png, .svg or .pdf file name"), kExitBadInput;
+            if (!format) return printError("-o " + attn::clipForMessage(opt->out, 200) + ": expected a .png, .svg or .pdf file name"), kExitBadInput;
             if (!opt->lesson.empty()) return renderLesson(*opt, *format);
             fig::FigureOptions fo;
             const std::optional<fig::PanelKind> kind = fig::panelKindFromString(opt->panel);
-            if (!kind) return printError("--panel: expected one of " + fig::panelKindList() + ", got '" + opt->panel + "'"), kExitBadInput;
+            if (!kind) return printError("--panel: expected one of " + fig::panelKindList() + ", got '" + attn::clipForMessage(opt->panel) + "'"), kExitBadInput;
             fo.panel = *kind;
             if (opt->head != "all") {
                 if (!parseHead(opt->head, fo.head))
-                    return printError("--head: expected a head index ≥ 0 or 'all', got '" + opt->head + "'"), kExitBadInput;
+                    return printError("--head: expected a head index ≥ 0 or 'all', got '" + attn::clipForMessage(opt->head) + "'"), kExitBadInput;
             }
             if (!opt->cmap.empty()) {
                 fo.cmap = attn::colormapFromString(opt->cmap);
                 if (!fo.cmap)
-                    return printError("--cmap: expected viridis, magma, cividis or rdbu, got '" + opt->cmap + "'"), kExitBadInput;
+                    return printError("--cmap: expected viridis, magma, cividis or rdbu, got '" + attn::clipForMessage(opt->cmap) + "'"), kExitBadInput;
             }
             fo.annotate = opt->annotate;
             fo.sharedRange = !opt->perHeadRange;
             if (opt->titleGiven) fo.title = opt->title;
             int rc = kExitOk;
-            std::optional<LoadedSession> ls = loadForCli(opt->session, true, rc);
+            std::optional<LoadedSession> ls = loadForFigure(*opt, rc);
             if (!ls) return rc;
             attn::Expected<fig::Figure> f = fig::buildFigure(ls->session, ls->result, fo);
             if (!f) return printError(opt->session + ": " + f.status().message), kExitBadInput;

@@ -152,9 +152,23 @@ std::vector<std::string> indexLabels(Eigen::Index n)
     return v;
 }
 
+std::string clipLabel(const std::string& s, std::size_t maxChars)
+{
+    std::size_t chars = 0;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if ((static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) continue;  // a UTF-8 continuation byte
+        if (chars++ == maxChars) return s.substr(0, i) + "…";
+    }
+    return s;
+}
+
 std::vector<std::string> tokenLabels(const std::vector<std::string>& tokens, Eigen::Index n)
 {
-    return Eigen::Index(tokens.size()) == n ? tokens : indexLabels(n);
+    if (Eigen::Index(tokens.size()) != n) return indexLabels(n);
+    std::vector<std::string> out;
+    out.reserve(tokens.size());
+    for (const std::string& t : tokens) out.push_back(clipLabel(t, kMaxLabelChars));
+    return out;
 }
 
 const char* toString(PanelKind k) { return info(k).name; }
@@ -192,8 +206,8 @@ attn::Expected<Figure> buildFigure(const attn::Session& s, const attn::Attention
     const KindInfo& ki = info(opt.panel);
     Figure f;
     f.annotate = opt.annotate;
-    f.subtitle = s.name;
-    f.title = opt.title ? *opt.title : ki.title;
+    f.subtitle = clipLabel(s.name, kMaxTitleChars);
+    f.title = clipLabel(opt.title ? *opt.title : ki.title, kMaxTitleChars);
 
     if (opt.panel == PanelKind::Chain) {
         const int head = std::max(0, opt.head);

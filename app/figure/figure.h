@@ -56,7 +56,13 @@ struct Figure {
 
 // Axis labels: "0", "1", ... n-1; and the session's token labels when there are n of them, else indices.
 std::vector<std::string> indexLabels(Eigen::Index n);
+// Token labels (clipped to kMaxLabelChars characters with "…"), or indexLabels(n) when there are not n tokens.
 std::vector<std::string> tokenLabels(const std::vector<std::string>& tokens, Eigen::Index n);
+// Labels longer than this many characters (UTF-8 code points) are cut with "…": a 5 M-character token took
+// 74 s to lay out (issue 13, finding 6). Titles get kMaxTitleChars.
+inline constexpr std::size_t kMaxLabelChars = 24;
+inline constexpr std::size_t kMaxTitleChars = 160;
+std::string clipLabel(const std::string& s, std::size_t maxChars);
 
 struct FigureOptions {
     PanelKind panel = PanelKind::Weights;

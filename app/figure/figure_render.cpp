@@ -346,6 +346,18 @@ void drawHeatmap(Painter& p, const Figure& f, const Heatmap& h, const PanelLayou
     const bool hasMask = h.masked.rows() == R && h.masked.cols() == C;
     // Cells overlap their right/bottom neighbours slightly so no background seams show in any viewer.
     const double overlap = std::min(0.25, c * 0.1);
+    if (double(R) * double(C) > double(kMaxVectorCells)) {
+        // One image per map (as matplotlib's imshow): masked cells take the mask colour without hatching, and
+        // annotations never reach maps this large (cells are then far below kAnnotateMinCell).
+        std::vector<attn::Rgb8> px(std::size_t(R) * std::size_t(C));
+        for (Eigen::Index i = 0; i < R; ++i)
+            for (Eigen::Index j = 0; j < C; ++j)
+                px[std::size_t(i) * std::size_t(C) + std::size_t(j)] =
+                    hasMask && h.masked(i, j) ? attn::kMaskedColor
+                                              : attn::colormapColor(h.cmap, attn::normalize(h.values(i, j), h.range));
+        p.image(hm.x, hm.y, hm.w, hm.h, int(C), int(R), px);
+        annotate = false;
+    } else {
     for (Eigen::Index i = 0; i < R; ++i)
         for (Eigen::Index j = 0; j < C; ++j) {
             const Rect r{hm.x + double(j) * c, hm.y + double(i) * c, c + (j + 1 < C ? overlap : 0), c + (i + 1 < R ? overlap : 0)};
@@ -359,6 +371,7 @@ void drawHeatmap(Painter& p, const Figure& f, const Heatmap& h, const PanelLayou
                     const Rect r{hm.x + double(j) * c, hm.y + double(i) * c, c, c};
                     drawMaskedCell(p, r, c, {r.x, r.y, c + (j + 1 < C ? overlap : 0), c + (i + 1 < R ? overlap : 0)});
                 }
+    }
     if (annotate) {
         for (Eigen::Index i = 0; i < R; ++i)
             for (Eigen::Index j = 0; j < C; ++j) {
@@ -458,6 +471,11 @@ attn::Status checkScale(double scale, const FigureLayout& l, int& w, int& h)
         return attn::invalidArgument("scale: expected a value in [" + attn::formatValue(float(kMinScale)) + ", " +
                                      attn::formatValue(float(kMaxScale)) + "], got " + attn::formatValue(float(scale)));
     const double pw = std::ceil(l.width * scale), ph = std::ceil(l.height * scale);
+    if (pw > kMaxImageSide || ph > kMaxImageSide)
+        return attn::invalidArgument("scale " + attn::formatValue(float(scale)) + " gives a " + std::to_string(long(pw)) +
+                                     "×" + std::to_string(long(ph)) + " image; cairo draws at most " +
+                                     std::to_string(long(kMaxImageSide)) +
+                                     " pixels per side: pick fewer heads (--head N), one panel, or write SVG or PDF");
     if (pw * ph > kMaxPixels)
         return attn::invalidArgument("scale " + attn::formatValue(float(scale)) + " gives a " + std::to_string(long(pw)) +
                                      "×" + std::to_string(long(ph)) + " image, over the limit of 100 megapixels");

@@ -42,6 +42,13 @@ inline constexpr double kMinScale = 0.25;
 inline constexpr double kMaxScale = 16.0;
 // Images larger than this many pixels are refused rather than allocated (400 MB of RGBA).
 inline constexpr double kMaxPixels = 100e6;
+// cairo's image surfaces are limited to 32767 pixels per side (CAIRO_STATUS_INVALID_SIZE beyond).
+inline constexpr double kMaxImageSide = 32767;
+// Heatmaps with more cells than this are drawn as one image per map (nearest-neighbour, one pixel per
+// cell) instead of one rectangle per cell: 128×128 cells as vector rectangles is a ~1 MB SVG, and a
+// 2048-token map (4 M cells) as rectangles took 10 GB to write (issue 13, finding 4).
+inline constexpr long kMaxVectorCells = 128 * 128;
+
 
 // The file's bytes. scale applies to PNG only (SVG and PDF are vector, sized in points).
 // Errors: InvalidArgument (scale out of range, image too large), Internal (a cairo failure).

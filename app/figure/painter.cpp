@@ -1,6 +1,9 @@
 // Cairo + Pango and SVG painters. See painter.h.
 #include "figure/painter.h"
 
+#include <cstdint>
+#include <cstring>
+
 #include <cairo.h>
 #include <pango/pangocairo.h>
 
@@ -195,7 +198,7 @@ void CairoPainter::text(const std::vector<TextRun>& runs, const TextStyle& style
 SvgPainter::SvgPainter(double width, double height)
 {
     m_out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"" + num(width) + "pt\" height=\"" +
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" xmlns:xlink=\"http://www.w3.org/1999/xlink\" version=\"1.1\" width=\"" + num(width) + "pt\" height=\"" +
             num(height) + "pt\" viewBox=\"0 0 " + num(width) + " " + num(height) + "\">\n";
 }
 
@@ -238,6 +241,83 @@ void SvgPainter::text(const std::vector<TextRun>& runs, const TextStyle& style, 
                  num(style.size * (r.shift < 0 ? kSubRise : kSupRise)) + "\"></tspan>";
     }
     m_out += t + "</text>\n";
+}
+
+namespace {
+
+// The pixels as an RGB24 cairo image surface (the caller destroys it; check its status).
+cairo_surface_t* imageSurface(int cols, int rows, const std::vector<attn::Rgb8>& pixels)
+{
+    cairo_surface_t* s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, cols, rows);
+    if (cairo_surface_status(s) != CAIRO_STATUS_SUCCESS) return s;
+    cairo_surface_flush(s);
+    unsigned char* data = cairo_image_surface_get_data(s);
+    const int stride = cairo_image_surface_get_stride(s);
+    for (int y = 0; y < rows; ++y)
+        for (int x = 0; x < cols; ++x) {
+            const attn::Rgb8 c = pixels[std::size_t(y) * std::size_t(cols) + std::size_t(x)];
+            const std::uint32_t px = 0xff000000u | std::uint32_t(c.r) << 16 | std::uint32_t(c.g) << 8 | c.b;
+            std::memcpy(data + std::size_t(y) * std::size_t(stride) + std::size_t(x) * 4, &px, 4);
+        }
+    cairo_surface_mark_dirty(s);
+    return s;
+}
+
+cairo_status_t appendBytes(void* closure, const unsigned char* data, unsigned int length)
+{
+    static_cast<std::string*>(closure)->append(reinterpret_cast<const char*>(data), length);
+    return CAIRO_STATUS_SUCCESS;
+}
+
+std::string base64(const std::string& in)
+{
+    static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    out.reserve((in.size() + 2) / 3 * 4);
+    for (std::size_t i = 0; i < in.size(); i += 3) {
+        const std::uint32_t b0 = static_cast<unsigned char>(in[i]);
+        const std::uint32_t b1 = i + 1 < in.size() ? static_cast<unsigned char>(in[i + 1]) : 0;
+        const std::uint32_t b2 = i + 2 < in.size() ? static_cast<unsigned char>(in[i + 2]) : 0;
+        const std::uint32_t v = b0 << 16 | b1 << 8 | b2;
+        out += kAlphabet[(v >> 18) & 63];
+        out += kAlphabet[(v >> 12) & 63];
+        out += i + 1 < in.size() ? kAlphabet[(v >> 6) & 63] : '=';
+        out += i + 2 < in.size() ? kAlphabet[v & 63] : '=';
+    }
+    return out;
+}
+
+} // namespace
+
+void CairoPainter::image(double x, double y, double w, double h, int cols, int rows, const std::vector<attn::Rgb8>& pixels)
+{
+    if (cols <= 0 || rows <= 0) return;
+    cairo_surface_t* s = imageSurface(cols, rows, pixels);
+    if (cairo_surface_status(s) == CAIRO_STATUS_SUCCESS) {
+        cairo_save(m_cr);
+        cairo_translate(m_cr, x, y);
+        cairo_scale(m_cr, w / cols, h / rows);
+        cairo_set_source_surface(m_cr, s, 0, 0);
+        // Nearest: each value stays a sharp-edged cell (PDF viewers get /Interpolate false).
+        cairo_pattern_set_filter(cairo_get_source(m_cr), CAIRO_FILTER_NEAREST);
+        cairo_rectangle(m_cr, 0, 0, cols, rows);
+        cairo_fill(m_cr);
+        cairo_restore(m_cr);
+    }
+    cairo_surface_destroy(s);
+}
+
+void SvgPainter::image(double x, double y, double w, double h, int cols, int rows, const std::vector<attn::Rgb8>& pixels)
+{
+    if (cols <= 0 || rows <= 0) return;
+    cairo_surface_t* s = imageSurface(cols, rows, pixels);
+    std::string png;
+    if (cairo_surface_status(s) == CAIRO_STATUS_SUCCESS) cairo_surface_write_to_png_stream(s, appendBytes, &png);
+    cairo_surface_destroy(s);
+    if (png.empty()) return;
+    m_out += "<image x=\"" + num(x) + "\" y=\"" + num(y) + "\" width=\"" + num(w) + "\" height=\"" + num(h) +
+             "\" preserveAspectRatio=\"none\" style=\"image-rendering:pixelated\" xlink:href=\"data:image/png;base64," +
+             base64(png) + "\"/>\n";
 }
 
 std::string SvgPainter::finish() { return m_out + "</svg>\n"; }

@@ -53,6 +53,10 @@ public:
     virtual void fillRect(double x, double y, double w, double h, attn::Rgb8 c) = 0;
     virtual void strokeRect(double x, double y, double w, double h, attn::Rgb8 c, double width) = 0;
     virtual void line(double x0, double y0, double x1, double y1, attn::Rgb8 c, double width) = 0;
+    // An image of cols × rows pixels (row-major, top row first) stretched over the rectangle without
+    // smoothing (each pixel a sharp-edged cell): large heatmaps are drawn this way, as matplotlib's imshow
+    // does, instead of one rectangle per cell.
+    virtual void image(double x, double y, double w, double h, int cols, int rows, const std::vector<attn::Rgb8>& pixels) = 0;
     // Text anchored at (x, y): the alignments say which point of the text box sits on the anchor.
     // angle: counter-clockwise rotation about the anchor in degrees (90 reads bottom to top); the alignments
     // are in the text's own (rotated) frame.
@@ -67,6 +71,7 @@ public:
     void fillRect(double x, double y, double w, double h, attn::Rgb8 c) override;
     void strokeRect(double x, double y, double w, double h, attn::Rgb8 c, double width) override;
     void line(double x0, double y0, double x1, double y1, attn::Rgb8 c, double width) override;
+    void image(double x, double y, double w, double h, int cols, int rows, const std::vector<attn::Rgb8>& pixels) override;
     void text(const std::vector<TextRun>& runs, const TextStyle& style, double x, double y, HAlign h, VAlign v,
               double angle) override;
 
@@ -81,6 +86,7 @@ public:
     void fillRect(double x, double y, double w, double h, attn::Rgb8 c) override;
     void strokeRect(double x, double y, double w, double h, attn::Rgb8 c, double width) override;
     void line(double x0, double y0, double x1, double y1, attn::Rgb8 c, double width) override;
+    void image(double x, double y, double w, double h, int cols, int rows, const std::vector<attn::Rgb8>& pixels) override;
     void text(const std::vector<TextRun>& runs, const TextStyle& style, double x, double y, HAlign h, VAlign v,
               double angle) override;
     // The finished document.

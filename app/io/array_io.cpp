@@ -13,12 +13,17 @@
 #include <nlohmann/json.hpp>
 #include <zip.h>
 
+#include <fcntl.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -275,9 +280,22 @@ std::string encodeNpy(const NamedArray& a)
     return out;
 }
 
-Expected<Array> decodeNpy(std::string_view bytes, std::string_view source)
+namespace {
+
+// A parsed .npy header: what the data is and where it starts.
+struct NpyHeader {
+    DType dtype = DType::F32;
+    bool bigEndian = false;
+    bool fortran = false;
+    std::vector<std::int64_t> shape;
+    std::uint64_t count = 0;       // product of shape, ≤ kMaxArrayElements
+    std::size_t dataStart = 0;     // bytes before the data
+};
+
+// Parses the header at the start of `bytes` (the data need not be there yet: readNpz checks the header of a
+// compressed entry before inflating it). Refuses arrays over kMaxArrayElements.
+Expected<NpyHeader> parseNpyHeader(std::string_view bytes, const std::string& pre)
 {
-    const std::string pre = prefix(source);
     if (bytes.size() < 10 || bytes.substr(0, 6) != std::string_view("\x93NUMPY", 6))
         return makeError(StatusCode::ParseError, pre + "not a .npy file (missing the \\x93NUMPY magic)");
     const int major = static_cast<unsigned char>(bytes[6]);
@@ -311,41 +329,63 @@ Expected<Array> decodeNpy(std::string_view bytes, std::string_view source)
     if (!shape) return makeError(StatusCode::ParseError, pre + "header has no readable 'shape'");
 
     const std::string& d = *descr;
-    const bool bigEndian = !d.empty() && d[0] == '>';
     const std::string_view code = d.size() >= 1 && (d[0] == '<' || d[0] == '>' || d[0] == '|' || d[0] == '=')
                                       ? std::string_view(d).substr(1) : std::string_view(d);
     const std::optional<DType> t = dtypeFromDescr(code);
     if (!t)
-        return makeError(StatusCode::Unsupported, pre + "dtype '" + d + "' is not supported (expected a real number "
-                                                        "type: float16/32/64, int, uint or bool)");
-    const std::uint64_t dataBytes = bytes.size() - headerStart - headerLen;
-    const std::optional<std::uint64_t> count = elementCount(*shape, std::numeric_limits<std::uint64_t>::max() / 8);
-    if (!count || *count * dtypeSize(*t) > dataBytes)
+        return makeError(StatusCode::Unsupported, pre + "dtype '" + attn::clipForMessage(d) +
+                                                      "' is not supported (expected a real number type: float16/32/64, "
+                                                      "int, uint or bool)");
+    NpyHeader h;
+    h.dtype = *t;
+    h.bigEndian = !d.empty() && d[0] == '>';
+    h.fortran = *fortran;
+    h.shape = std::move(*shape);
+    h.dataStart = headerStart + headerLen;
+    const std::optional<std::uint64_t> count = elementCount(h.shape, std::numeric_limits<std::uint64_t>::max() / 8);
+    if (!count || *count > std::uint64_t(kMaxArrayElements))
+        return makeError(StatusCode::ResourceExhausted,
+                         pre + "shape " + shapeString(h.shape) + " " + toString(h.dtype) + " has " +
+                             (count ? std::to_string(*count) : std::string("more than 2^61")) +
+                             " elements; the limit is " + std::to_string(kMaxArrayElements) +
+                             " (an attention matrix is far smaller): cut the array in NumPy first");
+    h.count = *count;
+    return h;
+}
+
+} // namespace
+
+Expected<Array> decodeNpy(std::string_view bytes, std::string_view source)
+{
+    const std::string pre = prefix(source);
+    Expected<NpyHeader> hdr = parseNpyHeader(bytes, pre);
+    if (!hdr) return hdr.status();
+    const NpyHeader& h = *hdr;
+    const std::size_t es = dtypeSize(h.dtype);
+    const std::uint64_t dataBytes = bytes.size() - h.dataStart;
+    if (h.count * es > dataBytes)
         return makeError(StatusCode::ParseError,
-                         pre + "data has " + std::to_string(dataBytes) + " bytes, shape " + shapeString(*shape) + " " +
-                             toString(*t) + " needs " +
-                             (count ? std::to_string(*count * dtypeSize(*t)) : std::string("more than 2^64")) +
-                             " (file truncated?)");
+                         pre + "data has " + std::to_string(dataBytes) + " bytes, shape " + shapeString(h.shape) + " " +
+                             toString(h.dtype) + " needs " + std::to_string(h.count * es) + " (file truncated?)");
     Array out;
-    out.dtype = *t;
-    out.shape = *shape;
-    out.values.resize(std::size_t(*count));
-    const auto* data = reinterpret_cast<const unsigned char*>(bytes.data()) + headerStart + headerLen;
-    const std::size_t es = dtypeSize(*t);
-    if (!*fortran || shape->size() < 2) {
-        for (std::size_t i = 0; i < out.values.size(); ++i) out.values[i] = readElement(data + i * es, *t, bigEndian);
+    out.dtype = h.dtype;
+    out.shape = h.shape;
+    out.values.resize(std::size_t(h.count));
+    const auto* data = reinterpret_cast<const unsigned char*>(bytes.data()) + h.dataStart;
+    if (!h.fortran || h.shape.size() < 2) {
+        for (std::size_t i = 0; i < out.values.size(); ++i) out.values[i] = readElement(data + i * es, h.dtype, h.bigEndian);
     } else {
         // Fortran order: the first index varies fastest. Convert to C order by walking C indices.
-        const std::size_t nd = shape->size();
+        const std::size_t nd = h.shape.size();
         std::vector<std::int64_t> idx(nd, 0);
         std::vector<std::uint64_t> fstride(nd, 1);
-        for (std::size_t k = 1; k < nd; ++k) fstride[k] = fstride[k - 1] * std::uint64_t((*shape)[k - 1]);
+        for (std::size_t k = 1; k < nd; ++k) fstride[k] = fstride[k - 1] * std::uint64_t(h.shape[k - 1]);
         for (std::size_t i = 0; i < out.values.size(); ++i) {
             std::uint64_t f = 0;
             for (std::size_t k = 0; k < nd; ++k) f += std::uint64_t(idx[k]) * fstride[k];
-            out.values[i] = readElement(data + f * es, *t, bigEndian);
+            out.values[i] = readElement(data + f * es, h.dtype, h.bigEndian);
             for (std::size_t k = nd; k-- > 0;) {
-                if (++idx[k] < (*shape)[k]) break;
+                if (++idx[k] < h.shape[k]) break;
                 idx[k] = 0;
             }
         }
@@ -384,14 +424,22 @@ std::string zipErrorText(zip_error_t* e)
 // Opens the .npz held in `bytes` (which must outlive the archive).
 Expected<ZipPtr> openZip(const std::string& bytes, const std::string& path)
 {
+    // The smallest zip archive is its 22-byte end-of-central-directory record; libzip reports shorter
+    // buffers as "No such file", which says nothing to the person holding the file.
+    if (bytes.size() < 22)
+        return makeError(StatusCode::ParseError, path + ": not a .npz file: " + std::to_string(bytes.size()) +
+                                                     " bytes, too short for a zip archive (at least 22)");
     zip_error_t err;
     zip_error_init(&err);
     zip_source_t* src = zip_source_buffer_create(bytes.data(), bytes.size(), 0, &err);
     if (!src) return makeError(StatusCode::Internal, path + ": " + zipErrorText(&err));
     zip_t* z = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &err);
     if (!z) {
+        const int code = zip_error_code_zip(&err);
         zip_source_free(src);
-        return makeError(StatusCode::ParseError, path + ": not a valid .npz (zip) file: " + zipErrorText(&err));
+        const std::string why = code == ZIP_ER_NOZIP || code == ZIP_ER_NOENT ? std::string("no zip directory found")
+                                                                             : zipErrorText(&err);
+        return makeError(StatusCode::ParseError, path + ": not a valid .npz (zip) file: " + why);
     }
     return ZipPtr(z);
 }
@@ -402,13 +450,22 @@ std::string stripNpy(std::string name)
     return name;
 }
 
+// Reads up to data.size() - got bytes of an open entry; returns the new fill level (stops at the end).
+std::size_t readEntry(zip_file_t* f, std::string& data, std::size_t got)
+{
+    while (got < data.size()) {
+        const zip_int64_t r = zip_fread(f, data.data() + got, data.size() - got);
+        if (r <= 0) break;
+        got += std::size_t(r);
+    }
+    return got;
+}
+
 } // namespace
 
-Expected<std::vector<std::string>> listNpz(const std::string& path)
+Expected<std::vector<std::string>> listNpzBytes(const std::string& bytes, const std::string& path)
 {
-    Expected<std::string> bytes = attn::readFile(path, kMaxArrayFileBytes);
-    if (!bytes) return bytes.status();
-    Expected<ZipPtr> z = openZip(*bytes, path);
+    Expected<ZipPtr> z = openZip(bytes, path);
     if (!z) return z.status();
     std::vector<std::string> names;
     const zip_int64_t n = zip_get_num_entries(z->get(), 0);
@@ -417,20 +474,26 @@ Expected<std::vector<std::string>> listNpz(const std::string& path)
     return names;
 }
 
-Expected<Array> readNpz(const std::string& path, const std::string& name)
+Expected<std::vector<std::string>> listNpz(const std::string& path)
 {
     Expected<std::string> bytes = attn::readFile(path, kMaxArrayFileBytes);
     if (!bytes) return bytes.status();
-    Expected<ZipPtr> z = openZip(*bytes, path);
+    return listNpzBytes(*bytes, path);
+}
+
+Expected<Array> decodeNpz(const std::string& bytes, const std::string& name, const std::string& path)
+{
+    Expected<ZipPtr> z = openZip(bytes, path);
     if (!z) return z.status();
     const zip_int64_t n = zip_get_num_entries(z->get(), 0);
     std::string available;
     for (zip_int64_t i = 0; i < n; ++i) {
-        const char* entry = zip_get_name(z->get(), zip_uint64_t(i), ZIP_FL_ENC_GUESS);
-        if (!entry) continue;
-        const std::string arrayName = stripNpy(entry);
+        const char* entryName = zip_get_name(z->get(), zip_uint64_t(i), ZIP_FL_ENC_GUESS);
+        if (!entryName) continue;
+        const std::string entry = attn::clipForMessage(entryName, 200);
+        const std::string arrayName = stripNpy(entryName);
         if (arrayName != name) {
-            available += (available.empty() ? "" : ", ") + arrayName;
+            if (available.size() < 400) available += (available.empty() ? "" : ", ") + attn::clipForMessage(arrayName);
             continue;
         }
         zip_stat_t st;
@@ -443,26 +506,45 @@ Expected<Array> readNpz(const std::string& path, const std::string& name)
         zip_file_t* f = zip_fopen_index(z->get(), zip_uint64_t(i), 0);
         if (!f)
             return makeError(StatusCode::ParseError, path + ": cannot open entry '" + entry + "': " + zip_strerror(z->get()));
-        std::string data(std::size_t(st.size), '\0');
-        std::size_t got = 0;
-        while (got < data.size()) {
-            const zip_int64_t r = zip_fread(f, data.data() + got, data.size() - got);
-            if (r <= 0) break;
-            got += std::size_t(r);
+        const std::string source = path + "[" + attn::clipForMessage(name) + "]";
+        // The .npy header first (at most 12 + kMaxNpyHeaderBytes bytes): an entry declaring more elements than
+        // kMaxArrayElements is refused before the rest is inflated.
+        std::string data(std::size_t(std::min<zip_uint64_t>(st.size, 12 + kMaxNpyHeaderBytes)), '\0');
+        std::size_t got = readEntry(f, data, 0);
+        if (got == data.size()) {
+            Expected<NpyHeader> hdr = parseNpyHeader(data, prefix(source));
+            if (!hdr && hdr.status().code == StatusCode::ResourceExhausted) {
+                zip_fclose(f);
+                return hdr.status();
+            }
+            data.resize(std::size_t(st.size));
+            got = readEntry(f, data, got);
         }
         // A final read hits the end of the entry, where libzip checks the CRC.
         char probe = 0;
         const zip_int64_t tail = got == data.size() ? zip_fread(f, &probe, 1) : -1;
-        std::string why = zip_file_strerror(f);
+        zip_error_t* ze = zip_file_get_error(f);
+        const bool hasError = ze && (zip_error_code_zip(ze) != ZIP_ER_OK);
+        const std::string why = hasError ? zip_file_strerror(f)
+                                         : tail > 0 ? "it holds more bytes than its declared size"
+                                                    : "the data ends early";
         zip_fclose(f);
         if (got != data.size() || tail != 0)
             return makeError(StatusCode::ParseError, path + ": entry '" + entry + "' is corrupt or truncated (read " +
-                                                         std::to_string(got) + " of " + std::to_string(data.size()) +
+                                                         std::to_string(got) + " of " + std::to_string(st.size) +
                                                          " bytes: " + why + ")");
-        return decodeNpy(data, path + "[" + name + "]");
+        return decodeNpy(data, source);
     }
-    return makeError(StatusCode::InvalidArgument,
-                     path + ": no array '" + name + "' (it has: " + (available.empty() ? "nothing" : available) + ")");
+    if (available.size() > 400) available = available.substr(0, 400) + "...";
+    return makeError(StatusCode::InvalidArgument, path + ": no array '" + attn::clipForMessage(name) + "' (it has: " +
+                                                      (available.empty() ? "nothing" : available) + ")");
+}
+
+Expected<Array> readNpz(const std::string& path, const std::string& name)
+{
+    Expected<std::string> bytes = attn::readFile(path, kMaxArrayFileBytes);
+    if (!bytes) return bytes.status();
+    return decodeNpz(*bytes, name, path);
 }
 
 Status writeNpz(const std::string& path, const std::vector<NamedArray>& arrays)
@@ -528,48 +610,21 @@ struct StEntry {
     std::string dtypeName;
 };
 
-struct StHeader {
-    std::uint64_t dataStart = 0;
-    std::uint64_t fileSize = 0;
-    std::vector<StEntry> entries;
-};
-
-Expected<StHeader> readStHeader(const std::string& path, std::ifstream& f)
+// Parses the header JSON of a file whose data part has `dataSize` bytes. Entries come back in data order.
+// Plain nlohmann::json (a std::map) rather than ordered_json: ordered_json's insert is a linear search, so a
+// header of 100 000 tensors took 23 s (issue 13, finding 6); the map is O(n log n).
+Expected<std::vector<StEntry>> parseStHeader(std::string_view text, std::uint64_t dataSize, const std::string& path)
 {
-    struct stat sb {};
-    if (stat(path.c_str(), &sb) != 0) return makeError(StatusCode::IoError, path + ": cannot open: " + std::strerror(errno));
-    if (S_ISDIR(sb.st_mode)) return makeError(StatusCode::IoError, path + ": is a directory, expected a file");
-    const std::uint64_t size = std::uint64_t(sb.st_size);
-    if (size > kMaxSafetensorsFileBytes)
-        return makeError(StatusCode::IoError, path + ": file is " + std::to_string(size) + " bytes, more than the limit of " +
-                                                  std::to_string(kMaxSafetensorsFileBytes));
-    f.open(path, std::ios::binary);
-    if (!f) return makeError(StatusCode::IoError, path + ": cannot open: " + std::strerror(errno));
-    unsigned char lenBytes[8];
-    if (size < 8 || !f.read(reinterpret_cast<char*>(lenBytes), 8))
-        return makeError(StatusCode::ParseError, path + ": not a safetensors file (shorter than the 8-byte header size)");
-    std::uint64_t n = 0;
-    for (int k = 7; k >= 0; --k) n = (n << 8) | lenBytes[k];
-    if (n > kMaxSafetensorsHeaderBytes)
-        return makeError(StatusCode::ParseError, path + ": header size " + std::to_string(n) + " bytes is absurd (limit " +
-                                                     std::to_string(kMaxSafetensorsHeaderBytes) + "): not a safetensors file?");
-    if (8 + n > size)
-        return makeError(StatusCode::ParseError, path + ": header size " + std::to_string(n) + " is larger than the file (" +
-                                                     std::to_string(size) + " bytes): file truncated?");
-    std::string text(std::size_t(n), '\0');
-    if (!f.read(text.data(), std::streamsize(n))) return makeError(StatusCode::IoError, path + ": read failed");
-    // ordered_json keeps the header's order, so listings match the file.
-    nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, false);
+    if (Status depth = attn::checkJsonDepth(text, attn::kMaxJsonDepth, path + ": header"); !depth.ok()) return depth;
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object())
         return makeError(StatusCode::ParseError, path + ": header is not a JSON object: corrupt file?");
-    StHeader h;
-    h.dataStart = 8 + n;
-    h.fileSize = size;
-    const std::uint64_t dataSize = size - h.dataStart;
+    std::vector<StEntry> entries;
+    entries.reserve(j.size());
     for (auto it = j.begin(); it != j.end(); ++it) {
         if (it.key() == "__metadata__") continue;
-        const std::string where = path + ": tensor '" + it.key() + "': ";
-        const nlohmann::ordered_json& e = it.value();
+        const std::string where = path + ": tensor '" + attn::clipForMessage(it.key()) + "': ";
+        const nlohmann::json& e = it.value();
         if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string() || !e.contains("shape") ||
             !e["shape"].is_array() || !e.contains("data_offsets") || !e["data_offsets"].is_array() ||
             e["data_offsets"].size() != 2)
@@ -584,11 +639,12 @@ Expected<StHeader> readStHeader(const std::string& path, std::ifstream& f)
                 s.info.dtype = t;
                 s.supported = true;
             }
-        for (const nlohmann::ordered_json& d : e["shape"]) {
+        if (!s.supported) s.dtypeName = attn::clipForMessage(s.dtypeName, 16);
+        for (const nlohmann::json& d : e["shape"]) {
             if (!d.is_number_unsigned()) return makeError(StatusCode::ParseError, where + "shape must be non-negative integers");
             s.info.shape.push_back(std::int64_t(std::min<std::uint64_t>(d.get<std::uint64_t>(), std::uint64_t(kMaxDim) * 64)));
         }
-        const nlohmann::ordered_json& off = e["data_offsets"];
+        const nlohmann::json& off = e["data_offsets"];
         if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned())
             return makeError(StatusCode::ParseError, where + "data_offsets must be non-negative integers");
         s.begin = off[0].get<std::uint64_t>();
@@ -604,53 +660,170 @@ Expected<StHeader> readStHeader(const std::string& path, std::ifstream& f)
                                                              s.dtypeName + " does not match its " +
                                                              std::to_string(s.end - s.begin) + " data bytes");
         }
-        h.entries.push_back(std::move(s));
+        entries.push_back(std::move(s));
     }
-    return h;
+    std::stable_sort(entries.begin(), entries.end(), [](const StEntry& x, const StEntry& y) { return x.begin < y.begin; });
+    return entries;
+}
+
+// The 8-byte header size of a file of `size` bytes, checked against the limit and the file.
+Expected<std::uint64_t> stHeaderSize(const unsigned char* lenBytes, std::uint64_t size, const std::string& path)
+{
+    std::uint64_t n = 0;
+    for (int k = 7; k >= 0; --k) n = (n << 8) | lenBytes[k];
+    if (n > kMaxSafetensorsHeaderBytes)
+        return makeError(StatusCode::ParseError, path + ": header size " + std::to_string(n) + " bytes is absurd (limit " +
+                                                     std::to_string(kMaxSafetensorsHeaderBytes) + "): not a safetensors file?");
+    if (8 + n > size)
+        return makeError(StatusCode::ParseError, path + ": header size " + std::to_string(n) + " is larger than the file (" +
+                                                     std::to_string(size) + " bytes): file truncated?");
+    return n;
+}
+
+Status shortFile(const std::string& path)
+{
+    return makeError(StatusCode::ParseError, path + ": not a safetensors file (shorter than the 8-byte header size)");
+}
+
+// Decodes one tensor's bytes.
+Expected<Array> stTensor(const StEntry& e, std::string_view data, const std::string& path)
+{
+    if (!e.supported)
+        return makeError(StatusCode::Unsupported, path + ": tensor '" + attn::clipForMessage(e.info.name) + "' has dtype " +
+                                                      e.dtypeName + "; supported: F32, F16, BF16, F64");
+    const std::size_t es = dtypeSize(e.info.dtype);
+    if ((e.end - e.begin) / es > std::uint64_t(kMaxArrayElements))
+        return makeError(StatusCode::ResourceExhausted,
+                         path + ": tensor '" + attn::clipForMessage(e.info.name) + "' " + shapeString(e.info.shape) + " has " +
+                             std::to_string((e.end - e.begin) / es) + " elements; the limit is " +
+                             std::to_string(kMaxArrayElements) + ": cut it in Python first");
+    Array a;
+    a.dtype = e.info.dtype;
+    a.shape = e.info.shape;
+    a.values.resize(data.size() / es);
+    const auto* p = reinterpret_cast<const unsigned char*>(data.data());
+    for (std::size_t i = 0; i < a.values.size(); ++i) a.values[i] = readElement(p + i * es, a.dtype, false);
+    return a;
+}
+
+Status noTensor(const std::vector<StEntry>& entries, const std::string& name, const std::string& path)
+{
+    std::string available;
+    for (const StEntry& e : entries) {
+        if (available.size() > 400) break;  // big models list thousands
+        available += (available.empty() ? "" : ", ") + attn::clipForMessage(e.info.name);
+    }
+    if (available.size() > 400) available = available.substr(0, 400) + "...";
+    return makeError(StatusCode::InvalidArgument, path + ": no tensor '" + attn::clipForMessage(name) + "' (it has: " +
+                                                      (available.empty() ? "nothing" : available) + ")");
+}
+
+// An open safetensors file: its descriptor, size and parsed header.
+struct StFile {
+    int fd = -1;
+    std::uint64_t dataStart = 0;
+    std::vector<StEntry> entries;
+    ~StFile() { if (fd >= 0) ::close(fd); }
+};
+
+bool preadAll(int fd, char* out, std::size_t n, std::uint64_t at)
+{
+    std::size_t got = 0;
+    while (got < n) {
+        const ssize_t r = ::pread(fd, out + got, n - got, off_t(at + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return false;
+        got += std::size_t(r);
+    }
+    return true;
+}
+
+Status openSt(const std::string& path, StFile& f)
+{
+    // Non-blocking open and fstat of the descriptor: a named pipe is refused instead of blocking.
+    f.fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (f.fd < 0) return makeError(StatusCode::IoError, path + ": cannot open: " + std::strerror(errno));
+    struct stat sb {};
+    if (::fstat(f.fd, &sb) != 0) return makeError(StatusCode::IoError, path + ": cannot examine: " + std::strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return makeError(StatusCode::IoError, path + ": is " +
+                                                  (S_ISDIR(sb.st_mode) ? "a directory" : S_ISFIFO(sb.st_mode) ? "a named pipe"
+                                                                                                         : "not a regular file") +
+                                                  ", expected a regular file");
+    const std::uint64_t size = std::uint64_t(sb.st_size);
+    if (size > kMaxSafetensorsFileBytes)
+        return makeError(StatusCode::IoError, path + ": file is " + std::to_string(size) + " bytes, more than the limit of " +
+                                                  std::to_string(kMaxSafetensorsFileBytes));
+    unsigned char lenBytes[8];
+    if (size < 8 || !preadAll(f.fd, reinterpret_cast<char*>(lenBytes), 8, 0)) return shortFile(path);
+    Expected<std::uint64_t> n = stHeaderSize(lenBytes, size, path);
+    if (!n) return n.status();
+    std::string text(std::size_t(*n), '\0');
+    if (!preadAll(f.fd, text.data(), text.size(), 8))
+        return makeError(StatusCode::IoError, path + ": read failed: " + (errno ? std::strerror(errno) : "file shrank"));
+    f.dataStart = 8 + *n;
+    Expected<std::vector<StEntry>> e = parseStHeader(text, size - f.dataStart, path);
+    if (!e) return e.status();
+    f.entries = std::move(*e);
+    return {};
+}
+
+// The header of a whole file held in memory.
+Expected<std::vector<StEntry>> parseStBytes(std::string_view bytes, const std::string& path, std::uint64_t& dataStart)
+{
+    if (bytes.size() < 8) return shortFile(path);
+    Expected<std::uint64_t> n = stHeaderSize(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), path);
+    if (!n) return n.status();
+    dataStart = 8 + *n;
+    return parseStHeader(bytes.substr(8, std::size_t(*n)), bytes.size() - dataStart, path);
 }
 
 } // namespace
 
 Expected<std::vector<TensorInfo>> listSafetensors(const std::string& path)
 {
-    std::ifstream f;
-    Expected<StHeader> h = readStHeader(path, f);
-    if (!h) return h.status();
+    StFile f;
+    if (Status st = openSt(path, f); !st.ok()) return st;
     std::vector<TensorInfo> out;
-    for (const StEntry& e : h->entries) out.push_back(e.info);
+    out.reserve(f.entries.size());
+    for (const StEntry& e : f.entries) out.push_back(e.info);
     return out;
 }
 
 Expected<Array> readSafetensors(const std::string& path, const std::string& name)
 {
-    std::ifstream f;
-    Expected<StHeader> h = readStHeader(path, f);
-    if (!h) return h.status();
-    std::string available;
-    for (const StEntry& e : h->entries) {
-        if (e.info.name != name) {
-            available += (available.empty() ? "" : ", ") + e.info.name;
-            continue;
-        }
-        if (!e.supported)
-            return makeError(StatusCode::Unsupported, path + ": tensor '" + name + "' has dtype " + e.dtypeName +
-                                                          "; supported: F32, F16, BF16, F64");
+    StFile f;
+    if (Status st = openSt(path, f); !st.ok()) return st;
+    for (const StEntry& e : f.entries) {
+        if (e.info.name != name) continue;
+        if (!e.supported || (e.end - e.begin) / dtypeSize(e.info.dtype) > std::uint64_t(kMaxArrayElements))
+            return stTensor(e, std::string_view(), path);  // the error, before reading the data
         std::string data(std::size_t(e.end - e.begin), '\0');
-        f.seekg(std::streamoff(h->dataStart + e.begin));
-        if (!f.read(data.data(), std::streamsize(data.size())))
-            return makeError(StatusCode::IoError, path + ": read of tensor '" + name + "' failed");
-        Array a;
-        a.dtype = e.info.dtype;
-        a.shape = e.info.shape;
-        const std::size_t es = dtypeSize(a.dtype);
-        a.values.resize(data.size() / es);
-        const auto* p = reinterpret_cast<const unsigned char*>(data.data());
-        for (std::size_t i = 0; i < a.values.size(); ++i) a.values[i] = readElement(p + i * es, a.dtype, false);
-        return a;
+        if (!preadAll(f.fd, data.data(), data.size(), f.dataStart + e.begin))
+            return makeError(StatusCode::IoError, path + ": read of tensor '" + attn::clipForMessage(name) + "' failed");
+        return stTensor(e, data, path);
     }
-    if (available.size() > 400) available = available.substr(0, 400) + "...";  // big models list thousands
-    return makeError(StatusCode::InvalidArgument,
-                     path + ": no tensor '" + name + "' (it has: " + (available.empty() ? "nothing" : available) + ")");
+    return noTensor(f.entries, name, path);
+}
+
+Expected<std::vector<TensorInfo>> listSafetensorsBytes(std::string_view bytes, const std::string& path)
+{
+    std::uint64_t dataStart = 0;
+    Expected<std::vector<StEntry>> e = parseStBytes(bytes, path, dataStart);
+    if (!e) return e.status();
+    std::vector<TensorInfo> out;
+    for (const StEntry& x : *e) out.push_back(x.info);
+    return out;
+}
+
+Expected<Array> decodeSafetensors(std::string_view bytes, const std::string& name, const std::string& path)
+{
+    std::uint64_t dataStart = 0;
+    Expected<std::vector<StEntry>> entries = parseStBytes(bytes, path, dataStart);
+    if (!entries) return entries.status();
+    for (const StEntry& e : *entries)
+        if (e.info.name == name) return stTensor(e, bytes.substr(std::size_t(dataStart + e.begin), std::size_t(e.end - e.begin)), path);
+    return noTensor(*entries, name, path);
 }
 
 Status writeSafetensors(const std::string& path, const std::vector<NamedArray>& arrays)
@@ -676,6 +849,90 @@ Status writeSafetensors(const std::string& path, const std::vector<NamedArray>& 
 // [SECTION] CSV, single-file writers
 // -----------------------------------------------------------------------------------------------------
 Status writeNpy(const std::string& path, const NamedArray& a) { return attn::writeFileAtomic(path, encodeNpy(a)); }
+
+namespace {
+
+Status writePlain(const std::string& path, const std::string& bytes)
+{
+    FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f) return makeError(StatusCode::IoError, path + ": cannot write: " + std::strerror(errno));
+    const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() && std::fflush(f) == 0 &&
+                    ::fsync(::fileno(f)) == 0;
+    const std::string why = std::strerror(errno);
+    if (std::fclose(f) != 0 || !ok) return makeError(StatusCode::IoError, path + ": write failed: " + why);
+    return {};
+}
+
+} // namespace
+
+Status writeArraysToFolder(const std::string& dirIn, const std::vector<NamedArray>& arrays, bool csv)
+{
+    std::string dir = dirIn;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    attn::removeStaleTemporaries(dir);
+    struct stat sb {};
+    const bool exists = ::lstat(dir.c_str(), &sb) == 0;
+    if (exists && !S_ISDIR(sb.st_mode))
+        return makeError(StatusCode::InvalidArgument, dir + ": exists and is not a folder");
+    const std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
+    attn::removeTree(tmp);
+    if (::mkdir(tmp.c_str(), 0777) != 0)
+        return makeError(StatusCode::IoError, dir + "/: cannot create folder: " + std::strerror(errno));
+    auto fail = [&](Status st) {
+        attn::removeTree(tmp);
+        return st;
+    };
+    for (const NamedArray& a : arrays) {
+        const std::string name = a.name + (csv ? ".csv" : ".npy");
+        if (Status st = writePlain(tmp + "/" + name, csv ? encodeCsv(a) : encodeNpy(a)); !st.ok()) {
+            // Name the file the user asked for, not the temporary folder.
+            st.message.replace(0, tmp.size(), dir);
+            return fail(st);
+        }
+    }
+    if (!exists) {
+        if (std::rename(tmp.c_str(), dir.c_str()) != 0)
+            return fail(makeError(StatusCode::IoError, dir + "/: cannot create folder: " + std::strerror(errno)));
+        return {};
+    }
+    // Keep the user's other files: hard links into the new folder (no copy, same file system).
+    if (DIR* d = ::opendir(dir.c_str())) {
+        std::vector<std::string> names;
+        while (const dirent* e = ::readdir(d)) {
+            const std::string n = e->d_name;
+            if (n != "." && n != "..") names.push_back(n);
+        }
+        ::closedir(d);
+        for (const std::string& n : names) {
+            const std::string from = dir + "/" + n, to = tmp + "/" + n;
+            struct stat es {};
+            if (::lstat(to.c_str(), &es) == 0) continue;  // replaced by this export
+            if (::lstat(from.c_str(), &es) != 0) continue;
+            if (S_ISDIR(es.st_mode))
+                return fail(makeError(StatusCode::InvalidArgument,
+                                      dir + "/: holds the folder '" + attn::clipForMessage(n) +
+                                          "'; export into a new folder or one holding only files"));
+            if (::link(from.c_str(), to.c_str()) != 0)
+                return fail(makeError(StatusCode::IoError, from + ": cannot keep it in the new folder: " + std::strerror(errno)));
+        }
+    }
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0) {
+        attn::removeTree(tmp);  // now the old folder
+        return {};
+    }
+    // No RENAME_EXCHANGE on this file system: old aside, new in, old removed (a kill between the two renames
+    // leaves both folders beside `dir`, and the next export cleans them up).
+    const std::string old = tmp + "-old";
+    if (std::rename(dir.c_str(), old.c_str()) != 0)
+        return fail(makeError(StatusCode::IoError, dir + "/: cannot replace folder: " + std::strerror(errno)));
+    if (std::rename(tmp.c_str(), dir.c_str()) != 0) {
+        const std::string why = std::strerror(errno);
+        std::rename(old.c_str(), dir.c_str());
+        return fail(makeError(StatusCode::IoError, dir + "/: cannot replace folder: " + why));
+    }
+    attn::removeTree(old);
+    return {};
+}
 
 std::string encodeCsv(const NamedArray& a)
 {
@@ -715,7 +972,7 @@ Expected<Range> parseRange(std::string_view text, std::string_view what)
     const std::size_t colon = text.find(':');
     auto bad = [&] {
         return makeError(StatusCode::InvalidArgument, std::string(what) + ": expected a range like 0:8, 4: or :16, got '" +
-                                                          std::string(text) + "'");
+                                                          attn::clipForMessage(text) + "'");
     };
     if (colon == std::string_view::npos || text.find(':', colon + 1) != std::string_view::npos) return bad();
     auto parsePart = [](std::string_view s, std::int64_t fallback) -> std::optional<std::int64_t> {

@@ -28,6 +28,10 @@ inline constexpr std::size_t kMaxNpyHeaderBytes = std::size_t(1) << 16;
 inline constexpr std::size_t kMaxSafetensorsHeaderBytes = std::size_t(100) << 20;
 // Matrices are refused beyond this many rows or columns (the session format's own limit is far below).
 inline constexpr std::int64_t kMaxDim = std::int64_t(1) << 24;
+// Arrays with more elements are refused from their header, before any data is read or inflated: every
+// value becomes a double (8 bytes), so this caps a decoded array at 1 GiB. A .npz entry declaring a
+// billion-element bool array (a 1 MB zip bomb) is refused without inflating it (issue 13, finding 5).
+inline constexpr std::int64_t kMaxArrayElements = std::int64_t(1) << 27;
 
 // Element types found in the files we read.
 enum class DType { F16, BF16, F32, F64, I8, I16, I32, I64, U8, U16, U32, U64, Bool };
@@ -63,6 +67,9 @@ attn::Expected<Array> readNpy(const std::string& path);
 // ---- .npz -----------------------------------------------------------------------------------------------
 // The array names in an .npz (entry names without ".npy"), in file order. IoError / ParseError.
 attn::Expected<std::vector<std::string>> listNpz(const std::string& path);
+// The same from the bytes of an .npz held in memory (`source` names it in messages; used by the fuzzers).
+attn::Expected<std::vector<std::string>> listNpzBytes(const std::string& bytes, const std::string& source);
+attn::Expected<Array> decodeNpz(const std::string& bytes, const std::string& name, const std::string& source);
 // One array by name. Errors name the available arrays: "m.npz: no array 'Wq' (it has: X, Wk)".
 attn::Expected<Array> readNpz(const std::string& path, const std::string& name);
 // Writes every array into one .npz (deflate-compressed entries "<name>.npy"), atomically.
@@ -74,8 +81,12 @@ struct TensorInfo {
     DType dtype = DType::F32;
     std::vector<std::int64_t> shape;
 };
-// The tensors in a safetensors file, in header order (metadata "__metadata__" is skipped).
+// The tensors in a safetensors file, in data order (by offset; "__metadata__" is skipped). Linear in the
+// number of tensors; the header JSON nests at most attn::kMaxJsonDepth levels.
 attn::Expected<std::vector<TensorInfo>> listSafetensors(const std::string& path);
+// The same from the bytes of a whole file held in memory (used by the fuzzers).
+attn::Expected<std::vector<TensorInfo>> listSafetensorsBytes(std::string_view bytes, const std::string& source);
+attn::Expected<Array> decodeSafetensors(std::string_view bytes, const std::string& name, const std::string& source);
 // One tensor by name; F32, F16, BF16 and F64 are supported. Errors: IoError (unreadable), ParseError
 // (truncated, bad header, offsets outside the data), Unsupported (other dtypes), InvalidArgument (no such name).
 attn::Expected<Array> readSafetensors(const std::string& path, const std::string& name);
@@ -84,6 +95,14 @@ attn::Status writeSafetensors(const std::string& path, const std::vector<NamedAr
 
 // ---- Writing single files -------------------------------------------------------------------------------
 attn::Status writeNpy(const std::string& path, const NamedArray& a);
+// Writes every array as one file (<name>.npy, or <name>.csv when `csv`) into the folder `dir`, atomically
+// as a whole: the files are written into a sibling temporary folder "<dir>.tmp-<pid>" which then replaces
+// `dir` (renameat2 RENAME_EXCHANGE, or two renames where the file system lacks it). A failure (disk full)
+// or a kill never leaves `dir` with some files new and some old; a killed run's temporary folder is removed
+// by the next export. Other files already in `dir` are kept (hard-linked into the new folder); a `dir`
+// holding sub-folders is refused (InvalidArgument), since they could not be kept atomically. IoError names
+// the file and the reason.
+attn::Status writeArraysToFolder(const std::string& dir, const std::vector<NamedArray>& arrays, bool csv);
 // CSV: one row per line, values with 9 significant digits (enough to give back the same float32), masks
 // and integers as 0/1 / integers. A vector is one line.
 std::string encodeCsv(const NamedArray& a);

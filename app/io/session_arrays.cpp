@@ -119,7 +119,7 @@ attn::Status setSlot(attn::Session& s, const std::string& slot, const attn::Matr
     if (!found) {
         std::string list;
         for (const std::string& n : slotNames()) list += (list.empty() ? "" : ", ") + n;
-        return attn::invalidArgument("unknown slot '" + slot + "' (expected one of: " + list + ")");
+        return attn::invalidArgument("unknown slot '" + attn::clipForMessage(slot) + "' (expected one of: " + list + ")");
     }
     if (!st.ok()) return st;
     attn::Expected<attn::Dims> d = attn::validate(in, s.config);

@@ -218,20 +218,7 @@ attn::Expected<std::string> exportData(const Document& doc, DataFormat f, const 
     attn::Status st;
     if (f == DataFormat::Npz) st = io::writeNpz(path, arrays);
     else if (f == DataFormat::Safetensors) st = io::writeSafetensors(path, arrays);
-    else {
-        std::string dir = path;
-        if (!endsWith(dir, "/")) dir += "/";
-        if (!isDir) {
-            std::filesystem::create_directory(dir, ec);
-            if (ec) return attn::makeError(attn::StatusCode::IoError, dir + ": cannot create folder: " + ec.message());
-        }
-        const char* ext = f == DataFormat::NpyFolder ? ".npy" : ".csv";
-        for (const io::NamedArray& a : arrays) {
-            const std::string file = dir + a.name + ext;
-            st = f == DataFormat::NpyFolder ? io::writeNpy(file, a) : attn::writeFileAtomic(file, io::encodeCsv(a));
-            if (!st.ok()) break;
-        }
-    }
+    else st = io::writeArraysToFolder(path, arrays, f == DataFormat::CsvFolder);
     if (!st.ok()) return st;
     return "wrote " + std::to_string(arrays.size()) + " arrays to " + path;
 }

@@ -2,8 +2,8 @@
 // array files into the document, the code snippet, the preview cache and the window screenshot. The dialog
 // (panels/export_panel.cpp) calls these, and so do the tests.
 //
-// Every file is written atomically (fig::writeFigure, io::writeNpz, attn::writeFileAtomic): a failed export
-// never leaves a partial file. Errors come back as messages naming the path or field; nothing throws, and a
+// Every file is written atomically (fig::writeFigure, io::writeNpz, attn::writeFileAtomic), and a folder of
+// arrays as a whole (io::writeArraysToFolder): a failed export never leaves a partial file or folder. Errors come back as messages naming the path or field; nothing throws, and a
 // failed import leaves the document as it was.
 #pragma once
 

@@ -16,8 +16,12 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <vector>
 
 namespace attn {
 using json = nlohmann::json;
@@ -26,27 +30,102 @@ using json = nlohmann::json;
 // [SECTION] File helpers
 // -----------------------------------------------------------------------------------------------------
 
-Expected<std::string> readFile(const std::string& path, std::size_t maxBytes)
+namespace {
+
+const char* fileKind(mode_t mode)
+{
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a named pipe";
+    if (S_ISSOCK(mode)) return "a socket";
+    if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+    return "not a regular file";
+}
+
+// Whether process `pid` still exists (EPERM: it exists but belongs to someone else).
+bool processAlive(long pid) { return pid > 0 && (::kill(pid_t(pid), 0) == 0 || errno == EPERM); }
+
+} // namespace
+
+void removeTree(const std::string& path)
 {
     struct stat st {};
-    if (stat(path.c_str(), &st) != 0)
-        return makeError(StatusCode::IoError, path + ": cannot open: " + std::strerror(errno));
-    if (S_ISDIR(st.st_mode)) return makeError(StatusCode::IoError, path + ": is a directory, expected a file");
-    if (static_cast<std::size_t>(st.st_size) > maxBytes)
+    if (::lstat(path.c_str(), &st) != 0) return;
+    if (S_ISDIR(st.st_mode)) {
+        if (DIR* d = ::opendir(path.c_str())) {
+            while (const dirent* e = ::readdir(d)) {
+                const std::string n = e->d_name;
+                if (n != "." && n != "..") removeTree(path + "/" + n);
+            }
+            ::closedir(d);
+        }
+        ::rmdir(path.c_str());
+    } else {
+        ::unlink(path.c_str());
+    }
+}
+
+Expected<std::string> readFile(const std::string& path, std::size_t maxBytes)
+{
+    // O_NONBLOCK: opening a named pipe must not wait for a writer; fstat on the open descriptor then tells
+    // what it is, with no window between the check and the read.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return makeError(StatusCode::IoError, path + ": cannot open: " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        const std::string why = std::strerror(errno);
+        ::close(fd);
+        return makeError(StatusCode::IoError, path + ": cannot examine: " + why);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return makeError(StatusCode::IoError, path + ": is " + std::string(fileKind(st.st_mode)) + ", expected a regular file");
+    }
+    if (static_cast<std::size_t>(st.st_size) > maxBytes) {
+        ::close(fd);
         return makeError(StatusCode::IoError, path + ": file is " + std::to_string(st.st_size) +
                                                   " bytes, more than the limit of " + std::to_string(maxBytes));
-    std::ifstream f(path, std::ios::binary);
-    if (!f) return makeError(StatusCode::IoError, path + ": cannot open: " + std::strerror(errno));
-    std::string data;
-    data.resize(static_cast<std::size_t>(st.st_size));
-    f.read(data.data(), static_cast<std::streamsize>(data.size()));
-    if (!f && !f.eof()) return makeError(StatusCode::IoError, path + ": read failed");
-    data.resize(static_cast<std::size_t>(f.gcount()));
+    }
+    std::string data(static_cast<std::size_t>(st.st_size), '\0');
+    std::size_t got = 0;
+    while (got < data.size()) {
+        const ssize_t r = ::read(fd, data.data() + got, data.size() - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            const std::string why = std::strerror(errno);
+            ::close(fd);
+            return makeError(StatusCode::IoError, path + ": read failed: " + why);
+        }
+        if (r == 0) break;  // the file shrank while we read it: keep what is there
+        got += std::size_t(r);
+    }
+    ::close(fd);
+    data.resize(got);
     return data;
+}
+
+void removeStaleTemporaries(const std::string& path)
+{
+    const std::size_t slash = path.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+    const std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp-";
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return;
+    std::vector<std::string> stale;
+    while (const dirent* e = ::readdir(d)) {
+        const std::string n = e->d_name;
+        if (n.size() <= prefix.size() || n.compare(0, prefix.size(), prefix) != 0) continue;
+        std::string digits = n.substr(prefix.size());
+        if (digits.size() > 4 && digits.compare(digits.size() - 4, 4, "-old") == 0) digits.resize(digits.size() - 4);
+        if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+        if (!processAlive(std::stol(digits))) stale.push_back(dir + "/" + n);
+    }
+    ::closedir(d);
+    for (const std::string& s : stale) removeTree(s);
 }
 
 Status writeFileAtomic(const std::string& path, std::string_view bytes)
 {
+    removeStaleTemporaries(path);
     const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
     FILE* f = std::fopen(tmp.c_str(), "wb");
     if (!f) return makeError(StatusCode::IoError, path + ": cannot write: " + std::strerror(errno));
@@ -66,6 +145,51 @@ Status writeFileAtomic(const std::string& path, std::string_view bytes)
     return {};
 }
 
+std::string clipForMessage(std::string_view text, std::size_t maxBytes)
+{
+    if (text.size() <= maxBytes) return std::string(text);
+    std::size_t cut = maxBytes;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
+    return std::string(text.substr(0, cut)) + "…(" + std::to_string(text.size()) + " bytes)";
+}
+
+Status checkJsonDepth(std::string_view text, int maxDepth, std::string_view source)
+{
+    int depth = 0;
+    bool inString = false;
+    // The top-level key being read: the text of the last string closed at depth 1 (it becomes the key when
+    // a ':' follows). Escapes are kept as written; the name is only for the message.
+    std::size_t strBegin = 0;
+    std::string_view lastString, topKey;
+    bool topIsObject = false;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (inString) {
+            if (c == '\\') ++i;
+            else if (c == '"') {
+                inString = false;
+                if (depth == 1) lastString = text.substr(strBegin, i - strBegin);
+            }
+            continue;
+        }
+        switch (c) {
+        case '"': inString = true; strBegin = i + 1; break;
+        case ':': if (depth == 1) topKey = lastString; break;
+        case '{': case '[':
+            if (depth == 0) topIsObject = c == '{';
+            if (++depth > maxDepth) {
+                const std::string field = topIsObject && !topKey.empty() ? clipForMessage(topKey) : std::string("document");
+                return makeError(StatusCode::ParseError, std::string(source) + ": " + field + ": nested deeper than " +
+                                                             std::to_string(maxDepth) + " levels (the limit)");
+            }
+            break;
+        case '}': case ']': if (depth > 0) --depth; break;
+        default: break;
+        }
+    }
+    return {};
+}
+
 // -----------------------------------------------------------------------------------------------------
 // [SECTION] Reading JSON values with field-named errors
 // -----------------------------------------------------------------------------------------------------
@@ -80,12 +204,12 @@ struct FieldError {
 
 std::string typeName(const json& j)
 {
-    if (j.is_string()) return "string " + j.dump();
+    if (j.is_string()) return "string " + clipForMessage(j.dump());
     if (j.is_boolean()) return std::string("boolean ") + (j.get<bool>() ? "true" : "false");
     if (j.is_null()) return "null";
     if (j.is_array()) return "an array of " + std::to_string(j.size());
     if (j.is_object()) return "an object";
-    return "number " + j.dump();
+    return "number " + clipForMessage(j.dump());
 }
 
 // Numbers; also the strings "-inf"/"inf"/"nan" so that a value written by hand is reported precisely.
@@ -147,7 +271,7 @@ E readEnum(const json& j, const std::string& field, std::initializer_list<std::p
     const std::string s = j.get<std::string>();
     for (auto& [name, v] : options)
         if (s == name) return v;
-    fail(field, "expected one of " + allowed + ", got \"" + s + "\"");
+    fail(field, "expected one of " + allowed + ", got \"" + clipForMessage(s) + "\"");
 }
 
 int readInt(const json& j, const std::string& field, long lo, long hi)
@@ -203,7 +327,7 @@ MaskSpec readMask(const json& j)
         if (f.is_string()) {
             const std::string s = f.get<std::string>();
             if (s == "-inf" || s == "-infinity") m.fill = -std::numeric_limits<float>::infinity();
-            else fail("mask.fill", "expected \"-inf\" or a finite number such as -1e6, got \"" + s + "\"");
+            else fail("mask.fill", "expected \"-inf\" or a finite number such as -1e6, got \"" + clipForMessage(s) + "\"");
         } else {
             m.fill = readFloat(f, "mask.fill");
         }
@@ -311,12 +435,15 @@ std::string prefixed(std::string_view source, const std::string& msg) { return s
 
 Expected<Session> parseSession(std::string_view text, std::string_view source)
 {
+    if (Status depth = checkJsonDepth(text, kMaxJsonDepth, source); !depth.ok()) return depth;
     json j;
     try {
         j = json::parse(text.begin(), text.end());
-    } catch (const json::parse_error& e) {
-        // nlohmann's message ends with the byte offset; keep it, it is what a person needs to find the error.
-        return makeError(StatusCode::ParseError, prefixed(source, std::string("not valid JSON: ") + e.what()));
+    } catch (const json::exception& e) {
+        // The one place parser exceptions become a Status: parse_error (syntax; nlohmann's message ends with
+        // the byte offset, which is what a person needs to find it) and out_of_range (a number past the range
+        // of double, such as 1e999). Both are bad input.
+        return makeError(StatusCode::ParseError, prefixed(source, "not valid JSON: " + clipForMessage(e.what(), 200)));
     }
     Session s;
     try {
@@ -325,7 +452,7 @@ Expected<Session> parseSession(std::string_view text, std::string_view source)
         const bool version = e.message.rfind("attnscope: format version", 0) == 0;
         return makeError(version ? StatusCode::Unsupported : StatusCode::InvalidArgument, prefixed(source, e.message));
     } catch (const json::exception& e) {
-        return makeError(StatusCode::ParseError, prefixed(source, e.what()));
+        return makeError(StatusCode::ParseError, prefixed(source, clipForMessage(e.what(), 200)));
     }
     Expected<Dims> d = validate(s.input, s.config);
     if (!d) return Status{d.status().code, prefixed(source, d.status().message)};

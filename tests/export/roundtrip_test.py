@@ -212,7 +212,7 @@ def check_import(tmp):
 def check_export_errors(tmp):
     session = os.path.join(PRESETS, "seed000_worked_example.json")
     target = os.path.join(tmp, "no", "such", "dir", "x.npz")
-    p = run("export", session, "-o", target, rc=1)
+    p = run("export", session, "-o", target, rc=3)  # exit code 3: the output could not be written
     check("cannot write" in p.stderr, f"export to a missing folder: {p.stderr}")
     # An existing file is left untouched when the export fails (here: an unknown extension).
     keep = os.path.join(tmp, "keep.bin")

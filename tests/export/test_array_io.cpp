@@ -7,6 +7,10 @@
 #include <attnscope/preset_io.h>
 
 #include <gtest/gtest.h>
+#include <zip.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <random>
 
@@ -138,7 +142,7 @@ TEST_F(ArrayIo, NpyCorruptFilesGiveClearMessages)
     v9[6] = 9;
     EXPECT_EQ(msg(decodeNpy(v9, "v.npy")), "v.npy: .npy format version 9 is not supported (expected 1, 2 or 3)");
     EXPECT_EQ(msg(decodeNpy(npyBytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4294967296), }", ""), "o.npy")),
-              "o.npy: data has 0 bytes, shape (4294967296, 4294967296, 4294967296) float32 needs more than 2^64 (file truncated?)");
+              "o.npy: shape (4294967296, 4294967296, 4294967296) float32 has more than 2^61 elements; the limit is 134217728 (an attention matrix is far smaller): cut the array in NumPy first");
 }
 
 TEST_F(ArrayIo, NpzRoundTripAndNames)
@@ -356,3 +360,174 @@ TEST_F(ArrayIo, TruncatedAndMutatedFilesNeverCrash)
 }
 
 } // namespace
+
+// ---- Hardening (issue 13): each test failed before its fix ---------------------------------------------
+
+namespace {
+
+// A safetensors header nesting `levels` objects in __metadata__, and one of `n` one-float tensors.
+std::string deepSafetensorsHeader(int levels)
+{
+    std::string h = "{\"__metadata__\":";
+    for (int i = 0; i < levels; ++i) h += "{\"a\":";
+    h += "1";
+    h.append(std::size_t(levels), '}');
+    return h + "}";
+}
+
+} // namespace
+
+// Finding 1: the recursive DOM copy of a 100 000-level __metadata__ overflowed the stack (SIGSEGV).
+TEST_F(ArrayIo, SafetensorsDeepNestingIsRefusedWithTheLimit)
+{
+    writeBytes(path("deep.safetensors"), safetensorsBytes(deepSafetensorsHeader(100000), ""));
+    attn::Expected<std::vector<TensorInfo>> l = listSafetensors(path("deep.safetensors"));
+    ASSERT_FALSE(l.ok());
+    EXPECT_EQ(l.status().code, attn::StatusCode::ParseError);
+    EXPECT_NE(l.status().message.find("header: __metadata__: nested deeper than 64 levels (the limit)"), std::string::npos)
+        << l.status().message;
+    // 64 levels in all (the header object is one of them) still parse.
+    writeBytes(path("ok.safetensors"), safetensorsBytes(deepSafetensorsHeader(62), ""));
+    EXPECT_TRUE(listSafetensors(path("ok.safetensors")).ok());
+}
+
+// Finding 6: 100 000 tensors took 23 s (ordered_json's linear insert). The order of the listing is the data
+// order; the count is what matters here (a timing assertion would depend on the machine).
+TEST_F(ArrayIo, SafetensorsWithManyTensorsListsThemAllInDataOrder)
+{
+    constexpr int n = 20000;
+    std::string h = "{";
+    for (int i = n - 1; i >= 0; --i)  // header order reversed: the listing follows the data offsets
+        h += (i == n - 1 ? "" : ",") + std::string("\"t") + std::to_string(i) + "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[" +
+             std::to_string(4 * i) + "," + std::to_string(4 * i + 4) + "]}";
+    h += "}";
+    writeBytes(path("many.safetensors"), safetensorsBytes(h, std::string(4 * n, '\0')));
+    attn::Expected<std::vector<TensorInfo>> l = listSafetensors(path("many.safetensors"));
+    ASSERT_TRUE(l.ok()) << l.status().message;
+    ASSERT_EQ(l->size(), std::size_t(n));
+    EXPECT_EQ(l->front().name, "t0");
+    EXPECT_EQ(l->back().name, "t" + std::to_string(n - 1));
+}
+
+// Finding 5: a .npz entry declaring a billion elements was converted to doubles (9.6 GB) before any size
+// check. The header is now checked first, and a huge .npy is refused from its header alone.
+TEST_F(ArrayIo, HugeArraysAreRefusedFromTheHeaderBeforeDecoding)
+{
+    const std::string dict = "{'descr': '|b1', 'fortran_order': False, 'shape': (1073741696,), }";
+    attn::Expected<Array> a = decodeNpy(npyBytes(dict, std::string(16, '\0')), "bomb.npy");
+    ASSERT_FALSE(a.ok());
+    EXPECT_EQ(a.status().code, attn::StatusCode::ResourceExhausted);
+    EXPECT_EQ(a.status().message, "bomb.npy: shape (1073741696,) bool has 1073741696 elements; the limit is "
+                                  "134217728 (an attention matrix is far smaller): cut the array in NumPy first");
+    // A deflated entry of kMaxArrayElements + 1 bools (134 MB of zeros, ~130 KB compressed) in a real .npz:
+    // refused with the same message, named by the archive and the array.
+    const std::string npy = npyBytes("{'descr': '|b1', 'fortran_order': False, 'shape': (" +
+                                         std::to_string(kMaxArrayElements + 1) + ",), }",
+                                     std::string(std::size_t(kMaxArrayElements + 1), '\0'));
+    zip_error_t err;
+    zip_error_init(&err);
+    zip_source_t* buffer = zip_source_buffer_create(nullptr, 0, 0, &err);
+    ASSERT_NE(buffer, nullptr);
+    zip_source_keep(buffer);
+    zip_t* z = zip_open_from_source(buffer, ZIP_TRUNCATE, &err);
+    ASSERT_NE(z, nullptr);
+    zip_source_t* s = zip_source_buffer(z, npy.data(), npy.size(), 0);
+    const zip_int64_t idx = zip_file_add(z, "bomb.npy", s, ZIP_FL_ENC_UTF_8);
+    ASSERT_GE(idx, 0);
+    zip_set_file_compression(z, zip_uint64_t(idx), ZIP_CM_DEFLATE, 9);
+    ASSERT_EQ(zip_close(z), 0);
+    zip_stat_t st;
+    zip_stat_init(&st);
+    ASSERT_EQ(zip_source_stat(buffer, &st), 0);
+    ASSERT_EQ(zip_source_open(buffer), 0);
+    std::string zipBytes(std::size_t(st.size), '\0');
+    ASSERT_EQ(zip_source_read(buffer, zipBytes.data(), zipBytes.size()), zip_int64_t(zipBytes.size()));
+    zip_source_close(buffer);
+    zip_source_free(buffer);
+    EXPECT_LT(zipBytes.size(), std::size_t(1) << 20);
+    writeBytes(path("bomb.npz"), zipBytes);
+    a = readNpz(path("bomb.npz"), "bomb");
+    ASSERT_FALSE(a.ok());
+    EXPECT_EQ(a.status().code, attn::StatusCode::ResourceExhausted);
+    EXPECT_NE(a.status().message.find("bomb.npz[bomb]: shape (134217729,) bool has 134217729 elements; the limit is 134217728"),
+              std::string::npos) << a.status().message;
+}
+
+// Finding 7: libzip's texts for an empty file ("No such file") and a clean short read ("No error").
+TEST_F(ArrayIo, NpzMessagesSayWhatIsWrong)
+{
+    writeBytes(path("empty.npz"), "");
+    attn::Expected<Array> a = readNpz(path("empty.npz"), "x");
+    ASSERT_FALSE(a.ok());
+    EXPECT_EQ(a.status().message.substr(m_dir.string().size() + 1),
+              "empty.npz: not a .npz file: 0 bytes, too short for a zip archive (at least 22)");
+    writeBytes(path("text.npz"), std::string(100, 'x'));
+    a = readNpz(path("text.npz"), "x");
+    ASSERT_FALSE(a.ok());
+    EXPECT_EQ(a.status().message.substr(m_dir.string().size() + 1), "text.npz: not a valid .npz (zip) file: no zip directory found");
+    for (const std::string& m : {a.status().message}) {
+        EXPECT_EQ(m.find("No error"), std::string::npos);
+        EXPECT_EQ(m.find("No such file"), std::string::npos);
+    }
+}
+
+// Finding 6: opening a named pipe blocked forever (ctest's timeout would fail this test).
+TEST_F(ArrayIo, NamedPipesAreRefusedWithoutBlocking)
+{
+    for (const char* name : {"p.npy", "p.npz", "p.safetensors"}) {
+        ASSERT_EQ(::mkfifo(path(name).c_str(), 0600), 0);
+    }
+    for (const attn::Status& st : {readNpy(path("p.npy")).status(), readNpz(path("p.npz"), "x").status(),
+                                   readSafetensors(path("p.safetensors"), "x").status()}) {
+        EXPECT_EQ(st.code, attn::StatusCode::IoError);
+        EXPECT_NE(st.message.find(": is a named pipe, expected a regular file"), std::string::npos) << st.message;
+    }
+}
+
+// Finding 8: a killed run's "<file>.tmp-<pid>" stayed beside the target; the next write removes it.
+TEST_F(ArrayIo, StaleTemporariesOfKilledRunsAreRemoved)
+{
+    const attn::Matrix m = sample(2, 2);
+    // pid_max is at most 2^22 on Linux, so these processes cannot exist; the live one (ours) must be kept.
+    writeBytes(path("w.safetensors.tmp-999999999"), "partial");
+    fs::create_directories(path("w.safetensors.tmp-999999998-old"));
+    const std::string mine = path("w.safetensors.tmp-" + std::to_string(::getpid()) + "x");
+    writeBytes(mine, "not a temporary name: kept");
+    ASSERT_TRUE(writeSafetensors(path("w.safetensors"), {{"m", &m, nullptr, nullptr, {}}}).ok());
+    EXPECT_FALSE(fs::exists(path("w.safetensors.tmp-999999999")));
+    EXPECT_FALSE(fs::exists(path("w.safetensors.tmp-999999998-old")));
+    EXPECT_TRUE(fs::exists(mine));
+    EXPECT_TRUE(readSafetensors(path("w.safetensors"), "m").ok());
+}
+
+// Finding 8: a folder export failing half-way left 7 of 13 files (and a kill, old and new files mixed).
+// Now the folder changes all at once or not at all, and other files in it are kept.
+TEST_F(ArrayIo, FolderExportIsAllOrNothing)
+{
+    const attn::Matrix a = sample(2, 2), b = sample(3, 2);
+    const std::string dir = path("out");
+    ASSERT_TRUE(writeArraysToFolder(dir + "/", {{"a", &a, nullptr, nullptr, {}}, {"b", &b, nullptr, nullptr, {}}}, false).ok());
+    writeBytes(dir + "/notes.txt", "mine");
+    const std::string oldA = readBytes(dir + "/a.npy");
+    // The second array cannot be written (its name points into a folder that does not exist): the first
+    // must not have replaced the old a.npy either.
+    const attn::Matrix a2 = sample(4, 4);
+    attn::Status st = writeArraysToFolder(dir, {{"a", &a2, nullptr, nullptr, {}}, {"no/such/b", &b, nullptr, nullptr, {}}}, false);
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.code, attn::StatusCode::IoError);
+    EXPECT_NE(st.message.find(dir + "/no/such/b.npy: cannot write"), std::string::npos) << st.message;
+    EXPECT_EQ(readBytes(dir + "/a.npy"), oldA);
+    EXPECT_TRUE(fs::exists(dir + "/b.npy"));
+    // A successful export replaces the arrays and keeps the user's file; no temporary folder is left.
+    ASSERT_TRUE(writeArraysToFolder(dir, {{"a", &a2, nullptr, nullptr, {}}}, false).ok());
+    EXPECT_EQ(matrixOf(*readNpy(dir + "/a.npy")), a2);
+    EXPECT_EQ(readBytes(dir + "/notes.txt"), "mine");
+    EXPECT_TRUE(fs::exists(dir + "/b.npy"));  // not part of this export: kept like any other file
+    for (const auto& e : fs::directory_iterator(m_dir))
+        EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+    // Sub-folders cannot be carried over atomically: refused, nothing changed.
+    fs::create_directories(dir + "/sub");
+    st = writeArraysToFolder(dir, {{"a", &a, nullptr, nullptr, {}}}, true);
+    EXPECT_EQ(st.code, attn::StatusCode::InvalidArgument);
+    EXPECT_FALSE(fs::exists(dir + "/a.csv"));
+}

@@ -403,3 +403,98 @@ TEST(Figure, RgbaPreviewMatchesPngAndScreenshotWriterRoundTrips)
 }
 
 } // namespace
+
+// ---- Hardening (issue 13): each test failed before its fix ---------------------------------------------
+namespace {
+
+// A direct-mode session of n tokens (Q = K = V = a column of ramps), one head.
+Loaded rampSession(int n, std::vector<std::string> tokens = {})
+{
+    attn::Session s;
+    s.config.mode = attn::Mode::Direct;
+    s.input.Q = attn::Matrix(n, 2);
+    for (int i = 0; i < n; ++i) s.input.Q.row(i) << float(i % 7) / 7.0f, float(i % 5) / 5.0f;
+    s.input.K = s.input.Q;
+    s.input.V = s.input.Q;
+    s.queryTokens = tokens;
+    s.keyTokens = tokens;
+    attn::Expected<attn::AttentionResult> r = attn::compute(s.input, s.config);
+    EXPECT_TRUE(r.ok());
+    return {s, *r};
+}
+
+std::size_t count(const std::string& text, const std::string& what)
+{
+    std::size_t n = 0;
+    for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+}
+
+} // namespace
+
+// Finding 4: a 2048-token map was 4 M rectangles (SVG 3.3 GB, PDF OOM). Past kMaxVectorCells a map is one
+// image; at or below it, still one rectangle per cell.
+TEST(FigureHardening, LargeMapsAreOneImageInSvgAndPdf)
+{
+    const Loaded big = rampSession(200);  // 40 000 cells > 128×128
+    attn::Expected<Figure> f = buildFigure(big.s, big.r, {});
+    ASSERT_TRUE(f.ok()) << f.status().message;
+    attn::Expected<std::string> svg = renderFigure(*f, FigureFormat::Svg, 1);
+    ASSERT_TRUE(svg.ok());
+    EXPECT_EQ(count(*svg, "<image "), 1u);
+    EXPECT_LT(count(*svg, "<rect "), 200u);  // frame, colorbar strips; no cells
+    EXPECT_LT(svg->size(), std::size_t(400000)) << "as rectangles it is ~4 MB";
+    attn::Expected<std::string> pdf = renderFigure(*f, FigureFormat::Pdf, 1);
+    ASSERT_TRUE(pdf.ok());
+    EXPECT_NE(pdf->find("/Subtype /Image"), std::string::npos);
+    // The image shows the same colours as the rectangles: compare the PNGs of both ways at a cell centre.
+    const FigureLayout l = layoutFigure(*f);
+    attn::Expected<std::string> png = renderFigure(*f, FigureFormat::Png, 2);
+    ASSERT_TRUE(png.ok());
+    const Image img = decodePng(*png);
+    const PanelLayout& p = l.panels.front();
+    for (int i : {0, 57, 199}) {
+        const double x = (p.heatmap.x + (i + 0.5) * p.cell) * 2, y = (p.heatmap.y + (i + 0.5) * p.cell) * 2;
+        const attn::Rgb8 want = attn::colormapColor(f->panels.front().cmap,
+                                                    attn::normalize(f->panels.front().values(i, i), f->panels.front().range));
+        EXPECT_LE(maxChannelDiff(img.at(x, y), want), 2) << "cell " << i;
+    }
+    const Loaded small = rampSession(128);  // exactly 128×128: rectangles
+    f = buildFigure(small.s, small.r, {});
+    ASSERT_TRUE(f.ok());
+    svg = renderFigure(*f, FigureFormat::Svg, 1);
+    ASSERT_TRUE(svg.ok());
+    EXPECT_EQ(count(*svg, "<image "), 0u);
+    EXPECT_GE(count(*svg, "<rect "), 128u * 128u);
+}
+
+// Finding 6: a 5 M-character token took 74 s to lay out; labels are clipped with an ellipsis.
+TEST(FigureHardening, LongLabelsAreClippedWithAnEllipsis)
+{
+    const std::string longToken(1000000, 'w');
+    const Loaded L = rampSession(2, {longToken, "ok"});
+    attn::Expected<Figure> f = buildFigure(L.s, L.r, {});
+    ASSERT_TRUE(f.ok());
+    EXPECT_EQ(f->panels.front().rowLabels[0], std::string(kMaxLabelChars, 'w') + "…");
+    EXPECT_EQ(f->panels.front().rowLabels[1], "ok");
+    attn::Expected<std::string> svg = renderFigure(*f, FigureFormat::Svg, 1);
+    ASSERT_TRUE(svg.ok());
+    EXPECT_LT(svg->size(), std::size_t(100000));
+    EXPECT_NE(svg->find(">" + std::string(kMaxLabelChars, 'w') + "…</text>"), std::string::npos);
+    // UTF-8 is cut between characters, never inside one.
+    EXPECT_EQ(clipLabel("ééé", 2), "éé…");
+    EXPECT_EQ(clipLabel("abc", 3), "abc");
+}
+
+// Finding 7: "cannot allocate a 158×37513 image" was cairo's 32767-pixel side limit; it is named now.
+TEST(FigureHardening, CairoSideLimitIsNamed)
+{
+    const Loaded L = rampSession(2);
+    attn::Expected<Figure> f = buildFigure(L.s, L.r, {});
+    ASSERT_TRUE(f.ok());
+    Figure tall = *f;
+    for (int i = 0; i < 600; ++i) tall.panels.push_back(f->panels.front());
+    const attn::Status st = renderFigure(tall, FigureFormat::Png, 1).status();
+    EXPECT_EQ(st.code, attn::StatusCode::InvalidArgument);
+    EXPECT_NE(st.message.find("cairo draws at most 32767 pixels per side"), std::string::npos) << st.message;
+}

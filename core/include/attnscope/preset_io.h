@@ -40,7 +40,29 @@ Status saveSession(const std::string& path, const Session& s);
 std::string resultToJson(const AttentionResult& r);
 
 // File helpers shared by every reader and writer of the project.
+// readFile refuses what is not a regular file (a folder, a named pipe, a device) without blocking on it,
+// and files over maxBytes. Errors: IoError ("p: cannot open: No such file or directory", "p: is a named
+// pipe, expected a regular file", "p: file is N bytes, more than the limit of M").
 Expected<std::string> readFile(const std::string& path, std::size_t maxBytes);
+// Writes `bytes` to a temporary file beside `path` ("<path>.tmp-<pid>"), syncs it and renames it into place:
+// a failure or a kill never leaves a partial `path`. Temporaries left by a killed earlier run (their process
+// is gone) are removed first. Errors: IoError naming the path and the system's reason.
 Status writeFileAtomic(const std::string& path, std::string_view bytes);
+// Removes a file or a folder with everything in it (best effort; no error when it is not there).
+void removeTree(const std::string& path);
+// Removes "<path>.tmp-<pid>" and "<path>.tmp-<pid>-old" entries (files or folders) beside `path` whose process no longer exists.
+void removeStaleTemporaries(const std::string& path);
+
+// ---- Limits for every JSON document the project reads (sessions, safetensors headers, model files) ----
+// Deeper nesting is refused before parsing: nothing in a session nests more than 4 levels, and a
+// recursive walk of a 100 000-level document overflows the stack (issue 13, finding 1).
+inline constexpr int kMaxJsonDepth = 64;
+// Checks the nesting depth of JSON text with one linear scan (no recursion, strings and escapes skipped).
+// Error (ParseError): "<source>: <field>: nested deeper than 64 levels (the limit)", where field is the
+// top-level key the deep value sits under (or "document" when it is not inside an object).
+Status checkJsonDepth(std::string_view text, int maxDepth, std::string_view source);
+// Text echoed in a message: at most maxBytes bytes (cut at a UTF-8 boundary) and, when cut, "…" plus the
+// full length, so a 10 MB value never becomes a 10 MB line on stderr.
+std::string clipForMessage(std::string_view text, std::size_t maxBytes = 48);
 
 } // namespace attn

@@ -1,0 +1,15 @@
+# A named pipe given as the session must be refused at once (exit 2), not block waiting for a writer.
+# -DEXE=... -DFIFO=path
+file(REMOVE ${FIFO})
+execute_process(COMMAND mkfifo ${FIFO} RESULT_VARIABLE made)
+if(NOT made EQUAL 0)
+  message(FATAL_ERROR "mkfifo ${FIFO} failed")
+endif()
+foreach(sub compute code)
+  execute_process(COMMAND ${EXE} ${sub} ${FIFO} RESULT_VARIABLE rc ERROR_VARIABLE err TIMEOUT 20)
+  if(NOT rc STREQUAL "2" OR NOT err MATCHES "pipe.json: is a named pipe, expected a regular file")
+    file(REMOVE ${FIFO})
+    message(FATAL_ERROR "${sub}: exit ${rc} (expected 2), stderr:\n${err}")
+  endif()
+endforeach()
+file(REMOVE ${FIFO})
