@@ -7,6 +7,7 @@
 # Environment: FUZZ_JOBS (compile jobs, default 2), FUZZ_NICE (nice level, default 19).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"  # as scripts/setup.sh
 seconds="${1:-60}"
 shift || true
 build="$root/build-fuzz"

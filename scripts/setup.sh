@@ -7,6 +7,10 @@ set -euo pipefail
 ATTNSCOPE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ATTNSCOPE_BUILD="$ATTNSCOPE_ROOT/build"
 ATTNSCOPE_BIN="$ATTNSCOPE_BUILD/bin/attnscope"
+# ccache keys on paths relative to the checkout, so a fresh clone elsewhere (CI) reuses what an earlier build
+# compiled (ccache's base_dir); hash_dir off for the same reason in the -g builds (sanitizer, fuzzers).
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$ATTNSCOPE_ROOT}"
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 
 # Debian 12 packages: compilers and build tools, libraries (see README "Dependencies"), and the tools the
 # GUI and figure tests use (Xvfb with Mesa's software OpenGL, xdotool, pdftoppm).
