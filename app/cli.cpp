@@ -26,6 +26,7 @@ int runCli(int argc, char** argv)
     addExportCommand(root, action);
     addImportCommand(root, action);
     addCodeCommand(root, action);
+    addModelCommand(root, action);
     WindowCli window;
     addWindowOptions(root, window);
 

@@ -13,6 +13,7 @@ namespace app {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;   // an operation failed for a reason outside the input (I/O, device)
 inline constexpr int kExitBadInput = 2;  // bad input: the one-line message on stderr says what and where
+inline constexpr int kExitCannotWrite = 3;
 
 // A registered subcommand's action: runs after parsing, returns the exit code.
 using CommandAction = std::function<int()>;
@@ -25,6 +26,7 @@ void addRenderCommand(CLI::App& root, CommandAction& action);  // figures: PNG /
 void addExportCommand(CLI::App& root, CommandAction& action);  // arrays out: .npz / .safetensors / .npy / .csv
 void addImportCommand(CLI::App& root, CommandAction& action);  // a matrix in from .npy / .npz / .safetensors
 void addCodeCommand(CLI::App& root, CommandAction& action);    // NumPy / PyTorch program for a session
+void addModelCommand(CLI::App& root, CommandAction& action);   // a trained transformer (docs/model.md)
 
 // Parses argv and runs the selected subcommand (or the window). Never throws.
 int runCli(int argc, char** argv);

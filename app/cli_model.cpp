@@ -1,0 +1,192 @@
+// `attnscope model --text TEXT [--pair TEXT2] [--ablate L:H,…] [--model-dir DIR] [--layers L,…] -o OUT.json`
+// and `attnscope model --bench`: a trained transformer's attention (docs/model.md).
+#include "backend_option.h"
+#include "cli.h"
+#include "state/model_state.h"
+
+#include <attnscope/attention.h>
+#include <attnscope/model.h>
+#include <attnscope/preset_io.h>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+namespace app {
+namespace {
+
+using json = nlohmann::json;
+
+json matrixJson(const attn::Matrix& m)
+{
+    json rows = json::array();
+    for (Eigen::Index i = 0; i < m.rows(); ++i) {
+        json r = json::array();
+        for (Eigen::Index j = 0; j < m.cols(); ++j) r.push_back(m(i, j));
+        rows.push_back(std::move(r));
+    }
+    return rows;
+}
+
+struct ModelOptionsCli {
+    std::string text, pair, ablate, modelDir, layers, out;
+    std::string backend = "cpu";
+    bool bench = false;
+    int repeats = 20;
+};
+
+// "0,2,5" → layer indices checked against L (empty text = all).
+attn::Expected<std::vector<int>> parseLayers(const std::string& text, int L)
+{
+    std::vector<int> out;
+    if (text.empty()) {
+        for (int l = 0; l < L; ++l) out.push_back(l);
+        return out;
+    }
+    std::stringstream ss(text);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        if (item.empty() || item.size() > 6 || item.find_first_not_of("0123456789") != std::string::npos)
+            return attn::invalidArgument("--layers: \"" + item + "\" is not a layer number (0.." + std::to_string(L - 1) + ")");
+        const int l = std::stoi(item);
+        if (l >= L) return attn::invalidArgument("--layers: layer " + item + " is outside 0.." + std::to_string(L - 1));
+        out.push_back(l);
+    }
+    return out;
+}
+
+// Times the forward (every layer's weights kept) at 128 and 512 tokens and an edit of the last layer.
+int runBench(attn::Model& model, const ModelOptionsCli& opt)
+{
+    using Clock = std::chrono::steady_clock;
+    json rows = json::array();
+    for (int n : {128, 512}) {
+        if (n > model.config.maxPositions) continue;
+        // "a" is one WordPiece token in an uncased BERT vocabulary: n−2 of them plus [CLS] and [SEP].
+        std::string text;
+        for (int i = 0; i < n - 2; ++i) text += "a ";
+        auto run = attn::runModel(model, text, std::nullopt, {parseBackend(opt.backend), {}});
+        if (!run) {
+            printError(run.status().message);
+            return kExitFailure;
+        }
+        std::vector<double> full, last;
+        for (int r = 0; r < opt.repeats; ++r) {
+            auto t0 = Clock::now();
+            auto again = attn::runModel(model, text, std::nullopt, {parseBackend(opt.backend), {}});
+            auto t1 = Clock::now();
+            attn::Status s = attn::recomputeFrom(model, model.config.layers - 1, *run, parseBackend(opt.backend));
+            auto t2 = Clock::now();
+            if (!again || !s.ok()) return kExitFailure;
+            full.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+            last.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+        }
+        std::sort(full.begin(), full.end());
+        std::sort(last.begin(), last.end());
+        const double fm = full[full.size() / 2], lm = last[last.size() / 2];
+        rows.push_back({{"tokens", static_cast<int>(run->encoding.ids.size())}, {"forward_ms_median", fm},
+                        {"forward_ms_min", full.front()}, {"last_layer_edit_ms_median", lm},
+                        {"edit_over_forward", lm / fm}, {"repeats", opt.repeats}});
+        std::fprintf(stderr, "%4d tokens: forward %.2f ms (median of %d, min %.2f), last-layer edit %.2f ms (%.3f of a forward)\n",
+                     n, fm, opt.repeats, full.front(), lm, lm / fm);
+    }
+    json doc = {{"model", model.name}, {"backend", attn::backendDescription(parseBackend(opt.backend))}, {"rows", rows}};
+    std::cout << doc.dump(2) << "\n";
+    return kExitOk;
+}
+
+int runModelCommand(const ModelOptionsCli& opt)
+{
+    const std::string dir = opt.modelDir.empty() ? defaultModelDirectory() : opt.modelDir;
+    const attn::Backend backend = parseBackend(opt.backend);
+    if (int rc = checkBackendUsable(backend); rc != kExitOk) return rc;
+    auto model = attn::loadModel(dir);
+    if (!model) {
+        printError(model.status().message);
+        return kExitBadInput;
+    }
+    if (opt.bench) return runBench(*model, opt);
+    if (opt.out.empty()) {
+        printError("model: -o OUT.json is required (or --bench)");
+        return kExitBadInput;
+    }
+    attn::ModelOptions mo;
+    mo.backend = backend;
+    if (!opt.ablate.empty()) {
+        auto ab = attn::parseAblation(opt.ablate, model->config.layers, model->config.heads);
+        if (!ab) {
+            printError(ab.status().message);
+            return kExitBadInput;
+        }
+        mo.ablate = *ab;
+    }
+    auto layers = parseLayers(opt.layers, model->config.layers);
+    if (!layers) {
+        printError(layers.status().message);
+        return kExitBadInput;
+    }
+    auto run = attn::runModel(*model, opt.text, opt.pair.empty() ? std::nullopt : std::optional<std::string>(opt.pair), mo);
+    if (!run) {
+        printError(run.status().message);
+        return run.status().code == attn::StatusCode::Internal ? kExitFailure : kExitBadInput;
+    }
+    for (const std::string& w : run->warnings) std::fprintf(stderr, "attnscope: warning: %s\n", w.c_str());
+
+    json doc;
+    doc["attnscope"] = 1;
+    doc["model"] = {{"name", model->name}, {"layers", model->config.layers}, {"heads", model->config.heads},
+                    {"d_model", model->config.hidden}};
+    doc["tokens"] = run->encoding.tokens;
+    doc["token_ids"] = run->encoding.ids;
+    doc["type_ids"] = run->encoding.typeIds;
+    json ablated = json::array();
+    for (const auto& [l, h] : run->ablated) ablated.push_back({l, h});
+    doc["ablated"] = ablated;
+    json ls = json::array();
+    for (int l : *layers) {
+        json heads = json::array();
+        for (const attn::HeadResult& h : run->attention[static_cast<std::size_t>(l)].heads)
+            heads.push_back({{"weights", matrixJson(h.weights)}, {"scores", matrixJson(h.scores)}});
+        ls.push_back({{"layer", l}, {"heads", std::move(heads)}});
+    }
+    doc["layers"] = std::move(ls);
+    doc["hidden"] = matrixJson(run->hidden.back());
+    doc["embedding"] = std::vector<float>(run->embedding.data(), run->embedding.data() + run->embedding.size());
+    if (!run->warnings.empty()) doc["warnings"] = run->warnings;
+    const std::string text = doc.dump() + "\n";
+    if (opt.out == "-") {
+        std::cout << text;
+        return std::cout.good() ? kExitOk : kExitCannotWrite;
+    }
+    if (attn::Status w = attn::writeFileAtomic(opt.out, text); !w.ok()) {
+        printError(w.message);
+        return kExitCannotWrite;
+    }
+    return kExitOk;
+}
+
+} // namespace
+
+void addModelCommand(CLI::App& root, CommandAction& action)
+{
+    auto opt = std::make_shared<ModelOptionsCli>();
+    CLI::App* cmd = root.add_subcommand("model", "Run a trained transformer (default all-MiniLM-L6-v2) on text and "
+                                                 "write every layer's and head's attention as JSON");
+    cmd->add_option("--text", opt->text, "Sentence A");
+    cmd->add_option("--pair", opt->pair, "Sentence B ([CLS] A [SEP] B [SEP])");
+    cmd->add_option("--ablate", opt->ablate, "Heads to ablate (weights × 0), LAYER:HEAD[,LAYER:HEAD…], from 0");
+    cmd->add_option("--model-dir", opt->modelDir, "A Hugging Face BERT directory (default: build/models/all-MiniLM-L6-v2)");
+    cmd->add_option("--layers", opt->layers, "Write only these layers, e.g. 0,5 (default: all)");
+    cmd->add_option("-o,--output", opt->out, "Output JSON file (- for stdout)");
+    cmd->add_flag("--bench", opt->bench, "Time the forward at 128 and 512 tokens and a last-layer edit (JSON on stdout)");
+    cmd->add_option("--repeats", opt->repeats, "Timed runs per size for --bench (median reported)")->check(CLI::Range(1, 1000));
+    addBackendOption(*cmd, opt->backend);
+    cmd->callback([opt, &action] { action = [opt] { return runModelCommand(*opt); }; });
+}
+
+} // namespace app
