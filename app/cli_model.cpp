@@ -20,7 +20,7 @@
 namespace app {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // keys in the documented order
 
 json matrixJson(const attn::Matrix& m)
 {
