@@ -2,6 +2,9 @@
 // and `attnscope model --bench`: a trained transformer's attention (docs/model.md).
 #include "backend_option.h"
 #include "cli.h"
+#include "cli_model.h"
+#include "figure/figure_render.h"
+#include "figure/model_figure.h"
 #include "state/model_state.h"
 
 #include <attnscope/attention.h>
@@ -170,7 +173,96 @@ int runModelCommand(const ModelOptionsCli& opt)
     return kExitOk;
 }
 
+// Loads the model and runs it for the command line; prints the error and sets rc on failure.
+struct LoadedRun {
+    attn::Model model;
+    attn::ModelRun run;
+};
+std::optional<LoadedRun> loadAndRun(const std::string& modelDir, const std::string& text, const std::string& pair,
+                                    const std::string& ablate, attn::Backend backend, int& rc)
+{
+    const std::string dir = modelDir.empty() ? defaultModelDirectory() : modelDir;
+    auto model = attn::loadModel(dir);
+    if (!model) {
+        printError(model.status().message);
+        rc = kExitBadInput;
+        return std::nullopt;
+    }
+    attn::ModelOptions mo;
+    mo.backend = backend;
+    if (!ablate.empty()) {
+        auto ab = attn::parseAblation(ablate, model->config.layers, model->config.heads);
+        if (!ab) {
+            printError(ab.status().message);
+            rc = kExitBadInput;
+            return std::nullopt;
+        }
+        mo.ablate = *ab;
+    }
+    auto run = attn::runModel(*model, text, pair.empty() ? std::nullopt : std::optional<std::string>(pair), mo);
+    if (!run) {
+        printError(run.status().message);
+        rc = run.status().code == attn::StatusCode::Internal ? kExitFailure : kExitBadInput;
+        return std::nullopt;
+    }
+    for (const std::string& w : run->warnings) std::fprintf(stderr, "attnscope: warning: %s\n", w.c_str());
+    return LoadedRun{std::move(*model), std::move(*run)};
+}
+
 } // namespace
+
+std::shared_ptr<ModelRenderCli> addModelRenderOptions(CLI::App& render)
+{
+    auto o = std::make_shared<ModelRenderCli>();
+    render.add_option("--model-text", o->text, "Draw a trained model's attention on this text instead of a session "
+                                               "(--panel weights | model-view | lines)");
+    render.add_option("--pair", o->pair, "With --model-text: sentence B");
+    render.add_option("--model-dir", o->modelDir, "With --model-text: the model directory (default: build/models/all-MiniLM-L6-v2)");
+    render.add_option("--ablate", o->ablate, "With --model-text: heads to ablate, LAYER:HEAD[,LAYER:HEAD…]");
+    render.add_option("--layer", o->layer, "With --model-text: the layer (0-based; default 0)");
+    return o;
+}
+
+int renderModelFromCli(const ModelRenderCli& o, const std::string& panel, const std::string& head,
+                       const std::string& out, double scale, const std::optional<std::string>& title)
+{
+    const std::optional<fig::FigureFormat> format = fig::formatFromPath(out);
+    if (!format) return printError("-o " + out + ": expected a .png, .svg or .pdf file name"), kExitBadInput;
+    fig::ModelFigureOptions fo;
+    if (panel == "weights") fo.kind = fig::ModelFigureKind::Head;
+    else if (panel == "model-view") fo.kind = fig::ModelFigureKind::ModelView;
+    else if (panel == "lines") fo.kind = fig::ModelFigureKind::Lines;
+    else return printError("--panel: with --model-text expected weights, model-view or lines, got '" + panel + "'"), kExitBadInput;
+    fo.layer = o.layer;
+    if (head != "all") {
+        std::size_t used = 0;
+        try {
+            fo.head = std::stoi(head, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used != head.size() || fo.head < 0)
+            return printError("--head: expected a head index ≥ 0, got '" + head + "'"), kExitBadInput;
+    }
+    fo.title = title;
+    int rc = kExitOk;
+    std::optional<LoadedRun> lr = loadAndRun(o.modelDir, o.text, o.pair, o.ablate, attn::Backend::Cpu, rc);
+    if (!lr) return rc;
+    attn::Expected<std::string> bytes = std::string();
+    if (fo.kind == fig::ModelFigureKind::Lines) {
+        bytes = fig::renderLinesFigure(lr->model.name, lr->run, fo, *format, scale);
+    } else {
+        attn::Expected<fig::Figure> f = fig::buildModelFigure(lr->model.name, lr->run, fo);
+        if (!f) return printError(f.status().message), kExitBadInput;
+        bytes = fig::renderFigure(*f, *format, scale);
+    }
+    if (!bytes) {
+        printError(bytes.status().message);
+        return bytes.status().code == attn::StatusCode::InvalidArgument ? kExitBadInput : kExitFailure;
+    }
+    if (attn::Status w = attn::writeFileAtomic(out, *bytes); !w.ok()) return printError(w.message), kExitCannotWrite;
+    return kExitOk;
+}
 
 void addModelCommand(CLI::App& root, CommandAction& action)
 {
