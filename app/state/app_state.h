@@ -5,6 +5,7 @@
 #include "panels/lesson_common.h"
 #include "state/document.h"
 #include "state/export_state.h"
+#include "state/model_state.h"
 
 #include <attnscope/colormap.h>
 
@@ -75,6 +76,7 @@ struct AppState {
     bool showFilePanel = false;
     bool showLog = false;
     ExportState exportDialog;  // File → Export… (Ctrl+E)
+    ModelState model;          // the model mode: a trained transformer (docs/model.md)
 
     // Lesson panels: their UI state, and the session in file orientation they read (rebuilt when the
     // document's revision changes: the document stores it row-oriented).
