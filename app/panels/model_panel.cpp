@@ -126,7 +126,7 @@ void drawLinesView(AppState& state, ImVec2 size)
         for (int j = 0; j < n; ++j) {
             if (hover >= 0 && i != hover) continue;
             const float a = std::clamp(w(i, j), 0.0f, 1.0f);
-            if (a < 0.01f) continue;
+            if (a < (n > 64 ? 0.05f : 0.01f)) continue;  // invisible at that opacity; keeps long texts fluid
             dl->AddLine(ImVec2(leftX, o.y + row * (float(i) + 0.5f)), ImVec2(rightX, o.y + row * (float(j) + 0.5f)),
                         IM_COL32(31, 100, 200, int(255 * a)), 1.0f + 2.0f * a);
         }
