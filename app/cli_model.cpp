@@ -15,7 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -25,21 +27,37 @@ namespace {
 
 using json = nlohmann::ordered_json;  // keys in the documented order
 
-json matrixJson(const attn::Matrix& m)
+// Matrices are written straight as text (shortest round-trip floats): at 512 tokens the weights and scores
+// of every head are 38 M numbers, too many to hold as JSON values in memory.
+void appendFloat(std::string& out, float v)
 {
-    json rows = json::array();
-    for (Eigen::Index i = 0; i < m.rows(); ++i) {
-        json r = json::array();
-        for (Eigen::Index j = 0; j < m.cols(); ++j) r.push_back(m(i, j));
-        rows.push_back(std::move(r));
+    if (!std::isfinite(v)) {
+        out += "null";  // JSON has no NaN/Inf; the forward never produces them from finite weights
+        return;
     }
-    return rows;
+    char buf[32];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, r.ptr);
+}
+
+void appendMatrix(std::string& out, const attn::Matrix& m)
+{
+    out += '[';
+    for (Eigen::Index i = 0; i < m.rows(); ++i) {
+        out += i ? ",[" : "[";
+        for (Eigen::Index j = 0; j < m.cols(); ++j) {
+            if (j) out += ',';
+            appendFloat(out, m(i, j));
+        }
+        out += ']';
+    }
+    out += ']';
 }
 
 struct ModelOptionsCli {
     std::string text, pair, ablate, modelDir, layers, out;
     std::string backend = "cpu";
-    bool bench = false;
+    bool bench = false, textGiven = false;
     int repeats = 20;
 };
 
@@ -118,6 +136,10 @@ int runModelCommand(const ModelOptionsCli& opt)
         printError("model: -o OUT.json is required (or --bench)");
         return kExitBadInput;
     }
+    if (!opt.textGiven) {
+        printError("model: --text TEXT is required (or --bench)");
+        return kExitBadInput;
+    }
     attn::ModelOptions mo;
     mo.backend = backend;
     if (!opt.ablate.empty()) {
@@ -140,28 +162,43 @@ int runModelCommand(const ModelOptionsCli& opt)
     }
     for (const std::string& w : run->warnings) std::fprintf(stderr, "attnscope: warning: %s\n", w.c_str());
 
-    json doc;
-    doc["attnscope"] = 1;
-    doc["model"] = {{"name", model->name}, {"layers", model->config.layers}, {"heads", model->config.heads},
-                    {"d_model", model->config.hidden}};
-    doc["tokens"] = run->encoding.tokens;
-    doc["token_ids"] = run->encoding.ids;
-    doc["type_ids"] = run->encoding.typeIds;
     json ablated = json::array();
     for (const auto& [l, h] : run->ablated) ablated.push_back({l, h});
-    doc["ablated"] = ablated;
-    json ls = json::array();
+    json head;  // the small fields, in the documented order
+    head["attnscope"] = 1;
+    head["model"] = {{"name", model->name}, {"layers", model->config.layers}, {"heads", model->config.heads},
+                     {"d_model", model->config.hidden}};
+    head["tokens"] = run->encoding.tokens;
+    head["token_ids"] = run->encoding.ids;
+    head["type_ids"] = run->encoding.typeIds;
+    head["ablated"] = ablated;
+    if (!run->warnings.empty()) head["warnings"] = run->warnings;
+    std::string text = head.dump(-1, ' ', false, json::error_handler_t::replace);
+    text.pop_back();  // the closing brace: the large arrays follow
+    text += ",\"layers\":[";
+    bool firstLayer = true;
     for (int l : *layers) {
-        json heads = json::array();
-        for (const attn::HeadResult& h : run->attention[static_cast<std::size_t>(l)].heads)
-            heads.push_back({{"weights", matrixJson(h.weights)}, {"scores", matrixJson(h.scores)}});
-        ls.push_back({{"layer", l}, {"heads", std::move(heads)}});
+        text += firstLayer ? "{\"layer\":" : ",{\"layer\":";
+        firstLayer = false;
+        text += std::to_string(l) + ",\"heads\":[";
+        const auto& heads = run->attention[static_cast<std::size_t>(l)].heads;
+        for (std::size_t h = 0; h < heads.size(); ++h) {
+            text += h ? ",{\"weights\":" : "{\"weights\":";
+            appendMatrix(text, heads[h].weights);
+            text += ",\"scores\":";
+            appendMatrix(text, heads[h].scores);
+            text += '}';
+        }
+        text += "]}";
     }
-    doc["layers"] = std::move(ls);
-    doc["hidden"] = matrixJson(run->hidden.back());
-    doc["embedding"] = std::vector<float>(run->embedding.data(), run->embedding.data() + run->embedding.size());
-    if (!run->warnings.empty()) doc["warnings"] = run->warnings;
-    const std::string text = doc.dump() + "\n";
+    text += "],\"hidden\":";
+    appendMatrix(text, run->hidden.back());
+    text += ",\"embedding\":[";
+    for (Eigen::Index i = 0; i < run->embedding.size(); ++i) {
+        if (i) text += ',';
+        appendFloat(text, run->embedding[i]);
+    }
+    text += "]}\n";
     if (opt.out == "-") {
         std::cout << text;
         return std::cout.good() ? kExitOk : kExitCannotWrite;
@@ -269,7 +306,7 @@ void addModelCommand(CLI::App& root, CommandAction& action)
     auto opt = std::make_shared<ModelOptionsCli>();
     CLI::App* cmd = root.add_subcommand("model", "Run a trained transformer (default all-MiniLM-L6-v2) on text and "
                                                  "write every layer's and head's attention as JSON");
-    cmd->add_option("--text", opt->text, "Sentence A");
+    cmd->add_option("--text", opt->text, "Sentence A")->each([opt](const std::string&) { opt->textGiven = true; });
     cmd->add_option("--pair", opt->pair, "Sentence B ([CLS] A [SEP] B [SEP])");
     cmd->add_option("--ablate", opt->ablate, "Heads to ablate (weights × 0), LAYER:HEAD[,LAYER:HEAD…], from 0");
     cmd->add_option("--model-dir", opt->modelDir, "A Hugging Face BERT directory (default: build/models/all-MiniLM-L6-v2)");

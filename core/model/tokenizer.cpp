@@ -90,7 +90,8 @@ Expected<Tokenizer> Tokenizer::fromTokenizerJson(const std::string& text)
     Tokenizer t;
     auto model = j.find("model");
     if (model == j.end() || !model->is_object()) return bad("no \"model\" object");
-    const std::string type = model->value("type", std::string());
+    auto typeIt = model->find("type");
+    const std::string type = (typeIt != model->end() && typeIt->is_string()) ? typeIt->get<std::string>() : std::string();
     if (type != "WordPiece")
         return makeError(StatusCode::Unsupported, "tokenizer.json: model.type \"" + type +
                                                       "\" is not supported (supported: WordPiece)");
