@@ -4,6 +4,8 @@
 // Every number comes from attnscope_model (state/model_state.h); nothing here does attention math.
 #include "panels/model_panels.h"
 
+#include "figure/figure_render.h"
+#include "figure/model_figure.h"
 #include "messages.h"
 #include "panels/panels.h"
 #include "render/heatmap_view.h"
@@ -122,6 +124,7 @@ void drawLinesView(AppState& state, ImVec2 size)
         if (std::fabs(mouse.y - y) < row / 2 && mouse.x >= o.x && mouse.x <= o.x + size.x) hover = i;
     }
     m.hoverToken = hover;
+    state.recordRect("model/lines", o, ImVec2(o.x + size.x, o.y + row * float(n)));
     for (int i = 0; i < n; ++i)
         for (int j = 0; j < n; ++j) {
             if (hover >= 0 && i != hover) continue;
@@ -140,6 +143,46 @@ void drawLinesView(AppState& state, ImVec2 size)
     ImGui::Dummy(ImVec2(size.x, row * float(n)));
 }
 
+// Export of the views as PNG / SVG / PDF (the format from the file name), through the same figure code as
+// `attnscope render --model-text`.
+void drawExportRow(AppState& state)
+{
+    ModelState& m = state.model;
+    static std::string path = "model_view.pdf";
+    ImGui::SetNextItemWidth(200);
+    ImGui::InputText("##exportpath", &path);
+    auto save = [&](fig::ModelFigureKind kind) {
+        const std::optional<fig::FigureFormat> format = fig::formatFromPath(path);
+        if (!format) {
+            postError(path + ": expected a .png, .svg or .pdf file name");
+            return;
+        }
+        fig::ModelFigureOptions fo;
+        fo.kind = kind;
+        fo.layer = m.linesLayer;
+        fo.head = m.linesHead;
+        attn::Expected<std::string> bytes = std::string();
+        if (kind == fig::ModelFigureKind::Lines) bytes = fig::renderLinesFigure(m.model->name, *m.run, fo, *format, 2.0);
+        else {
+            auto f = fig::buildModelFigure(m.model->name, *m.run, fo);
+            if (!f) {
+                postError(f.status().message);
+                return;
+            }
+            bytes = fig::renderFigure(*f, *format, 2.0);
+        }
+        attn::Status st = bytes.ok() ? attn::writeFileAtomic(path, *bytes) : bytes.status();
+        if (st.ok()) postMessage(MessageLevel::Info, "saved " + path);
+        else postError(st.message);
+    };
+    ImGui::SameLine();
+    if (ImGui::Button("Save grid")) save(fig::ModelFigureKind::ModelView);
+    ImGui::SameLine();
+    if (ImGui::Button("Save head")) save(fig::ModelFigureKind::Head);
+    ImGui::SameLine();
+    if (ImGui::Button("Save lines")) save(fig::ModelFigureKind::Lines);
+}
+
 void drawEmbeddingPanel(AppState& state)
 {
     ModelState& m = state.model;
@@ -156,6 +199,9 @@ void drawEmbeddingPanel(AppState& state)
         ImGui::TextDisabled("type sentence B to compare A and B (cosine similarity)");
     }
     ImGui::Text("%zu heads ablated", m.run->ablated.size());
+    ImGui::Separator();
+    ImGui::TextUnformatted("Export (PNG, SVG or PDF from the name; head and lines: the lines view's head)");
+    drawExportRow(state);
 }
 
 } // namespace

@@ -100,6 +100,19 @@ TEST_F(ModelMode, PanelsDrawHeadless)
         app::drawModelOpenDialog(m_state);
         ImGui::Render();
     }
+    // Hovering the third token's row in the lines view selects it (its lines only are drawn).
+    m_state.recordRects = true;
+    ImGui::NewFrame();
+    app::drawModelPanel(m_state);
+    ImGui::Render();
+    ASSERT_EQ(m_state.rects.count("model/lines"), 1u);
+    const app::UiRect r = m_state.rects["model/lines"];
+    const float row = (r.y1 - r.y0) / float(m_state.model.run->encoding.tokens.size());
+    io.MousePos = ImVec2(r.x0 + 10, r.y0 + row * 2.5f);
+    ImGui::NewFrame();
+    app::drawModelPanel(m_state);
+    ImGui::Render();
+    EXPECT_EQ(m_state.model.hoverToken, 2);
     m_state.model.showOpenDialog = true;
     ImGui::NewFrame();
     app::drawMainMenu(m_state);
