@@ -30,12 +30,18 @@ bool isAblated(const attn::ModelRun& run, int l, int h)
 void drawSentenceFields(AppState& state)
 {
     ModelState& m = state.model;
+    // Short texts rerun on every keystroke; past 128 tokens a forward takes long enough to stall typing, so
+    // the model reruns when the field is left (Enter, Tab or a click elsewhere).
+    const bool live = m.run->encoding.ids.size() <= 128;
+    bool rerun = false;
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.45f);
-    const bool a = ImGui::InputTextWithHint("##A", "sentence A", &m.textA);
+    rerun |= ImGui::InputTextWithHint("##A", "sentence A", &m.textA) && live;
+    rerun |= ImGui::IsItemDeactivatedAfterEdit();
     ImGui::SameLine();
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x);
-    const bool b = ImGui::InputTextWithHint("##B", "sentence B (optional)", &m.textB);
-    if (a || b) rerunModel(state, "edited the text");  // re-tokenised as you type
+    rerun |= ImGui::InputTextWithHint("##B", "sentence B (optional)", &m.textB) && live;
+    rerun |= ImGui::IsItemDeactivatedAfterEdit();
+    if (rerun) rerunModel(state, "edited the text");  // re-tokenised
     if (!m.error.empty()) ImGui::TextColored(ImVec4(0.85f, 0.2f, 0.2f, 1), "%s", m.error.c_str());
 }
 
