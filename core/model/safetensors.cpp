@@ -101,16 +101,17 @@ Expected<SafeTensorMap> parseSafetensors(const std::uint8_t* bytes, std::size_t 
                        std::to_string(count * eb) + " (" + std::to_string(count) + " " + st.dtype + " values)");
         ranges.emplace_back(begin, end);
         const std::uint8_t* p = data + begin;
-        if (st.dtype == "F32" || st.dtype == "F16" || st.dtype == "BF16") {
+        const int kind = st.dtype == "F32" ? 0 : st.dtype == "F16" ? 1 : st.dtype == "BF16" ? 2 : -1;
+        if (kind >= 0) {
             st.values.resize(static_cast<std::size_t>(count));
             for (std::size_t i = 0; i < st.values.size(); ++i) {
-                if (st.dtype == "F32") {
-                    std::uint32_t b = std::uint32_t(p[4 * i]) | std::uint32_t(p[4 * i + 1]) << 8 |
-                                      std::uint32_t(p[4 * i + 2]) << 16 | std::uint32_t(p[4 * i + 3]) << 24;
+                if (kind == 0) {
+                    const std::uint32_t b = std::uint32_t(p[4 * i]) | std::uint32_t(p[4 * i + 1]) << 8 |
+                                            std::uint32_t(p[4 * i + 2]) << 16 | std::uint32_t(p[4 * i + 3]) << 24;
                     std::memcpy(&st.values[i], &b, 4);
                 } else {
                     const std::uint16_t b = std::uint16_t(p[2 * i] | (p[2 * i + 1] << 8));
-                    if (st.dtype == "F16") st.values[i] = halfToFloat(b);
+                    if (kind == 1) st.values[i] = halfToFloat(b);
                     else {
                         const std::uint32_t bits = std::uint32_t(b) << 16;
                         std::memcpy(&st.values[i], &bits, 4);
