@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace app::fig {
 
@@ -37,8 +38,13 @@ Heatmap headHeatmap(const attn::ModelRun& run, int l, int h, bool small)
 {
     Heatmap hm;
     hm.values = run.attention[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)].weights;
-    hm.title = small ? ("L" + std::to_string(l) + " H" + std::to_string(h) + (isAblated(run, l, h) ? " (off)" : ""))
-                     : std::string();
+    if (small) {
+        // Formatted, then moved in: GCC 12 reports a false -Wrestrict for string assign/insert of a literal here
+        // (GCC bug 105329).
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "L%d H%d%s", l, h, isAblated(run, l, h) ? " (off)" : "");
+        hm.title = std::string(buf);
+    }
     hm.rowLabels = hm.colLabels = run.encoding.tokens;
     hm.rowLabelsAreTokens = hm.colLabelsAreTokens = true;
     if (!small) {
