@@ -1,16 +1,24 @@
 // `attnscope bench`: times the full recompute of the fast path(s) against the naive reference on the same
-// random problem in the same run, and prints both with their ratio and the per-phase split.
+// random problem in the same run, and prints both with their ratio and the per-phase split; each phase's
+// rate (GFLOP/s or GB/s) next to this machine's bound, measured in the same run (SGEMM rate, memory
+// bandwidth); the cost of one edit (incremental recompute); the peak memory. `--json`: one JSON object.
 #include "backend_option.h"
 #include "cli.h"
 
 #include <attnscope/attention.h>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
+#include <sys/resource.h>
+#include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace app {
@@ -27,6 +35,7 @@ struct BenchOptions {
     bool skipReference = false;
     bool skipCpu = false;  // time only the GPU (and the reference unless skipped): large n on a GPU machine
     unsigned seed = 1;
+    bool json = false;     // one JSON object on stdout instead of the table
 };
 
 attn::Matrix randomMatrix(std::mt19937& rng, int rows, int cols, float stddev)
@@ -42,17 +51,34 @@ struct Sample {
     double minMs = 0;
     attn::PhaseTimings phases;  // of the median run
     attn::Backend backend = attn::Backend::Cpu;
+    std::size_t resultBytes = 0;  // bytes of the matrices the result holds
 };
 
-// Runs compute() `repeat` times into one reused result (as the window does) and keeps the median run.
-attn::Expected<Sample> timeRuns(const attn::AttentionInput& in, const attn::AttentionConfig& cfg, int repeat)
+double msSince(std::chrono::steady_clock::time_point t0)
 {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::size_t bytesOf(const attn::AttentionResult& r)
+{
+    auto m = [](const auto& x) { return std::size_t(x.size()) * sizeof(typename std::decay_t<decltype(x)>::Scalar); };
+    std::size_t b = m(r.Q) + m(r.K) + m(r.V) + m(r.concat) + m(r.output);
+    for (const attn::HeadResult& h : r.heads)
+        b += m(h.Q) + m(h.K) + m(h.V) + m(h.scores) + m(h.masked) + m(h.weights) + m(h.output);
+    return b;
+}
+
+// Runs compute() `repeat` times into one reused result (as the window does) and keeps the median run.
+// Incremental recompute is off: every run computes everything.
+attn::Expected<Sample> timeRuns(const attn::AttentionInput& in, attn::AttentionConfig cfg, int repeat)
+{
+    cfg.incremental = false;
     attn::AttentionResult r;
     std::vector<std::pair<double, attn::PhaseTimings>> runs;
     for (int i = 0; i < repeat; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
         attn::Status s = attn::compute(in, cfg, r);
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        const double ms = msSince(t0);
         if (!s.ok()) return s;
         runs.emplace_back(ms, r.timings);
     }
@@ -62,7 +88,133 @@ attn::Expected<Sample> timeRuns(const attn::AttentionInput& in, const attn::Atte
     out.minMs = runs.front().first;
     out.phases = runs[runs.size() / 2].second;
     out.backend = r.backend;
+    out.resultBytes = bytesOf(r);
     return out;
+}
+
+// One edit as in the window: a cell of X (one token's embedding) changes, then compute() into the result
+// that holds the previous one. Median over `edits` edits of different tokens.
+struct EditSample {
+    double medianMs = 0;
+    double maxMs = 0;
+    int incremental = 0;  // how many of the edits were served incrementally
+    int edits = 0;
+};
+
+attn::Expected<EditSample> timeEdits(attn::AttentionInput in, const attn::AttentionConfig& cfg, int edits, unsigned seed)
+{
+    attn::AttentionResult r;
+    if (attn::Status s = attn::compute(in, cfg, r); !s.ok()) return s;
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> row(0, int(in.X.rows()) - 1), col(0, int(in.X.cols()) - 1);
+    std::vector<double> ms;
+    EditSample out;
+    for (int e = 0; e < edits; ++e) {
+        in.X(row(rng), col(rng)) += 0.25f;
+        const auto t0 = std::chrono::steady_clock::now();
+        if (attn::Status s = attn::compute(in, cfg, r); !s.ok()) return s;
+        ms.push_back(msSince(t0));
+        out.incremental += r.incremental;
+    }
+    std::sort(ms.begin(), ms.end());
+    out.medianMs = ms[ms.size() / 2];
+    out.maxMs = ms.back();
+    out.edits = edits;
+    return out;
+}
+
+// The machine's bounds, measured here with the same library and threads as the core: the SGEMM rate of a
+// large square Eigen product (what the projections, QKᵀ, PV and W^O can reach at best) and the memory
+// bandwidth of a streaming read+write over buffers far larger than the caches (what softmax can reach).
+struct Bounds {
+    double sgemmGflops = 0;
+    double memGBs = 0;
+};
+
+Bounds measureBounds()
+{
+    Bounds b;
+    const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+    {
+        // Every core multiplies its own 1024×1024 pair (single-threaded Eigen here: the app is not built
+        // with OpenMP), as the core's row-block tasks do.
+        const int n = 1024;
+        std::vector<attn::Matrix> a(threads), c(threads), out(threads);
+        std::mt19937 rng(7);
+        for (unsigned t = 0; t < threads; ++t) {
+            a[t] = randomMatrix(rng, n, n, 1.0f);
+            c[t] = randomMatrix(rng, n, n, 1.0f);
+            out[t].resize(n, n);
+        }
+        double best = 1e30;
+        for (int rep = 0; rep < 4; ++rep) {
+            const auto t0 = std::chrono::steady_clock::now();
+            std::vector<std::thread> team;
+            for (unsigned t = 0; t < threads; ++t) team.emplace_back([&, t] { out[t].noalias() = a[t] * c[t]; });
+            for (std::thread& th : team) th.join();
+            best = std::min(best, msSince(t0));
+        }
+        b.sgemmGflops = threads * 2.0 * n * n * double(n) / (best * 1e6);
+    }
+    {
+        // Each thread scales its slice of a 256 MiB buffer into another (read 4 B + write 4 B per float).
+        const std::size_t count = std::size_t(64) << 20;
+        std::vector<float> src(count, 1.0f), dst(count, 0.0f);
+        double best = 1e30;
+        for (int rep = 0; rep < 4; ++rep) {
+            const auto t0 = std::chrono::steady_clock::now();
+            std::vector<std::thread> team;
+            for (unsigned t = 0; t < threads; ++t)
+                team.emplace_back([&, t] {
+                    const std::size_t lo = count * t / threads, hi = count * (t + 1) / threads;
+                    Eigen::Map<Eigen::ArrayXf>(dst.data() + lo, Eigen::Index(hi - lo)) =
+                        Eigen::Map<const Eigen::ArrayXf>(src.data() + lo, Eigen::Index(hi - lo)) * 1.0001f;
+                });
+            for (std::thread& th : team) th.join();
+            best = std::min(best, msSince(t0));
+        }
+        b.memGBs = 2.0 * double(count) * sizeof(float) / (best * 1e6);
+    }
+    return b;
+}
+
+// Work of each phase of one compute, for the rates: floating-point operations (GEMM phases) or bytes moved
+// (softmax: read the scores, write the weights and the mask flags).
+struct Work {
+    double projFlop = 0, scoresFlop = 0, softmaxBytes = 0, pvFlop = 0, outputFlop = 0;
+};
+
+Work workOf(const BenchOptions& o, bool skipCausalScores)
+{
+    const double n = o.n, m = o.dModel, h = o.heads, d = double(o.dModel) / o.heads;
+    // Causal: PV (and QKᵀ when the hidden scores are skipped) runs over the keys up to each query's block
+    // only; ~half of the pairs.
+    const double pairs = o.causal ? n * (n + 1) / 2 : n * n;
+    Work w;
+    w.projFlop = 2 * n * m * 3 * m;
+    w.scoresFlop = 2 * h * (skipCausalScores ? pairs : n * n) * d;
+    w.softmaxBytes = h * n * n * (4 + 4 + 1);
+    w.pvFlop = 2 * h * pairs * d;
+    w.outputFlop = 2 * n * m * m;
+    return w;
+}
+
+double peakRssMb()
+{
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return double(u.ru_maxrss) / 1024.0;  // Linux: kilobytes
+}
+
+// The resident memory now (not the peak), from /proc/self/statm; 0 where unavailable.
+double currentRssMb()
+{
+    std::FILE* f = std::fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    long pages = 0, resident = 0;
+    const int got = std::fscanf(f, "%ld %ld", &pages, &resident);
+    std::fclose(f);
+    return got == 2 ? double(resident) * double(sysconf(_SC_PAGESIZE)) / double(1 << 20) : 0;
 }
 
 void printRow(const char* name, const Sample& s, double refMs)
@@ -78,6 +230,45 @@ void printRow(const char* name, const Sample& s, double refMs)
     }
     std::printf("   proj %.2f  scores %.2f  softmax %.2f  PV %.2f  W^O %.2f  copies %.2f\n", p.projections, p.scores,
                 p.softmax, p.pv, p.output, p.copies);
+}
+
+double rate(double work, double ms, double unit) { return ms > 0 ? work / (ms * 1e-3) / unit : 0; }
+
+void printRates(const Sample& s, const Work& w, const Bounds& b)
+{
+    const auto& p = s.phases;
+    std::printf("\nphase rates of cpu eigen (median run) next to this machine's bound:\n");
+    auto gemm = [&](const char* name, double flop, double ms) {
+        std::printf("  %-12s %8.2f ms %8.1f GFLOP/s  (SGEMM %.1f GFLOP/s: %3.0f%%)\n", name, ms, rate(flop, ms, 1e9),
+                    b.sgemmGflops, 100 * rate(flop, ms, 1e9) / b.sgemmGflops);
+    };
+    gemm("projections", w.projFlop, p.projections);
+    gemm("scores", w.scoresFlop, p.scores);
+    std::printf("  %-12s %8.2f ms %8.1f GB/s     (memory %.1f GB/s: %3.0f%%)\n", "softmax", p.softmax,
+                rate(w.softmaxBytes, p.softmax, 1e9), b.memGBs, 100 * rate(w.softmaxBytes, p.softmax, 1e9) / b.memGBs);
+    gemm("PV", w.pvFlop, p.pv);
+    gemm("W^O", w.outputFlop, p.output);
+}
+
+nlohmann::ordered_json pathJson(const Sample& s, const Work* w)
+{
+    const auto& p = s.phases;
+    nlohmann::ordered_json j;
+    j["median_ms"] = s.medianMs;
+    j["min_ms"] = s.minMs;
+    if (p.projections + p.scores + p.softmax + p.pv + p.output + p.copies > 0) {
+        j["phases_ms"] = {{"projections", p.projections}, {"scores", p.scores}, {"softmax", p.softmax},
+                          {"pv", p.pv},                   {"output", p.output}, {"copies", p.copies}};
+        if (w)
+            j["phase_rates"] = {{"projections_gflops", rate(w->projFlop, p.projections, 1e9)},
+                                {"scores_gflops", rate(w->scoresFlop, p.scores, 1e9)},
+                                {"softmax_gbs", rate(w->softmaxBytes, p.softmax, 1e9)},
+                                {"pv_gflops", rate(w->pvFlop, p.pv, 1e9)},
+                                {"output_gflops", rate(w->outputFlop, p.output, 1e9)}};
+    } else {
+        j["phases_ms"] = nlohmann::ordered_json::object();  // the reference does not time its phases
+    }
+    return j;
 }
 
 int runBench(const BenchOptions& o)
@@ -97,6 +288,8 @@ int runBench(const BenchOptions& o)
         return kExitBadInput;
     }
 
+    // What the process holds before any compute: code and libraries (a CUDA build maps cuBLAS, ~150 MB).
+    const double baselineRssMb = currentRssMb();
     std::mt19937 rng(o.seed);
     attn::AttentionInput in;
     // Xavier-like scaling keeps scores in a realistic range, so softmax is not trivially one-hot.
@@ -112,11 +305,13 @@ int runBench(const BenchOptions& o)
     cfg.heads = o.heads;
     cfg.backend = attn::Backend::Cpu;
 
-    std::printf("attnscope bench: self-attention, n=%d, d_model=%d, heads=%d (d_k=%d), %s, W^O on\n", o.n, o.dModel,
-                o.heads, o.dModel / o.heads, o.causal ? "causal mask" : "no mask");
-    std::printf("times in ms: median and min of %d run(s) (reference: %d); ratio = reference median / median\n\n",
-                o.repeat, o.referenceRepeat);
-    std::printf("%-22s %10s %10s %10s   %s\n", "path", "median", "min", "speed-up", "phases of the median run (ms)");
+    if (!o.json) {
+        std::printf("attnscope bench: self-attention, n=%d, d_model=%d, heads=%d (d_k=%d), %s, W^O on\n", o.n, o.dModel,
+                    o.heads, o.dModel / o.heads, o.causal ? "causal mask" : "no mask");
+        std::printf("times in ms: median and min of %d run(s) (reference: %d); ratio = reference median / median\n\n",
+                    o.repeat, o.referenceRepeat);
+        std::printf("%-22s %10s %10s %10s   %s\n", "path", "median", "min", "speed-up", "phases of the median run (ms)");
+    }
 
     double refMs = 0;
     Sample ref;
@@ -131,7 +326,9 @@ int runBench(const BenchOptions& o)
         refMs = ref.medianMs;
     }
     cfg.cpuPath = attn::CpuPath::Fast;
-    Sample eigen;
+    Sample eigen, eigenSkip;
+    EditSample edit;
+    double rssMb = peakRssMb();
     if (!o.skipCpu) {
         auto r = timeRuns(in, cfg, o.repeat);
         if (!r) {
@@ -139,22 +336,95 @@ int runBench(const BenchOptions& o)
             return kExitBadInput;
         }
         eigen = *r;
+        if (o.causal) {
+            // The same with the scores the causal mask hides skipped (triangular QKᵀ blocks).
+            attn::AttentionConfig skip = cfg;
+            skip.skipCausalMaskedScores = true;
+            auto rs = timeRuns(in, skip, o.repeat);
+            if (!rs) {
+                printError("bench: " + rs.status().message);
+                return kExitBadInput;
+            }
+            eigenSkip = *rs;
+        }
+        // The peak while the fast path computed (the reference, if timed, ran before with the same sizes).
+        // Taken before the edit timing: glibc keeps freed large blocks for reuse, which would add a result.
+        rssMb = peakRssMb();
+        auto e = timeEdits(in, cfg, std::max(5, o.repeat), o.seed + 1);
+        if (!e) {
+            printError("bench: " + e.status().message);
+            return kExitBadInput;
+        }
+        edit = *e;
     }
-    if (!o.skipReference) printRow("cpu reference (loops)", ref, refMs);
-    if (!o.skipCpu) printRow("cpu eigen", eigen, refMs);
+    if (!o.json) {
+        if (!o.skipReference) printRow("cpu reference (loops)", ref, refMs);
+        if (!o.skipCpu) printRow("cpu eigen", eigen, refMs);
+        if (!o.skipCpu && o.causal) printRow("cpu eigen, skip masked", eigenSkip, refMs);
+    }
 
+    Sample gpu;
+    bool haveGpu = false;
     if (requested != attn::Backend::Cpu) {
         cfg.backend = requested;
-        auto gpu = timeRuns(in, cfg, o.repeat);
-        if (!gpu) {
-            printError("bench: " + gpu.status().message);
-            return gpu.status().code == attn::StatusCode::Internal ? kExitFailure : kExitBadInput;
+        auto g = timeRuns(in, cfg, o.repeat);
+        if (!g) {
+            printError("bench: " + g.status().message);
+            return g.status().code == attn::StatusCode::Internal ? kExitFailure : kExitBadInput;
         }
-        reportBackendChoice(requested, gpu->backend);
-        if (gpu->backend == attn::Backend::Cuda) {
-            printRow("cuda", *gpu, refMs);
-            if (!o.skipCpu) std::printf("\ncuda vs cpu eigen: %.1fx\n", eigen.medianMs / gpu->medianMs);
+        reportBackendChoice(requested, g->backend);
+        if (g->backend == attn::Backend::Cuda) {
+            gpu = *g;
+            haveGpu = true;
+            if (!o.json) {
+                printRow("cuda", gpu, refMs);
+                if (!o.skipCpu) std::printf("\ncuda vs cpu eigen: %.1fx\n", eigen.medianMs / gpu.medianMs);
+            }
         }
+    }
+
+    const Work work = workOf(o, false), workSkip = workOf(o, true);
+    const Bounds bounds = o.skipCpu ? Bounds{} : measureBounds();
+    const double resultMb = double(eigen.resultBytes) / (1 << 20);
+    if (o.json) {
+        nlohmann::ordered_json j;
+        j["problem"] = {{"n", o.n}, {"d_model", o.dModel}, {"heads", o.heads}, {"causal", o.causal}};
+        j["paths"] = nlohmann::ordered_json::object();
+        if (!o.skipCpu) j["paths"]["cpu eigen"] = pathJson(eigen, &work);
+        if (!o.skipCpu && o.causal) j["paths"]["cpu eigen, causal scores skipped"] = pathJson(eigenSkip, &workSkip);
+        if (!o.skipReference) j["paths"]["reference"] = pathJson(ref, nullptr);
+        if (haveGpu) j["paths"]["cuda"] = pathJson(gpu, nullptr);
+        j["peak_rss_mb"] = rssMb;
+        j["baseline_rss_mb"] = baselineRssMb;
+        if (!o.skipCpu) {
+            j["result_mb"] = resultMb;
+            j["peak_rss_over_result"] = resultMb > 0 ? rssMb / resultMb : 0.0;
+            j["peak_rss_above_baseline_over_result"] = resultMb > 0 ? (rssMb - baselineRssMb) / resultMb : 0.0;
+            j["bounds"] = {{"sgemm_gflops", bounds.sgemmGflops}, {"memory_gbs", bounds.memGBs}};
+            j["edit_x_cell"] = {{"median_ms", edit.medianMs}, {"max_ms", edit.maxMs},
+                                {"incremental", edit.incremental}, {"edits", edit.edits}};
+            if (!o.skipReference) j["ratios"]["reference_over_cpu_eigen"] = refMs / eigen.medianMs;
+            j["ratios"]["full_over_edit"] = edit.medianMs > 0 ? eigen.medianMs / edit.medianMs : 0.0;
+            if (haveGpu) j["ratios"]["cpu_eigen_over_cuda"] = eigen.medianMs / gpu.medianMs;
+            if (o.causal) j["ratios"]["cpu_eigen_over_skipped"] = eigen.medianMs / eigenSkip.medianMs;
+        }
+        j["backend"] = attn::backendDescription(attn::Backend::Cpu);
+        std::printf("%s\n", j.dump(2).c_str());
+        return kExitOk;
+    }
+    if (!o.skipCpu) {
+        printRates(eigen, work, bounds);
+        if (o.causal) {
+            std::printf("with the causally masked scores skipped:");
+            printRates(eigenSkip, workSkip, bounds);
+        }
+        std::printf("\none edit (a cell of X, then compute into the previous result): median %.2f ms, max %.2f ms "
+                    "(%d of %d incremental)\n",
+                    edit.medianMs, edit.maxMs, edit.incremental, edit.edits);
+        std::printf("peak RSS %.1f MB (%.1f MB before computing); the result holds %.1f MB: peak %.2fx, above the "
+                    "start %.2fx\n",
+                    rssMb, baselineRssMb, resultMb, resultMb > 0 ? rssMb / resultMb : 0.0,
+                    resultMb > 0 ? (rssMb - baselineRssMb) / resultMb : 0.0);
     }
     std::printf("\nbackend: %s\n", attn::backendDescription(attn::Backend::Cpu).c_str());
     return kExitOk;
@@ -180,6 +450,7 @@ void addBenchCommand(CLI::App& root, CommandAction& action)
     cmd->add_flag("--skip-reference", o->skipReference, "Do not time the reference (for large n)");
     cmd->add_flag("--skip-cpu", o->skipCpu, "Do not time the CPU paths either: GPU only (e.g. n=16384 on a GPU)");
     cmd->add_option("--seed", o->seed, "Random seed of the problem")->capture_default_str();
+    cmd->add_flag("--json", o->json, "Print one JSON object instead of the table (with --gui: the window's numbers)");
     cmd->callback([o, &action] { action = [o] { return runBench(*o); }; });
 }
 

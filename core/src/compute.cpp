@@ -127,11 +127,26 @@ Status compute(const AttentionInput& in, const AttentionConfig& cfg, AttentionRe
         out.warnings.clear();
         out.timings = {};
         out.deviceGeneration = 0;
-        if (cfg.cpuPath == CpuPath::Reference) cpu::computeReference(in, cfg, d, out);
-        else cpu::computeEigen(in, cfg, d, out);
-        out.backend = Backend::Cpu;
+        if (cfg.cpuPath == CpuPath::Reference) {
+            out.cache.state.reset();
+            out.incremental = false;
+            cpu::computeReference(in, cfg, d, out);
+            out.backend = Backend::Cpu;
+            if (Status s = checkResultFinite(out); !s.ok()) return s;
+        } else {
+            // The fast path checks finiteness inside the passes that produce each value (see attention_eigen.cpp).
+            Status s = cpu::computeEigen(in, cfg, d, out);
+            out.backend = Backend::Cpu;
+            if (!s.ok()) {
+                out.cache.state.reset();
+                return s;
+            }
+        }
+    } else {
+        out.cache.state.reset();  // a device result: the next CPU compute starts from scratch
+        out.incremental = false;
+        if (Status s = checkResultFinite(out); !s.ok()) return s;
     }
-    if (Status s = checkResultFinite(out); !s.ok()) return s;
     if (!fallbackWarning.empty()) out.warnings.push_back(fallbackWarning);
     addMaskWarnings(out);
     out.timings.total = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

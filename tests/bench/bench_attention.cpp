@@ -1,7 +1,7 @@
 // Google Benchmark micro-benchmarks of the core paths, side by side in one run:
 //   build/tests/bench/attnscope_benchmarks [--benchmark_filter=...]
 // Compare BM_Compute/Reference/N with BM_Compute/Eigen/N (same N) for the fast-path speed-up, and
-// BM_Recompute for the cost of an edit in the window (buffers reused).
+// BM_RecomputeAfterEdit (incremental) with BM_RecomputeAfterEditFull for the cost of an edit in the window.
 #include <attnscope/attention.h>
 
 #include <benchmark/benchmark.h>
@@ -51,12 +51,14 @@ void BM_ComputeEigen(benchmark::State& s) { run(s, attn::CpuPath::Fast); }
 BENCHMARK(BM_ComputeReference)->Arg(16)->Arg(64)->Arg(256)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ComputeEigen)->Arg(16)->Arg(64)->Arg(256)->Unit(benchmark::kMicrosecond);
 
-// One edited cell then a recompute, as in the window (n = 64, d_model = 64, h = 4).
-void BM_RecomputeAfterEdit(benchmark::State& state)
+// One edited cell then a recompute, as in the window (n = 64, d_model = 64, h = 4): incremental (the
+// default) and everything recomputed, side by side.
+void recomputeAfterEdit(benchmark::State& state, bool incremental)
 {
     attn::AttentionInput in = problem(64, 64);
     attn::AttentionConfig cfg;
     cfg.heads = 4;
+    cfg.incremental = incremental;
     attn::AttentionResult r;
     float v = 0;
     for (auto _ : state) {
@@ -66,7 +68,10 @@ void BM_RecomputeAfterEdit(benchmark::State& state)
         benchmark::DoNotOptimize(r.output.data());
     }
 }
+void BM_RecomputeAfterEdit(benchmark::State& s) { recomputeAfterEdit(s, true); }
+void BM_RecomputeAfterEditFull(benchmark::State& s) { recomputeAfterEdit(s, false); }
 BENCHMARK(BM_RecomputeAfterEdit)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_RecomputeAfterEditFull)->Unit(benchmark::kMicrosecond);
 
 } // namespace
 

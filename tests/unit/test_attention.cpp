@@ -105,8 +105,12 @@ TEST_P(Sweep, EigenMatchesReference)
     }
     const AttentionResult ref = run(in, cfg, CpuPath::Reference);
     const AttentionResult fast = run(in, cfg, CpuPath::Fast);
+    AttentionConfig skipCfg = cfg;
+    skipCfg.skipCausalMaskedScores = true;
+    const AttentionResult fastSkip = run(in, skipCfg, CpuPath::Fast);
     ASSERT_EQ(ref.heads.size(), size_t(c.heads));
     ASSERT_EQ(fast.heads.size(), size_t(c.heads));
+    ASSERT_EQ(fastSkip.heads.size(), size_t(c.heads));
     // Float32 Eigen sums vs double-accumulated reference over at most ~12 terms of O(1) values: the
     // difference is a few float ulps (~1e-6 relative); 1e-5 abs + 1e-4 rel leaves room without hiding bugs
     // (a wrong mask, axis or head block changes values by > 1e-2).
@@ -115,6 +119,19 @@ TEST_P(Sweep, EigenMatchesReference)
         const std::string hs = "head " + std::to_string(h) + " ";
         EXPECT_TRUE(near(fast.heads[h].Q, ref.heads[h].Q, atol, rtol, hs + "Q"));
         EXPECT_TRUE(near(fast.heads[h].scores, ref.heads[h].scores, atol, rtol, hs + "scores"));
+        // Told to, the fast path skips the scores the causal mask hides (key j > query i) and leaves them 0;
+        // nothing else changes.
+        Matrix expected = ref.heads[h].scores;
+        if (in.mask.causal)
+            for (Eigen::Index i = 0; i < expected.rows(); ++i)
+                for (Eigen::Index j = 0; j < expected.cols(); ++j) {
+                    const Eigen::Index q = c.layout == Layout::Row ? i : j, k = c.layout == Layout::Row ? j : i;
+                    if (k > q) expected(i, j) = 0;
+                }
+        EXPECT_TRUE(near(fastSkip.heads[h].scores, expected, atol, rtol, hs + "scores (causal skipped)"));
+        EXPECT_TRUE(near(fastSkip.heads[h].weights, ref.heads[h].weights, atol, rtol, hs + "weights (causal skipped)"));
+        EXPECT_TRUE(near(fastSkip.heads[h].output, ref.heads[h].output, atol, rtol, hs + "output (causal skipped)"));
+        EXPECT_EQ(fastSkip.heads[h].masked, ref.heads[h].masked) << hs << "masked (causal skipped)";
         EXPECT_EQ(fast.heads[h].masked, ref.heads[h].masked) << hs << "masked";
         EXPECT_TRUE(near(fast.heads[h].weights, ref.heads[h].weights, atol, rtol, hs + "weights"));
         EXPECT_TRUE(near(fast.heads[h].output, ref.heads[h].output, atol, rtol, hs + "output"));
@@ -150,11 +167,19 @@ TEST_P(RowVsColumn, ColumnLayoutIsTheTransposeOfRowLayout)
             }
             EXPECT_EQ(Matrix(col.output.transpose()), row.output);
         } else {
-            // Eigen's kernels block differently for A·B and Bᵀ·Aᵀ: equal up to float rounding (see Sweep).
+            // One computation over two storage orders (the same kernels over mapped buffers). Masks are exact;
+            // values agree to float rounding: Eigen's small products are coefficient-based and split each
+            // inner product into vector lanes along whichever operand is contiguous, which the storage
+            // order decides (see Sweep for the tolerance).
             for (size_t h = 0; h < row.heads.size(); ++h) {
+                EXPECT_TRUE(near(col.heads[h].Q.transpose(), row.heads[h].Q, 1e-5f, 1e-4f, "Qᵀ"));
+                EXPECT_TRUE(near(col.heads[h].scores.transpose(), row.heads[h].scores, 1e-5f, 1e-4f, "scoresᵀ"));
+                EXPECT_EQ(MaskMatrix(col.heads[h].masked.transpose()), row.heads[h].masked);
                 EXPECT_TRUE(near(col.heads[h].weights.transpose(), row.heads[h].weights, 1e-5f, 1e-4f, "weightsᵀ"));
                 EXPECT_TRUE(near(col.heads[h].output.transpose(), row.heads[h].output, 1e-5f, 1e-4f, "outputᵀ"));
+                EXPECT_EQ(col.heads[h].fullyMaskedQueries, row.heads[h].fullyMaskedQueries);
             }
+            EXPECT_TRUE(near(col.concat.transpose(), row.concat, 1e-5f, 1e-4f, "concatᵀ"));
             EXPECT_TRUE(near(col.output.transpose(), row.output, 1e-5f, 1e-4f, "outputᵀ"));
         }
     }

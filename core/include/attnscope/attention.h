@@ -35,6 +35,12 @@ std::size_t defaultMemoryBudget();
 
 // Computes attention into `out`, reusing its buffers when the shapes did not change (no allocation on a
 // recompute of the same size). On error `out` is left in an unspecified but valid state.
+// Incremental (fast CPU path, cfg.incremental): when `out` holds a fast-path result of the same config and
+// sizes, compute() compares `in` with the snapshot that result keeps and updates only what the changed cells
+// reach (an X row: that token's Q/K/V, its score row and column in every head, the rows' softmax, the
+// outputs; a W^Q/W^K/W^V/bias cell: its head; W^O/b^O: the last product); anything else (other sizes, config,
+// masks, the additive score, many rows) is a full compute. out.incremental says which it was. Any number of
+// edits since that result is handled (a result may be several edits behind).
 // Returns InvalidArgument (bad input), ResourceExhausted (over cfg.memoryBudgetBytes),
 // Unavailable (cfg.backend == Cuda but CUDA is not built / no device), Internal (a backend failure).
 // With Backend::Auto it uses CUDA when built and a device is present, else the CPU (out.backend says which;
@@ -56,7 +62,8 @@ std::string backendDescription(Backend b);
 namespace cpu {
 // The two CPU paths, called by compute() after validation; `d` must come from validate(in, cfg).
 void computeReference(const AttentionInput& in, const AttentionConfig& cfg, const Dims& d, AttentionResult& out);
-void computeEigen(const AttentionInput& in, const AttentionConfig& cfg, const Dims& d, AttentionResult& out);
+// The fast path returns InvalidArgument when a value overflowed float32 (checked inside its own passes).
+Status computeEigen(const AttentionInput& in, const AttentionConfig& cfg, const Dims& d, AttentionResult& out);
 } // namespace cpu
 
 // Shared helpers (used by every path so that they agree exactly on these definitions) ------------------

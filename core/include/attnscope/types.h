@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -79,12 +80,21 @@ struct AttentionConfig {
     Backend backend = Backend::Cpu;       // default Cpu
     CpuPath cpuPath = CpuPath::Fast;      // default Fast (Eigen)
     std::size_t memoryBudgetBytes = 0;    // refuse problems needing more; 0 = half the machine's RAM
+    // Fast CPU path: when the previous result in `out` came from the same config and sizes, update only what
+    // the changed input cells reach (see compute() in attention.h); false = always recompute all. Default true.
+    bool incremental = true;
+    // Fast CPU path: don't compute the scores of keys the causal mask hides (key j > query i), about half of
+    // QKᵀ; those entries of HeadResult::scores are then 0 (their weights are 0 either way). For views that
+    // show masked cells as masked whatever their score. Default false (every score computed).
+    bool skipCausalMaskedScores = false;
 };
 
 // One head's intermediate results, in the session's layout.
 struct HeadResult {
     Matrix Q, K, V;      // Row: T×d_q, S×d_k, S×d_v; Column: transposed
-    Matrix scores;       // before masking, after scaling. Row: T×S (query i, key j); Column: S×T (KᵀQ)
+    Matrix scores;       // before masking, after scaling. Row: T×S (query i, key j); Column: S×T (KᵀQ).
+                         // Entries hidden by the causal mask are 0 when AttentionConfig::skipCausalMaskedScores
+                         // let the fast CPU path skip them.
     MaskMatrix masked;   // same shape as scores; 1 where masked
     Matrix weights;      // softmax of the masked scores along keys; same shape
     Matrix output;       // Row: T×d_v; Column: d_v×T
@@ -100,6 +110,30 @@ struct PhaseTimings {
     double output = 0;       // concat · Wo (+ bo)
     double copies = 0;       // host↔device transfers (GPU backends)
     double total = 0;        // the whole compute() call, validation included
+    // Phases run by a thread team (the CPU heads) report the team's summed thread time divided by its size,
+    // i.e. about the wall time the phase took.
+};
+
+// What the fast CPU path keeps between two computes into the same result so that the next one can update
+// only what an edit reaches: a snapshot of the input and config, per-row softmax statistics. Opaque.
+struct IncrementalState;
+
+// Owner of the IncrementalState. A copied result starts without one (its next compute is a full one), so two
+// results never share a snapshot.
+class IncrementalCache {
+public:
+    IncrementalCache() = default;
+    IncrementalCache(const IncrementalCache&) {}
+    IncrementalCache& operator=(const IncrementalCache&)
+    {
+        state.reset();
+        return *this;
+    }
+    IncrementalCache(IncrementalCache&&) noexcept = default;
+    IncrementalCache& operator=(IncrementalCache&&) noexcept = default;
+    ~IncrementalCache() = default;
+
+    std::shared_ptr<IncrementalState> state;
 };
 
 struct AttentionResult {
@@ -115,6 +149,10 @@ struct AttentionResult {
     // Identity of this result in the CUDA backend's device buffers, which keep the last result until the next
     // compute on the device starts (see attnscope/device_interop.h); 0 = not on the device (CPU result).
     std::uint64_t deviceGeneration = 0;
+    // True when the last compute() updated this result incrementally (only what the changed input cells
+    // reach), false when it computed everything.
+    bool incremental = false;
+    IncrementalCache cache;  // fast CPU path only; see AttentionConfig::incremental
 };
 
 } // namespace attn
