@@ -13,10 +13,16 @@
 #include "json_limits.h"
 
 #include <nlohmann/json.hpp>
+#include <unsupported/Eigen/SpecialFunctions>  // Eigen's vectorised erf (GELU)
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <sys/stat.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace attn {
 using json = nlohmann::json;
@@ -231,32 +237,128 @@ Expected<Model> loadModel(const std::string& dirIn)
 
 namespace {
 
-// Row-wise LayerNorm over the M columns (biased variance, as torch.nn.LayerNorm).
-void layerNorm(Matrix& x, const Vector& gamma, const Vector& beta, float eps)
+// Row-wise LayerNorm of rows [r0, r1) over the M columns (biased variance, as torch.nn.LayerNorm). Two passes
+// over each row (mean, then centred variance: the one-pass E[x²]−E[x]² form loses digits on BERT's large
+// hidden values), the normalisation in a third; all three are Eigen reductions/expressions, vectorised.
+void layerNormRows(Matrix& x, Eigen::Index r0, Eigen::Index r1, const Vector& gamma, const Vector& beta, float eps)
 {
-    for (Eigen::Index i = 0; i < x.rows(); ++i) {
-        auto r = x.row(i);
-        const float mean = r.mean();
-        const float var = (r.array() - mean).square().mean();
+    const float invM = 1.0f / static_cast<float>(x.cols());
+    for (Eigen::Index i = r0; i < r1; ++i) {
+        auto r = x.row(i).array();
+        const float mean = r.sum() * invM;
+        const float var = (r - mean).square().sum() * invM;
         const float inv = 1.0f / std::sqrt(var + eps);
-        r = ((r.array() - mean) * inv * gamma.transpose().array() + beta.transpose().array()).matrix();
+        r = (r - mean) * (inv * gamma.transpose().array()) + beta.transpose().array();
     }
 }
 
-// GELU in its exact erf form (Hugging Face's "gelu" activation for BERT).
-void gelu(Matrix& x)
+// Column blocks of the feed-forward products, the unit of work of the layer's thread team. Each task packs
+// the left operand again, so blocks are wide; 256 and 96 give 6 and 4 tasks at MiniLM's F = 1536 and
+// M = 384 (more tasks than 2 threads: under load a descheduled thread's block is taken by the other).
+constexpr Eigen::Index kFfnInCols = 256;
+constexpr Eigen::Index kFfnOutCols = 96;
+// Rows per task of the row-wise passes (residual + LayerNorm).
+constexpr Eigen::Index kNormRows = 32;
+
+// Below about 4M multiply-adds a thread team costs more than it saves (its start and its spinning threads;
+// the same threshold as the attention core's, see SmallProblemOneThread in core/src/cpu/attention_eigen.cpp).
+bool worthTeam(Eigen::Index n, Eigen::Index M, Eigen::Index F)
 {
-    x = x.unaryExpr([](float v) { return 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752f)); });
+    return static_cast<std::size_t>(n) * static_cast<std::size_t>(M) * static_cast<std::size_t>(F) >= (std::size_t(1) << 22);
 }
+
+// Everything after the attention of layer l, row-local except the two products:
+//   x = LayerNorm1(attention + hidden[l]);  h = GELU(x·W1 + b1);  hidden[l+1] = LayerNorm2(h·W2 + b2 + x).
+// One thread team for the whole layer (never nested in the attention core's teams, which have ended), its
+// phases split into column blocks (products) and row blocks (norms) under dynamic scheduling; Eigen's
+// products inside the team run on one thread each. Buffers come from `run` and are reused between calls.
+void feedForward(const EncoderLayer& layer, const ModelConfig& c, const Matrix& attnOut, const Matrix& input,
+                 ModelRun& run, Matrix& out)
+{
+    const Eigen::Index n = input.rows(), M = c.hidden, F = c.intermediate;
+    Matrix& x = run.scratch.normed;
+    Matrix& h = run.scratch.ffn;
+    x.resize(n, M);
+    h.resize(n, F);
+    out.resize(n, M);
+    const float eps = c.layerNormEps;
+    const Eigen::Index rowTasks = (n + kNormRows - 1) / kNormRows;
+    const Eigen::Index inTasks = (F + kFfnInCols - 1) / kFfnInCols, outTasks = (M + kFfnOutCols - 1) / kFfnOutCols;
+#pragma omp parallel if (worthTeam(n, M, F))
+    {
+#pragma omp for schedule(dynamic, 1)
+        for (Eigen::Index t = 0; t < rowTasks; ++t) {
+            const Eigen::Index r0 = t * kNormRows, rows = std::min(kNormRows, n - r0);
+            x.middleRows(r0, rows) = attnOut.middleRows(r0, rows) + input.middleRows(r0, rows);
+            layerNormRows(x, r0, r0 + rows, layer.ln1Gamma, layer.ln1Beta, eps);
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (Eigen::Index t = 0; t < inTasks; ++t) {
+            const Eigen::Index c0 = t * kFfnInCols, cols = std::min(kFfnInCols, F - c0);
+            auto hb = h.middleCols(c0, cols);
+            hb.noalias() = x * layer.W1.middleCols(c0, cols);
+            hb.rowwise() += layer.b1.segment(c0, cols).transpose();
+            // GELU in its exact erf form (Hugging Face's "gelu" for BERT); Eigen's erf is a rational
+            // approximation accurate to a couple of ulp, vectorised (std::erf is not).
+            hb.array() = 0.5f * hb.array() * (1.0f + (hb.array() * 0.70710678118654752f).erf());
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (Eigen::Index t = 0; t < outTasks; ++t) {
+            const Eigen::Index c0 = t * kFfnOutCols, cols = std::min(kFfnOutCols, M - c0);
+            auto ob = out.middleCols(c0, cols);
+            ob.noalias() = h * layer.W2.middleCols(c0, cols);
+            ob.rowwise() += layer.b2.segment(c0, cols).transpose();
+            ob += x.middleCols(c0, cols);
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (Eigen::Index t = 0; t < rowTasks; ++t) {
+            const Eigen::Index r0 = t * kNormRows, rows = std::min(kNormRows, n - r0);
+            layerNormRows(out, r0, r0 + rows, layer.ln2Gamma, layer.ln2Beta, eps);
+        }
+    }
+}
+
+// On this 2-core machine, shared with builds, a 2-thread team whose other thread is descheduled waits a
+// scheduler slice at every barrier: with the load average at 7–8 the forward at 128 tokens took 659 ms with
+// 2 threads and 50 ms with one (`attnscope model --bench`, median of 10). OpenMP's dynamic adjustment
+// (OMP_DYNAMIC; libgomp sizes a team by the online CPUs minus the 15-minute load average, at least 1) gives
+// the forward both cores on an idle machine and one under load. Scoped to the forward, the attention core's
+// teams inside it included; the caller's setting is restored. omp_set_dynamic sets the calling thread's ICV only.
+class DynamicTeams {
+public:
+    DynamicTeams()
+    {
+#ifdef _OPENMP
+        m_saved = omp_get_dynamic();
+        omp_set_dynamic(1);
+#endif
+    }
+    ~DynamicTeams()
+    {
+#ifdef _OPENMP
+        omp_set_dynamic(m_saved);
+#endif
+    }
+    DynamicTeams(const DynamicTeams&) = delete;
+    DynamicTeams& operator=(const DynamicTeams&) = delete;
+
+private:
+    int m_saved = 0;
+};
 
 Status runLayer(Model& model, int l, ModelRun& run, Backend backend)
 {
     const ModelConfig& c = model.config;
     EncoderLayer& layer = model.layers[static_cast<std::size_t>(l)];
-    layer.attention.X = run.hidden[static_cast<std::size_t>(l)];
+    const Matrix& input = run.hidden[static_cast<std::size_t>(l)];
+    layer.attention.X = input;  // same size as last time: Eigen reuses the buffer
     AttentionConfig cfg;
     cfg.heads = c.heads;
     cfg.backend = backend;
+    // Every layer's input changes whenever the one below it is recomputed, so the core's incremental path
+    // would find X changed in (nearly) every row and recompute all, after comparing and keeping a snapshot
+    // of the input (X and the four M×M weights: 2.4 MB a layer for MiniLM). Always a full compute instead.
+    cfg.incremental = false;
     AttentionResult& res = run.attention[static_cast<std::size_t>(l)];
     if (auto s = compute(layer.attention, cfg, res); !s.ok())
         return makeError(s.code, "layer " + std::to_string(l) + ": " + s.message);
@@ -272,16 +374,11 @@ Status runLayer(Model& model, int l, ModelRun& run, Backend backend)
         h.output.setZero();
         res.concat.middleCols(ah * D, D).setZero();
     }
-    if (anyAblated) res.output = (res.concat * layer.attention.Wo).rowwise() + layer.attention.bo.transpose();
-
-    Matrix x = res.output + run.hidden[static_cast<std::size_t>(l)];
-    layerNorm(x, layer.ln1Gamma, layer.ln1Beta, c.layerNormEps);
-    Matrix h = (x * layer.W1).rowwise() + layer.b1.transpose();
-    gelu(h);
-    Matrix y = (h * layer.W2).rowwise() + layer.b2.transpose();
-    y += x;
-    layerNorm(y, layer.ln2Gamma, layer.ln2Beta, c.layerNormEps);
-    run.hidden[static_cast<std::size_t>(l) + 1] = std::move(y);
+    if (anyAblated) {
+        res.output.noalias() = res.concat * layer.attention.Wo;
+        res.output.rowwise() += layer.attention.bo.transpose();
+    }
+    feedForward(layer, c, res.output, input, run, run.hidden[static_cast<std::size_t>(l) + 1]);
     return Status::success();
 }
 
@@ -295,8 +392,8 @@ void updateEmbedding(ModelRun& run)
 
 } // namespace
 
-Expected<ModelRun> runModel(Model& model, const std::string& a, const std::optional<std::string>& b,
-                            const ModelOptions& options)
+Status runModel(Model& model, const std::string& a, const std::optional<std::string>& b, const ModelOptions& options,
+                ModelRun& run)
 {
     const ModelConfig& c = model.config;
     for (const auto& [l, h] : options.ablate) {
@@ -307,26 +404,33 @@ Expected<ModelRun> runModel(Model& model, const std::string& a, const std::optio
     }
     auto enc = model.tokenizer.encode(a, b, c.maxPositions);
     if (!enc) return enc.status();
-    ModelRun run;
-    run.encoding = std::move(*enc);
-    run.warnings = run.encoding.warnings;
-    run.ablated = options.ablate;
-    const int n = static_cast<int>(run.encoding.ids.size());
+    const int n = static_cast<int>(enc->ids.size());
     for (int i = 0; i < n; ++i) {
-        const int id = run.encoding.ids[static_cast<std::size_t>(i)], type = run.encoding.typeIds[static_cast<std::size_t>(i)];
+        const int id = enc->ids[static_cast<std::size_t>(i)], type = enc->typeIds[static_cast<std::size_t>(i)];
         if (id < 0 || id >= c.vocabSize || type >= c.typeVocabSize)
             return invalidArgument("token " + std::to_string(i) + ": id " + std::to_string(id) + " or type " +
                                    std::to_string(type) + " is outside the model's embeddings");
     }
-    Matrix x(n, c.hidden);
+    run.encoding = std::move(*enc);
+    run.warnings = run.encoding.warnings;
+    run.ablated = options.ablate;
+    // Buffers of a previous run of the same length are reused (Eigen's resize keeps them, compute() too).
+    run.hidden.resize(static_cast<std::size_t>(c.layers) + 1);
+    run.attention.resize(static_cast<std::size_t>(c.layers));
+    Matrix& x = run.hidden[0];
+    x.resize(n, c.hidden);
     for (int i = 0; i < n; ++i)
         x.row(i) = model.wordEmbeddings.row(run.encoding.ids[static_cast<std::size_t>(i)]) +
                    model.positionEmbeddings.row(i) + model.typeEmbeddings.row(run.encoding.typeIds[static_cast<std::size_t>(i)]);
-    layerNorm(x, model.embLnGamma, model.embLnBeta, c.layerNormEps);
-    run.hidden.assign(static_cast<std::size_t>(c.layers) + 1, Matrix());
-    run.hidden[0] = std::move(x);
-    run.attention.assign(static_cast<std::size_t>(c.layers), AttentionResult());
-    if (auto s = recomputeFrom(model, 0, run, options.backend); !s.ok()) return s;
+    layerNormRows(x, 0, n, model.embLnGamma, model.embLnBeta, c.layerNormEps);
+    return recomputeFrom(model, 0, run, options.backend);
+}
+
+Expected<ModelRun> runModel(Model& model, const std::string& a, const std::optional<std::string>& b,
+                            const ModelOptions& options)
+{
+    ModelRun run;
+    if (auto s = runModel(model, a, b, options, run); !s.ok()) return s;
     return run;
 }
 
@@ -342,6 +446,7 @@ Status recomputeFrom(Model& model, int fromLayer, ModelRun& run, Backend backend
         if (al < 0 || al >= L || ah < 0 || ah >= model.config.heads)
             return invalidArgument("ablate: (" + std::to_string(al) + ", " + std::to_string(ah) +
                                    ") is outside the model's layers × heads");
+    const DynamicTeams teams;
     for (int l = fromLayer; l < L; ++l)
         if (auto s = runLayer(model, l, run, backend); !s.ok()) return s;
     updateEmbedding(run);

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -312,6 +313,79 @@ TEST_F(TinyModel, RunsWithRowsSummingToOneAndAUnitEmbedding)
     EXPECT_NEAR(run->embedding.norm(), 1.0f, 1e-5f);
     // The layer's AttentionInput holds that layer's X: the chain view opens it as a session.
     EXPECT_EQ(m->layers[1].attention.X, run->hidden[1]);
+}
+
+// The feed-forward half of a layer, written out with plain loops and std::erf: the oracle for the model's
+// blocked, vectorised version (LayerNorm, GELU with Eigen's erf approximation, the column-blocked products).
+attn::Matrix naiveFeedForward(const attn::EncoderLayer& L, const attn::Matrix& attnOut, const attn::Matrix& input, float eps)
+{
+    auto layerNorm = [eps](attn::Matrix& x, const attn::Vector& g, const attn::Vector& b) {
+        for (int i = 0; i < x.rows(); ++i) {
+            double mean = 0, var = 0;
+            for (int j = 0; j < x.cols(); ++j) mean += x(i, j);
+            mean /= double(x.cols());
+            for (int j = 0; j < x.cols(); ++j) var += (x(i, j) - mean) * (x(i, j) - mean);
+            var /= double(x.cols());
+            for (int j = 0; j < x.cols(); ++j) x(i, j) = float((x(i, j) - mean) / std::sqrt(var + eps) * g(j) + b(j));
+        }
+    };
+    const int n = int(input.rows()), M = int(input.cols()), F = int(L.W1.cols());
+    attn::Matrix x = attnOut + input;
+    layerNorm(x, L.ln1Gamma, L.ln1Beta);
+    attn::Matrix h(n, F), y(n, M);
+    for (int i = 0; i < n; ++i)
+        for (int f = 0; f < F; ++f) {
+            double acc = L.b1(f);
+            for (int k = 0; k < M; ++k) acc += double(x(i, k)) * L.W1(k, f);
+            h(i, f) = float(0.5 * acc * (1.0 + std::erf(acc / std::sqrt(2.0))));
+        }
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < M; ++j) {
+            double acc = L.b2(j) + x(i, j);
+            for (int f = 0; f < F; ++f) acc += double(h(i, f)) * L.W2(f, j);
+            y(i, j) = float(acc);
+        }
+    layerNorm(y, L.ln2Gamma, L.ln2Beta);
+    return y;
+}
+
+TEST_F(TinyModel, FeedForwardMatchesPlainLoops)
+{
+    auto m = attn::loadModel(m_dir.string());
+    ASSERT_TRUE(m.ok()) << m.status().message;
+    auto run = attn::runModel(*m, "the cat sat", std::string("unbelievable!"));
+    ASSERT_TRUE(run.ok()) << run.status().message;
+    for (int l = 0; l < kL; ++l) {
+        const attn::Matrix want = naiveFeedForward(m->layers[std::size_t(l)], run->attention[std::size_t(l)].output,
+                                                   run->hidden[std::size_t(l)], m->config.layerNormEps);
+        // float32 sums and Eigen's erf (a couple of ulp) against double sums and std::erf, through two
+        // LayerNorms of 4 values with eps 1e-12 (which amplify a rounding difference by 1/σ): 1e-5 of values ~1.
+        EXPECT_LT((run->hidden[std::size_t(l) + 1] - want).cwiseAbs().maxCoeff(), 1e-5f) << "layer " << l;
+    }
+}
+
+TEST_F(TinyModel, ARunReusedForAnotherTextEqualsAFreshOne)
+{
+    auto m = attn::loadModel(m_dir.string());
+    ASSERT_TRUE(m.ok()) << m.status().message;
+    attn::ModelRun run;
+    // Longer, then shorter, then the same length again: buffers resized and reused.
+    for (const char* text : {"the cat sat a cat sat", "the cat", "the sat"}) {
+        ASSERT_TRUE(attn::runModel(*m, text, std::nullopt, {}, run).ok());
+        auto fresh = attn::runModel(*m, text, std::nullopt);
+        ASSERT_TRUE(fresh.ok());
+        EXPECT_EQ(run.encoding.ids, fresh->encoding.ids) << text;
+        ASSERT_EQ(run.hidden.size(), fresh->hidden.size());
+        for (std::size_t l = 0; l < run.hidden.size(); ++l) EXPECT_EQ(run.hidden[l], fresh->hidden[l]) << text << " layer " << l;
+        for (std::size_t l = 0; l < run.attention.size(); ++l)
+            for (std::size_t h = 0; h < run.attention[l].heads.size(); ++h)
+                EXPECT_EQ(run.attention[l].heads[h].weights, fresh->attention[l].heads[h].weights) << text;
+        EXPECT_EQ(run.embedding, fresh->embedding) << text;
+    }
+    // A bad text leaves the run usable: the next good one fills it.
+    EXPECT_FALSE(attn::runModel(*m, "the", std::nullopt, {attn::Backend::Cpu, {{5, 0}}}, run).ok());
+    ASSERT_TRUE(attn::runModel(*m, "the cat", std::nullopt, {}, run).ok());
+    EXPECT_EQ(run.hidden.size(), std::size_t(kL + 1));
 }
 
 TEST_F(TinyModel, AblationZeroesTheHeadAndChangesTheOutput)

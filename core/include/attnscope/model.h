@@ -69,6 +69,9 @@ struct ModelRun {
     std::vector<AttentionResult> attention; // L results: per head Q, K, V, scores (scaled), weights
     Vector embedding;                      // M: mean of hidden[L] over the tokens, L2-normalised
     std::vector<std::string> warnings;     // truncation, backend fallback
+    // Buffers of the feed-forward, kept so that the next forward or recompute of the same length allocates
+    // nothing: the attention LayerNorm's output (n×M) and the GELU activations (n×F) of the last layer run.
+    struct Scratch { Matrix normed, ffn; } scratch;
 };
 
 struct ModelOptions {
@@ -82,6 +85,10 @@ struct ModelOptions {
 // the attention core computed (the chain view opens it as a session).
 Expected<ModelRun> runModel(Model& model, const std::string& a, const std::optional<std::string>& b,
                             const ModelOptions& options = {});
+// The same into an existing run, reusing its buffers when the token count did not change (what the window's
+// reruns and the bench do). On error `run` is left in an unspecified but valid state.
+Status runModel(Model& model, const std::string& a, const std::optional<std::string>& b, const ModelOptions& options,
+                ModelRun& run);
 
 // Recomputes layers `fromLayer`…L−1 of `run` (and the embedding) after an edit of that layer's weights or of
 // run.ablated; layers below keep their results. `run` must come from runModel on this model.
