@@ -129,6 +129,21 @@ Expected<Tokenizer> Tokenizer::fromTokenizerJson(const std::string& text)
         t.m_idToToken[static_cast<std::size_t>(id)] = it.key();
         t.m_vocab.emplace(it.key(), id);
     }
+    auto added = j.find("added_tokens");
+    if (added != j.end() && !added->is_null()) {
+        if (!added->is_array()) return bad("added_tokens is not an array");
+        for (std::size_t i = 0; i < added->size(); ++i) {
+            const json& a = (*added)[i];
+            auto content = a.is_object() ? a.find("content") : a.end();
+            if (!a.is_object() || content == a.end() || !content->is_string() || content->get<std::string>().empty())
+                return bad("added_tokens[" + std::to_string(i) + "]: expected an object with a non-empty \"content\" string");
+            auto normalized = a.find("normalized");
+            // normalized = true tokens would be matched in the normalised text: not supported, left to WordPiece.
+            if (normalized != a.end() && normalized->is_boolean() && normalized->get<bool>()) continue;
+            if (t.m_vocab.count(content->get<std::string>()) == 0) continue;  // no id to give it in this vocabulary
+            t.m_added.push_back(content->get<std::string>());
+        }
+    }
     if (auto s = t.finish(); !s.ok()) return makeError(StatusCode::ParseError, "tokenizer.json: " + s.message);
     return t;
 }
@@ -148,8 +163,42 @@ Expected<Tokenizer> Tokenizer::fromVocabTxt(const std::string& text, bool lowerc
         t.m_idToToken.push_back(std::move(tok));
         start = end + 1;
     }
+    // Hugging Face's BertTokenizer never splits its special tokens.
+    for (const char* special : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"})
+        if (t.m_vocab.count(special)) t.m_added.emplace_back(special);
     if (auto s = t.finish(); !s.ok()) return makeError(StatusCode::ParseError, "vocab.txt: " + s.message);
     return t;
+}
+
+Expected<std::vector<std::string>> Tokenizer::pieces(const std::string& text) const
+{
+    if (m_added.empty()) return wordPieces(text);
+    // Validate the whole text first, so that a bad byte's offset is the text's, not a segment's.
+    if (auto cps = decodeUtf8(text, "text"); !cps) return cps.status();
+    std::vector<std::string> out;
+    std::size_t pos = 0;
+    while (pos <= text.size()) {
+        // The earliest added token at or after pos, the longest one where several start there. A match in
+        // valid UTF-8 always starts on a character boundary (UTF-8 is self-synchronising).
+        std::size_t at = std::string::npos, len = 0;
+        for (const std::string& a : m_added) {
+            const std::size_t f = text.find(a, pos);
+            if (f != std::string::npos && (f < at || (f == at && a.size() > len))) {
+                at = f;
+                len = a.size();
+            }
+        }
+        const std::size_t end = at == std::string::npos ? text.size() : at;
+        if (end > pos) {
+            auto w = wordPieces(text.substr(pos, end - pos));
+            if (!w) return w.status();
+            out.insert(out.end(), w->begin(), w->end());
+        }
+        if (at == std::string::npos) break;
+        out.push_back(text.substr(at, len));
+        pos = at + len;
+    }
+    return out;
 }
 
 Expected<std::vector<std::string>> Tokenizer::wordPieces(const std::string& text) const
@@ -226,15 +275,15 @@ Expected<std::vector<std::string>> Tokenizer::wordPieces(const std::string& text
     return out;
 }
 
-Expected<std::vector<std::string>> Tokenizer::tokenize(const std::string& text) const { return wordPieces(text); }
+Expected<std::vector<std::string>> Tokenizer::tokenize(const std::string& text) const { return pieces(text); }
 
 Expected<Encoding> Tokenizer::encode(const std::string& a, const std::optional<std::string>& b, int maxLength) const
 {
-    auto ta = wordPieces(a);
+    auto ta = pieces(a);
     if (!ta) return ta.status();
     std::vector<std::string> tb;
     if (b) {
-        auto r = wordPieces(*b);
+        auto r = pieces(*b);
         if (!r) return makeError(r.status().code, "pair " + r.status().message);
         tb = std::move(*r);
     }

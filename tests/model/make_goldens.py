@@ -38,6 +38,8 @@ TOKENIZER_CASES = [
     {"text": "x" * 101 + " " + "y" * 100},
     {"text": "unbelievably uncharacteristically hyperparameterization"},
     {"text": "e\u0301 n\u0303 combining marks", "pair": "Ğ ğ ş Ş ı"},
+    # Special tokens typed in the text stay one token each (case-sensitive: "[mask]" is split).
+    {"text": "The [MASK] sat on the mat[SEP]then [mask] [UNK]x", "pair": "[CLS][PAD] a [MASK]"},
     {"text": "السلام عليكم ru: Привет, мир! hi: नमस्ते"},
     {"text": "", "pair": "empty first"},
     {"text": " ".join(["token"] * 600), "pair": "short pair"},

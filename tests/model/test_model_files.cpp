@@ -249,6 +249,34 @@ TEST(Tokenizer, WordPieceSplitsAndMarksUnknownWords)
     EXPECT_FALSE(enc->truncated);
 }
 
+TEST(Tokenizer, SpecialTokensTypedInTheTextStayWhole)
+{
+    // vocab.txt: the BERT specials in the vocabulary ([PAD] [UNK] [CLS] [SEP]; this one has no [MASK]).
+    auto v = attn::Tokenizer::fromVocabTxt(vocabTxt());
+    ASSERT_TRUE(v.ok()) << v.status().message;
+    auto tv = v->tokenize("the[SEP]cat [sep] [UNK]");
+    ASSERT_TRUE(tv.ok());
+    EXPECT_EQ(*tv, (std::vector<std::string>{"the", "[SEP]", "cat", "[UNK]", "[UNK]", "[UNK]", "[UNK]"}));
+    // tokenizer.json: added_tokens with normalized = false; the longest match wins where two start together;
+    // a normalized = true one is left to WordPiece (not supported).
+    const std::string j = R"({"model":{"type":"WordPiece","vocab":{"[UNK]":0,"[CLS]":1,"[SEP]":2,"[M]":3,"[M]x":4,
+        "a":5,"[":6,"m":7,"]":8,"é":9},"unk_token":"[UNK]"},"normalizer":{"type":"BertNormalizer","lowercase":false},
+        "added_tokens":[{"content":"[M]","normalized":false},{"content":"[M]x","normalized":false},
+                        {"content":"a","normalized":true}]})";
+    auto t = attn::Tokenizer::fromTokenizerJson(j);
+    ASSERT_TRUE(t.ok()) << t.status().message;
+    auto toks = t->tokenize("a[M]a [M]x[m]é");
+    ASSERT_TRUE(toks.ok());
+    EXPECT_EQ(*toks, (std::vector<std::string>{"a", "[M]", "a", "[M]x", "[", "m", "]", "é"}));
+    auto bad = t->tokenize("[M]\xff");
+    ASSERT_FALSE(bad.ok());  // the offset is the whole text's, not the segment's
+    EXPECT_NE(bad.status().message.find("byte 3"), std::string::npos) << bad.status().message;
+    auto broken = attn::Tokenizer::fromTokenizerJson(R"({"model":{"type":"WordPiece","vocab":{"[UNK]":0}},"added_tokens":[{"id":1}]})");
+    ASSERT_FALSE(broken.ok());
+    EXPECT_EQ(broken.status().message,
+              "tokenizer.json: added_tokens[0]: expected an object with a non-empty \"content\" string");
+}
+
 TEST(Tokenizer, TruncatesLongestFirstWithAWarning)
 {
     auto t = attn::Tokenizer::fromVocabTxt(vocabTxt());

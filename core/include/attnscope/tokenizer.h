@@ -42,6 +42,9 @@ public:
     // InvalidArgument when a text is not valid UTF-8 (naming the byte offset).
     Expected<Encoding> encode(const std::string& a, const std::optional<std::string>& b, int maxLength) const;
 
+    // Special tokens typed in the text ("[MASK]", "[SEP]", tokenizer.json's added_tokens whose normalized is
+    // false; case-sensitive) stay one token each, as in Hugging Face; the text between them is tokenised as usual.
+
     // The WordPiece tokens of one text without special tokens (for tests and the window's token list).
     Expected<std::vector<std::string>> tokenize(const std::string& text) const;
 
@@ -53,8 +56,12 @@ private:
     std::string m_unk = "[UNK]", m_cls = "[CLS]", m_sep = "[SEP]", m_prefix = "##";
     int m_maxWordChars = 100;
     bool m_lowercase = true, m_stripAccents = true, m_chinese = true, m_clean = true;
+    // Tokens matched verbatim in the raw text before normalisation, each one token (Hugging Face's added
+    // tokens with normalized = false, e.g. "[MASK]"; from vocab.txt the BERT specials in the vocabulary).
+    std::vector<std::string> m_added;
 
     Status finish();
+    Expected<std::vector<std::string>> pieces(const std::string& text) const;  // m_added split, then WordPiece
     Expected<std::vector<std::string>> wordPieces(const std::string& text) const;
 };
 
