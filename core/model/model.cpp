@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 #include <sys/stat.h>
 
@@ -323,14 +324,15 @@ void feedForward(const EncoderLayer& layer, const ModelConfig& c, const Matrix& 
 // 2 threads and 50 ms with one (`attnscope model --bench`, median of 10). OpenMP's dynamic adjustment
 // (OMP_DYNAMIC; libgomp sizes a team by the online CPUs minus the 15-minute load average, at least 1) gives
 // the forward both cores on an idle machine and one under load. Scoped to the forward, the attention core's
-// teams inside it included; the caller's setting is restored. omp_set_dynamic sets the calling thread's ICV only.
+// teams inside it included; the caller's setting is restored, and OMP_DYNAMIC set in the environment (e.g.
+// OMP_DYNAMIC=false to time fixed 2-thread teams) is left alone. omp_set_dynamic sets the calling thread's ICV only.
 class DynamicTeams {
 public:
     DynamicTeams()
     {
 #ifdef _OPENMP
         m_saved = omp_get_dynamic();
-        omp_set_dynamic(1);
+        if (std::getenv("OMP_DYNAMIC") == nullptr) omp_set_dynamic(1);  // a user's explicit choice stands
 #endif
     }
     ~DynamicTeams()
