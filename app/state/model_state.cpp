@@ -28,26 +28,41 @@ std::optional<std::string> pairText(const ModelState& m)
 
 // cos(emb(A), emb(B)) with each sentence run alone (as sentence-transformers compares two sentences),
 // under the current weights and ablations.
-void updateCosine(ModelState& m)
+void updateCosine(ModelState& m, int fromLayer)
 {
     m.hasCosine = false;
     if (m.textB.empty() || !m.model || !m.run) return;
-    attn::ModelOptions o;
-    o.ablate = m.run->ablated;
-    auto a = attn::runModel(*m.model, m.textA, std::nullopt, o);
-    auto b = attn::runModel(*m.model, m.textB, std::nullopt, o);
-    if (!a || !b) return;
-    m.cosine = attn::cosineSimilarity(a->embedding, b->embedding);
-    m.hasCosine = true;
-    // runModel set each layer's X to its own input: put back the pair run's, which the chain view shows.
+    // A and B run alone are kept: after an edit or ablation in layer l only layers l…L−1 are recomputed
+    // (the layers below saw neither), like the pair run itself; a new text or model reruns them whole.
+    bool ok = true;
+    for (auto [side, text] : {std::pair{&m.runA, &m.textA}, {&m.runB, &m.textB}}) {
+        if (fromLayer > 0 && *side && (*side)->hidden.size() == m.run->hidden.size()) {
+            (*side)->ablated = m.run->ablated;
+            ok = ok && attn::recomputeFrom(*m.model, fromLayer, **side).ok();
+        } else {
+            if (!*side) side->emplace();
+            attn::ModelOptions o;
+            o.ablate = m.run->ablated;
+            ok = ok && attn::runModel(*m.model, *text, std::nullopt, o, **side).ok();
+        }
+    }
+    // runModel and recomputeFrom set each layer's X to their run's input: put back the pair run's, which the
+    // chain view shows.
     for (std::size_t l = 0; l < m.model->layers.size(); ++l) m.model->layers[l].attention.X = m.run->hidden[l];
+    if (!ok) {
+        m.runA.reset();  // left unspecified by the failure: the next change reruns them whole
+        m.runB.reset();
+        return;
+    }
+    m.cosine = attn::cosineSimilarity(m.runA->embedding, m.runB->embedding);
+    m.hasCosine = true;
 }
 
-void noteChange(ModelState& m, const std::string& why)
+void noteChange(ModelState& m, const std::string& why, int fromLayer)
 {
     m.hasCosineBefore = m.hasCosine;
     m.cosineBefore = m.cosine;
-    updateCosine(m);
+    updateCosine(m, fromLayer);
     m.lastChange = why;
 }
 
@@ -76,7 +91,7 @@ void rerunModel(AppState& state, const std::string& why)
     m.embedding = m.run->embedding;
     m.openLayer = -1;  // the chain view's layer belongs to the old text
     bumpFrom(m, 0);
-    noteChange(m, why);
+    noteChange(m, why, 0);
 }
 
 attn::Status openModel(AppState& state, const std::string& dir)
@@ -114,7 +129,7 @@ void toggleAblation(AppState& state, int layer, int head)
     m.embedding = m.run->embedding;
     bumpFrom(m, layer);
     noteChange(m, std::string(on ? "ablated" : "restored") + " layer " + std::to_string(layer) + " head " +
-                      std::to_string(head));
+                      std::to_string(head), layer);
 }
 
 void openLayerInChain(AppState& state, int layer)
@@ -163,7 +178,7 @@ void syncModelEdits(AppState& state)
     }
     m.embedding = m.run->embedding;
     bumpFrom(m, m.openLayer);
-    noteChange(m, "edited layer " + std::to_string(m.openLayer) + "'s weights");
+    noteChange(m, "edited layer " + std::to_string(m.openLayer) + "'s weights", m.openLayer);
 }
 
 void startModelMode(AppState& state, const ModelStartup& startup)

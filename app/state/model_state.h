@@ -32,6 +32,7 @@ struct ModelState {
     std::string dir;
     std::optional<attn::Model> model;
     std::optional<attn::ModelRun> run;
+    std::optional<attn::ModelRun> runA, runB;  // A and B alone (for the cosine; only with B given)
     std::string textA, textB;       // the sentence fields (B empty = single sentence)
     std::string error;              // the last failure (load, tokenise), shown in the panel; "" = none
     std::vector<std::uint64_t> layerGeneration;  // +1 when layer l's result changes (thumbnail textures)

@@ -50,6 +50,15 @@ TEST_F(ModelMode, AblationTogglesAndChangesTheCosineFromThatLayerOn)
     EXPECT_NE(m.cosine, cos0);
     EXPECT_EQ(m.cosineBefore, cos0);
     EXPECT_EQ(m.lastChange, "ablated layer 2 head 5");
+    // The cosine came from A and B recomputed from layer 2 on: the same as two whole runs with the ablation.
+    {
+        auto a = attn::runModel(*m.model, m.textA, std::nullopt, {attn::Backend::Cpu, {{2, 5}}});
+        auto b = attn::runModel(*m.model, m.textB, std::nullopt, {attn::Backend::Cpu, {{2, 5}}});
+        ASSERT_TRUE(a.ok() && b.ok());
+        EXPECT_EQ(m.cosine, attn::cosineSimilarity(a->embedding, b->embedding));
+        for (std::size_t l = 0; l < m.model->layers.size(); ++l)  // the chain view's X is the pair run's again
+            m.model->layers[l].attention.X = m.run->hidden[l];
+    }
     app::toggleAblation(m_state, 2, 5);
     EXPECT_TRUE(m.run->ablated.empty());
     EXPECT_NEAR(m.cosine, cos0, 1e-6f);
