@@ -29,6 +29,7 @@ int runCli(int argc, char** argv)
     addExportCommand(root, action);
     addImportCommand(root, action);
     addCodeCommand(root, action);
+    addModelCommand(root, action);
     WindowCli window;
     addWindowOptions(root, window);
     for (CLI::App* sub : root.get_subcommands([](CLI::App*) { return true; })) sub->footer(kExitCodesHelp);

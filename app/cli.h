@@ -31,6 +31,7 @@ void addRenderCommand(CLI::App& root, CommandAction& action);  // figures: PNG /
 void addExportCommand(CLI::App& root, CommandAction& action);  // arrays out: .npz / .safetensors / .npy / .csv
 void addImportCommand(CLI::App& root, CommandAction& action);  // a matrix in from .npy / .npz / .safetensors
 void addCodeCommand(CLI::App& root, CommandAction& action);    // NumPy / PyTorch program for a session
+void addModelCommand(CLI::App& root, CommandAction& action);   // a trained transformer (docs/model.md)
 
 // Parses argv and runs the selected subcommand (or the window). Never throws.
 int runCli(int argc, char** argv);

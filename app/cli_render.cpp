@@ -2,6 +2,7 @@
 //  [--annotate] [--per-head-range] [--title TEXT]`, or a lesson's figure: `--lesson NAME [--head N] [--query I]
 //  [--key J]`.
 #include "cli.h"
+#include "cli_model.h"
 #include "cli_session.h"
 #include "figure/figure.h"
 #include "figure/figure_render.h"
@@ -93,7 +94,8 @@ void addRenderCommand(CLI::App& root, CommandAction& action)
 {
     auto opt = std::make_shared<RenderOptions>();
     CLI::App* cmd = root.add_subcommand("render", "Draw a figure of a session to PNG, SVG or PDF (vector, with real text)");
-    cmd->add_option("session", opt->session, "Session file (JSON)")->required();
+    cmd->add_option("session", opt->session, "Session file (JSON; not with --model-text)");
+    std::shared_ptr<ModelRenderCli> model = addModelRenderOptions(*cmd);
     cmd->add_option("-o,--output", opt->out, "FIG.png, FIG.svg or FIG.pdf")->required();
     cmd->add_option("--panel", opt->panel, "What to draw: " + fig::panelKindList() + " (default weights)");
     cmd->add_option("--head", opt->head, "A head index (0-based) or 'all' for a grid of small multiples (default all)");
@@ -111,8 +113,12 @@ void addRenderCommand(CLI::App& root, CommandAction& action)
         ->check(CLI::NonNegativeNumber);
     cmd->add_option("--key", opt->key, "With --lesson additive: the key j (0-based; default 0)")->check(CLI::NonNegativeNumber);
     lesson->excludes(cmd->get_option("--panel"))->excludes(cmd->get_option("--per-head-range"))->excludes(cmd->get_option("--cmap"));
-    cmd->callback([opt, &action] {
-        action = [opt]() -> int {
+    cmd->callback([opt, model, &action] {
+        action = [opt, model]() -> int {
+            if (modelRenderRequested(*model))
+                return renderModelFromCli(*model, opt->panel, opt->head, opt->out, opt->scale,
+                                          opt->titleGiven ? std::optional<std::string>(opt->title) : std::nullopt);
+            if (opt->session.empty()) return printError("render: a SESSION.json (or --model-text) is required"), kExitBadInput;
             const std::optional<fig::FigureFormat> format = fig::formatFromPath(opt->out);
             if (!format) return printError("-o " + attn::clipForMessage(opt->out, 200) + ": expected a .png, .svg or .pdf file name"), kExitBadInput;
             if (!opt->lesson.empty()) return renderLesson(*opt, *format);

@@ -44,6 +44,10 @@ void addWindowOptions(CLI::App& root, WindowCli& cli)
         ->check(CLI::IsMember({"export", "file", "log"}))
         ->allow_extra_args(false);
     root.add_option("--test-hooks", o.testHooksDir, "Write widget rectangles and frames into DIR (end-to-end tests)");
+    root.add_option("--model-text", o.model.text, "Open the model mode with this sentence A (docs/model.md)");
+    root.add_option("--pair", o.model.pair, "With --model-text: sentence B");
+    root.add_option("--model-dir", o.model.dir, "The model directory (default: build/models/all-MiniLM-L6-v2)");
+    root.add_option("--model-layer", o.model.openLayer, "With --model-text: open this layer in the chain view");
     addBackendOption(root, cli.backend);
     if (CLI::App* bench = root.get_subcommand("bench")) {
         bench->add_flag("--gui", cli.benchGui, "Benchmark the window instead: frames/s while editing, edit-to-picture latency");

@@ -1,6 +1,8 @@
 // The attnscope window: `attnscope [SESSION.json] [--screenshot OUT.png --frames N] [--size WxH] ...`.
 #pragma once
 
+#include "state/model_state.h"
+
 #include <attnscope/types.h>
 
 #include <string>
@@ -23,6 +25,7 @@ struct WindowOptions {
     std::vector<std::string> open;     // --open NAME...: windows to open at start: export, file, log
     std::string testHooksDir;      // --test-hooks DIR: layout.json + frame.ppm after each recompute (tests)
     attn::Backend backend = attn::Backend::Cpu;
+    ModelStartup model;            // --model-text/--pair/--model-dir: open the model mode at start
 };
 
 // Runs the window until it is closed (or the screenshot is taken). Returns an exit code (cli.h).

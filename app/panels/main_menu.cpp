@@ -14,6 +14,7 @@ void drawMainMenu(AppState& state)
         if (ImGui::MenuItem("Open / save…", "Ctrl+O")) state.showFilePanel = true;
         if (ImGui::MenuItem("Save", "Ctrl+S", false, !state.doc.path().empty())) saveSessionAs(state, state.doc.path());
         if (ImGui::MenuItem("Export…", "Ctrl+E")) state.exportDialog.open = true;
+        if (ImGui::MenuItem("Open model…")) state.model.showOpenDialog = true;
         if (ImGui::BeginMenu("Recent", !state.recentFiles.empty())) {
             for (const std::string& r : std::vector<std::string>(state.recentFiles))
                 if (ImGui::MenuItem(r.c_str())) openSession(state, r);
@@ -66,6 +67,7 @@ void drawMainMenu(AppState& state)
         ImGui::MenuItem("Values in cells", nullptr, &state.view.showValues);
         ImGui::MenuItem("Shared colour range over heads", nullptr, &state.view.sharedRange);
         ImGui::MenuItem("Message log", nullptr, &state.showLog);
+        ImGui::MenuItem("Model view", nullptr, &state.model.showView, state.model.active);
         ImGui::Separator();
         if (ImGui::BeginMenu("Lessons")) {
             for (int i = 0; i < kLessonCount; ++i)

@@ -2,6 +2,7 @@
 #include "panels/panels.h"
 
 #include "messages.h"
+#include "panels/model_panels.h"
 
 #include <imgui.h>
 
@@ -15,6 +16,8 @@ constexpr DrawFn kPanelRegistry[] = {
     drawControlsPanel,
     drawChainPanel,
     drawLessonPanels,
+    drawModelPanel,
+    drawModelOpenDialog,
     drawStatusBar,
     drawFilePanel,
     drawExportPanel,

@@ -6,6 +6,7 @@
 #include "state/background_saver.h"
 #include "state/document.h"
 #include "state/export_state.h"
+#include "state/model_state.h"
 
 #include <attnscope/colormap.h>
 
@@ -76,6 +77,7 @@ struct AppState {
     bool showFilePanel = false;
     bool showLog = false;
     ExportState exportDialog;  // File → Export… (Ctrl+E)
+    ModelState model;          // the model mode: a trained transformer (docs/model.md)
 
     // Lesson panels: their UI state, and the session in file orientation they read (rebuilt when the
     // document's revision changes: the document stores it row-oriented).

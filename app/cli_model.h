@@ -1,0 +1,27 @@
+// The model's options of `attnscope render` (docs/model.md); `attnscope model` registers through cli.h.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace CLI { class App; }
+
+namespace app {
+
+struct ModelRenderCli {
+    std::string text, pair, modelDir, ablate;
+    int layer = 0;
+};
+
+// Adds --model-text, --pair, --model-dir, --ablate and --layer to the render subcommand.
+std::shared_ptr<ModelRenderCli> addModelRenderOptions(CLI::App& render);
+
+// True when --model-text was given (render then draws the model instead of a session).
+inline bool modelRenderRequested(const ModelRenderCli& o) { return !o.text.empty(); }
+
+// Draws the model figure: panel "weights" (one head; default), "model-view" or "lines". Returns the exit code.
+int renderModelFromCli(const ModelRenderCli& o, const std::string& panel, const std::string& head,
+                       const std::string& out, double scale, const std::optional<std::string>& title);
+
+} // namespace app

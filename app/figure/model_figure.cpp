@@ -1,0 +1,185 @@
+// Model figures: see model_figure.h.
+#include "figure/model_figure.h"
+
+#include "figure/painter.h"
+
+#include <attnscope/colormap.h>
+
+#include <cairo-pdf.h>
+#include <cairo.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace app::fig {
+
+namespace {
+
+attn::Status checkLayerHead(const attn::ModelRun& run, int layer, int head)
+{
+    const int L = static_cast<int>(run.attention.size());
+    if (layer < 0 || layer >= L)
+        return attn::invalidArgument("--layer " + std::to_string(layer) + ": the model has " + std::to_string(L) +
+                                     " layers (0.." + std::to_string(L - 1) + ")");
+    const int H = static_cast<int>(run.attention[static_cast<std::size_t>(layer)].heads.size());
+    if (head < 0 || head >= H)
+        return attn::invalidArgument("--head " + std::to_string(head) + ": the model has " + std::to_string(H) +
+                                     " heads (0.." + std::to_string(H - 1) + ")");
+    return {};
+}
+
+bool isAblated(const attn::ModelRun& run, int l, int h)
+{
+    return std::find(run.ablated.begin(), run.ablated.end(), std::make_pair(l, h)) != run.ablated.end();
+}
+
+Heatmap headHeatmap(const attn::ModelRun& run, int l, int h, bool small)
+{
+    Heatmap hm;
+    hm.values = run.attention[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)].weights;
+    if (small) {
+        // Formatted, then moved in: GCC 12 reports a false -Wrestrict for string assign/insert of a literal here
+        // (GCC bug 105329).
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "L%d H%d%s", l, h, isAblated(run, l, h) ? " (off)" : "");
+        hm.title = std::string(buf);
+    }
+    hm.rowLabels = hm.colLabels = run.encoding.tokens;
+    hm.rowLabelsAreTokens = hm.colLabelsAreTokens = true;
+    if (!small) {
+        hm.rowAxis = "query";
+        hm.colAxis = "key";
+    }
+    hm.cmap = attn::Colormap::Viridis;
+    hm.range = {0.0f, 1.0f, 0};  // weights are probabilities: one fixed scale makes heads comparable
+    return hm;
+}
+
+} // namespace
+
+attn::Expected<Figure> buildModelFigure(const std::string& modelName, const attn::ModelRun& run,
+                                        const ModelFigureOptions& opt)
+{
+    Figure f;
+    f.colorbarLabel = "attention weight";
+    if (opt.kind == ModelFigureKind::ModelView) {
+        const int L = static_cast<int>(run.attention.size());
+        const int H = L > 0 ? static_cast<int>(run.attention[0].heads.size()) : 0;
+        for (int l = 0; l < L; ++l)
+            for (int h = 0; h < H; ++h) f.panels.push_back(headHeatmap(run, l, h, true));
+        f.columns = std::max(1, H);
+        f.sharedAxes = true;  // token labels on the outer edges only
+        f.title = opt.title.value_or(modelName + ": attention of every layer (rows) × head (columns)");
+        return f;
+    }
+    if (auto s = checkLayerHead(run, opt.layer, opt.head); !s.ok()) return s;
+    f.panels.push_back(headHeatmap(run, opt.layer, opt.head, false));
+    f.title = opt.title.value_or(modelName + ": layer " + std::to_string(opt.layer) + ", head " + std::to_string(opt.head) +
+                                 (isAblated(run, opt.layer, opt.head) ? " (ablated)" : ""));
+    return f;
+}
+
+// ---- Lines view -------------------------------------------------------------------------------------------
+
+namespace {
+
+struct LinesLayout {
+    double width = 0, height = 0, top = 0, row = 14, leftX = 0, rightX = 0, labelWidth = 0;
+};
+
+constexpr double kLabelSize = 9.0;
+constexpr attn::Rgb8 kLineColor{31, 100, 200};
+
+LinesLayout layoutLines(const attn::ModelRun& run, const std::string& title)
+{
+    LinesLayout L;
+    for (const std::string& t : run.encoding.tokens)
+        L.labelWidth = std::max(L.labelWidth, measureText({{t, 0}}, {kLabelSize}).width);
+    const double titleWidth = title.empty() ? 0 : measureText({{title, 0}}, {10.0, true}).width;
+    const double body = 2 * (L.labelWidth + 6) + 140;
+    L.width = std::max(body, titleWidth) + 24;
+    L.top = (title.empty() ? 12 : 34) + 16;  // title, then the "query" / "key" column headings
+    L.leftX = (L.width - body) / 2 + L.labelWidth + 6;
+    L.rightX = L.leftX + 140;
+    L.height = L.top + L.row * double(run.encoding.tokens.size()) + 12;
+    return L;
+}
+
+void drawLines(Painter& p, const attn::ModelRun& run, const ModelFigureOptions& opt, const std::string& title,
+               const LinesLayout& L)
+{
+    p.fillRect(0, 0, L.width, L.height, {255, 255, 255});
+    if (!title.empty()) p.text({{title, 0}}, {10.0, true}, L.width / 2, 10, HAlign::Center, VAlign::Top);
+    const TextStyle heading{8.0, false, {110, 110, 110}};
+    p.text({{"query", 0}}, heading, L.leftX - 6, L.top - 4, HAlign::Right, VAlign::Bottom);
+    p.text({{"key", 0}}, heading, L.rightX + 6, L.top - 4, HAlign::Left, VAlign::Bottom);
+    const attn::Matrix& w = run.attention[static_cast<std::size_t>(opt.layer)].heads[static_cast<std::size_t>(opt.head)].weights;
+    const auto n = static_cast<Eigen::Index>(run.encoding.tokens.size());
+    auto y = [&](Eigen::Index i) { return L.top + L.row * (double(i) + 0.5); };
+    // Faint lines first so strong ones stay on top; the colour is blended towards white by the weight
+    // (opacity = weight, over the white background), which every back end draws the same way.
+    std::vector<std::pair<float, std::pair<Eigen::Index, Eigen::Index>>> order;
+    for (Eigen::Index i = 0; i < n; ++i)
+        for (Eigen::Index j = 0; j < n; ++j)
+            if (w(i, j) > 0.01f) order.push_back({w(i, j), {i, j}});  // < 1 % is invisible at this opacity
+    std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [v, ij] : order) {
+        const float a = std::clamp(v, 0.0f, 1.0f);
+        const attn::Rgb8 c{std::uint8_t(255 - a * (255 - kLineColor.r)), std::uint8_t(255 - a * (255 - kLineColor.g)),
+                           std::uint8_t(255 - a * (255 - kLineColor.b))};
+        p.line(L.leftX, y(ij.first), L.rightX, y(ij.second), c, 0.6 + 1.6 * a);
+    }
+    for (Eigen::Index i = 0; i < n; ++i) {
+        const std::string& t = run.encoding.tokens[static_cast<std::size_t>(i)];
+        p.text({{t, 0}}, {kLabelSize}, L.leftX - 6, y(i), HAlign::Right, VAlign::Middle);
+        p.text({{t, 0}}, {kLabelSize}, L.rightX + 6, y(i), HAlign::Left, VAlign::Middle);
+    }
+}
+
+cairo_status_t appendBytes(void* closure, const unsigned char* data, unsigned int length)
+{
+    static_cast<std::string*>(closure)->append(reinterpret_cast<const char*>(data), length);
+    return CAIRO_STATUS_SUCCESS;
+}
+
+} // namespace
+
+attn::Expected<std::string> renderLinesFigure(const std::string& modelName, const attn::ModelRun& run,
+                                              const ModelFigureOptions& opt, FigureFormat format, double scale)
+{
+    if (auto s = checkLayerHead(run, opt.layer, opt.head); !s.ok()) return s;
+    const std::string title = opt.title.value_or(modelName + ": layer " + std::to_string(opt.layer) + ", head " +
+                                                 std::to_string(opt.head) + " (query → key)");
+    const LinesLayout L = layoutLines(run, title);
+    if (format == FigureFormat::Svg) {
+        SvgPainter p(L.width, L.height);
+        drawLines(p, run, opt, title, L);
+        return p.finish();
+    }
+    std::string out;
+    cairo_surface_t* surface = nullptr;
+    if (format == FigureFormat::Pdf) {
+        surface = cairo_pdf_surface_create_for_stream(appendBytes, &out, L.width, L.height);
+    } else {
+        if (!(scale >= kMinScale && scale <= kMaxScale) || L.width * L.height * scale * scale > kMaxPixels)
+            return attn::invalidArgument("scale: expected a value in [0.25, 16] giving at most 100 megapixels");
+        surface = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, int(std::ceil(L.width * scale)),
+                                             int(std::ceil(L.height * scale)));
+    }
+    cairo_t* cr = cairo_create(surface);
+    if (format == FigureFormat::Png) cairo_scale(cr, scale, scale);
+    CairoPainter painter(cr);
+    drawLines(painter, run, opt, title, L);
+    cairo_destroy(cr);
+    cairo_status_t st = CAIRO_STATUS_SUCCESS;
+    if (format == FigureFormat::Pdf) cairo_surface_finish(surface);
+    else st = cairo_surface_write_to_png_stream(surface, appendBytes, &out);
+    if (st == CAIRO_STATUS_SUCCESS) st = cairo_surface_status(surface);
+    cairo_surface_destroy(surface);
+    if (st != CAIRO_STATUS_SUCCESS)
+        return attn::makeError(attn::StatusCode::Internal, std::string("lines figure: ") + cairo_status_to_string(st));
+    return out;
+}
+
+} // namespace app::fig

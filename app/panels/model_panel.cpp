@@ -1,0 +1,262 @@
+// The model mode's window (docs/model.md): sentence fields, the model view (every layer × head, live, with
+// ablation checkboxes; click a thumbnail to open that layer in the chain view), the lines view of one head
+// (hover a token to highlight its attention) and the embedding / cosine panel. Also File → Open model….
+// Every number comes from attnscope_model (state/model_state.h); nothing here does attention math.
+#include "panels/model_panels.h"
+
+#include "figure/figure_render.h"
+#include "figure/model_figure.h"
+#include "messages.h"
+#include "panels/panels.h"
+#include "render/heatmap_view.h"
+#include "state/model_state.h"
+
+#include <attnscope/colormap.h>
+
+#include <imgui.h>
+#include <imgui_stdlib.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace app {
+namespace {
+
+bool isAblated(const attn::ModelRun& run, int l, int h)
+{
+    return std::find(run.ablated.begin(), run.ablated.end(), std::make_pair(l, h)) != run.ablated.end();
+}
+
+void drawSentenceFields(AppState& state)
+{
+    ModelState& m = state.model;
+    // Short texts rerun on every keystroke; past 128 tokens a forward takes long enough to stall typing, so
+    // the model reruns when the field is left (Enter, Tab or a click elsewhere).
+    const bool live = m.run->encoding.ids.size() <= 128;
+    bool rerun = false;
+    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.45f);
+    rerun |= ImGui::InputTextWithHint("##A", "sentence A", &m.textA) && live;
+    rerun |= ImGui::IsItemDeactivatedAfterEdit();
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x);
+    rerun |= ImGui::InputTextWithHint("##B", "sentence B (optional)", &m.textB) && live;
+    rerun |= ImGui::IsItemDeactivatedAfterEdit();
+    if (rerun) rerunModel(state, "edited the text");  // re-tokenised
+    if (!m.error.empty()) ImGui::TextColored(ImVec4(0.85f, 0.2f, 0.2f, 1), "%s", m.error.c_str());
+}
+
+// The grid: one thumbnail per (layer, head), a checkbox under each to ablate it.
+void drawModelGrid(AppState& state, float width, float height)
+{
+    ModelState& m = state.model;
+    const attn::ModelRun& run = *m.run;
+    const int L = static_cast<int>(run.attention.size()), H = m.model->config.heads;
+    const int n = static_cast<int>(run.encoding.tokens.size());
+    const float fontH = ImGui::GetFontSize();
+    const float pad = 6;
+    // Cells stay below 0.8 × the font height so the heatmap widget draws no labels in a thumbnail.
+    const float rowExtra = ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().ItemSpacing.y;  // the checkbox row
+    const float thumb = std::max(24.0f, std::min((width - 40 - pad * float(H)) / float(H),
+                                                 (height - fontH) / float(std::max(L, 1)) - rowExtra));
+    const float cell = std::min(thumb / float(std::max(n, 1)), fontH * 0.79f);
+    ImGui::Dummy(ImVec2(34, 0));
+    for (int h = 0; h < H; ++h) {
+        ImGui::SameLine(40 + (cell * float(n) + pad) * float(h));
+        ImGui::Text("H%d", h);
+    }
+    for (int l = 0; l < L; ++l) {
+        ImGui::Text("L%d", l);
+        for (int h = 0; h < H; ++h) {
+            ImGui::SameLine(40 + (cell * float(n) + pad) * float(h));
+            ImGui::BeginGroup();
+            ImGui::PushID(l * 1000 + h);
+            HeatmapSpec spec;
+            spec.key = "model/" + std::to_string(l) + "/" + std::to_string(h);
+            spec.src.values = &run.attention[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)].weights;
+            spec.src.range = {0.0f, 1.0f, 0};
+            spec.src.colormap = attn::Colormap::Viridis;
+            // The texture changes only when its layer does.
+            spec.src.generation = m.layerGeneration.size() > std::size_t(l) ? m.layerGeneration[static_cast<std::size_t>(l)] : 0;
+            spec.cellPx = cell;
+            spec.showValues = false;
+            spec.maxWidth = spec.maxHeight = 4096;
+            const HeatmapHit hit = drawHeatmap(spec);
+            if (hit.row >= 0) {
+                const float w = spec.src.values->coeff(hit.row, hit.col);
+                ImGui::SetTooltip("layer %d, head %d%s\n%s → %s: %.3f\nclick: open layer %d in the chain view", l, h,
+                                  isAblated(run, l, h) ? " (ablated)" : "",
+                                  run.encoding.tokens[static_cast<std::size_t>(hit.row)].c_str(),
+                                  run.encoding.tokens[static_cast<std::size_t>(hit.col)].c_str(), w, l);
+            }
+            state.recordRect(spec.key, hit.cellsMin, hit.cellsMax);
+            if (hit.pressed) {
+                m.linesLayer = l;
+                m.linesHead = h;
+                openLayerInChain(state, l);
+            }
+            bool off = isAblated(run, l, h);
+            if (ImGui::Checkbox("##off", &off)) toggleAblation(state, l, h);
+            if (ImGui::IsItemHovered()) ImGui::SetTooltip("ablate layer %d head %d (its weights × 0)", l, h);
+            ImGui::PopID();
+            ImGui::EndGroup();
+            if (ImGui::IsItemHovered() && ImGui::IsMouseClicked(ImGuiMouseButton_Right)) {
+                m.linesLayer = l;
+                m.linesHead = h;
+            }
+        }
+    }
+}
+
+// BertViz's head view: tokens in two columns, a line per (query, key) whose opacity is the weight; hovering a
+// token shows only its lines.
+void drawLinesView(AppState& state, ImVec2 size)
+{
+    ModelState& m = state.model;
+    const attn::ModelRun& run = *m.run;
+    const attn::Matrix& w =
+        run.attention[static_cast<std::size_t>(m.linesLayer)].heads[static_cast<std::size_t>(m.linesHead)].weights;
+    const int n = static_cast<int>(run.encoding.tokens.size());
+    ImGui::Text("Lines view: layer %d, head %d (right-click a thumbnail to pick; hover a token)", m.linesLayer, m.linesHead);
+    const ImVec2 o = ImGui::GetCursorScreenPos();
+    const float row = std::clamp((size.y - 30) / float(std::max(n, 1)), 6.0f, ImGui::GetFontSize() + 4);
+    float labelW = 0;
+    for (const std::string& t : run.encoding.tokens) labelW = std::max(labelW, ImGui::CalcTextSize(t.c_str()).x);
+    const float leftX = o.x + labelW + 8, rightX = std::min(o.x + size.x - labelW - 8, leftX + 220);
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const ImVec2 mouse = ImGui::GetIO().MousePos;
+    int hover = -1;
+    for (int i = 0; i < n; ++i) {
+        const float y = o.y + row * (float(i) + 0.5f);
+        if (std::fabs(mouse.y - y) < row / 2 && mouse.x >= o.x && mouse.x <= o.x + size.x) hover = i;
+    }
+    m.hoverToken = hover;
+    state.recordRect("model/lines", o, ImVec2(o.x + size.x, o.y + row * float(n)));
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) {
+            if (hover >= 0 && i != hover) continue;
+            const float a = std::clamp(w(i, j), 0.0f, 1.0f);
+            if (a < (n > 64 ? 0.05f : 0.01f)) continue;  // invisible at that opacity; keeps long texts fluid
+            dl->AddLine(ImVec2(leftX, o.y + row * (float(i) + 0.5f)), ImVec2(rightX, o.y + row * (float(j) + 0.5f)),
+                        IM_COL32(31, 100, 200, int(255 * a)), 1.0f + 2.0f * a);
+        }
+    for (int i = 0; i < n; ++i) {
+        const char* t = run.encoding.tokens[static_cast<std::size_t>(i)].c_str();
+        const float y = o.y + row * (float(i) + 0.5f) - ImGui::GetFontSize() / 2;
+        const ImU32 col = (hover == i) ? IM_COL32(200, 60, 30, 255) : ImGui::GetColorU32(ImGuiCol_Text);
+        dl->AddText(ImVec2(leftX - 6 - ImGui::CalcTextSize(t).x, y), col, t);
+        dl->AddText(ImVec2(rightX + 6, y), ImGui::GetColorU32(ImGuiCol_Text), t);
+    }
+    ImGui::Dummy(ImVec2(size.x, row * float(n)));
+}
+
+// Export of the views as PNG / SVG / PDF (the format from the file name), through the same figure code as
+// `attnscope render --model-text`.
+void drawExportRow(AppState& state)
+{
+    ModelState& m = state.model;
+    static std::string path = "model_view.pdf";
+    ImGui::SetNextItemWidth(200);
+    ImGui::InputText("##exportpath", &path);
+    auto save = [&](fig::ModelFigureKind kind) {
+        const std::optional<fig::FigureFormat> format = fig::formatFromPath(path);
+        if (!format) {
+            postError(path + ": expected a .png, .svg or .pdf file name");
+            return;
+        }
+        fig::ModelFigureOptions fo;
+        fo.kind = kind;
+        fo.layer = m.linesLayer;
+        fo.head = m.linesHead;
+        attn::Expected<std::string> bytes = std::string();
+        if (kind == fig::ModelFigureKind::Lines) bytes = fig::renderLinesFigure(m.model->name, *m.run, fo, *format, 2.0);
+        else {
+            auto f = fig::buildModelFigure(m.model->name, *m.run, fo);
+            if (!f) {
+                postError(f.status().message);
+                return;
+            }
+            bytes = fig::renderFigure(*f, *format, 2.0);
+        }
+        attn::Status st = bytes.ok() ? attn::writeFileAtomic(path, *bytes) : bytes.status();
+        if (st.ok()) postMessage(MessageLevel::Info, "saved " + path);
+        else postError(st.message);
+    };
+    ImGui::SameLine();
+    if (ImGui::Button("Save grid")) save(fig::ModelFigureKind::ModelView);
+    ImGui::SameLine();
+    if (ImGui::Button("Save head")) save(fig::ModelFigureKind::Head);
+    ImGui::SameLine();
+    if (ImGui::Button("Save lines")) save(fig::ModelFigureKind::Lines);
+}
+
+void drawEmbeddingPanel(AppState& state)
+{
+    ModelState& m = state.model;
+    ImGui::Text("Sentence embedding (%d values, mean of the last layer, L2-normalised)", int(m.embedding.size()));
+    std::string head;
+    for (Eigen::Index i = 0; i < std::min<Eigen::Index>(8, m.embedding.size()); ++i)
+        head += attn::formatValue(m.embedding[i]) + "  ";
+    ImGui::TextWrapped("[%s…]", head.c_str());
+    if (m.hasCosine) {
+        ImGui::Text("cos(A, B) = %.4f", m.cosine);
+        if (m.hasCosineBefore && !m.lastChange.empty())
+            ImGui::Text("%s: %.4f → %.4f (%+.4f)", m.lastChange.c_str(), m.cosineBefore, m.cosine, m.cosine - m.cosineBefore);
+    } else {
+        ImGui::TextDisabled("type sentence B to compare A and B (cosine similarity)");
+    }
+    ImGui::Text("%zu heads ablated", m.run->ablated.size());
+    ImGui::Separator();
+    ImGui::TextUnformatted("Export (PNG, SVG or PDF from the name; head and lines: the lines view's head)");
+    drawExportRow(state);
+}
+
+} // namespace
+
+void drawModelPanel(AppState& state)
+{
+    ModelState& m = state.model;
+    if (!m.active || !m.showView || !m.model || !m.run) return;
+    const ImGuiViewport* vp = ImGui::GetMainViewport();
+    ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + kControlsWidth, vp->WorkPos.y));
+    ImGui::SetNextWindowSize(ImVec2(vp->WorkSize.x - kControlsWidth, vp->WorkSize.y - kStatusBarHeight));
+    const std::string title = "Model: " + m.model->name + " (" + std::to_string(m.model->config.layers) + " layers × " +
+                              std::to_string(m.model->config.heads) + " heads)###model";
+    ImGui::SetNextWindowBgAlpha(1.0f);  // opaque: it covers the chain view
+    ImGui::Begin(title.c_str(), nullptr, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse);
+    drawSentenceFields(state);
+    ImGui::Separator();
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    drawModelGrid(state, avail.x, avail.y * 0.62f);
+    ImGui::Separator();
+    const ImVec2 rest = ImGui::GetContentRegionAvail();
+    ImGui::BeginChild("lines", ImVec2(rest.x * 0.5f, std::max(rest.y, 120.0f)));
+    drawLinesView(state, ImVec2(rest.x * 0.5f, std::max(rest.y, 120.0f)));
+    ImGui::EndChild();
+    ImGui::SameLine();
+    ImGui::BeginChild("embedding", ImVec2(0, std::max(rest.y, 120.0f)));
+    drawEmbeddingPanel(state);
+    ImGui::EndChild();
+    ImGui::End();
+}
+
+void drawModelOpenDialog(AppState& state)
+{
+    ModelState& m = state.model;
+    syncModelEdits(state);  // once per frame: chain-view edits of the opened layer flow back into the model
+    if (!m.showOpenDialog) return;
+    if (m.dirField.empty()) m.dirField = defaultModelDirectory();
+    ImGui::SetNextWindowSize(ImVec2(560, 0), ImGuiCond_Appearing);
+    if (ImGui::Begin("Open model", &m.showOpenDialog, ImGuiWindowFlags_NoCollapse)) {
+        ImGui::TextWrapped("A Hugging Face BERT directory: config.json, model.safetensors and tokenizer.json (or vocab.txt).");
+        ImGui::SetNextItemWidth(-1);
+        const bool enter = ImGui::InputText("##dir", &m.dirField, ImGuiInputTextFlags_EnterReturnsTrue);
+        if (ImGui::Button("Open") || enter) {
+            if (openModel(state, m.dirField).ok()) m.showOpenDialog = false;
+        }
+        ImGui::SameLine();
+        if (ImGui::Button("Cancel")) m.showOpenDialog = false;
+    }
+    ImGui::End();
+}
+
+} // namespace app
