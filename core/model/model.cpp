@@ -10,7 +10,6 @@
 #include "attnscope/preset_io.h"  // readFile
 #include "attnscope/safetensors.h"
 
-#include "json_limits.h"
 
 #include <nlohmann/json.hpp>
 #include <unsupported/Eigen/SpecialFunctions>  // Eigen's vectorised erf (GELU)
@@ -34,8 +33,7 @@ using json = nlohmann::json;
 
 Expected<ModelConfig> parseModelConfig(const std::string& text)
 {
-    if (auto d = detail::checkJsonDepth(text, 32); !d.ok())
-        return makeError(StatusCode::ParseError, "config.json: " + d.message);
+    if (Status d = checkJsonDepth(text, 32, "config.json"); !d.ok()) return d;  // a config is flat: 32 is ample
     const json j = json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return makeError(StatusCode::ParseError, "config.json: not a JSON object");
     ModelConfig c;

@@ -2,7 +2,6 @@
 #include "attnscope/safetensors.h"
 #include "attnscope/preset_io.h"  // readFile
 
-#include "json_limits.h"
 
 #include <nlohmann/json.hpp>
 
@@ -57,7 +56,8 @@ Expected<SafeTensorMap> parseSafetensors(const std::uint8_t* bytes, std::size_t 
     const std::uint8_t* data = bytes + 8 + n;
     const std::uint64_t dataSize = size - 8 - n;
 
-    if (auto depth = detail::checkJsonDepth(header, 8); !depth.ok()) return bad("header: " + depth.message);
+    // A header is {name: {dtype, shape: [...], data_offsets: [...]}}: 3 levels; 8 leaves room for __metadata__.
+    if (Status depth = checkJsonDepth(header, 8, what + ": header"); !depth.ok()) return depth;
     const json h = json::parse(header, nullptr, /*allow_exceptions=*/false);
     if (h.is_discarded()) return bad("header is not valid JSON");
     if (!h.is_object()) return bad("header is not a JSON object");

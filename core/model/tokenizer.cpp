@@ -2,7 +2,7 @@
 // Face tokenizers' BertNormalizer / BertPreTokenizer (normalizers/bert.rs, pre_tokenizers/bert.rs).
 #include "attnscope/tokenizer.h"
 
-#include "json_limits.h"
+#include "attnscope/preset_io.h"  // checkJsonDepth
 
 #include <nlohmann/json.hpp>
 #include <unicode/locid.h>
@@ -84,7 +84,7 @@ Status Tokenizer::finish()
 Expected<Tokenizer> Tokenizer::fromTokenizerJson(const std::string& text)
 {
     auto bad = [](const std::string& m) { return makeError(StatusCode::ParseError, "tokenizer.json: " + m); };
-    if (auto d = detail::checkJsonDepth(text, 64); !d.ok()) return bad(d.message);
+    if (Status d = checkJsonDepth(text, kMaxJsonDepth, "tokenizer.json"); !d.ok()) return d;
     const json j = json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
     Tokenizer t;

@@ -192,7 +192,7 @@ TEST(Safetensors, CorruptFilesAreParseErrorsNamingTheProblem)
     EXPECT_NE(parseError(withHeader(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,0]}})"))
                   .find("span 0 bytes, expected 12 (3 F32 values)"),
               std::string::npos);
-    EXPECT_NE(parseError(withHeader(std::string(200, '[') + std::string(200, ']'))).find("nests deeper"), std::string::npos);
+    EXPECT_NE(parseError(withHeader(std::string(200, '[') + std::string(200, ']'))).find("nested deeper than 8 levels"), std::string::npos);
 }
 
 // ---- config.json ---------------------------------------------------------------------------------------
@@ -315,7 +315,7 @@ TEST(Tokenizer, BadInputIsReported)
     EXPECT_EQ(badId.status().message, "tokenizer.json: model.vocab[\"a\"]: id must be an integer in 0..0");
     auto deep = attn::Tokenizer::fromTokenizerJson(std::string(100000, '[') + std::string(100000, ']'));
     ASSERT_FALSE(deep.ok());
-    EXPECT_NE(deep.status().message.find("nests deeper than 64 levels"), std::string::npos);
+    EXPECT_NE(deep.status().message.find("nested deeper than 64 levels"), std::string::npos);
 }
 
 // ---- loading and running --------------------------------------------------------------------------------
