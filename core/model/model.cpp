@@ -66,7 +66,7 @@ Expected<ModelConfig> parseModelConfig(const std::string& text)
         }
         if (!it->is_number_integer() || it->get<long long>() < f.lo || it->get<long long>() > f.hi)
             return invalidArgument(std::string("config.json: ") + f.key + ": expected an integer in " +
-                                   std::to_string(f.lo) + ".." + std::to_string(f.hi) + ", got " + it->dump());
+                                   std::to_string(f.lo) + ".." + std::to_string(f.hi) + ", got " + clipForMessage(it->dump()));
         *f.dst = static_cast<int>(it->get<long long>());
     }
     if (auto it = j.find("layer_norm_eps"); it != j.end()) {

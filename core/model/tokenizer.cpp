@@ -2,7 +2,7 @@
 // Face tokenizers' BertNormalizer / BertPreTokenizer (normalizers/bert.rs, pre_tokenizers/bert.rs).
 #include "attnscope/tokenizer.h"
 
-#include "attnscope/preset_io.h"  // checkJsonDepth
+#include "attnscope/preset_io.h"  // checkJsonDepth, clipForMessage
 
 #include <nlohmann/json.hpp>
 #include <unicode/locid.h>
@@ -12,6 +12,7 @@
 #include <unicode/utf8.h>
 
 #include <algorithm>
+#include <cstdint>
 
 namespace attn {
 using json = nlohmann::json;
@@ -20,6 +21,8 @@ namespace {
 
 // Largest vocabulary accepted (BERT's is 30522, multilingual ones ~250k).
 constexpr std::size_t kMaxVocab = 2'000'000;
+// Longest word limit a tokenizer.json may set (Hugging Face uses 100); larger values only slow WordPiece down.
+constexpr std::int64_t kMaxWordCharsLimit = 1'000'000;
 
 // UTF-8 → code points; InvalidArgument naming the first bad byte.
 Expected<std::vector<UChar32>> decodeUtf8(const std::string& s, const char* what)
@@ -98,7 +101,14 @@ Expected<Tokenizer> Tokenizer::fromTokenizerJson(const std::string& text)
     try {
         t.m_unk = model->value("unk_token", t.m_unk);
         t.m_prefix = model->value("continuing_subword_prefix", t.m_prefix);
-        t.m_maxWordChars = model->value("max_input_chars_per_word", t.m_maxWordChars);
+        // Read as an integer explicitly: nlohmann's value<int>() converts a JSON float such as 1e81 to int,
+        // which is undefined behaviour (found by tests/fuzz/fuzz_tokenizer under UBSan).
+        if (auto m = model->find("max_input_chars_per_word"); m != model->end() && !m->is_null()) {
+            if (!m->is_number_integer() || m->get<std::int64_t>() < 1 || m->get<std::int64_t>() > kMaxWordCharsLimit)
+                return bad("model.max_input_chars_per_word: expected an integer in 1.." +
+                           std::to_string(kMaxWordCharsLimit) + ", got " + clipForMessage(m->dump()));
+            t.m_maxWordChars = static_cast<int>(m->get<std::int64_t>());
+        }
         auto norm = j.find("normalizer");
         if (norm != j.end() && !norm->is_null()) {
             const std::string nt = norm->value("type", std::string());

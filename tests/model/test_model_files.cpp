@@ -313,6 +313,12 @@ TEST(Tokenizer, BadInputIsReported)
     auto badId = attn::Tokenizer::fromTokenizerJson(R"({"model":{"type":"WordPiece","vocab":{"a":7}}})");
     ASSERT_FALSE(badId.ok());
     EXPECT_EQ(badId.status().message, "tokenizer.json: model.vocab[\"a\"]: id must be an integer in 0..0");
+    // A float where an integer belongs was converted to int (undefined behaviour; found by fuzz_tokenizer).
+    auto floatChars = attn::Tokenizer::fromTokenizerJson(
+        R"({"model":{"type":"WordPiece","max_input_chars_per_word":1.1e81,"vocab":{"[UNK]":0}}})");
+    ASSERT_FALSE(floatChars.ok());
+    EXPECT_EQ(floatChars.status().message,
+              "tokenizer.json: model.max_input_chars_per_word: expected an integer in 1..1000000, got 1.1e+81");
     auto deep = attn::Tokenizer::fromTokenizerJson(std::string(100000, '[') + std::string(100000, ']'));
     ASSERT_FALSE(deep.ok());
     EXPECT_NE(deep.status().message.find("nested deeper than 64 levels"), std::string::npos);
