@@ -23,17 +23,8 @@ namespace attn::cpu {
 namespace fast {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double msSince(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
 using RowVec = Eigen::Matrix<float, 1, Eigen::Dynamic>;
 using RowBlock = Eigen::Map<Matrix, 0, Eigen::OuterStride<>>;
-template <int Order>
-using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Order>;
-template <int Order>
-using View = Eigen::Map<Mat<Order>>;
-template <int Order>
-using CView = Eigen::Map<const Mat<Order>>;
 template <int Order>
 using MaskView = Eigen::Map<Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic, Order>>;
 
@@ -46,13 +37,6 @@ auto view(M& m, Eigen::Index rows, Eigen::Index cols)
     else m.resize(cols, rows);
     using Scalar = typename M::Scalar;
     return Eigen::Map<Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic, Order>>(m.data(), rows, cols);
-}
-
-template <int Order>
-CView<Order> cview(const Matrix& m)
-{
-    if constexpr (Order == Eigen::RowMajor) return CView<Order>(m.data(), m.rows(), m.cols());
-    else return CView<Order>(m.data(), m.cols(), m.rows());
 }
 
 // w[j] = exp(x[j] - mx) for j < n, vectorised, and returns their sum; x may be w. Eigen's vectorised exp

@@ -9,6 +9,7 @@
 
 #include "attnscope/attention.h"
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -28,6 +29,30 @@ struct IncrementalState {
 };
 
 namespace cpu::fast {
+
+using Clock = std::chrono::steady_clock;
+inline double msSince(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// Row-semantics views (see the top of this file): a session buffer m read as a rows×cols matrix of storage
+// order Order (m itself is rows×cols for Row, cols×rows for Column).
+template <int Order>
+using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Order>;
+template <int Order>
+using View = Eigen::Map<Mat<Order>>;
+template <int Order>
+using CView = Eigen::Map<const Mat<Order>>;
+template <int Order>
+View<Order> rview(Matrix& m)
+{
+    if constexpr (Order == Eigen::RowMajor) return View<Order>(m.data(), m.rows(), m.cols());
+    else return View<Order>(m.data(), m.cols(), m.rows());
+}
+template <int Order>
+CView<Order> cview(const Matrix& m)
+{
+    if constexpr (Order == Eigen::RowMajor) return CView<Order>(m.data(), m.rows(), m.cols());
+    else return CView<Order>(m.data(), m.cols(), m.rows());
+}
 
 // True when every one of the n values is finite. One vectorised pass: x·0 is 0 for a finite x and NaN
 // for ±inf or NaN, and a sum with a NaN in it is NaN. (Eigen 3.4's allFinite() compares element by

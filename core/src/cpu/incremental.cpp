@@ -24,29 +24,6 @@
 namespace attn::cpu::fast {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double msSince(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-template <int Order>
-using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Order>;
-template <int Order>
-using View = Eigen::Map<Mat<Order>>;
-template <int Order>
-using CView = Eigen::Map<const Mat<Order>>;
-
-template <int Order>
-View<Order> rview(Matrix& m)
-{
-    if constexpr (Order == Eigen::RowMajor) return View<Order>(m.data(), m.rows(), m.cols());
-    else return View<Order>(m.data(), m.cols(), m.rows());
-}
-template <int Order>
-CView<Order> rcview(const Matrix& m)
-{
-    if constexpr (Order == Eigen::RowMajor) return CView<Order>(m.data(), m.rows(), m.cols());
-    else return CView<Order>(m.data(), m.cols(), m.rows());
-}
-
 bool sameShape(const Matrix& a, const Matrix& b) { return a.rows() == b.rows() && a.cols() == b.cols(); }
 bool sameBits(const Matrix& a, const Matrix& b)
 {
@@ -184,16 +161,16 @@ void updateProjections(const AttentionInput& in, const AttentionConfig& cfg, con
 {
     View<Order> Q = rview<Order>(out.Q), K = rview<Order>(out.K), V = rview<Order>(out.V);
     if (cfg.mode == Mode::Direct) {
-        for (int i : ch.rowsQ) Q.row(i) = rcview<Order>(in.Q).row(i);
+        for (int i : ch.rowsQ) Q.row(i) = cview<Order>(in.Q).row(i);
         for (int j : ch.rowsKV) {
-            K.row(j) = rcview<Order>(in.K).row(j);
-            V.row(j) = rcview<Order>(in.V).row(j);
+            K.row(j) = cview<Order>(in.K).row(j);
+            V.row(j) = cview<Order>(in.V).row(j);
         }
         return;
     }
-    const CView<Order> X = rcview<Order>(in.X);
-    const CView<Order> Xkv = rcview<Order>(cfg.mode == Mode::Cross ? in.Xkv : in.X);
-    const CView<Order> Wq = rcview<Order>(in.Wq), Wk = rcview<Order>(in.Wk), Wv = rcview<Order>(in.Wv);
+    const CView<Order> X = cview<Order>(in.X);
+    const CView<Order> Xkv = cview<Order>(cfg.mode == Mode::Cross ? in.Xkv : in.X);
+    const CView<Order> Wq = cview<Order>(in.Wq), Wk = cview<Order>(in.Wk), Wv = cview<Order>(in.Wv);
     for (int i : ch.rowsQ) {
         Q.row(i).noalias() = X.row(i) * Wq;
         if (in.bq.size()) Q.row(i) += in.bq.transpose();
@@ -226,9 +203,9 @@ bool updateHead(const AttentionInput& in, const AttentionConfig& cfg, const Dims
 {
     HeadResult& r = out.heads[h];
     const int T = d.T, S = d.S;
-    const auto Q = rcview<Order>(out.Q).middleCols(h * d.dq, d.dq);
-    const auto K = rcview<Order>(out.K).middleCols(h * d.dk, d.dk);
-    const auto V = rcview<Order>(out.V).middleCols(h * d.dv, d.dv);
+    const auto Q = cview<Order>(out.Q).middleCols(h * d.dq, d.dq);
+    const auto K = cview<Order>(out.K).middleCols(h * d.dk, d.dk);
+    const auto V = cview<Order>(out.V).middleCols(h * d.dv, d.dv);
     View<Order> Sc(r.scores.data(), T, S), W(r.weights.data(), T, S), O(r.output.data(), T, d.dv);
     View<Order> concat(out.concat.data(), T, d.H * d.dv);
     const bool skip = skipsCausal(cfg, in.mask);
@@ -367,7 +344,7 @@ bool tryIncrementalT(const AttentionInput& in, const AttentionConfig& cfg, const
     // Old V rows of the changed keys (all heads), for the output correction.
     Mat<Eigen::RowMajor> oldV(static_cast<Eigen::Index>(ch.rowsKV.size()), d.H * d.dv);
     for (std::size_t k = 0; k < ch.rowsKV.size(); ++k)
-        oldV.row(Eigen::Index(k)) = rcview<Order>(out.V).row(ch.rowsKV[k]);
+        oldV.row(Eigen::Index(k)) = cview<Order>(out.V).row(ch.rowsKV[k]);
     updateProjections<Order>(in, cfg, d, ch, out);
     out.timings.projections = msSince(t0);
     for (auto [m, what] : {std::pair{&out.Q, "Q"}, {&out.K, "K"}, {&out.V, "V"}})
