@@ -2,6 +2,7 @@
 #include "figure/figure.h"
 
 #include <attnscope/attention.h>
+#include <attnscope/layout.h>
 
 namespace app::fig {
 
@@ -48,8 +49,9 @@ struct Builder {
     std::vector<std::string> qTokens, kTokens;
     bool column;
 
-    attn::Matrix rowOf(const attn::Matrix& m) const { return column ? attn::Matrix(m.transpose()) : m; }
-    attn::MaskMatrix rowOf(const attn::MaskMatrix& m) const { return column ? attn::MaskMatrix(m.transpose()) : m; }
+    attn::Matrix rowOf(const attn::Matrix& m) const { return attn::tokenRows(m, layout()); }
+    attn::MaskMatrix rowOf(const attn::MaskMatrix& m) const { return attn::tokenRows(m, layout()); }
+    attn::Layout layout() const { return column ? attn::Layout::Column : attn::Layout::Row; }
 
     Heatmap tokenRows(const attn::Matrix& m, const std::vector<std::string>& rowTokens, const char* rowAxis,
                       const char* colAxis) const

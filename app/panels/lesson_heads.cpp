@@ -3,6 +3,8 @@
 // vs h heads on the same input.
 #include "panels/lesson_panels.h"
 
+#include <attnscope/layout.h>
+
 #include <algorithm>
 #include <string>
 
@@ -24,12 +26,10 @@ GridOptions blocks(const std::vector<attn::HeadBlock>& hb, char which)
     return o;
 }
 
-// Row layout: the head blocks are column ranges. Column layout stores everything transposed, so the panel
-// shows the token-rows view (transposed back) to keep one picture.
-attn::Matrix rowsView(const attn::Matrix& m, attn::Layout l) { return l == attn::Layout::Row ? m : attn::Matrix(m.transpose()); }
-
 } // namespace
 
+// Row layout: the head blocks are column ranges. Column layout stores everything transposed, so the panel
+// shows the token-rows view (attn::tokenRows) to keep one picture.
 void drawHeadsPanel(const LessonInputs& in, LessonState& st, bool* open)
 {
     ImGui::SetNextWindowSize(ImVec2(900, 760), ImGuiCond_FirstUseEver);
@@ -56,24 +56,24 @@ void drawHeadsPanel(const LessonInputs& in, LessonState& st, bool* open)
 
     sectionTitle("Column blocks per head");
     if (s.config.mode != attn::Mode::Direct) {
-        drawMatrixGrid("Wq", "W^Q", rowsView(s.input.Wq, L), blocks(hb, 'q'));
+        drawMatrixGrid("Wq", "W^Q", attn::tokenRows(s.input.Wq, L), blocks(hb, 'q'));
         ImGui::SameLine(0, 20);
         ImGui::BeginGroup();
-        drawMatrixGrid("Wk", "W^K", rowsView(s.input.Wk, L), blocks(hb, 'k'));
+        drawMatrixGrid("Wk", "W^K", attn::tokenRows(s.input.Wk, L), blocks(hb, 'k'));
         ImGui::EndGroup();
         ImGui::SameLine(0, 20);
         ImGui::BeginGroup();
-        drawMatrixGrid("Wv", "W^V", rowsView(s.input.Wv, L), blocks(hb, 'v'));
+        drawMatrixGrid("Wv", "W^V", attn::tokenRows(s.input.Wv, L), blocks(hb, 'v'));
         ImGui::EndGroup();
     }
-    drawMatrixGrid("Q", "Q", rowsView(r.Q, L), blocks(hb, 'q'));
+    drawMatrixGrid("Q", "Q", attn::tokenRows(r.Q, L), blocks(hb, 'q'));
     ImGui::SameLine(0, 20);
     ImGui::BeginGroup();
-    drawMatrixGrid("K", "K", rowsView(r.K, L), blocks(hb, 'k'));
+    drawMatrixGrid("K", "K", attn::tokenRows(r.K, L), blocks(hb, 'k'));
     ImGui::EndGroup();
     ImGui::SameLine(0, 20);
     ImGui::BeginGroup();
-    drawMatrixGrid("V", "V", rowsView(r.V, L), blocks(hb, 'v'));
+    drawMatrixGrid("V", "V", attn::tokenRows(r.V, L), blocks(hb, 'v'));
     ImGui::EndGroup();
 
     sectionTitle("Seed 003's block identity: Q W_h = Q_h");
@@ -89,7 +89,7 @@ void drawHeadsPanel(const LessonInputs& in, LessonState& st, bool* open)
         ImGui::SameLine(0, 20);
         ImGui::BeginGroup();
         drawMatrixGrid("Qh", ("Q_" + std::to_string(st.head + 1) + " = Q W_" + std::to_string(st.head + 1)).c_str(),
-                       rowsView(r.heads[st.head].Q, L), GridOptions{});
+                       attn::tokenRows(r.heads[st.head].Q, L), GridOptions{});
         ImGui::EndGroup();
     } else {
         errorText(sel.status().message);

@@ -9,6 +9,8 @@
 
 #include "messages.h"
 
+#include <attnscope/layout.h>
+
 #include <algorithm>
 #include <cassert>
 #include <chrono>
@@ -116,18 +118,6 @@ const char* matrixName(MatrixId id)
     return "?";
 }
 
-void transposeSessionMatrices(attn::Session& s)
-{
-    attn::AttentionInput& in = s.input;
-    for (attn::Matrix* m : {&in.X, &in.Xkv, &in.Wq, &in.Wk, &in.Wv, &in.Wo, &in.Q, &in.K, &in.V, &in.additive.Aq,
-                            &in.additive.Ak}) {
-        attn::Matrix t = m->transpose();
-        m->swap(t);
-    }
-    attn::MaskMatrix t = in.mask.custom.transpose();
-    in.mask.custom.swap(t);
-}
-
 attn::Matrix makeFilled(FillKind kind, int rows, int cols, unsigned seed)
 {
     attn::Matrix m = attn::Matrix::Zero(rows, cols);
@@ -172,7 +162,7 @@ Document::Document()
 
 void Document::setSession(attn::Session s, const std::string& path)
 {
-    if (s.config.layout == attn::Layout::Column) transposeSessionMatrices(s);
+    attn::restateInput(s.input, s.config.layout, attn::Layout::Row);  // stored as token rows
     if (s.config.mode == attn::Mode::Self && s.keyTokens.empty()) s.keyTokens = s.queryTokens;
     m_session = std::move(s);
     m_path = path;
@@ -184,7 +174,7 @@ void Document::setSession(attn::Session s, const std::string& path)
 
 void Document::replaceSession(attn::Session s, bool inGesture)
 {
-    if (s.config.layout == attn::Layout::Column) transposeSessionMatrices(s);
+    attn::restateInput(s.input, s.config.layout, attn::Layout::Row);  // stored as token rows
     if (s.config.mode == attn::Mode::Self && s.keyTokens.empty()) s.keyTokens = s.queryTokens;
     if (!inGesture) pushUndo();
     m_session = std::move(s);
@@ -203,7 +193,7 @@ attn::Status Document::load(const std::string& path)
 attn::Session Document::sessionForSave(const std::string& viewJson) const
 {
     attn::Session s = m_session;
-    if (s.config.layout == attn::Layout::Column) transposeSessionMatrices(s);
+    attn::restateInput(s.input, attn::Layout::Row, s.config.layout);
     s.viewJson = viewJson;
     return s;
 }
@@ -584,20 +574,10 @@ void Document::setPresent(MatrixId id, bool on)
 
 namespace {
 
-// The session's canonical (Row) storage in the orientation core gets: transposed for the Column layout.
-void toComputeOrientation(attn::AttentionInput& in, const attn::AttentionConfig& cfg)
-{
-    if (cfg.layout != attn::Layout::Column) return;
-    attn::Session tmp;
-    tmp.input = std::move(in);
-    transposeSessionMatrices(tmp);
-    in = std::move(tmp.input);
-}
-
 // What every compute runs.
 attn::Status computeCanonical(attn::AttentionInput& in, const attn::AttentionConfig& cfg, attn::AttentionResult& out)
 {
-    toComputeOrientation(in, cfg);
+    attn::restateInput(in, attn::Layout::Row, cfg.layout);  // stored as token rows
     return attn::compute(in, cfg, out);
 }
 
@@ -620,7 +600,7 @@ void Document::startWorker(ComputeFn fn)
     // m_workerRanges are touched by the worker only while its job runs, by take() only when none runs.
     m_worker = std::make_unique<ComputeWorker>(
         [this, inner = std::move(fn)](attn::AttentionInput& in, const attn::AttentionConfig& cfg, attn::AttentionResult& out) {
-            toComputeOrientation(in, cfg);
+            attn::restateInput(in, attn::Layout::Row, cfg.layout);  // stored as token rows
             const attn::Status st = inner ? inner(in, cfg, out) : attn::compute(in, cfg, out);
             if (st.ok()) {
                 const auto t0 = std::chrono::steady_clock::now();

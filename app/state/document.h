@@ -42,8 +42,6 @@ inline constexpr int kMaxTokens = 8192;  // heatmaps keep full resolution to her
 inline constexpr int kMaxWidth = 4096;
 inline constexpr int kMaxHeads = 64;
 
-// Transposes every matrix of the session (vectors unchanged): Row-stored ↔ Column-stored.
-void transposeSessionMatrices(attn::Session& s);
 
 class Document {
 public:

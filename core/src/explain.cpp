@@ -41,11 +41,6 @@ std::string bracketShape(long r, long c)
     return s;
 }
 
-// The token-rows view of a stored matrix (Row layout: as is; Column layout: transposed).
-Matrix rowsOf(const Matrix& m, Layout l) { return l == Layout::Row ? m : Matrix(m.transpose()); }
-MaskMatrix rowsOf(const MaskMatrix& m, Layout l) { return l == Layout::Row ? m : MaskMatrix(m.transpose()); }
-Matrix inLayout(const Matrix& rowsView, Layout l) { return rowsOf(rowsView, l); }  // transpose is its inverse
-
 // max |a − b|; +inf when the shapes differ (a caller bug this makes visible rather than hiding).
 float maxAbsDiff(const Matrix& a, const Matrix& b)
 {
@@ -182,9 +177,9 @@ Expected<VectorView> vectorView(const AttentionResult& result, Score score, int 
     v.head = head;
     v.query = query;
     v.scale = result.scale;
-    const Matrix Q = rowsOf(hr.Q, L), K = rowsOf(hr.K, L), V = rowsOf(hr.V, L);
-    const Matrix scores = rowsOf(hr.scores, L), weights = rowsOf(hr.weights, L), out = rowsOf(hr.output, L);
-    const MaskMatrix masked = rowsOf(hr.masked, L);
+    const Matrix Q = tokenRows(hr.Q, L), K = tokenRows(hr.K, L), V = tokenRows(hr.V, L);
+    const Matrix scores = tokenRows(hr.scores, L), weights = tokenRows(hr.weights, L), out = tokenRows(hr.output, L);
+    const MaskMatrix masked = tokenRows(hr.masked, L);
     const int T = int(Q.rows()), S = int(K.rows());
     if (Status s = checkIndex("query", query, T, "T"); !s.ok()) return s;
     if (scores.rows() != T || scores.cols() != S || weights.rows() != T || weights.cols() != S ||
@@ -283,25 +278,6 @@ std::vector<ProductShape> productShapes(const Dims& d, Layout layout, Mode mode,
 // =====================================================================================================
 // [2] The two formulas
 // =====================================================================================================
-
-AttentionInput transposedInput(const AttentionInput& in)
-{
-    AttentionInput t = in;
-    auto tr = [](Matrix& m) { m = Matrix(m.transpose()); };
-    tr(t.X);
-    tr(t.Xkv);
-    tr(t.Wq);
-    tr(t.Wk);
-    tr(t.Wv);
-    tr(t.Wo);
-    tr(t.Q);
-    tr(t.K);
-    tr(t.V);
-    tr(t.additive.Aq);
-    tr(t.additive.Ak);
-    t.mask.custom = MaskMatrix(in.mask.custom.transpose());
-    return t;
-}
 
 Expected<LayoutComparison> compareLayouts(const AttentionInput& in, const AttentionConfig& cfg)
 {
@@ -429,8 +405,8 @@ Expected<WrongFormulaDemo> wrongFormulaDemo(const AttentionInput& in, const Atte
     demo.rightWeightsInLayout = hr.weights;
     demo.rightOutputInLayout = hr.output;
 
-    const Matrix scores = rowsOf(hr.scores, L), right = rowsOf(hr.weights, L), V = rowsOf(hr.V, L);
-    const MaskMatrix masked = rowsOf(hr.masked, L);
+    const Matrix scores = tokenRows(hr.scores, L), right = tokenRows(hr.weights, L), V = tokenRows(hr.V, L);
+    const MaskMatrix masked = tokenRows(hr.masked, L);
     const int T = int(scores.rows()), S = int(scores.cols());
 
     // (a) softmax over the queries of each key (the column of the token-rows scores) instead of the keys.
@@ -452,7 +428,7 @@ Expected<WrongFormulaDemo> wrongFormulaDemo(const AttentionInput& in, const Atte
     demo.wrongSumsOverKeys = wrong.cast<double>().rowwise().sum().cast<float>();
     demo.wrongSumsOverQueries = wrong.cast<double>().colwise().sum().transpose().cast<float>();
     demo.maxAbsWeightDiff = maxAbsDiff(right, wrong);
-    demo.maxAbsOutputDiff = maxAbsDiff(rowsOf(hr.output, L), wrongOut);
+    demo.maxAbsOutputDiff = maxAbsDiff(tokenRows(hr.output, L), wrongOut);
 
     const float lo = T ? demo.wrongSumsOverKeys.minCoeff() : 0.0f, hi = T ? demo.wrongSumsOverKeys.maxCoeff() : 0.0f;
     std::ostringstream a;
@@ -771,7 +747,7 @@ Expected<HeadContributions> headContributions(const AttentionInput& in, const At
     if (result.heads.empty()) return invalidArgument("result: has no heads; compute the session first");
     const Layout L = result.layout;
     const int H = int(result.heads.size());
-    const Matrix concat = rowsOf(result.concat, L), output = rowsOf(result.output, L);
+    const Matrix concat = tokenRows(result.concat, L), output = tokenRows(result.output, L);
     const int T = int(concat.rows()), HV = int(concat.cols());
     if (HV % H != 0)
         return invalidArgument("result: concat width " + std::to_string(HV) + " is not divisible by H = " + std::to_string(H));
@@ -781,7 +757,7 @@ Expected<HeadContributions> headContributions(const AttentionInput& in, const At
     std::vector<Matrix> perRows;
     Eigen::MatrixXd sum;
     if (in.Wo.size() > 0) {
-        const Matrix Wo = rowsOf(in.Wo, L);  // (H·d_v) × O
+        const Matrix Wo = tokenRows(in.Wo, L);  // (H·d_v) × O
         if (Wo.rows() != HV || Wo.cols() != output.cols()) {
             const long er = L == Layout::Row ? HV : output.cols(), ec = L == Layout::Row ? output.cols() : HV;
             return invalidArgument("Wo: expected " + shapeStr(er, ec) + " (H·d_v × O in the result's layout), got " +
@@ -836,11 +812,11 @@ Expected<HeadsComparison> compareHeadCounts(const AttentionInput& in, const Atte
     HeadsComparison c;
     c.heads = heads;
     const Layout L = cfg.layout;
-    const Matrix Q = rowsOf(a->Q, L), K = rowsOf(a->K, L);
+    const Matrix Q = tokenRows(a->Q, L), K = tokenRows(a->K, L);
     c.oneHeadRawScores = productDouble(Q, Matrix(K.transpose()));
     Eigen::MatrixXd sum = Eigen::MatrixXd::Zero(Q.rows(), K.rows());
     for (const HeadResult& hr : b->heads) {
-        const Matrix Qh = rowsOf(hr.Q, L), Kh = rowsOf(hr.K, L);
+        const Matrix Qh = tokenRows(hr.Q, L), Kh = tokenRows(hr.K, L);
         Eigen::MatrixXd p = Qh.cast<double>() * Kh.cast<double>().transpose();
         sum += p;
         c.perHeadRawScores.push_back(p.cast<float>());
@@ -863,15 +839,15 @@ Expected<AdditiveBreakdown> additiveBreakdown(const AttentionInput& in, const At
     if (Status s = checkIndex("head", head, int(result.heads.size()), "H"); !s.ok()) return s;
     const Layout L = result.layout;
     const HeadResult& hr = result.heads[head];
-    const Matrix Q = rowsOf(hr.Q, L), K = rowsOf(hr.K, L), scores = rowsOf(hr.scores, L);
+    const Matrix Q = tokenRows(hr.Q, L), K = tokenRows(hr.K, L), scores = tokenRows(hr.scores, L);
     if (Status s = checkIndex("query", query, int(Q.rows()), "T"); !s.ok()) return s;
     if (Status s = checkIndex("key", key, int(K.rows()), "S"); !s.ok()) return s;
-    const Matrix Aq = rowsOf(in.additive.Aq, L), Ak = rowsOf(in.additive.Ak, L);  // d_q×A, d_k×A
+    const Matrix Aq = tokenRows(in.additive.Aq, L), Ak = tokenRows(in.additive.Ak, L);  // d_q×A, d_k×A
     const Vector& wv = in.additive.wv;
     const long A = wv.size();
     if (A == 0) return invalidArgument("w_v: required for the additive score, but it is missing or empty");
     auto expect = [&](const char* name, const Matrix& stored, long rows, const char* rowMeaning) -> Status {
-        const Matrix view = rowsOf(stored, L);
+        const Matrix view = tokenRows(stored, L);
         if (view.rows() == rows && view.cols() == A) return {};
         const long er = L == Layout::Row ? rows : A, ec = L == Layout::Row ? A : rows;
         const std::string meaning = L == Layout::Row ? std::string(rowMeaning) + " × A" : "A × " + std::string(rowMeaning);
@@ -1081,7 +1057,7 @@ Expected<Matrix> patchWeightsGrid(const AttentionResult& result, const PatchGrid
 {
     if (result.heads.empty()) return invalidArgument("result: has no heads; compute the session first");
     if (Status s = checkIndex("head", head, int(result.heads.size()), "H"); !s.ok()) return s;
-    const Matrix w = rowsOf(result.heads[head].weights, result.layout);
+    const Matrix w = tokenRows(result.heads[head].weights, result.layout);
     const long n = long(grid.rows) * grid.cols;
     if (w.rows() != n || w.cols() != n)
         return invalidArgument("result: expected " + shapeStr(n, n) + " weights (one token per patch of the " +

@@ -20,6 +20,7 @@
 #pragma once
 
 #include "attnscope/attention.h"
+#include "attnscope/layout.h"
 #include "attnscope/preset_io.h"
 #include "attnscope/status.h"
 #include "attnscope/types.h"
@@ -84,11 +85,6 @@ std::vector<ProductShape> productShapes(const Dims& d, Layout layout, Mode mode,
 // =====================================================================================================
 // [2] The two formulas
 // =====================================================================================================
-
-// Converts an input between layouts: every matrix (X, Xkv, W*, Q, K, V, A_q, A_k, the custom mask) is
-// transposed; vectors (biases, w_v, key padding, valid lengths) are unchanged. Applying it twice gives
-// the input back. Pair it with the other Layout in the config.
-AttentionInput transposedInput(const AttentionInput& in);
 
 // The same data computed with both formulas (seed 000/001): softmax(QKᵀ/√d_k)·V on tokens-as-rows data
 // and V·softmax(KᵀQ/√d_k) on the transposed (tokens-as-columns) data.
