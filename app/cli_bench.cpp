@@ -104,7 +104,7 @@ struct EditSample {
 attn::Expected<EditSample> timeEdits(attn::AttentionInput in, const attn::AttentionConfig& cfg, int edits, unsigned seed)
 {
     attn::AttentionResult r;
-    if (attn::Status s = attn::compute(in, cfg, r); !s.ok()) return s;
+    ATTNSCOPE_RETURN_IF_ERROR(attn::compute(in, cfg, r));
     std::mt19937 rng(seed);
     std::uniform_int_distribution<int> row(0, int(in.X.rows()) - 1), col(0, int(in.X.cols()) - 1);
     std::vector<double> ms;
@@ -112,7 +112,7 @@ attn::Expected<EditSample> timeEdits(attn::AttentionInput in, const attn::Attent
     for (int e = 0; e < edits; ++e) {
         in.X(row(rng), col(rng)) += 0.25f;
         const auto t0 = std::chrono::steady_clock::now();
-        if (attn::Status s = attn::compute(in, cfg, r); !s.ok()) return s;
+        ATTNSCOPE_RETURN_IF_ERROR(attn::compute(in, cfg, r));
         ms.push_back(msSince(t0));
         out.incremental += r.incremental;
     }

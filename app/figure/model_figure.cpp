@@ -73,7 +73,7 @@ attn::Expected<Figure> buildModelFigure(const std::string& modelName, const attn
         f.title = opt.title.value_or(modelName + ": attention of every layer (rows) × head (columns)");
         return f;
     }
-    if (auto s = checkLayerHead(run, opt.layer, opt.head); !s.ok()) return s;
+    ATTNSCOPE_RETURN_IF_ERROR(checkLayerHead(run, opt.layer, opt.head));
     f.panels.push_back(headHeatmap(run, opt.layer, opt.head, false));
     f.title = opt.title.value_or(modelName + ": layer " + std::to_string(opt.layer) + ", head " + std::to_string(opt.head) +
                                  (isAblated(run, opt.layer, opt.head) ? " (ablated)" : ""));
@@ -148,7 +148,7 @@ cairo_status_t appendBytes(void* closure, const unsigned char* data, unsigned in
 attn::Expected<std::string> renderLinesFigure(const std::string& modelName, const attn::ModelRun& run,
                                               const ModelFigureOptions& opt, FigureFormat format, double scale)
 {
-    if (auto s = checkLayerHead(run, opt.layer, opt.head); !s.ok()) return s;
+    ATTNSCOPE_RETURN_IF_ERROR(checkLayerHead(run, opt.layer, opt.head));
     const std::string title = opt.title.value_or(modelName + ": layer " + std::to_string(opt.layer) + ", head " +
                                                  std::to_string(opt.head) + " (query → key)");
     const LinesLayout L = layoutLines(run, title);

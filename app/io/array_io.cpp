@@ -615,7 +615,7 @@ struct StEntry {
 // header of 100 000 tensors took 23 s (issue 13, finding 6); the map is O(n log n).
 Expected<std::vector<StEntry>> parseStHeader(std::string_view text, std::uint64_t dataSize, const std::string& path)
 {
-    if (Status depth = attn::checkJsonDepth(text, attn::kMaxJsonDepth, path + ": header"); !depth.ok()) return depth;
+    ATTNSCOPE_RETURN_IF_ERROR(attn::checkJsonDepth(text, attn::kMaxJsonDepth, path + ": header"));
     nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object())
         return makeError(StatusCode::ParseError, path + ": header is not a JSON object: corrupt file?");
@@ -783,7 +783,7 @@ Expected<std::vector<StEntry>> parseStBytes(std::string_view bytes, const std::s
 Expected<std::vector<TensorInfo>> listSafetensors(const std::string& path)
 {
     StFile f;
-    if (Status st = openSt(path, f); !st.ok()) return st;
+    ATTNSCOPE_RETURN_IF_ERROR(openSt(path, f));
     std::vector<TensorInfo> out;
     out.reserve(f.entries.size());
     for (const StEntry& e : f.entries) out.push_back(e.info);
@@ -793,7 +793,7 @@ Expected<std::vector<TensorInfo>> listSafetensors(const std::string& path)
 Expected<Array> readSafetensors(const std::string& path, const std::string& name)
 {
     StFile f;
-    if (Status st = openSt(path, f); !st.ok()) return st;
+    ATTNSCOPE_RETURN_IF_ERROR(openSt(path, f));
     for (const StEntry& e : f.entries) {
         if (e.info.name != name) continue;
         if (!e.supported || (e.end - e.begin) / dtypeSize(e.info.dtype) > std::uint64_t(kMaxArrayElements))

@@ -4,6 +4,7 @@
 #include "io/code_snippet.h"
 
 #include <attnscope/attention.h>
+#include <attnscope/matrix_names.h>
 
 #include <cmath>
 #include <cstdio>
@@ -11,6 +12,11 @@
 namespace app::io {
 
 namespace {
+
+using M = attn::InputMatrix;
+// The variable of an input array in the generated program: its exported array name (matrix_names.h); the
+// additive parameters go by their labels (A_q, A_k, w_v), as the program's formulas write them.
+const char* name(M m) { return attn::matrixNames(m).arrayName; }
 
 std::string num(float v)
 {
@@ -98,28 +104,28 @@ attn::Expected<std::string> sessionCode(const attn::Session& s, CodeLang lang)
 
     // Inputs.
     if (cfg.mode == attn::Mode::Direct) {
-        e.matrix("Q", in.Q, "queries, T×(H·d_q)");
-        e.matrix("K", in.K, "keys, S×(H·d_k)");
-        e.matrix("V", in.V, "values, S×(H·d_v)");
+        e.matrix(name(M::Q), in.Q, "queries, T×(H·d_q)");
+        e.matrix(name(M::K), in.K, "keys, S×(H·d_k)");
+        e.matrix(name(M::V), in.V, "values, S×(H·d_v)");
     } else {
-        e.matrix("X", in.X, "token embeddings, T×d_model");
-        if (cfg.mode == attn::Mode::Cross) e.matrix("X_kv", in.Xkv, "key/value-side embeddings, S×d_model");
-        e.matrix("Wq", in.Wq, "d_model×(H·d_k)");
-        e.matrix("Wk", in.Wk, "d_model×(H·d_k)");
-        e.matrix("Wv", in.Wv, "d_model×(H·d_v)");
-        for (const auto& [name, v] : {std::pair{"bq", &in.bq}, std::pair{"bk", &in.bk}, std::pair{"bv", &in.bv}})
-            if (v->size() > 0) e.vector(name, *v);
+        e.matrix(name(M::X), in.X, "token embeddings, T×d_model");
+        if (cfg.mode == attn::Mode::Cross) e.matrix(name(M::Xkv), in.Xkv, "key/value-side embeddings, S×d_model");
+        e.matrix(name(M::Wq), in.Wq, "d_model×(H·d_k)");
+        e.matrix(name(M::Wk), in.Wk, "d_model×(H·d_k)");
+        e.matrix(name(M::Wv), in.Wv, "d_model×(H·d_v)");
+        for (const auto& [id, v] : {std::pair{M::Bq, &in.bq}, std::pair{M::Bk, &in.bk}, std::pair{M::Bv, &in.bv}})
+            if (v->size() > 0) e.vector(name(id), *v);
         const std::string src = cfg.mode == attn::Mode::Cross ? "X_kv" : "X";
         o += "\nQ = X @ Wq" + std::string(in.bq.size() ? " + bq" : "") + "\n";
         o += "K = " + src + " @ Wk" + (in.bk.size() ? " + bk" : "") + "\n";
         o += "V = " + src + " @ Wv" + (in.bv.size() ? " + bv" : "") + "\n";
     }
-    if (in.Wo.size() > 0) e.matrix("Wo", in.Wo, "(H·d_v)×d_out");
-    if (in.bo.size() > 0) e.vector("bo", in.bo);
+    if (in.Wo.size() > 0) e.matrix(name(M::Wo), in.Wo, "(H·d_v)×d_out");
+    if (in.bo.size() > 0) e.vector(name(M::Bo), in.bo);
     if (cfg.score == attn::Score::Additive) {
-        e.matrix("A_q", in.additive.Aq, "additive score: d_q×A");
-        e.matrix("A_k", in.additive.Ak, "additive score: d_k×A");
-        e.vector("w_v", in.additive.wv);
+        e.matrix(attn::matrixNames(M::Aq).label, in.additive.Aq, "additive score: d_q×A");
+        e.matrix(attn::matrixNames(M::Ak).label, in.additive.Ak, "additive score: d_k×A");
+        e.vector(attn::matrixNames(M::Wv_additive).label, in.additive.wv);
     }
 
     // Mask.

@@ -2,29 +2,36 @@
 #include "io/session_arrays.h"
 
 #include <attnscope/attention.h>
+#include <attnscope/matrix_names.h>
 
 namespace app::io {
 
 namespace {
 
+using attn::InputMatrix;
+// The name of an input array in exported files and in imports (matrix_names.h).
+const char* arrayName(InputMatrix m) { return attn::matrixNames(m).arrayName; }
+
 struct MatrixSlot {
-    const char* name;
+    InputMatrix id;
     attn::Matrix attn::AttentionInput::*field;
 };
 constexpr MatrixSlot kMatrixSlots[] = {
-    {"X", &attn::AttentionInput::X},   {"X_kv", &attn::AttentionInput::Xkv}, {"Wq", &attn::AttentionInput::Wq},
-    {"Wk", &attn::AttentionInput::Wk}, {"Wv", &attn::AttentionInput::Wv},   {"Wo", &attn::AttentionInput::Wo},
-    {"Q", &attn::AttentionInput::Q},   {"K", &attn::AttentionInput::K},     {"V", &attn::AttentionInput::V},
+    {InputMatrix::X, &attn::AttentionInput::X},   {InputMatrix::Xkv, &attn::AttentionInput::Xkv},
+    {InputMatrix::Wq, &attn::AttentionInput::Wq}, {InputMatrix::Wk, &attn::AttentionInput::Wk},
+    {InputMatrix::Wv, &attn::AttentionInput::Wv}, {InputMatrix::Wo, &attn::AttentionInput::Wo},
+    {InputMatrix::Q, &attn::AttentionInput::Q},   {InputMatrix::K, &attn::AttentionInput::K},
+    {InputMatrix::V, &attn::AttentionInput::V},
 };
 struct VectorSlot {
-    const char* name;
+    InputMatrix id;
     attn::Vector attn::AttentionInput::*field;
 };
 constexpr VectorSlot kVectorSlots[] = {
-    {"bq", &attn::AttentionInput::bq},
-    {"bk", &attn::AttentionInput::bk},
-    {"bv", &attn::AttentionInput::bv},
-    {"bo", &attn::AttentionInput::bo},
+    {InputMatrix::Bq, &attn::AttentionInput::bq},
+    {InputMatrix::Bk, &attn::AttentionInput::bk},
+    {InputMatrix::Bv, &attn::AttentionInput::bv},
+    {InputMatrix::Bo, &attn::AttentionInput::bo},
 };
 
 NamedArray ofMatrix(std::string name, const attn::Matrix& m) { return NamedArray{std::move(name), &m, nullptr, nullptr, {}}; }
@@ -37,9 +44,10 @@ const std::vector<std::string>& slotNames()
 {
     static const std::vector<std::string> names = [] {
         std::vector<std::string> n;
-        for (const MatrixSlot& s : kMatrixSlots) n.push_back(s.name);
-        for (const VectorSlot& s : kVectorSlots) n.push_back(s.name);
-        for (const char* s : {"additive_Wq", "additive_Wk", "additive_wv", "mask_custom"}) n.push_back(s);
+        for (const MatrixSlot& s : kMatrixSlots) n.push_back(arrayName(s.id));
+        for (const VectorSlot& s : kVectorSlots) n.push_back(arrayName(s.id));
+        for (InputMatrix a : {InputMatrix::Aq, InputMatrix::Ak, InputMatrix::Wv_additive}) n.push_back(arrayName(a));
+        n.push_back("mask_custom");
         return n;
     }();
     return names;
@@ -50,12 +58,12 @@ std::vector<NamedArray> sessionArrays(const attn::Session& s, const attn::Attent
     std::vector<NamedArray> out;
     const attn::AttentionInput& in = s.input;
     for (const MatrixSlot& slot : kMatrixSlots)
-        if ((in.*slot.field).size() > 0) out.push_back(ofMatrix(slot.name, in.*slot.field));
+        if ((in.*slot.field).size() > 0) out.push_back(ofMatrix(arrayName(slot.id), in.*slot.field));
     for (const VectorSlot& slot : kVectorSlots)
-        if ((in.*slot.field).size() > 0) out.push_back(ofVector(slot.name, in.*slot.field));
-    if (in.additive.Aq.size() > 0) out.push_back(ofMatrix("additive_Wq", in.additive.Aq));
-    if (in.additive.Ak.size() > 0) out.push_back(ofMatrix("additive_Wk", in.additive.Ak));
-    if (in.additive.wv.size() > 0) out.push_back(ofVector("additive_wv", in.additive.wv));
+        if ((in.*slot.field).size() > 0) out.push_back(ofVector(arrayName(slot.id), in.*slot.field));
+    if (in.additive.Aq.size() > 0) out.push_back(ofMatrix(arrayName(InputMatrix::Aq), in.additive.Aq));
+    if (in.additive.Ak.size() > 0) out.push_back(ofMatrix(arrayName(InputMatrix::Ak), in.additive.Ak));
+    if (in.additive.wv.size() > 0) out.push_back(ofVector(arrayName(InputMatrix::Wv_additive), in.additive.wv));
     if (in.mask.custom.size() > 0) out.push_back(ofMask("mask_custom", in.mask.custom));
     if (!in.mask.keyPadding.empty()) {
         NamedArray a{"mask_key_padding", nullptr, nullptr, nullptr, {}};
@@ -97,18 +105,18 @@ attn::Status setSlot(attn::Session& s, const std::string& slot, const attn::Matr
     bool found = false;
     attn::Status st;
     for (const MatrixSlot& ms : kMatrixSlots)
-        if (slot == ms.name) {
+        if (slot == arrayName(ms.id)) {
             in.*ms.field = m;
             found = true;
         }
     for (const VectorSlot& vs : kVectorSlots)
-        if (slot == vs.name) {
+        if (slot == arrayName(vs.id)) {
             st = asVector(in.*vs.field);
             found = true;
         }
-    if (slot == "additive_Wq") in.additive.Aq = m, found = true;
-    if (slot == "additive_Wk") in.additive.Ak = m, found = true;
-    if (slot == "additive_wv") st = asVector(in.additive.wv), found = true;
+    if (slot == arrayName(InputMatrix::Aq)) in.additive.Aq = m, found = true;
+    if (slot == arrayName(InputMatrix::Ak)) in.additive.Ak = m, found = true;
+    if (slot == arrayName(InputMatrix::Wv_additive)) st = asVector(in.additive.wv), found = true;
     if (slot == "mask_custom") {
         found = true;
         for (Eigen::Index i = 0; i < m.size() && st.ok(); ++i)

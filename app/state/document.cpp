@@ -95,28 +95,7 @@ void resizeTokens(std::vector<std::string>& t, int n, const char* prefix)
 // [SECTION] Names, transposition, fills
 // -----------------------------------------------------------------------------------------------------
 
-const char* matrixName(MatrixId id)
-{
-    switch (id) {
-    case MatrixId::X: return "X";
-    case MatrixId::Xkv: return "X_kv";
-    case MatrixId::Wq: return "W^Q";
-    case MatrixId::Wk: return "W^K";
-    case MatrixId::Wv: return "W^V";
-    case MatrixId::Wo: return "W^O";
-    case MatrixId::Q: return "Q";
-    case MatrixId::K: return "K";
-    case MatrixId::V: return "V";
-    case MatrixId::Aq: return "A_q";
-    case MatrixId::Ak: return "A_k";
-    case MatrixId::Bq: return "b^Q";
-    case MatrixId::Bk: return "b^K";
-    case MatrixId::Bv: return "b^V";
-    case MatrixId::Bo: return "b^O";
-    case MatrixId::Wv_additive: return "w_v";
-    }
-    return "?";
-}
+const char* matrixName(MatrixId id) { return attn::matrixNames(id).label; }
 
 attn::Matrix makeFilled(FillKind kind, int rows, int cols, unsigned seed)
 {

@@ -9,6 +9,7 @@
 #include "state/compute_worker.h"
 #include "state/result_ranges.h"
 
+#include <attnscope/matrix_names.h>
 #include <attnscope/attention.h>
 #include <attnscope/preset_io.h>
 
@@ -22,7 +23,7 @@
 namespace app {
 
 // The editable matrices and vectors. Vectors (biases, w_v) are shown and edited as 1×k rows.
-enum class MatrixId { X, Xkv, Wq, Wk, Wv, Wo, Q, K, V, Aq, Ak, Bq, Bk, Bv, Bo, Wv_additive };
+using MatrixId = attn::InputMatrix;  // X, Xkv, Wq, ..., Wv_additive; names in attnscope/matrix_names.h
 const char* matrixName(MatrixId id);  // "X", "X_kv", "W^Q", ..., "b^Q", "w_v"
 
 // The sizes a user can change. Per-head widths: projected widths are heads·dk etc.

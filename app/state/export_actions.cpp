@@ -53,8 +53,7 @@ attn::Expected<ExportSource> exportSource(const Document& doc)
     src.session = doc.sessionForSave(doc.session().viewJson);
     attn::AttentionConfig cfg = src.session.config;
     cfg.backend = attn::Backend::Cpu;  // as the command line: the same bits whatever the window's backend
-    const attn::Status st = attn::compute(src.session.input, cfg, src.result);
-    if (!st.ok()) return st;
+    ATTNSCOPE_RETURN_IF_ERROR(attn::compute(src.session.input, cfg, src.result));
     return src;
 }
 
@@ -141,7 +140,7 @@ attn::Expected<std::string> exportFigure(const Document& doc, const fig::FigureO
     attn::Expected<fig::Figure> f = fig::buildFigure(src->session, src->result, o);
     if (!f) return f.status();
     const fig::FigureLayout layout = fig::layoutFigure(*f);
-    if (attn::Status st = fig::writeFigure(*f, path, *format, scale); !st.ok()) return st;
+    ATTNSCOPE_RETURN_IF_ERROR(fig::writeFigure(*f, path, *format, scale));
     std::string msg = "wrote " + path + " (" +
                       (*format == fig::FigureFormat::Png
                            ? dims(std::ceil(layout.width * scale), std::ceil(layout.height * scale), "px")
@@ -361,7 +360,7 @@ attn::Expected<std::string> saveWindowScreenshot(const std::string& path, const 
     if (path.empty()) return attn::invalidArgument("screenshot: choose a file name (.png)");
     if (!endsWith(path, ".png") && !endsWith(path, ".PNG"))
         return attn::invalidArgument(path + ": expected a .png file name");
-    if (attn::Status st = fig::writePngRgba(path, img); !st.ok()) return st;
+    ATTNSCOPE_RETURN_IF_ERROR(fig::writePngRgba(path, img));
     return "wrote " + path + " (" + dims(img.width, img.height, "px") + ")";
 }
 

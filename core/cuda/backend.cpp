@@ -67,7 +67,7 @@ Status gemm(cublasHandle_t h, const Storage& st, bool transA, bool transB, int m
 template <class T>
 Status upload(Workspace& ws, Buf b, const T* host, std::size_t count, T*& dev)
 {
-    ATTNSCOPE_STATUS_TRY(ws.get(b, count, dev));
+    ATTNSCOPE_RETURN_IF_ERROR(ws.get(b, count, dev));
     if (count) ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(dev, host, count * sizeof(T), cudaMemcpyHostToDevice, ws.stream()));
     return {};
 }
@@ -83,7 +83,7 @@ Status download(Workspace& ws, T* host, const T* dev, std::size_t count)
 Status project(Workspace& ws, const Storage& st, const float* in, const float* w, const float* bias, int tokens, int M,
                int width, float* c)
 {
-    ATTNSCOPE_STATUS_TRY(gemm(ws.blas(), st, false, false, tokens, width, M, 1.0f, in, st.ld(tokens, M), 0, w,
+    ATTNSCOPE_RETURN_IF_ERROR(gemm(ws.blas(), st, false, false, tokens, width, M, 1.0f, in, st.ld(tokens, M), 0, w,
                               st.ld(M, width), 0, c, st.ld(tokens, width), 0, 1));
     if (bias) ATTNSCOPE_CUDA_TRY(launchAddBias(c, bias, tokens, width, st.col, ws.stream()));
     return {};
@@ -121,7 +121,7 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
         bytes += f * (in.X.size() + in.Xkv.size() + in.Wq.size() + in.Wk.size() + in.Wv.size()); // inputs
         bytes += f * (in.Wo.size() + std::size_t(T) * wv + (hasWo ? std::size_t(T) * O : 0));     // W^O, concat, output
         if (additive) bytes += f * (std::size_t(H) * (T + S) * A + in.additive.Aq.size() + in.additive.Ak.size());
-        ATTNSCOPE_STATUS_TRY(ws.checkFits(bytes, std::to_string(H) + " head(s) × " + std::to_string(T) + " queries × " +
+        ATTNSCOPE_RETURN_IF_ERROR(ws.checkFits(bytes, std::to_string(H) + " head(s) × " + std::to_string(T) + " queries × " +
                                                      std::to_string(S) + " keys"));
     }
 
@@ -151,74 +151,74 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     float *dAq = nullptr, *dAk = nullptr, *dWvec = nullptr, *tmp = nullptr;
     std::uint8_t* dMask = nullptr;
     if (direct) {
-        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Q, in.Q.data(), in.Q.size(), dQ));
-        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::K, in.K.data(), in.K.size(), dK));
-        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::V, in.V.data(), in.V.size(), dV));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Q, in.Q.data(), in.Q.size(), dQ));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::K, in.K.data(), in.K.size(), dK));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::V, in.V.data(), in.V.size(), dV));
     } else {
-        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::X, in.X.data(), in.X.size(), dX));
-        if (cfg.mode == Mode::Cross) ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Xkv, in.Xkv.data(), in.Xkv.size(), dXkv));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::X, in.X.data(), in.X.size(), dX));
+        if (cfg.mode == Mode::Cross) ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Xkv, in.Xkv.data(), in.Xkv.size(), dXkv));
         else dXkv = dX;
-        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Wq, in.Wq.data(), in.Wq.size(), dWq));
-        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Wk, in.Wk.data(), in.Wk.size(), dWk));
-        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Wv, in.Wv.data(), in.Wv.size(), dWv));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Wq, in.Wq.data(), in.Wq.size(), dWq));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Wk, in.Wk.data(), in.Wk.size(), dWk));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Wv, in.Wv.data(), in.Wv.size(), dWv));
         if (in.bq.size()) {
-            ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Bq, in.bq.data(), in.bq.size(), tmp));
+            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Bq, in.bq.data(), in.bq.size(), tmp));
             dBq = tmp;
         }
         if (in.bk.size()) {
-            ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Bk, in.bk.data(), in.bk.size(), tmp));
+            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Bk, in.bk.data(), in.bk.size(), tmp));
             dBk = tmp;
         }
         if (in.bv.size()) {
-            ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Bv, in.bv.data(), in.bv.size(), tmp));
+            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Bv, in.bv.data(), in.bv.size(), tmp));
             dBv = tmp;
         }
-        ATTNSCOPE_STATUS_TRY(ws.get(Buf::Q, std::size_t(T) * wq, dQ));
-        ATTNSCOPE_STATUS_TRY(ws.get(Buf::K, std::size_t(S) * wk, dK));
-        ATTNSCOPE_STATUS_TRY(ws.get(Buf::V, std::size_t(S) * wv, dV));
+        ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Q, std::size_t(T) * wq, dQ));
+        ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::K, std::size_t(S) * wk, dK));
+        ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::V, std::size_t(S) * wv, dV));
     }
     if (hasWo) {
-        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Wo, in.Wo.data(), in.Wo.size(), dWo));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Wo, in.Wo.data(), in.Wo.size(), dWo));
         if (in.bo.size()) {
-            ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Bo, in.bo.data(), in.bo.size(), tmp));
+            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Bo, in.bo.data(), in.bo.size(), tmp));
             dBo = tmp;
         }
     }
     if (additive) {
-        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Aq, in.additive.Aq.data(), in.additive.Aq.size(), dAq));
-        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Ak, in.additive.Ak.data(), in.additive.Ak.size(), dAk));
-        ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Wvec, in.additive.wv.data(), in.additive.wv.size(), dWvec));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Aq, in.additive.Aq.data(), in.additive.Aq.size(), dAq));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Ak, in.additive.Ak.data(), in.additive.Ak.size(), dAk));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Wvec, in.additive.wv.data(), in.additive.wv.size(), dWvec));
     }
-    if (anyMask) ATTNSCOPE_STATUS_TRY(upload(ws, Buf::Mask, maskStored.data(), maskStored.size(), dMask));
+    if (anyMask) ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Mask, maskStored.data(), maskStored.size(), dMask));
     float *dScores = nullptr, *dWeights = nullptr, *dConcat = nullptr, *dOutput = nullptr;
-    ATTNSCOPE_STATUS_TRY(ws.get(Buf::Scores, TS * H, dScores));
-    ATTNSCOPE_STATUS_TRY(ws.get(Buf::Weights, TS * H, dWeights));
-    ATTNSCOPE_STATUS_TRY(ws.get(Buf::Concat, std::size_t(T) * wv, dConcat));
-    if (hasWo) ATTNSCOPE_STATUS_TRY(ws.get(Buf::Output, std::size_t(T) * O, dOutput));
+    ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Scores, TS * H, dScores));
+    ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Weights, TS * H, dWeights));
+    ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Concat, std::size_t(T) * wv, dConcat));
+    if (hasWo) ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Output, std::size_t(T) * O, dOutput));
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(1), stream));
 
     // [projections]
     if (!direct) {
-        ATTNSCOPE_STATUS_TRY(project(ws, st, dX, dWq, dBq, T, M, wq, dQ));
-        ATTNSCOPE_STATUS_TRY(project(ws, st, dXkv, dWk, dBk, S, M, wk, dK));
-        ATTNSCOPE_STATUS_TRY(project(ws, st, dXkv, dWv, dBv, S, M, wv, dV));
+        ATTNSCOPE_RETURN_IF_ERROR(project(ws, st, dX, dWq, dBq, T, M, wq, dQ));
+        ATTNSCOPE_RETURN_IF_ERROR(project(ws, st, dXkv, dWk, dBk, S, M, wk, dK));
+        ATTNSCOPE_RETURN_IF_ERROR(project(ws, st, dXkv, dWv, dBv, S, M, wv, dV));
     }
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(2), stream));
 
     // [scores] per head h: Q_h (T×d_q) is the column block h of Q, K_h likewise.
     if (additive) {
         float *dQa = nullptr, *dKa = nullptr;
-        ATTNSCOPE_STATUS_TRY(ws.get(Buf::Qa, std::size_t(H) * T * A, dQa));
-        ATTNSCOPE_STATUS_TRY(ws.get(Buf::Ka, std::size_t(H) * S * A, dKa));
+        ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Qa, std::size_t(H) * T * A, dQa));
+        ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Ka, std::size_t(H) * S * A, dKa));
         // Q_h·A_q (T×A) and K_h·A_k (S×A) for every head; A_q, A_k are shared (batch stride 0).
-        ATTNSCOPE_STATUS_TRY(gemm(blas, st, false, false, T, A, d.dq, 1.0f, dQ, st.ld(T, wq), st.headStride(d.dq, T),
+        ATTNSCOPE_RETURN_IF_ERROR(gemm(blas, st, false, false, T, A, d.dq, 1.0f, dQ, st.ld(T, wq), st.headStride(d.dq, T),
                                   dAq, st.ld(d.dq, A), 0, dQa, st.ld(T, A), (long long)T * A, H));
-        ATTNSCOPE_STATUS_TRY(gemm(blas, st, false, false, S, A, d.dk, 1.0f, dK, st.ld(S, wk), st.headStride(d.dk, S),
+        ATTNSCOPE_RETURN_IF_ERROR(gemm(blas, st, false, false, S, A, d.dk, 1.0f, dK, st.ld(S, wk), st.headStride(d.dk, S),
                                   dAk, st.ld(d.dk, A), 0, dKa, st.ld(S, A), (long long)S * A, H));
         ATTNSCOPE_CUDA_TRY(launchAdditiveScores(dQa, dKa, dWvec, dScores, H, T, S, A, st.col, stream));
     } else {
         // scores_h (T×S) = s·Q_h·K_hᵀ, the scale folded into the GEMM (scores are stored after scaling).
-        ATTNSCOPE_STATUS_TRY(gemm(blas, st, false, true, T, S, d.dk, out.scale, dQ, st.ld(T, wq), st.headStride(d.dq, T),
+        ATTNSCOPE_RETURN_IF_ERROR(gemm(blas, st, false, true, T, S, d.dk, out.scale, dQ, st.ld(T, wq), st.headStride(d.dq, T),
                                   dK, st.ld(S, wk), st.headStride(d.dk, S), dScores, st.ld(T, S), (long long)TS, H));
     }
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(3), stream));
@@ -228,12 +228,12 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(4), stream));
 
     // [pv] O_h (T×d_v) = P_h·V_h, written as column block h of the concat.
-    ATTNSCOPE_STATUS_TRY(gemm(blas, st, false, false, T, d.dv, S, 1.0f, dWeights, st.ld(T, S), (long long)TS, dV,
+    ATTNSCOPE_RETURN_IF_ERROR(gemm(blas, st, false, false, T, d.dv, S, 1.0f, dWeights, st.ld(T, S), (long long)TS, dV,
                               st.ld(S, wv), st.headStride(d.dv, S), dConcat, st.ld(T, wv), st.headStride(d.dv, T), H));
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(5), stream));
 
     // [output] concat·W^O + b^O
-    if (hasWo) ATTNSCOPE_STATUS_TRY(project(ws, st, dConcat, dWo, dBo, T, wv, O, dOutput));
+    if (hasWo) ATTNSCOPE_RETURN_IF_ERROR(project(ws, st, dConcat, dWo, dBo, T, wv, O, dOutput));
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(6), stream));
 
     // [download] straight into the result's buffers (Eigen's resize keeps them when the shape is unchanged).
@@ -246,22 +246,22 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
         st.resize(out.Q, T, wq);
         st.resize(out.K, S, wk);
         st.resize(out.V, S, wv);
-        ATTNSCOPE_STATUS_TRY(download(ws, out.Q.data(), dQ, out.Q.size()));
-        ATTNSCOPE_STATUS_TRY(download(ws, out.K.data(), dK, out.K.size()));
-        ATTNSCOPE_STATUS_TRY(download(ws, out.V.data(), dV, out.V.size()));
+        ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.Q.data(), dQ, out.Q.size()));
+        ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.K.data(), dK, out.K.size()));
+        ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.V.data(), dV, out.V.size()));
     }
     for (int h = 0; h < H; ++h) {
         HeadResult& r = out.heads[h];
         st.resize(r.scores, T, S);
         st.resize(r.weights, T, S);
-        ATTNSCOPE_STATUS_TRY(download(ws, r.scores.data(), dScores + h * TS, TS));
-        ATTNSCOPE_STATUS_TRY(download(ws, r.weights.data(), dWeights + h * TS, TS));
+        ATTNSCOPE_RETURN_IF_ERROR(download(ws, r.scores.data(), dScores + h * TS, TS));
+        ATTNSCOPE_RETURN_IF_ERROR(download(ws, r.weights.data(), dWeights + h * TS, TS));
     }
     st.resize(out.concat, T, wv);
-    ATTNSCOPE_STATUS_TRY(download(ws, out.concat.data(), dConcat, out.concat.size()));
+    ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.concat.data(), dConcat, out.concat.size()));
     if (hasWo) {
         st.resize(out.output, T, O);
-        ATTNSCOPE_STATUS_TRY(download(ws, out.output.data(), dOutput, out.output.size()));
+        ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.output.data(), dOutput, out.output.size()));
     }
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(7), stream));
     ATTNSCOPE_CUDA_TRY(cudaEventSynchronize(ws.event(7)));
@@ -315,7 +315,7 @@ Status compute(const AttentionInput& in, const AttentionConfig& cfg, const Dims&
     // one is not until it has succeeded.
     ws.forgetResult();
     out.deviceGeneration = 0;
-    ATTNSCOPE_STATUS_TRY(ws.init());
+    ATTNSCOPE_RETURN_IF_ERROR(ws.init());
     Status s = run(ws, in, cfg, d, out);
     if (s.ok()) {
         out.deviceGeneration =

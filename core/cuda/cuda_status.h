@@ -35,10 +35,3 @@ Status fromCublasError(cublasStatus_t err, const char* call, const char* file, i
         if (attnscopeErr_ != CUBLAS_STATUS_SUCCESS)                                                          \
             return ::attn::cuda::fromCublasError(attnscopeErr_, #call, __FILE__, __LINE__);                  \
     } while (0)
-
-// Evaluates an attn::Status expression; returns it from the enclosing function when it is an error.
-#define ATTNSCOPE_STATUS_TRY(expr)                                                                           \
-    do {                                                                                                     \
-        ::attn::Status attnscopeSt_ = (expr);                                                                \
-        if (!attnscopeSt_.ok()) return attnscopeSt_;                                                         \
-    } while (0)

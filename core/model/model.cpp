@@ -33,7 +33,7 @@ using json = nlohmann::json;
 
 Expected<ModelConfig> parseModelConfig(const std::string& text)
 {
-    if (Status d = checkJsonDepth(text, 32, "config.json"); !d.ok()) return d;  // a config is flat: 32 is ample
+    ATTNSCOPE_RETURN_IF_ERROR(checkJsonDepth(text, 32, "config.json"));  // a config is flat: 32 is ample
     const json j = json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return makeError(StatusCode::ParseError, "config.json: not a JSON object");
     ModelConfig c;
@@ -111,7 +111,7 @@ public:
     Status matrix(const std::string& name, int rows, int cols, const char* dims, Matrix& out, bool transpose = false)
     {
         SafeTensor* t = nullptr;
-        if (auto s = find(name, t); !s.ok()) return s;
+        ATTNSCOPE_RETURN_IF_ERROR(find(name, t));
         if (t->shape.size() != 2 || t->shape[0] != rows || t->shape[1] != cols)
             return invalidArgument(m_file + ": " + m_prefix + name + ": expected " + std::to_string(rows) + "×" +
                                    std::to_string(cols) + " (" + dims + "), got " + shapeText(t->shape));
@@ -124,7 +124,7 @@ public:
     Status vector(const std::string& name, int n, const char* dims, Vector& out)
     {
         SafeTensor* t = nullptr;
-        if (auto s = find(name, t); !s.ok()) return s;
+        ATTNSCOPE_RETURN_IF_ERROR(find(name, t));
         if (t->shape.size() != 1 || t->shape[0] != n)
             return invalidArgument(m_file + ": " + m_prefix + name + ": expected " + std::to_string(n) + " (" + dims +
                                    "), got " + shapeText(t->shape));
@@ -195,38 +195,35 @@ Expected<Model> loadModel(const std::string& dirIn)
     if (!tensors) return tensors.status();
     TensorSource src(*tensors, stPath);
     const int M = c.hidden, F = c.intermediate;
-    Status s;
-#define ATTNSCOPE_TRY(expr) do { s = (expr); if (!s.ok()) return s; } while (0)
-    ATTNSCOPE_TRY(src.matrix("embeddings.word_embeddings.weight", c.vocabSize, M, "vocab_size × hidden_size", m.wordEmbeddings));
-    ATTNSCOPE_TRY(src.matrix("embeddings.position_embeddings.weight", c.maxPositions, M,
+    ATTNSCOPE_RETURN_IF_ERROR(src.matrix("embeddings.word_embeddings.weight", c.vocabSize, M, "vocab_size × hidden_size", m.wordEmbeddings));
+    ATTNSCOPE_RETURN_IF_ERROR(src.matrix("embeddings.position_embeddings.weight", c.maxPositions, M,
                              "max_position_embeddings × hidden_size", m.positionEmbeddings));
-    ATTNSCOPE_TRY(src.matrix("embeddings.token_type_embeddings.weight", c.typeVocabSize, M,
+    ATTNSCOPE_RETURN_IF_ERROR(src.matrix("embeddings.token_type_embeddings.weight", c.typeVocabSize, M,
                              "type_vocab_size × hidden_size", m.typeEmbeddings));
-    ATTNSCOPE_TRY(src.vector("embeddings.LayerNorm.weight", M, "hidden_size", m.embLnGamma));
-    ATTNSCOPE_TRY(src.vector("embeddings.LayerNorm.bias", M, "hidden_size", m.embLnBeta));
+    ATTNSCOPE_RETURN_IF_ERROR(src.vector("embeddings.LayerNorm.weight", M, "hidden_size", m.embLnGamma));
+    ATTNSCOPE_RETURN_IF_ERROR(src.vector("embeddings.LayerNorm.bias", M, "hidden_size", m.embLnBeta));
     m.layers.resize(static_cast<std::size_t>(c.layers));
     for (int l = 0; l < c.layers; ++l) {
         EncoderLayer& L = m.layers[static_cast<std::size_t>(l)];
         const std::string p = "encoder.layer." + std::to_string(l) + ".";
         const char* mm = "hidden_size × hidden_size";
-        ATTNSCOPE_TRY(src.matrix(p + "attention.self.query.weight", M, M, mm, L.attention.Wq, true));
-        ATTNSCOPE_TRY(src.vector(p + "attention.self.query.bias", M, "hidden_size", L.attention.bq));
-        ATTNSCOPE_TRY(src.matrix(p + "attention.self.key.weight", M, M, mm, L.attention.Wk, true));
-        ATTNSCOPE_TRY(src.vector(p + "attention.self.key.bias", M, "hidden_size", L.attention.bk));
-        ATTNSCOPE_TRY(src.matrix(p + "attention.self.value.weight", M, M, mm, L.attention.Wv, true));
-        ATTNSCOPE_TRY(src.vector(p + "attention.self.value.bias", M, "hidden_size", L.attention.bv));
-        ATTNSCOPE_TRY(src.matrix(p + "attention.output.dense.weight", M, M, mm, L.attention.Wo, true));
-        ATTNSCOPE_TRY(src.vector(p + "attention.output.dense.bias", M, "hidden_size", L.attention.bo));
-        ATTNSCOPE_TRY(src.vector(p + "attention.output.LayerNorm.weight", M, "hidden_size", L.ln1Gamma));
-        ATTNSCOPE_TRY(src.vector(p + "attention.output.LayerNorm.bias", M, "hidden_size", L.ln1Beta));
-        ATTNSCOPE_TRY(src.matrix(p + "intermediate.dense.weight", F, M, "intermediate_size × hidden_size", L.W1, true));
-        ATTNSCOPE_TRY(src.vector(p + "intermediate.dense.bias", F, "intermediate_size", L.b1));
-        ATTNSCOPE_TRY(src.matrix(p + "output.dense.weight", M, F, "hidden_size × intermediate_size", L.W2, true));
-        ATTNSCOPE_TRY(src.vector(p + "output.dense.bias", M, "hidden_size", L.b2));
-        ATTNSCOPE_TRY(src.vector(p + "output.LayerNorm.weight", M, "hidden_size", L.ln2Gamma));
-        ATTNSCOPE_TRY(src.vector(p + "output.LayerNorm.bias", M, "hidden_size", L.ln2Beta));
+        ATTNSCOPE_RETURN_IF_ERROR(src.matrix(p + "attention.self.query.weight", M, M, mm, L.attention.Wq, true));
+        ATTNSCOPE_RETURN_IF_ERROR(src.vector(p + "attention.self.query.bias", M, "hidden_size", L.attention.bq));
+        ATTNSCOPE_RETURN_IF_ERROR(src.matrix(p + "attention.self.key.weight", M, M, mm, L.attention.Wk, true));
+        ATTNSCOPE_RETURN_IF_ERROR(src.vector(p + "attention.self.key.bias", M, "hidden_size", L.attention.bk));
+        ATTNSCOPE_RETURN_IF_ERROR(src.matrix(p + "attention.self.value.weight", M, M, mm, L.attention.Wv, true));
+        ATTNSCOPE_RETURN_IF_ERROR(src.vector(p + "attention.self.value.bias", M, "hidden_size", L.attention.bv));
+        ATTNSCOPE_RETURN_IF_ERROR(src.matrix(p + "attention.output.dense.weight", M, M, mm, L.attention.Wo, true));
+        ATTNSCOPE_RETURN_IF_ERROR(src.vector(p + "attention.output.dense.bias", M, "hidden_size", L.attention.bo));
+        ATTNSCOPE_RETURN_IF_ERROR(src.vector(p + "attention.output.LayerNorm.weight", M, "hidden_size", L.ln1Gamma));
+        ATTNSCOPE_RETURN_IF_ERROR(src.vector(p + "attention.output.LayerNorm.bias", M, "hidden_size", L.ln1Beta));
+        ATTNSCOPE_RETURN_IF_ERROR(src.matrix(p + "intermediate.dense.weight", F, M, "intermediate_size × hidden_size", L.W1, true));
+        ATTNSCOPE_RETURN_IF_ERROR(src.vector(p + "intermediate.dense.bias", F, "intermediate_size", L.b1));
+        ATTNSCOPE_RETURN_IF_ERROR(src.matrix(p + "output.dense.weight", M, F, "hidden_size × intermediate_size", L.W2, true));
+        ATTNSCOPE_RETURN_IF_ERROR(src.vector(p + "output.dense.bias", M, "hidden_size", L.b2));
+        ATTNSCOPE_RETURN_IF_ERROR(src.vector(p + "output.LayerNorm.weight", M, "hidden_size", L.ln2Gamma));
+        ATTNSCOPE_RETURN_IF_ERROR(src.vector(p + "output.LayerNorm.bias", M, "hidden_size", L.ln2Beta));
     }
-#undef ATTNSCOPE_TRY
     return m;
 }
 
@@ -430,7 +427,7 @@ Expected<ModelRun> runModel(Model& model, const std::string& a, const std::optio
                             const ModelOptions& options)
 {
     ModelRun run;
-    if (auto s = runModel(model, a, b, options, run); !s.ok()) return s;
+    ATTNSCOPE_RETURN_IF_ERROR(runModel(model, a, b, options, run));
     return run;
 }
 
@@ -448,7 +445,7 @@ Status recomputeFrom(Model& model, int fromLayer, ModelRun& run, Backend backend
                                    ") is outside the model's layers × heads");
     const DynamicTeams teams;
     for (int l = fromLayer; l < L; ++l)
-        if (auto s = runLayer(model, l, run, backend); !s.ok()) return s;
+        ATTNSCOPE_RETURN_IF_ERROR(runLayer(model, l, run, backend));
     updateEmbedding(run);
     return Status::success();
 }

@@ -57,7 +57,7 @@ Expected<SafeTensorMap> parseSafetensors(const std::uint8_t* bytes, std::size_t 
     const std::uint64_t dataSize = size - 8 - n;
 
     // A header is {name: {dtype, shape: [...], data_offsets: [...]}}: 3 levels; 8 leaves room for __metadata__.
-    if (Status depth = checkJsonDepth(header, 8, what + ": header"); !depth.ok()) return depth;
+    ATTNSCOPE_RETURN_IF_ERROR(checkJsonDepth(header, 8, what + ": header"));
     const json h = json::parse(header, nullptr, /*allow_exceptions=*/false);
     if (h.is_discarded()) return bad("header is not valid JSON");
     if (!h.is_object()) return bad("header is not a JSON object");

@@ -87,7 +87,7 @@ Status Tokenizer::finish()
 Expected<Tokenizer> Tokenizer::fromTokenizerJson(const std::string& text)
 {
     auto bad = [](const std::string& m) { return makeError(StatusCode::ParseError, "tokenizer.json: " + m); };
-    if (Status d = checkJsonDepth(text, kMaxJsonDepth, "tokenizer.json"); !d.ok()) return d;
+    ATTNSCOPE_RETURN_IF_ERROR(checkJsonDepth(text, kMaxJsonDepth, "tokenizer.json"));
     const json j = json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
     Tokenizer t;

@@ -132,7 +132,7 @@ Status compute(const AttentionInput& in, const AttentionConfig& cfg, AttentionRe
             out.incremental = false;
             cpu::computeReference(in, cfg, d, out);
             out.backend = Backend::Cpu;
-            if (Status s = checkResultFinite(out); !s.ok()) return s;
+            ATTNSCOPE_RETURN_IF_ERROR(checkResultFinite(out));
         } else {
             // The fast path checks finiteness inside the passes that produce each value (see attention_eigen.cpp).
             Status s = cpu::computeEigen(in, cfg, d, out);
@@ -145,7 +145,7 @@ Status compute(const AttentionInput& in, const AttentionConfig& cfg, AttentionRe
     } else {
         out.cache.state.reset();  // a device result: the next CPU compute starts from scratch
         out.incremental = false;
-        if (Status s = checkResultFinite(out); !s.ok()) return s;
+        ATTNSCOPE_RETURN_IF_ERROR(checkResultFinite(out));
     }
     if (!fallbackWarning.empty()) out.warnings.push_back(fallbackWarning);
     addMaskWarnings(out);
@@ -156,8 +156,7 @@ Status compute(const AttentionInput& in, const AttentionConfig& cfg, AttentionRe
 Expected<AttentionResult> compute(const AttentionInput& in, const AttentionConfig& cfg)
 {
     AttentionResult r;
-    Status s = compute(in, cfg, r);
-    if (!s.ok()) return s;
+    ATTNSCOPE_RETURN_IF_ERROR(compute(in, cfg, r));
     return r;
 }
 

@@ -5,6 +5,7 @@
 // [SECTION] parseSession
 // [SECTION] Writing
 #include "attnscope/attention.h"
+#include "attnscope/matrix_names.h"
 #include "attnscope/preset_io.h"
 
 #include <nlohmann/json.hpp>
@@ -31,6 +32,9 @@ using json = nlohmann::json;
 // -----------------------------------------------------------------------------------------------------
 
 namespace {
+
+// The session file key of an input array (matrix_names.h).
+const char* key(InputMatrix m) { return matrixNames(m).key; }
 
 const char* fileKind(mode_t mode)
 {
@@ -390,25 +394,26 @@ Session parseSessionJson(const json& j)
     auto vec = [&](const char* key, Vector& v) {
         if (j.contains(key) && !j[key].is_null()) v = readVector(j[key], key);
     };
-    mat("X", in.X);
-    mat("X_kv", in.Xkv);
-    mat("Wq", in.Wq);
-    mat("Wk", in.Wk);
-    mat("Wv", in.Wv);
-    mat("Wo", in.Wo);
-    vec("bq", in.bq);
-    vec("bk", in.bk);
-    vec("bv", in.bv);
-    vec("bo", in.bo);
-    mat("Q", in.Q);
-    mat("K", in.K);
-    mat("V", in.V);
+    mat(key(InputMatrix::X), in.X);
+    mat(key(InputMatrix::Xkv), in.Xkv);
+    mat(key(InputMatrix::Wq), in.Wq);
+    mat(key(InputMatrix::Wk), in.Wk);
+    mat(key(InputMatrix::Wv), in.Wv);
+    mat(key(InputMatrix::Wo), in.Wo);
+    vec(key(InputMatrix::Bq), in.bq);
+    vec(key(InputMatrix::Bk), in.bk);
+    vec(key(InputMatrix::Bv), in.bv);
+    vec(key(InputMatrix::Bo), in.bo);
+    mat(key(InputMatrix::Q), in.Q);
+    mat(key(InputMatrix::K), in.K);
+    mat(key(InputMatrix::V), in.V);
     if (j.contains("additive") && !j["additive"].is_null()) {
         const json& a = j["additive"];
         if (!a.is_object()) fail("additive", "expected {\"Wq\": [[...]], \"Wk\": [[...]], \"wv\": [...]}, got " + typeName(a));
-        if (a.contains("Wq")) in.additive.Aq = readMatrix(a["Wq"], "additive.Wq");
-        if (a.contains("Wk")) in.additive.Ak = readMatrix(a["Wk"], "additive.Wk");
-        if (a.contains("wv")) in.additive.wv = readVector(a["wv"], "additive.wv");
+        const std::string prefix = "additive.";
+        if (const char* k = key(InputMatrix::Aq); a.contains(k)) in.additive.Aq = readMatrix(a[k], prefix + k);
+        if (const char* k = key(InputMatrix::Ak); a.contains(k)) in.additive.Ak = readMatrix(a[k], prefix + k);
+        if (const char* k = key(InputMatrix::Wv_additive); a.contains(k)) in.additive.wv = readVector(a[k], prefix + k);
     }
     if (j.contains("mask") && !j["mask"].is_null()) in.mask = readMask(j["mask"]);
     if (j.contains("view") && !j["view"].is_null()) {
@@ -435,7 +440,7 @@ std::string prefixed(std::string_view source, const std::string& msg) { return s
 
 Expected<Session> parseSession(std::string_view text, std::string_view source)
 {
-    if (Status depth = checkJsonDepth(text, kMaxJsonDepth, source); !depth.ok()) return depth;
+    ATTNSCOPE_RETURN_IF_ERROR(checkJsonDepth(text, kMaxJsonDepth, source));
     json j;
     try {
         j = json::parse(text.begin(), text.end());
@@ -525,24 +530,24 @@ std::string sessionToJson(const Session& s)
     }
     auto putM = [&](const char* k, const Matrix& m) { if (m.size()) j[k] = toJson(m); };
     auto putV = [&](const char* k, const Vector& v) { if (v.size()) j[k] = toJson(v); };
-    putM("X", in.X);
-    putM("X_kv", in.Xkv);
-    putM("Wq", in.Wq);
-    putM("Wk", in.Wk);
-    putM("Wv", in.Wv);
-    putM("Wo", in.Wo);
-    putV("bq", in.bq);
-    putV("bk", in.bk);
-    putV("bv", in.bv);
-    putV("bo", in.bo);
-    putM("Q", in.Q);
-    putM("K", in.K);
-    putM("V", in.V);
+    putM(key(InputMatrix::X), in.X);
+    putM(key(InputMatrix::Xkv), in.Xkv);
+    putM(key(InputMatrix::Wq), in.Wq);
+    putM(key(InputMatrix::Wk), in.Wk);
+    putM(key(InputMatrix::Wv), in.Wv);
+    putM(key(InputMatrix::Wo), in.Wo);
+    putV(key(InputMatrix::Bq), in.bq);
+    putV(key(InputMatrix::Bk), in.bk);
+    putV(key(InputMatrix::Bv), in.bv);
+    putV(key(InputMatrix::Bo), in.bo);
+    putM(key(InputMatrix::Q), in.Q);
+    putM(key(InputMatrix::K), in.K);
+    putM(key(InputMatrix::V), in.V);
     if (in.additive.Aq.size() || in.additive.Ak.size() || in.additive.wv.size()) {
         json a = json::object();
-        if (in.additive.Aq.size()) a["Wq"] = toJson(in.additive.Aq);
-        if (in.additive.Ak.size()) a["Wk"] = toJson(in.additive.Ak);
-        if (in.additive.wv.size()) a["wv"] = toJson(in.additive.wv);
+        if (in.additive.Aq.size()) a[key(InputMatrix::Aq)] = toJson(in.additive.Aq);
+        if (in.additive.Ak.size()) a[key(InputMatrix::Ak)] = toJson(in.additive.Ak);
+        if (in.additive.wv.size()) a[key(InputMatrix::Wv_additive)] = toJson(in.additive.wv);
         j["additive"] = a;
     }
     const MaskSpec& m = in.mask;

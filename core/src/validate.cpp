@@ -73,12 +73,6 @@ Status checkDim(const char* name, long v)
     return {};
 }
 
-#define ATTN_TRY(expr)                                                                                       \
-    do {                                                                                                     \
-        Status s_ = (expr);                                                                                  \
-        if (!s_.ok()) return s_;                                                                             \
-    } while (0)
-
 // Row-orientation accessors: the logical (tokens-as-rows) shape of a stored matrix.
 long lrows(const Matrix& m, Layout l) { return l == Layout::Row ? m.rows() : m.cols(); }
 long lcols(const Matrix& m, Layout l) { return l == Layout::Row ? m.cols() : m.rows(); }
@@ -87,61 +81,61 @@ Status validateInto(const AttentionInput& in, const AttentionConfig& cfg, Dims& 
 {
     const Layout L = cfg.layout;
     if (cfg.heads < 1) return invalidArgument("heads: expected at least 1, got " + std::to_string(cfg.heads));
-    ATTN_TRY(checkDim("heads", cfg.heads));
+    ATTNSCOPE_RETURN_IF_ERROR(checkDim("heads", cfg.heads));
     d.H = cfg.heads;
 
     long wq = 0, wk = 0, wv = 0;  // projected widths H·d_q, H·d_k, H·d_v
     if (cfg.mode == Mode::Direct) {
-        ATTN_TRY(requireNonEmpty("Q", in.Q, "in direct mode"));
-        ATTN_TRY(requireNonEmpty("K", in.K, "in direct mode"));
-        ATTN_TRY(requireNonEmpty("V", in.V, "in direct mode"));
+        ATTNSCOPE_RETURN_IF_ERROR(requireNonEmpty("Q", in.Q, "in direct mode"));
+        ATTNSCOPE_RETURN_IF_ERROR(requireNonEmpty("K", in.K, "in direct mode"));
+        ATTNSCOPE_RETURN_IF_ERROR(requireNonEmpty("V", in.V, "in direct mode"));
         d.T = static_cast<int>(lrows(in.Q, L));
         d.S = static_cast<int>(lrows(in.K, L));
-        ATTN_TRY(checkDim("Q", std::max(in.Q.rows(), in.Q.cols())));
-        ATTN_TRY(checkDim("K", std::max(in.K.rows(), in.K.cols())));
-        ATTN_TRY(checkDim("V", std::max(in.V.rows(), in.V.cols())));
+        ATTNSCOPE_RETURN_IF_ERROR(checkDim("Q", std::max(in.Q.rows(), in.Q.cols())));
+        ATTNSCOPE_RETURN_IF_ERROR(checkDim("K", std::max(in.K.rows(), in.K.cols())));
+        ATTNSCOPE_RETURN_IF_ERROR(checkDim("V", std::max(in.V.rows(), in.V.cols())));
         wq = lcols(in.Q, L);
         wk = lcols(in.K, L);
         wv = lcols(in.V, L);
-        ATTN_TRY(checkShape("V", in.V, d.S, wv, "n_k", "H·d_v", L));
-        ATTN_TRY(checkFinite("Q", in.Q));
-        ATTN_TRY(checkFinite("K", in.K));
-        ATTN_TRY(checkFinite("V", in.V));
+        ATTNSCOPE_RETURN_IF_ERROR(checkShape("V", in.V, d.S, wv, "n_k", "H·d_v", L));
+        ATTNSCOPE_RETURN_IF_ERROR(checkFinite("Q", in.Q));
+        ATTNSCOPE_RETURN_IF_ERROR(checkFinite("K", in.K));
+        ATTNSCOPE_RETURN_IF_ERROR(checkFinite("V", in.V));
     } else {
-        ATTN_TRY(requireNonEmpty("X", in.X, cfg.mode == Mode::Self ? "in self mode" : "in cross mode"));
-        ATTN_TRY(checkDim("X", std::max(in.X.rows(), in.X.cols())));
+        ATTNSCOPE_RETURN_IF_ERROR(requireNonEmpty("X", in.X, cfg.mode == Mode::Self ? "in self mode" : "in cross mode"));
+        ATTNSCOPE_RETURN_IF_ERROR(checkDim("X", std::max(in.X.rows(), in.X.cols())));
         d.T = static_cast<int>(lrows(in.X, L));
         d.M = static_cast<int>(lcols(in.X, L));
         d.S = d.T;
         if (cfg.mode == Mode::Cross) {
-            ATTN_TRY(requireNonEmpty("X_kv", in.Xkv, "in cross mode"));
-            ATTN_TRY(checkDim("X_kv", std::max(in.Xkv.rows(), in.Xkv.cols())));
+            ATTNSCOPE_RETURN_IF_ERROR(requireNonEmpty("X_kv", in.Xkv, "in cross mode"));
+            ATTNSCOPE_RETURN_IF_ERROR(checkDim("X_kv", std::max(in.Xkv.rows(), in.Xkv.cols())));
             d.S = static_cast<int>(lrows(in.Xkv, L));
-            ATTN_TRY(checkShape("X_kv", in.Xkv, d.S, d.M, "n_kv", "d_model", L));
+            ATTNSCOPE_RETURN_IF_ERROR(checkShape("X_kv", in.Xkv, d.S, d.M, "n_kv", "d_model", L));
         }
-        ATTN_TRY(requireNonEmpty("Wq", in.Wq, "unless mode is direct"));
-        ATTN_TRY(requireNonEmpty("Wk", in.Wk, "unless mode is direct"));
-        ATTN_TRY(requireNonEmpty("Wv", in.Wv, "unless mode is direct"));
-        ATTN_TRY(checkDim("Wq", std::max(in.Wq.rows(), in.Wq.cols())));
-        ATTN_TRY(checkDim("Wk", std::max(in.Wk.rows(), in.Wk.cols())));
-        ATTN_TRY(checkDim("Wv", std::max(in.Wv.rows(), in.Wv.cols())));
+        ATTNSCOPE_RETURN_IF_ERROR(requireNonEmpty("Wq", in.Wq, "unless mode is direct"));
+        ATTNSCOPE_RETURN_IF_ERROR(requireNonEmpty("Wk", in.Wk, "unless mode is direct"));
+        ATTNSCOPE_RETURN_IF_ERROR(requireNonEmpty("Wv", in.Wv, "unless mode is direct"));
+        ATTNSCOPE_RETURN_IF_ERROR(checkDim("Wq", std::max(in.Wq.rows(), in.Wq.cols())));
+        ATTNSCOPE_RETURN_IF_ERROR(checkDim("Wk", std::max(in.Wk.rows(), in.Wk.cols())));
+        ATTNSCOPE_RETURN_IF_ERROR(checkDim("Wv", std::max(in.Wv.rows(), in.Wv.cols())));
         wq = lcols(in.Wq, L);
         wk = lcols(in.Wk, L);
         wv = lcols(in.Wv, L);
-        ATTN_TRY(checkShape("Wq", in.Wq, d.M, wq, "d_model", "H·d_k", L));
-        ATTN_TRY(checkShape("Wk", in.Wk, d.M, wk, "d_model", "H·d_k", L));
-        ATTN_TRY(checkShape("Wv", in.Wv, d.M, wv, "d_model", "H·d_v", L));
-        ATTN_TRY(checkVector("bq", in.bq, wq, "H·d_k"));
-        ATTN_TRY(checkVector("bk", in.bk, wk, "H·d_k"));
-        ATTN_TRY(checkVector("bv", in.bv, wv, "H·d_v"));
-        ATTN_TRY(checkFinite("X", in.X));
-        if (cfg.mode == Mode::Cross) ATTN_TRY(checkFinite("X_kv", in.Xkv));
-        ATTN_TRY(checkFinite("Wq", in.Wq));
-        ATTN_TRY(checkFinite("Wk", in.Wk));
-        ATTN_TRY(checkFinite("Wv", in.Wv));
-        ATTN_TRY(checkFinite("bq", in.bq));
-        ATTN_TRY(checkFinite("bk", in.bk));
-        ATTN_TRY(checkFinite("bv", in.bv));
+        ATTNSCOPE_RETURN_IF_ERROR(checkShape("Wq", in.Wq, d.M, wq, "d_model", "H·d_k", L));
+        ATTNSCOPE_RETURN_IF_ERROR(checkShape("Wk", in.Wk, d.M, wk, "d_model", "H·d_k", L));
+        ATTNSCOPE_RETURN_IF_ERROR(checkShape("Wv", in.Wv, d.M, wv, "d_model", "H·d_v", L));
+        ATTNSCOPE_RETURN_IF_ERROR(checkVector("bq", in.bq, wq, "H·d_k"));
+        ATTNSCOPE_RETURN_IF_ERROR(checkVector("bk", in.bk, wk, "H·d_k"));
+        ATTNSCOPE_RETURN_IF_ERROR(checkVector("bv", in.bv, wv, "H·d_v"));
+        ATTNSCOPE_RETURN_IF_ERROR(checkFinite("X", in.X));
+        if (cfg.mode == Mode::Cross) ATTNSCOPE_RETURN_IF_ERROR(checkFinite("X_kv", in.Xkv));
+        ATTNSCOPE_RETURN_IF_ERROR(checkFinite("Wq", in.Wq));
+        ATTNSCOPE_RETURN_IF_ERROR(checkFinite("Wk", in.Wk));
+        ATTNSCOPE_RETURN_IF_ERROR(checkFinite("Wv", in.Wv));
+        ATTNSCOPE_RETURN_IF_ERROR(checkFinite("bq", in.bq));
+        ATTNSCOPE_RETURN_IF_ERROR(checkFinite("bk", in.bk));
+        ATTNSCOPE_RETURN_IF_ERROR(checkFinite("bv", in.bv));
     }
 
     // Queries and keys must have the same width for dot products; the additive score maps both to A.
@@ -159,9 +153,9 @@ Status validateInto(const AttentionInput& in, const AttentionConfig& cfg, Dims& 
         return invalidArgument("heads: " + std::to_string(d.H) + " does not divide " + what + " = " +
                                std::to_string(width) + " (the width of " + src + ")");
     };
-    ATTN_TRY(divides(wq, "H·d_q", qSrc));
-    ATTN_TRY(divides(wk, "H·d_k", kSrc));
-    ATTN_TRY(divides(wv, "H·d_v", vSrc));
+    ATTNSCOPE_RETURN_IF_ERROR(divides(wq, "H·d_q", qSrc));
+    ATTNSCOPE_RETURN_IF_ERROR(divides(wk, "H·d_k", kSrc));
+    ATTNSCOPE_RETURN_IF_ERROR(divides(wv, "H·d_v", vSrc));
     d.dq = static_cast<int>(wq / d.H);
     d.dk = static_cast<int>(wk / d.H);
     d.dv = static_cast<int>(wv / d.H);
@@ -170,30 +164,30 @@ Status validateInto(const AttentionInput& in, const AttentionConfig& cfg, Dims& 
     d.O = static_cast<int>(wv);
     if (in.Wo.size() > 0) {
         d.O = static_cast<int>(lcols(in.Wo, L));
-        ATTN_TRY(checkDim("Wo", std::max(in.Wo.rows(), in.Wo.cols())));
-        ATTN_TRY(checkShape("Wo", in.Wo, wv, d.O, "H·d_v", "d_out", L));
-        ATTN_TRY(checkVector("bo", in.bo, d.O, "d_out"));
-        ATTN_TRY(checkFinite("Wo", in.Wo));
-        ATTN_TRY(checkFinite("bo", in.bo));
+        ATTNSCOPE_RETURN_IF_ERROR(checkDim("Wo", std::max(in.Wo.rows(), in.Wo.cols())));
+        ATTNSCOPE_RETURN_IF_ERROR(checkShape("Wo", in.Wo, wv, d.O, "H·d_v", "d_out", L));
+        ATTNSCOPE_RETURN_IF_ERROR(checkVector("bo", in.bo, d.O, "d_out"));
+        ATTNSCOPE_RETURN_IF_ERROR(checkFinite("Wo", in.Wo));
+        ATTNSCOPE_RETURN_IF_ERROR(checkFinite("bo", in.bo));
     } else if (in.bo.size() > 0) {
         return invalidArgument("bo: given without Wo; bo is added after the output projection Wo");
     }
 
     // Additive (Bahdanau) parameters.
     if (cfg.score == Score::Additive) {
-        ATTN_TRY(requireNonEmpty("additive.Wq", in.additive.Aq, "for the additive score"));
-        ATTN_TRY(requireNonEmpty("additive.Wk", in.additive.Ak, "for the additive score"));
+        ATTNSCOPE_RETURN_IF_ERROR(requireNonEmpty("additive.Wq", in.additive.Aq, "for the additive score"));
+        ATTNSCOPE_RETURN_IF_ERROR(requireNonEmpty("additive.Wk", in.additive.Ak, "for the additive score"));
         d.A = static_cast<int>(lcols(in.additive.Aq, L));
-        ATTN_TRY(checkDim("additive.Wq", std::max(in.additive.Aq.rows(), in.additive.Aq.cols())));
-        ATTN_TRY(checkShape("additive.Wq", in.additive.Aq, d.dq, d.A, "d_q", "hidden", L));
-        ATTN_TRY(checkShape("additive.Wk", in.additive.Ak, d.dk, d.A, "d_k", "hidden", L));
+        ATTNSCOPE_RETURN_IF_ERROR(checkDim("additive.Wq", std::max(in.additive.Aq.rows(), in.additive.Aq.cols())));
+        ATTNSCOPE_RETURN_IF_ERROR(checkShape("additive.Wq", in.additive.Aq, d.dq, d.A, "d_q", "hidden", L));
+        ATTNSCOPE_RETURN_IF_ERROR(checkShape("additive.Wk", in.additive.Ak, d.dk, d.A, "d_k", "hidden", L));
         if (in.additive.wv.size() != d.A)
             return invalidArgument("additive.wv: expected " + std::to_string(d.A) +
                                    " values (hidden, the width of additive.Wq), got " +
                                    std::to_string(in.additive.wv.size()));
-        ATTN_TRY(checkFinite("additive.Wq", in.additive.Aq));
-        ATTN_TRY(checkFinite("additive.Wk", in.additive.Ak));
-        ATTN_TRY(checkFinite("additive.wv", in.additive.wv));
+        ATTNSCOPE_RETURN_IF_ERROR(checkFinite("additive.Wq", in.additive.Aq));
+        ATTNSCOPE_RETURN_IF_ERROR(checkFinite("additive.Wk", in.additive.Ak));
+        ATTNSCOPE_RETURN_IF_ERROR(checkFinite("additive.wv", in.additive.wv));
     }
 
     if (cfg.scale) {
@@ -235,8 +229,7 @@ Status validateInto(const AttentionInput& in, const AttentionConfig& cfg, Dims& 
 Expected<Dims> validate(const AttentionInput& in, const AttentionConfig& cfg)
 {
     Dims d;
-    Status s = validateInto(in, cfg, d);
-    if (!s.ok()) return s;
+    ATTNSCOPE_RETURN_IF_ERROR(validateInto(in, cfg, d));
     return d;
 }
 

@@ -5,6 +5,8 @@
 #include "attnscope/types.h"
 
 #include <cstddef>
+#include <cstdint>
+#include <span>
 
 namespace attn {
 
@@ -74,5 +76,12 @@ float effectiveScale(const AttentionConfig& cfg, const Dims& d);
 // Fills `masked` (T×S in Row orientation: query i, key j) from the spec. Layout-independent: callers
 // transpose for Column. `custom` must be given in Row orientation here.
 void buildMaskRowMajor(const MaskSpec& m, const MaskMatrix& customRowOriented, int T, int S, MaskMatrix& masked);
+
+// The softmax of one line of scores (one query over its keys), as the reference path and the lessons compute
+// it: the maximum subtracted, exponentials and their sum in double. scores: n values; masked: n flags (1: the
+// entry takes `fill` instead of its score) or empty for none; weights: n outputs. Returns false, with every
+// weight 0, when all n entries are masked with an infinite fill (a query with no key has no distribution).
+bool softmaxLine(std::span<const double> scores, std::span<const std::uint8_t> masked, float fill,
+                 std::span<double> weights);
 
 } // namespace attn

@@ -61,3 +61,11 @@ private:
 };
 
 } // namespace attn
+
+// Evaluates `expr`, an attn::Status; when it is an error, returns it from the enclosing function (which returns
+// a Status or an Expected<T>). The one way core, its CUDA backend and the app pass a failure up unchanged.
+#define ATTNSCOPE_RETURN_IF_ERROR(expr)                                                                       \
+    do {                                                                                                      \
+        ::attn::Status attnscopeStatus_ = (expr);                                                             \
+        if (!attnscopeStatus_.ok()) return attnscopeStatus_;                                                  \
+    } while (0)

@@ -521,18 +521,18 @@ Status computeEigen(const AttentionInput& in, const AttentionConfig& cfg, const 
     else projectionsT<Eigen::ColMajor>(in, cfg, d, out);
     out.timings.projections = msSince(t0);
     for (auto [m, what] : {std::pair{&out.Q, "Q"}, {&out.K, "K"}, {&out.V, "V"}})
-        if (Status s = firstNonFinite(*m, what); !s.ok()) return s;
+        ATTNSCOPE_RETURN_IF_ERROR(firstNonFinite(*m, what));
 
     if (cfg.layout == Layout::Row) out.concat.resize(d.T, d.H * d.dv);
     else out.concat.resize(d.H * d.dv, d.T);
     std::vector<int> all(d.H);
     for (int h = 0; h < d.H; ++h) all[h] = h;
-    if (Status s = computeHeads(in, cfg, d, all, true, out, st); !s.ok()) return s;
+    ATTNSCOPE_RETURN_IF_ERROR(computeHeads(in, cfg, d, all, true, out, st));
 
     t0 = Clock::now();
     outputProjection(in, cfg, d, out);
     out.timings.output = msSince(t0);
-    if (Status s = firstNonFinite(out.output, "output"); !s.ok()) return s;
+    ATTNSCOPE_RETURN_IF_ERROR(firstNonFinite(out.output, "output"));
     if (cfg.incremental) snapshot(in, cfg, d, st);
     return {};
 }

@@ -5,7 +5,8 @@
 #include "attnscope/attention.h"
 
 #include <cmath>
-#include <limits>
+#include <cstdint>
+#include <vector>
 
 namespace attn::cpu {
 namespace {
@@ -34,33 +35,20 @@ void projectCol(const Matrix& W, const Matrix& A, const Vector& bias, Matrix& ou
         }
 }
 
-// Stable softmax of one line of n scores (with stride), masked entries taking `fill`.
-// Returns false when every entry is masked with fill = -inf (the line is then set to 0).
+// The softmax of one line of n scores read with a stride (a row in Row layout, a column in Column layout),
+// through the shared attn::softmaxLine. Returns false when every entry is masked with fill = -inf.
 template <class Get, class Masked, class Put>
-bool softmaxLine(int n, float fill, Get score, Masked masked, Put put)
+bool softmaxStrided(int n, float fill, Get score, Masked masked, Put put)
 {
-    const bool negInf = std::isinf(fill);
-    double mx = -std::numeric_limits<double>::infinity();
-    int live = 0;
+    std::vector<double> line(std::size_t(n), 0.0), weights(std::size_t(n), 0.0);
+    std::vector<std::uint8_t> flags(std::size_t(n), 0);
     for (int j = 0; j < n; ++j) {
-        const double v = masked(j) ? fill : score(j);
-        if (!(masked(j) && negInf)) ++live;
-        if (v > mx) mx = v;
+        line[std::size_t(j)] = score(j);
+        flags[std::size_t(j)] = masked(j) ? 1 : 0;
     }
-    if (live == 0) {
-        for (int j = 0; j < n; ++j) put(j, 0.0f);
-        return false;
-    }
-    double sum = 0;
-    for (int j = 0; j < n; ++j) {
-        const double v = masked(j) ? fill : score(j);
-        sum += std::exp(v - mx);  // exp(-inf) = 0 for masked entries
-    }
-    for (int j = 0; j < n; ++j) {
-        const double v = masked(j) ? fill : score(j);
-        put(j, static_cast<float>(std::exp(v - mx) / sum));
-    }
-    return true;
+    const bool ok = attn::softmaxLine(line, flags, fill, weights);
+    for (int j = 0; j < n; ++j) put(j, static_cast<float>(weights[std::size_t(j)]));
+    return ok;
 }
 
 double additiveScore(const AdditiveParams& p, const Matrix& Qh, int i, const Matrix& Kh, int j, bool column)
@@ -120,7 +108,7 @@ void computeRow(const AttentionInput& in, const AttentionConfig& cfg, const Dims
         r.weights.resize(d.T, d.S);
         r.fullyMaskedQueries.clear();
         for (int i = 0; i < d.T; ++i) {
-            const bool ok = softmaxLine(
+            const bool ok = softmaxStrided(
                 d.S, in.mask.fill, [&](int j) { return double(r.scores(i, j)); },
                 [&](int j) { return masked(i, j) != 0; }, [&](int j, float v) { r.weights(i, j) = v; });
             if (!ok) r.fullyMaskedQueries.push_back(i);
@@ -180,7 +168,7 @@ void computeColumn(const AttentionInput& in, const AttentionConfig& cfg, const D
         r.weights.resize(d.S, d.T);
         r.fullyMaskedQueries.clear();
         for (int i = 0; i < d.T; ++i) {  // softmax down each column: over the keys of query i
-            const bool ok = softmaxLine(
+            const bool ok = softmaxStrided(
                 d.S, in.mask.fill, [&](int j) { return double(r.scores(j, i)); },
                 [&](int j) { return r.masked(j, i) != 0; }, [&](int j, float v) { r.weights(j, i) = v; });
             if (!ok) r.fullyMaskedQueries.push_back(i);
