@@ -6,7 +6,7 @@
 #include "cli_session.h"
 #include "figure/figure.h"
 #include "figure/figure_render.h"
-#include "figure/lesson_figure.h"
+#include "lessons/lesson_figure.h"
 
 #include <CLI/CLI.hpp>
 
@@ -68,8 +68,8 @@ std::optional<LoadedSession> loadForFigure(const RenderOptions& o, int& rc)
 
 int renderLesson(const RenderOptions& o, fig::FigureFormat format)
 {
-    const std::optional<fig::LessonFigure> lesson = fig::lessonFigureFromString(o.lesson);
-    if (!lesson) return printError("--lesson: expected one of " + fig::lessonFigureList() + ", got '" + attn::clipForMessage(o.lesson) + "'"), kExitBadInput;
+    const std::optional<LessonId> lesson = fig::lessonFigureFromName(o.lesson);
+    if (!lesson) return printError("--lesson: expected one of " + lessonFigureList() + ", got '" + attn::clipForMessage(o.lesson) + "'"), kExitBadInput;
     fig::LessonFigureOptions lo;
     lo.lesson = *lesson;
     if (o.head != "all") {
@@ -108,7 +108,7 @@ void addRenderCommand(CLI::App& root, CommandAction& action)
     cmd->add_flag("--per-head-range", opt->perHeadRange, "Each head gets its own colour range and colorbar");
     cmd->add_option("--title", opt->title, "Figure title (\"\" for none; default names the panel)")
         ->each([opt](const std::string&) { opt->titleGiven = true; });
-    CLI::Option* lesson = cmd->add_option("--lesson", opt->lesson, "A lesson's figure instead of a panel: " + fig::lessonFigureList());
+    CLI::Option* lesson = cmd->add_option("--lesson", opt->lesson, "A lesson's figure instead of a panel: " + lessonFigureList());
     cmd->add_option("--query", opt->query, "With --lesson vector_view or additive: the query i (0-based; default 0)")
         ->check(CLI::NonNegativeNumber);
     cmd->add_option("--key", opt->key, "With --lesson additive: the key j (0-based; default 0)")->check(CLI::NonNegativeNumber);

@@ -12,19 +12,6 @@ namespace app {
 using json = nlohmann::json;
 
 namespace {
-struct LessonEntry {
-    const char* name;
-    const char* label;
-};
-constexpr LessonEntry kLessons[kLessonCount] = {
-    {"vector_view", "From vector to matrix (seeds 000/001)"},
-    {"two_formulas", "The two formulas (seeds 000/001)"},
-    {"scaling", "Why 1/sqrt(d_k) (seeds 002/003)"},
-    {"heads", "Heads (seeds 002/003)"},
-    {"additive", "Additive attention (seed 004)"},
-    {"masks", "Masks (seed 004)"},
-    {"image_patches", "Image patches (seed 003)"},
-};
 const char* kKindNames[kHeatmapKinds] = {"projections", "scores", "weights", "outputs"};
 
 void addRecent(AppState& state, const std::string& path)
@@ -39,16 +26,6 @@ void addRecent(AppState& state, const std::string& path)
 }
 } // namespace
 
-const char* lessonName(LessonId id) { return kLessons[int(id)].name; }
-const char* lessonMenuLabel(LessonId id) { return kLessons[int(id)].label; }
-
-int lessonFromName(const std::string& name)
-{
-    for (int i = 0; i < kLessonCount; ++i)
-        if (name == kLessons[i].name) return i;
-    return -1;
-}
-
 std::string viewToJson(const ViewOptions& v)
 {
     json j;
@@ -58,7 +35,7 @@ std::string viewToJson(const ViewOptions& v)
     j["zoom"] = v.zoom;
     json open = json::array();
     for (int i = 0; i < kLessonCount; ++i)
-        if (v.lessons[i]) open.push_back(kLessons[i].name);
+        if (v.lessons[i]) open.push_back(lessonName(LessonId(i)));
     if (open.size() == 1) j["lesson"] = open[0];
     else if (!open.empty()) j["lesson"] = open;
     return j.dump();

@@ -2,7 +2,7 @@
 // folder) and the transient interaction state shared by the panels (hover, selection, open dialogs).
 #pragma once
 
-#include "panels/lesson_common.h"
+#include "lessons/lesson_common.h"
 #include "state/background_saver.h"
 #include "state/document.h"
 #include "state/export_state.h"
@@ -22,14 +22,6 @@ namespace app {
 // Which kind of data a heatmap shows; each kind has its own colormap.
 enum class HeatmapKind { Projection, Scores, Weights, Output };
 inline constexpr int kHeatmapKinds = 4;
-
-// The lesson panels (issue 6), in View → Lessons order. Their session-file names are lessonName(id).
-enum class LessonId { VectorView, TwoFormulas, Scaling, Heads, Additive, Masks, ImagePatches };
-inline constexpr int kLessonCount = 7;
-const char* lessonName(LessonId id);          // "vector_view", "two_formulas", ... (session files, --lesson)
-const char* lessonMenuLabel(LessonId id);     // "From vector to matrix (seeds 000/001)", ...
-// The lesson named `name`, or -1.
-int lessonFromName(const std::string& name);
 
 // Options saved with each session (the "view" object of the session file).
 struct ViewOptions {

@@ -2,7 +2,7 @@
 // centres, token labels as real text in SVG and PDF, PDF rasterised by pdftoppm matching the PNG.
 #include "figure/figure.h"
 #include "figure/figure_render.h"
-#include "figure/lesson_figure.h"
+#include "lessons/lesson_figure.h"
 
 #include <attnscope/attention.h>
 #include <attnscope/colormap.h>
@@ -250,7 +250,7 @@ TEST(Figure, BadRequestsGiveClearMessages)
 
 // ---- Lesson figures --------------------------------------------------------------------------------------
 
-Figure lessonFigure(const Loaded& L, LessonFigure lesson, int query = 0, int key = 0)
+Figure lessonFigure(const Loaded& L, app::LessonId lesson, int query = 0, int key = 0)
 {
     LessonFigureOptions o;
     o.lesson = lesson;
@@ -265,7 +265,7 @@ Figure lessonFigure(const Loaded& L, LessonFigure lesson, int query = 0, int key
 TEST(LessonFigure, VectorViewShowsTheWorkedExamplesFirstRow)
 {
     const Loaded L = load("seed000_worked_example");
-    const Figure f = lessonFigure(L, LessonFigure::VectorView);
+    const Figure f = lessonFigure(L, app::LessonId::VectorView);
     ASSERT_EQ(f.panels.size(), 5u);  // scores, weights, â·v, o_i, matrix row
     const attn::Matrix& sum = f.panels[3].values;
     ASSERT_EQ(sum.rows(), 1);
@@ -281,7 +281,7 @@ TEST(LessonFigure, VectorViewShowsTheWorkedExamplesFirstRow)
 TEST(LessonFigure, TwoFormulasAreTransposesAndTheWrongAxisSumsOverQueries)
 {
     const Loaded L = load("seed000_worked_example");
-    const Figure f = lessonFigure(L, LessonFigure::TwoFormulas);
+    const Figure f = lessonFigure(L, app::LessonId::TwoFormulas);
     ASSERT_EQ(f.panels.size(), 4u);
     const attn::Matrix rowOut = f.panels[0].values, colOut = f.panels[1].values;
     ASSERT_EQ(rowOut.rows(), colOut.cols());
@@ -296,7 +296,7 @@ TEST(LessonFigure, TwoFormulasAreTransposesAndTheWrongAxisSumsOverQueries)
 TEST(LessonFigure, HeadContributionsAddUpToTheOutput)
 {
     const Loaded L = load("lesson_heads_one_vs_many");
-    const Figure f = lessonFigure(L, LessonFigure::Heads);
+    const Figure f = lessonFigure(L, app::LessonId::Heads);
     const std::size_t H = L.r.heads.size();
     ASSERT_GT(H, 1u);
     ASSERT_EQ(f.panels.size(), H + 1);
@@ -309,7 +309,7 @@ TEST(LessonFigure, HeadContributionsAddUpToTheOutput)
 TEST(LessonFigure, AdditiveTermsSumToTheScore)
 {
     const Loaded L = load("lesson_additive");
-    const Figure f = lessonFigure(L, LessonFigure::Additive, 1, 2);
+    const Figure f = lessonFigure(L, app::LessonId::Additive, 1, 2);
     ASSERT_EQ(f.panels.size(), 4u);
     const float score = f.panels[3].values.sum();
     const attn::HeadResult& h = L.r.heads[0];
@@ -317,7 +317,7 @@ TEST(LessonFigure, AdditiveTermsSumToTheScore)
     EXPECT_NEAR(score, column ? h.scores(2, 1) : h.scores(1, 2), 1e-4f);
     const Loaded dot = load("seed000_worked_example");
     LessonFigureOptions o;
-    o.lesson = LessonFigure::Additive;
+    o.lesson = app::LessonId::Additive;
     EXPECT_EQ(buildLessonFigure(dot.s, dot.r, o).status().message,
               "lesson additive: the session's score is scaled_dot, not additive");
 }
@@ -325,7 +325,7 @@ TEST(LessonFigure, AdditiveTermsSumToTheScore)
 TEST(LessonFigure, MaskedWeightsAreExactlyZero)
 {
     const Loaded L = load("lesson_masked_softmax");
-    const Figure f = lessonFigure(L, LessonFigure::Masks);
+    const Figure f = lessonFigure(L, app::LessonId::Masks);
     ASSERT_EQ(f.panels.size(), 2u);
     const Heatmap& w = f.panels[1];
     ASSERT_EQ(w.masked.rows(), w.values.rows());
@@ -342,10 +342,10 @@ TEST(LessonFigure, MaskedWeightsAreExactlyZero)
 // Every lesson figure renders to every format; the SVG carries the token labels as text.
 TEST(LessonFigure, EveryLessonRendersWithTokenLabelsAsText)
 {
-    const std::pair<LessonFigure, const char*> cases[] = {
-        {LessonFigure::VectorView, "lesson_vector_to_matrix"}, {LessonFigure::TwoFormulas, "lesson_two_formulas_column"},
-        {LessonFigure::Heads, "lesson_heads_block_identity"},  {LessonFigure::Additive, "lesson_additive"},
-        {LessonFigure::Masks, "lesson_mask_key_padding"},
+    const std::pair<app::LessonId, const char*> cases[] = {
+        {app::LessonId::VectorView, "lesson_vector_to_matrix"}, {app::LessonId::TwoFormulas, "lesson_two_formulas_column"},
+        {app::LessonId::Heads, "lesson_heads_block_identity"},  {app::LessonId::Additive, "lesson_additive"},
+        {app::LessonId::Masks, "lesson_mask_key_padding"},
     };
     for (const auto& [lesson, preset] : cases) {
         SCOPED_TRACE(preset);
@@ -370,8 +370,8 @@ TEST(LessonFigure, OutOfRangeRequestsNameTheLimit)
     o.query = 0;
     o.head = 1;
     EXPECT_EQ(buildLessonFigure(L.s, L.r, o).status().message, "lesson vector_view: head 1: the session has 1 head (0..0)");
-    EXPECT_EQ(lessonFigureFromString("scaling"), std::nullopt);
-    EXPECT_EQ(lessonFigureFromString("masks"), LessonFigure::Masks);
+    EXPECT_EQ(lessonFigureFromName("scaling"), std::nullopt);
+    EXPECT_EQ(lessonFigureFromName("masks"), app::LessonId::Masks);
 }
 
 TEST(Figure, RgbaPreviewMatchesPngAndScreenshotWriterRoundTrips)

@@ -1,7 +1,7 @@
 // Lesson 4 (seeds 002/003): heads. Column blocks of W^Q/W^K/W^V and Q/K/V per head, seed 003's
 // block-identity selector, each head's contribution to the output through its block of W^O, and one head
 // vs h heads on the same input.
-#include "panels/lesson_panels.h"
+#include "lessons/lesson_panels.h"
 
 #include <attnscope/layout.h>
 
@@ -32,16 +32,8 @@ GridOptions blocks(const std::vector<attn::HeadBlock>& hb, char which)
 // shows the token-rows view (attn::tokenRows) to keep one picture.
 void drawHeadsPanel(const LessonInputs& in, LessonState& st, bool* open)
 {
-    ImGui::SetNextWindowSize(ImVec2(900, 760), ImGuiCond_FirstUseEver);
-    if (!ImGui::Begin(kHeadsTitle, open)) {
-        ImGui::End();
-        return;
-    }
-    if (!in.session || !in.result || in.result->heads.empty()) {
-        noteText("Open a session (e.g. lesson_heads_block_identity) to see its heads.");
-        ImGui::End();
-        return;
-    }
+    if (!beginLessonPanel(LessonId::Heads, ImVec2(900, 760), open)) return;
+    if (!lessonHasResult(in, "Open a session (e.g. lesson_heads_block_identity) to see its heads.")) return;
     const attn::Session& s = *in.session;
     const attn::AttentionResult& r = *in.result;
     auto d = attn::validate(s.input, s.config);

@@ -1,12 +1,13 @@
 // Shared state and drawing helpers of the lesson panels (issue 6): one panel per seed lesson, each a free
-// function over the document's session and result plus LessonState. The panels draw what attn::explain
-// computes; they never compute attention themselves.
+// function over the document's session and result plus LessonState. The panels draw what the core lessons
+// (attnscope/lessons/*.h) compute; they never compute attention themselves.
 #pragma once
 
 #include "attnscope/colormap.h"
-#include "attnscope/explain.h"
+#include "attnscope/lessons/lessons.h"
 #include "attnscope/preset_io.h"
 #include "attnscope/types.h"
+#include "lessons/lesson_registry.h"
 
 #include <imgui.h>
 
@@ -99,6 +100,13 @@ struct LessonState {
     std::optional<attn::AttentionResult> patchResult;
     std::string imageError;                    // the last load/patch error, shown in the panel
 };
+
+// The opening every lesson panel shares: its first-use size and its window, titled from the registry. Returns
+// false (the window already ended) when the panel is collapsed or closed: nothing more to draw this frame.
+bool beginLessonPanel(LessonId id, ImVec2 firstSize, bool* open);
+// True when `in` has a computed session with heads (and `fits`, the lesson's own condition on it); otherwise
+// shows `note` (which session to open) and ends the window.
+bool lessonHasResult(const LessonInputs& in, const char* note, bool fits = true);
 
 // Clamps the selection to the result's heads, queries and keys (the document may have changed).
 void clampSelection(const attn::AttentionResult& r, LessonState& st);

@@ -1,6 +1,6 @@
 // Lesson 6 (seed 004): the look-ahead mask, key padding and valid-length masked softmax. Masked weights are
 // exactly 0 and every row renormalises over the keys left.
-#include "panels/lesson_panels.h"
+#include "lessons/lesson_panels.h"
 
 #include <algorithm>
 #include <string>
@@ -25,22 +25,14 @@ void presetButton(const LessonInputs& in, LessonState& st, const char* label, co
 
 void drawMasksPanel(const LessonInputs& in, LessonState& st, bool* open)
 {
-    ImGui::SetNextWindowSize(ImVec2(760, 700), ImGuiCond_FirstUseEver);
-    if (!ImGui::Begin(kMasksTitle, open)) {
-        ImGui::End();
-        return;
-    }
-    presetButton(in, st, "look-ahead preset", "lesson_mask_look_ahead.json");
+    if (!beginLessonPanel(LessonId::Masks, ImVec2(760, 700), open)) return;
+    presetButton(in, st, "look-ahead preset", lesson(LessonId::Masks).preset);
     ImGui::SameLine();
     presetButton(in, st, "key padding preset", "lesson_mask_key_padding.json");
     ImGui::SameLine();
     presetButton(in, st, "valid lengths (seed 004) preset", "lesson_masked_softmax.json");
     if (!st.presetError.empty()) errorText(st.presetError);
-    if (!in.session || !in.result || in.result->heads.empty()) {
-        noteText("Open a session to see its masks.");
-        ImGui::End();
-        return;
-    }
+    if (!lessonHasResult(in, "Open a session to see its masks.")) return;
     const attn::Session& s = *in.session;
     const attn::AttentionResult& r = *in.result;
     clampSelection(r, st);

@@ -5,7 +5,7 @@
 // screenshots use.
 #include <stb_image.h>
 
-#include "panels/lesson_panels.h"
+#include "lessons/lesson_panels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -85,11 +85,7 @@ void rebuild(const std::string& path, LessonState& st)
 
 void drawImagePatchesPanel(const LessonInputs& in, LessonState& st, bool* open)
 {
-    ImGui::SetNextWindowSize(ImVec2(720, 760), ImGuiCond_FirstUseEver);
-    if (!ImGui::Begin(kImagePatchesTitle, open)) {
-        ImGui::End();
-        return;
-    }
+    if (!beginLessonPanel(LessonId::ImagePatches, ImVec2(720, 760), open)) return;
     char path[1024];
     std::snprintf(path, sizeof path, "%s", st.imagePath.c_str());
     ImGui::SetNextItemWidth(420);

@@ -1,12 +1,28 @@
 // Drawing helpers shared by the lesson panels. Colour comes from core's colormaps and display ranges, so
 // these views agree with the heatmaps and the figure export.
-#include "panels/lesson_common.h"
+#include "lessons/lesson_common.h"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 
 namespace app {
+
+bool beginLessonPanel(LessonId id, ImVec2 firstSize, bool* open)
+{
+    ImGui::SetNextWindowSize(firstSize, ImGuiCond_FirstUseEver);
+    if (ImGui::Begin(lesson(id).title, open)) return true;
+    ImGui::End();
+    return false;
+}
+
+bool lessonHasResult(const LessonInputs& in, const char* note, bool fits)
+{
+    if (in.session && in.result && !in.result->heads.empty() && fits) return true;
+    noteText(note);
+    ImGui::End();
+    return false;
+}
 
 void clampSelection(const attn::AttentionResult& r, LessonState& st)
 {

@@ -1,8 +1,8 @@
 // The lesson panels in the window: which are open (View → Lessons, a session's "view.lesson", --lesson),
 // where they first appear, and how their edits reach the document (one undo step per click or drag).
 #include "figure/figure_render.h"
-#include "figure/lesson_figure.h"
-#include "panels/lesson_panels.h"
+#include "lessons/lesson_figure.h"
+#include "lessons/lesson_registry.h"
 #include "panels/panels.h"
 #include "state/export_actions.h"
 
@@ -17,15 +17,6 @@
 namespace app {
 namespace {
 
-using DrawLessonFn = void (*)(const LessonInputs&, LessonState&, bool*);
-constexpr DrawLessonFn kLessonDraw[kLessonCount] = {
-    drawVectorViewPanel, drawFormulasPanel, drawScalingPanel, drawHeadsPanel,
-    drawAdditivePanel,   drawMasksPanel,    drawImagePatchesPanel,
-};
-constexpr const char* kLessonTitle[kLessonCount] = {
-    kVectorViewTitle, kFormulasTitle, kScalingTitle, kHeadsTitle, kAdditiveTitle, kMasksTitle, kImagePatchesTitle,
-};
-
 // Where "Save this view as PNG" writes unless the user typed a path: beside the session file, else in the
 // current folder, named after the session and the lesson ("seed000_masks.png", "attnscope_masks.png").
 std::string defaultLessonPngPath(const AppState& state, int lesson)
@@ -36,24 +27,9 @@ std::string defaultLessonPngPath(const AppState& state, int lesson)
     return (dir / (stem + "_" + lessonName(LessonId(lesson)) + ".png")).string();
 }
 
-// The figure export of a lesson panel (the heatmaps it is about), where it has one.
-std::optional<fig::LessonFigure> lessonFigureOf(int lesson)
-{
-    switch (LessonId(lesson)) {
-    case LessonId::VectorView: return fig::LessonFigure::VectorView;
-    case LessonId::TwoFormulas: return fig::LessonFigure::TwoFormulas;
-    case LessonId::Heads: return fig::LessonFigure::Heads;
-    case LessonId::Additive: return fig::LessonFigure::Additive;
-    case LessonId::Masks: return fig::LessonFigure::Masks;
-    case LessonId::Scaling:
-    case LessonId::ImagePatches: break;
-    }
-    return std::nullopt;
-}
-
 // "Save as figure": the lesson's figure for the panel's head/query/key, as PDF unless `path` names an SVG or
 // PNG file. Computes the session as a file holds it (the lesson panels' view of it) on the CPU.
-attn::Status saveLessonFigure(const AppState& state, fig::LessonFigure lesson, const std::string& path)
+attn::Status saveLessonFigure(const AppState& state, LessonId lesson, const std::string& path)
 {
     const std::optional<fig::FigureFormat> format = fig::formatFromPath(path);
     if (!format) return attn::invalidArgument(path + ": expected a .pdf, .svg or .png file name");
@@ -90,7 +66,8 @@ void lessonSaveRow(AppState& state, int lesson)
     char buf[1024];
     std::snprintf(buf, sizeof buf, "%s", path.c_str());
     const std::string hint = defaultLessonPngPath(state, lesson);
-    const std::optional<fig::LessonFigure> figure = lessonFigureOf(lesson);
+    const Lesson& entry = app::lesson(LessonId(lesson));
+    const bool figure = entry.figure != nullptr;
     ImGui::SetNextItemWidth(std::max(160.0f, ImGui::GetContentRegionAvail().x - (figure ? 340.0f : 190.0f)));
     if (ImGui::InputTextWithHint("##pngpath", hint.c_str(), buf, sizeof buf)) path = buf;
     ImGui::SameLine();
@@ -103,7 +80,7 @@ void lessonSaveRow(AppState& state, int lesson)
             // The typed path when it names a figure format, else the PNG path with .pdf.
             const std::string typed = path.empty() ? hint : path;
             const std::string out = fig::formatFromPath(typed) && !typed.ends_with(".png") ? typed : replaceExtension(typed, ".pdf");
-            const attn::Status st = saveLessonFigure(state, *figure, out);
+            const attn::Status st = saveLessonFigure(state, entry.id, out);
             state.lessonPngFailed[lesson] = !st.ok();
             state.lessonPngStatus[lesson] = st.ok() ? "saved " + out + " (vector figure of this lesson's heatmaps)"
                                                     : "cannot save the figure: " + st.message;
@@ -112,7 +89,7 @@ void lessonSaveRow(AppState& state, int lesson)
         if (ImGui::IsItemHovered())
             ImGui::SetTooltip("The heatmaps of this lesson (for the selected head and query) as a vector PDF with real\n"
                               "text; type a .svg name in the field for SVG. Same as: attnscope render SESSION --lesson %s",
-                              fig::toString(*figure));
+                              entry.name);
     }
     if (!state.lessonPngStatus[lesson].empty()) {
         if (state.lessonPngFailed[lesson])
@@ -171,9 +148,10 @@ void drawLessonPanels(AppState& state)
                                 ImGuiCond_FirstUseEver);
         ImGui::SetNextWindowSizeConstraints(ImVec2(320.0f, 240.0f), ImVec2(maxSize.x - offset, maxSize.y - offset));
         ImGui::SetNextWindowBgAlpha(1.0f);  // opaque: the chain behind would show through the text
-        kLessonDraw[i](in, state.lesson, &state.view.lessons[i]);
+        const Lesson& l = lessons()[std::size_t(i)];
+        l.panel(in, state.lesson, &state.view.lessons[i]);
         if (!state.view.lessons[i]) continue;  // closed by its own button
-        if (ImGui::Begin(kLessonTitle[i], &state.view.lessons[i]))
+        if (ImGui::Begin(l.title, &state.view.lessons[i]))
             lessonSaveRow(state, i);
         else if (state.viewCapture && state.viewCapture->lesson == i)
             state.viewCapture.reset();  // collapsed: nothing to save

@@ -1,5 +1,5 @@
 // Lesson 1 (seed 000/001): from the vector version o_i = Σ_j â_ij·v_j to the matrix version.
-#include "panels/lesson_panels.h"
+#include "lessons/lesson_panels.h"
 
 #include <string>
 
@@ -20,16 +20,8 @@ void drawShapes(const attn::Session& s)
 
 void drawVectorViewPanel(const LessonInputs& in, LessonState& st, bool* open)
 {
-    ImGui::SetNextWindowSize(ImVec2(760, 640), ImGuiCond_FirstUseEver);
-    if (!ImGui::Begin(kVectorViewTitle, open)) {
-        ImGui::End();
-        return;
-    }
-    if (!in.session || !in.result || in.result->heads.empty()) {
-        noteText("Open a session (e.g. the preset lesson_vector_to_matrix) to see its vector view.");
-        ImGui::End();
-        return;
-    }
+    if (!beginLessonPanel(LessonId::VectorView, ImVec2(760, 640), open)) return;
+    if (!lessonHasResult(in, "Open a session (e.g. the preset lesson_vector_to_matrix) to see its vector view.")) return;
     const attn::Session& s = *in.session;
     const attn::AttentionResult& r = *in.result;
     clampSelection(r, st);

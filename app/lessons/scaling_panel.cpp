@@ -1,7 +1,7 @@
 // Lesson 3 (seeds 002/003): why q·k is divided by √d_k. Histograms of sampled q·k and q·k/√d_k against the
 // predicted mean and variance, one softmax row with and without scaling, naive vs stable softmax, and
 // the split form q/d^¼·k/d^¼.
-#include "panels/lesson_panels.h"
+#include "lessons/lesson_panels.h"
 
 #include <algorithm>
 #include <string>
@@ -192,11 +192,7 @@ void drawRow(const LessonInputs& in, LessonState& st)
 
 void drawScalingPanel(const LessonInputs& in, LessonState& st, bool* open)
 {
-    ImGui::SetNextWindowSize(ImVec2(760, 820), ImGuiCond_FirstUseEver);
-    if (!ImGui::Begin(kScalingTitle, open)) {
-        ImGui::End();
-        return;
-    }
+    if (!beginLessonPanel(LessonId::Scaling, ImVec2(760, 820), open)) return;
     drawSampling(st);
     drawRow(in, st);
     ImGui::End();

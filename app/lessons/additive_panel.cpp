@@ -1,6 +1,6 @@
 // Lesson 5 (seed 004): additive (Bahdanau) attention, score = w_vᵀ·tanh(q·A_q + k·A_k), term by term for
 // the selected (query, key) pair, with A_q, A_k and w_v editable through the document.
-#include "panels/lesson_panels.h"
+#include "lessons/lesson_panels.h"
 
 #include <string>
 
@@ -30,17 +30,12 @@ bool editMatrix(const char* id, attn::Matrix& m)
 
 void drawAdditivePanel(const LessonInputs& in, LessonState& st, bool* open)
 {
-    ImGui::SetNextWindowSize(ImVec2(760, 720), ImGuiCond_FirstUseEver);
-    if (!ImGui::Begin(kAdditiveTitle, open)) {
-        ImGui::End();
+    if (!beginLessonPanel(LessonId::Additive, ImVec2(760, 720), open)) return;
+    if (!lessonHasResult(in,
+                         "This lesson needs a session with score \"additive\": open the preset lesson_additive (queries "
+                         "of size 4 and keys of size 3, hidden size 5, as in seed 004).",
+                         in.session && in.session->config.score == attn::Score::Additive))
         return;
-    }
-    if (!in.session || !in.result || in.result->heads.empty() || in.session->config.score != attn::Score::Additive) {
-        noteText("This lesson needs a session with score \"additive\": open the preset lesson_additive (queries of "
-                 "size 4 and keys of size 3, hidden size 5, as in seed 004).");
-        ImGui::End();
-        return;
-    }
     const attn::Session& s = *in.session;
     const attn::AttentionResult& r = *in.result;
     clampSelection(r, st);

@@ -1,19 +1,11 @@
-// The lesson panels of issue 6, one ImGui window per file (app/panels/lesson_*.cpp). Each shows one thing
-// the seed posts derive, on the document's own numbers, from attn::explain values.
+// The lesson panels of issue 6, one ImGui window per file (app/lessons/<name>_panel.cpp). Each shows one thing
+// the seed posts derive, on the document's own numbers, from the core lessons (attnscope/lessons/*.h); the
+// registry (lesson_registry.h) gives each its window title.
 #pragma once
 
-#include "panels/lesson_common.h"
+#include "lessons/lesson_common.h"
 
 namespace app {
-
-// Window titles: stable, so that screenshots, the figure export and imgui.ini can refer to them.
-inline constexpr const char* kVectorViewTitle = "Lesson: from vector to matrix";
-inline constexpr const char* kFormulasTitle = "Lesson: the two formulas";
-inline constexpr const char* kScalingTitle = "Lesson: why 1/sqrt(d_k)";
-inline constexpr const char* kHeadsTitle = "Lesson: heads";
-inline constexpr const char* kAdditiveTitle = "Lesson: additive attention";
-inline constexpr const char* kMasksTitle = "Lesson: masks";
-inline constexpr const char* kImagePatchesTitle = "Lesson: image patches";
 
 // Seed 000/001: o_i = Σ_j â_ij·v_j for the selected query next to row i of softmax(QKᵀ/√d_k)·V, and the
 // shape of every product. Click a row of the weights to select a query.
@@ -21,7 +13,11 @@ void drawVectorViewPanel(const LessonInputs& in, LessonState& st, bool* open);
 
 // Seed 000/001: both formulas on the same data (transposes of each other), and the wrong softmax axis /
 // the other formula applied literally, labelled.
-void drawFormulasPanel(const LessonInputs& in, LessonState& st, bool* open);
+void drawTwoFormulasPanel(const LessonInputs& in, LessonState& st, bool* open);
+// The panel's paragraphs on the two mistakes of attn::wrongFormulaDemo: (a) the wrong softmax axis, with the
+// axis names (torch dims) of the session's layout; (b) what applying the other formula literally did.
+std::string wrongAxisParagraph(const attn::WrongFormulaDemo& demo);
+std::string literalFormulaParagraph(const attn::WrongFormulaDemo& demo);
 
 // Seeds 002/003: q·k histograms against the predicted mean and variance as d_k grows, one softmax row with
 // and without scaling, the naive softmax overflowing, and the split q/d^¼·k/d^¼ form.
