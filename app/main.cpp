@@ -1,4 +1,4 @@
 // attnscope entry point: everything happens in the command-line dispatcher.
-#include "cli.h"
+#include "cli/cli.h"
 
 int main(int argc, char** argv) { return app::runCli(argc, argv); }

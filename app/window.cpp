@@ -2,7 +2,7 @@
 // swap → autosave.
 #include "window.h"
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "messages.h"
 #include "panels/panels.h"
 #include "panels/style.h"
@@ -11,20 +11,15 @@
 #include "screenshot.h"
 #include "state/export_actions.h"
 #include "state/paths.h"
+#include "test_hooks.h"
 
 #include <glad/gl.h>
 #include <imgui.h>
-#include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <random>
-#include <thread>
 
 namespace app {
 namespace {
@@ -36,32 +31,6 @@ double nowSeconds()
 {
     static const auto t0 = std::chrono::steady_clock::now();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-void writeLayout(const AppState& state, const GlHeatmapRenderer& renderer, const std::string& dir, int captures)
-{
-    nlohmann::json j;
-    const GlHeatmapRenderer::FillStats& fs = renderer.fillStats();
-    j["heatmap_fills"] = {{"host", fs.hostUploads}, {"device", fs.deviceFills}, {"device_fallbacks", fs.deviceFallbacks}};
-    for (const auto& [name, r] : state.rects) j["rects"][name] = {r.x0, r.y0, r.x1, r.y1};
-    j["captures"] = captures;
-    j["generation"] = state.doc.resultGeneration();
-    j["revision"] = state.doc.revision();
-    j["saved_revision"] = state.savedRevision;
-    j["error"] = state.doc.lastError().message;
-    j["load_error"] = state.loadError;
-    j["restore_offer"] = state.showRestoreOffer;
-    if (state.doc.present(MatrixId::X)) j["X00"] = state.doc.cell(MatrixId::X, 0, 0);  // what the test edits
-    const ImVec2 m = ImGui::GetIO().MousePos;
-    j["mouse"] = {m.x, m.y};
-    // Temporary file + rename (readers never see half a file), without fsync: this runs every few frames.
-    const std::string tmp = dir + "/layout.json.tmp";
-    {
-        std::ofstream f(tmp, std::ios::binary);
-        f << j.dump(1);
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, dir + "/layout.json", ec);
 }
 
 // The rectangle of lesson panel `lesson` in framebuffer pixels, cut out of `frame`.
@@ -251,19 +220,7 @@ int runWindow(const WindowOptions& opt)
         int fbw = 0, fbh = 0;
         platform.framebufferSize(fbw, fbh);
         if (state.exportDialog.screenshotReady) saveRequestedScreenshot(state.exportDialog, fbw, fbh);
-        if (!opt.testHooksDir.empty()) {
-            // frame.ppm: the picture of each frame that shows a new result, or when the test asks for one by
-            // creating capture.request; layout.json: widget rectangles, counters and the mouse, every 3 frames too.
-            std::error_code ec;
-            const std::string request = opt.testHooksDir + "/capture.request";
-            const bool requested = std::filesystem::exists(request, ec);
-            if (recomputed || requested || frame == 2) {
-                writeImage(opt.testHooksDir + "/frame.ppm", captureFramebuffer(fbw, fbh));
-                ++captures;
-                std::filesystem::remove(request, ec);
-            }
-            if (recomputed || requested || frame <= 2 || frame % 3 == 0) writeLayout(state, renderer, opt.testHooksDir, captures);
-        }
+        if (!opt.testHooksDir.empty()) writeTestHooks(opt.testHooksDir, state, renderer, frame, recomputed, fbw, fbh, captures);
         if (state.viewCapture && state.viewCapture->armed) saveViewCapture(state, captureFramebuffer(fbw, fbh));
         if (screenshotMode && frame >= opt.frames) {
             const Image shot = captureFramebuffer(fbw, fbh);
@@ -279,221 +236,6 @@ int runWindow(const WindowOptions& opt)
     renderer.shutdown();
     platform.shutdown();
     return exitCode;
-}
-
-namespace {
-
-struct Summary {
-    double median = 0, p95 = 0, max = 0;
-    std::size_t count = 0;
-};
-// Median, 95th percentile (nearest rank) and maximum.
-Summary summarize(std::vector<double> v)
-{
-    Summary s;
-    s.count = v.size();
-    if (v.empty()) return s;
-    std::sort(v.begin(), v.end());
-    s.median = v[v.size() / 2];
-    s.p95 = v[std::min(v.size() - 1, static_cast<std::size_t>(std::ceil(0.95 * static_cast<double>(v.size()))) - 1)];
-    s.max = v.back();
-    return s;
-}
-nlohmann::json toJson(const Summary& s, bool withMax)
-{
-    nlohmann::json j = {{"median", s.median}, {"p95", s.p95}};
-    if (withMax) j["max"] = s.max;
-    return j;
-}
-
-attn::Session benchSession(int n, int dModel, int heads)
-{
-    attn::Session s;
-    s.config.heads = heads;
-    s.input.X = makeFilled(FillKind::RandomNormal, n, dModel, 1);
-    s.input.Wq = makeFilled(FillKind::Xavier, dModel, dModel, 2);
-    s.input.Wk = makeFilled(FillKind::Xavier, dModel, dModel, 3);
-    s.input.Wv = makeFilled(FillKind::Xavier, dModel, dModel, 4);
-    return s;
-}
-
-double msSince(std::chrono::steady_clock::time_point t0)
-{
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-} // namespace
-
-int runGuiBench(int frames, attn::Backend backend, bool json)
-{
-    Platform platform;
-    PlatformOptions po;
-    po.vsync = false;  // measure our frame time, not the display's refresh
-    attn::Status st = platform.init(po);
-    if (!st.ok()) {
-        printError(st.message);
-        return kExitFailure;
-    }
-    setupImGuiStyle();
-    GlHeatmapRenderer renderer;
-    if (!(st = renderer.init()).ok()) {
-        printError(st.message);
-        return kExitFailure;
-    }
-    setHeatmapRenderer(&renderer);
-    AppState state;
-    state.autosave = false;
-    state.doc.backend = backend;
-    state.doc.startWorker();  // as in the window: the frame loop never waits for a compute
-
-    // One frame as the window draws it: show a finished compute / start the next, draw every panel, render,
-    // wait for the GPU (glFinish) so that the time covers the whole picture.
-    AppState* drawn = &state;  // the state the frames draw
-    auto runFrame = [&] {
-        platform.pollEvents(0.0);
-        const bool shown = drawn->doc.recomputeIfNeeded();
-        platform.beginFrame();
-        drawAllPanels(*drawn);
-        platform.renderFrame();
-        glFinish();
-        platform.swapBuffers();
-        renderer.endFrame();
-        return shown;
-    };
-    // Loads a session, waits for its first result and draws a few frames (textures, font atlas, layout).
-    auto load = [&](int n, int dModel, int heads) {
-        state.doc.setSession(benchSession(n, dModel, heads), "");
-        state.doc.waitForCompute();
-        for (int i = 0; i < 5; ++i) runFrame();
-    };
-    // Frames with nothing changing, every panel drawn, alternating between `a` and `b` in blocks of 10 so
-    // that both see the same machine load (the first 3 frames of a block, which upload the textures of
-    // the other state's maps, are not counted).
-    auto steadyFrames = [&](AppState& a, AppState& b, int count, Summary& sa, Summary& sb) {
-        std::vector<double> ma, mb;
-        for (int block = 0; static_cast<int>(std::min(ma.size(), mb.size())) < count; ++block) {
-            drawn = block % 2 == 0 ? &a : &b;
-            for (int i = 0; i < 10; ++i) {
-                const auto t0 = std::chrono::steady_clock::now();
-                runFrame();
-                if (i >= 3) (block % 2 == 0 ? ma : mb).push_back(msSince(t0));
-            }
-        }
-        drawn = &state;
-        sa = summarize(ma);
-        sb = summarize(mb);
-    };
-    // Dragging a cell of X: one edit per frame (at most 60 frames/s) for `dragFrames` frames, then frames
-    // until the last edit shows.
-    // An edit's latency runs from the edit to the end of the first frame that shows a result of it (or of a
-    // later edit: the worker coalesces). Frames that start while a compute runs also count "while computing".
-    struct Drag {
-        std::vector<double> frameMs, latencyMs, computingFrameMs;
-    };
-    auto drag = [&](int dragFrames) {
-        Drag d;
-        std::vector<std::pair<std::uint64_t, std::chrono::steady_clock::time_point>> open;  // revision, edit time
-        state.doc.beginGesture();
-        for (int i = 0; !(i >= dragFrames && open.empty()); ++i) {
-            const auto t0 = std::chrono::steady_clock::now();
-            if (i < dragFrames) {
-                state.doc.setCellInGesture(MatrixId::X, 3, 5, 0.5f + 0.01f * static_cast<float>(i));
-                open.emplace_back(state.doc.revision(), t0);
-            }
-            const bool computing = state.doc.computing();
-            runFrame();
-            const auto t1 = std::chrono::steady_clock::now();
-            const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
-            // Frames at most 60 per second, as with vsync in the window (where the frame loop then sleeps and
-            // leaves the cores to the compute); a frame that takes longer starts the next at once.
-            std::this_thread::sleep_until(t0 + std::chrono::microseconds(16667));
-            d.frameMs.push_back(ms);
-            if (computing) d.computingFrameMs.push_back(ms);
-            const std::uint64_t shownRev = state.doc.resultRevision();
-            while (!open.empty() && open.front().first <= shownRev) {
-                d.latencyMs.push_back(std::chrono::duration<double, std::milli>(t1 - open.front().second).count());
-                open.erase(open.begin());
-            }
-        }
-        return d;
-    };
-
-    // 1. n=64, d_model=64, h=4: a drag.
-    load(64, 64, 4);
-    const Drag drag64 = drag(frames);
-    const Summary frame64 = summarize(drag64.frameMs), lat64 = summarize(drag64.latencyMs);
-
-    // 2. n=1024, d_model=512, h=8: dragging a cell (the case).
-    load(1024, 512, 8);
-    const double ranges1024 = state.doc.ranges().ms;
-    const double compute1024 = state.doc.resultComputeMs() - ranges1024;  // the job's time less its colour ranges
-    const Drag drag1024 = drag(std::max(20, frames / 4));
-    const Summary frame1024 = summarize(drag1024.frameMs), lat1024 = summarize(drag1024.latencyMs),
-                  busy1024 = summarize(drag1024.computingFrameMs);
-
-    // 3. n=4096, d_model=512, h=8: every panel, steady; then edits, frames while each computes.
-    load(4096, 512, 8);
-    // The colour ranges of the result just shown, computed on the worker after the compute (part of
-    // edit_to_picture_ms: every head's scores and weights are scanned).
-    const double ranges4096 = state.doc.ranges().ms;
-    const double compute4096 = state.doc.resultComputeMs() - ranges4096;
-    const Drag drag4096 = drag(3);
-    // 4. Every panel, nothing changing: n=4096 (above) against n=64, d_model=64, h=4, side by side.
-    AppState small;
-    small.autosave = false;
-    small.doc.backend = backend;
-    small.doc.setSession(benchSession(64, 64, 4), "");
-    small.doc.waitForCompute();
-    Summary steady4096, steady64;
-    steadyFrames(state, small, std::max(20, frames / 4), steady4096, steady64);
-    const Summary busy4096 = summarize(drag4096.computingFrameMs), lat4096 = summarize(drag4096.latencyMs);
-
-    const std::string rendererName = reinterpret_cast<const char*>(glGetString(GL_RENDERER));
-    const GlHeatmapRenderer::FillStats& fs = renderer.fillStats();
-    const double ratio = steady64.median > 0 ? steady4096.median / steady64.median : 0.0;
-    if (json) {
-        nlohmann::json j;
-        j["problem"] = {{"n", 1024}, {"d_model", 512}, {"heads", 8}};
-        j["backend"] = attn::backendDescription(state.doc.backend);
-        j["renderer"] = rendererName;
-        j["frame_ms"] = toJson(frame1024, false);
-        j["edit_to_picture_ms"] = toJson(lat1024, false);
-        j["frame_ms_while_computing"] = toJson(busy1024, true);
-        j["compute_ms"] = compute1024;
-        j["display_ranges_ms"] = ranges1024;
-        j["n4096"] = {{"compute_ms", compute4096},
-                      {"display_ranges_ms", ranges4096},
-                      {"frame_ms_while_computing", toJson(busy4096, true)},
-                      {"edit_to_picture_ms", toJson(lat4096, false)}};
-        j["n64"] = {{"frame_ms", toJson(frame64, false)}, {"edit_to_picture_ms", toJson(lat64, false)}};
-        j["all_panels_frame_ms"] = {{"n4096", toJson(steady4096, true)}, {"n64", toJson(steady64, true)},
-                                    {"ratio_n4096_to_n64", ratio}};
-        j["heatmap_uploads"] = {{"host_tiles", fs.hostUploads}, {"device", fs.deviceFills}, {"rows_uploaded", fs.rowsUploaded},
-                                {"rows_unchanged", fs.rowsSkipped}};
-        std::printf("%s\n", j.dump(2).c_str());
-    } else {
-        std::printf("gui bench (%s, renderer: %s); computes on a worker thread, frames never wait\n",
-                    attn::backendDescription(state.doc.backend).c_str(), rendererName.c_str());
-        std::printf("n=64 d_model=64 h=4, dragging a cell: frame median %.2f ms (%.1f frames/s) p95 %.2f ms; edit to picture "
-                    "median %.1f ms\n",
-                    frame64.median, 1000.0 / std::max(1e-9, frame64.median), frame64.p95, lat64.median);
-        std::printf("n=1024 d_model=512 h=8, dragging a cell (compute %.1f ms): frame median %.1f p95 %.1f ms; edit to picture "
-                    "median %.1f p95 %.1f ms; frames while computing median %.1f p95 %.1f max %.1f ms\n",
-                    compute1024, frame1024.median, frame1024.p95, lat1024.median, lat1024.p95, busy1024.median, busy1024.p95,
-                    busy1024.max);
-        std::printf("n=4096 d_model=512 h=8 (compute %.1f ms, then colour ranges %.1f ms): frames while computing median %.1f "
-                    "p95 %.1f max %.1f ms\n",
-                    compute4096, ranges4096, busy4096.median, busy4096.p95, busy4096.max);
-        std::printf("every panel, nothing changing: n=4096 median %.2f ms, n=64 median %.2f ms: ratio %.2f\n", steady4096.median,
-                    steady64.median, ratio);
-        std::printf("heatmap textures: %ld tiles uploaded from host memory (%ld rows sent, %ld unchanged rows kept), %ld filled "
-                    "from device memory (CUDA-OpenGL interop)\n",
-                    fs.hostUploads, fs.rowsUploaded, fs.rowsSkipped, fs.deviceFills);
-    }
-    setHeatmapRenderer(nullptr);
-    renderer.shutdown();
-    platform.shutdown();
-    return kExitOk;
 }
 
 } // namespace app

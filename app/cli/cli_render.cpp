@@ -1,9 +1,9 @@
 // `attnscope render SESSION.json -o FIG.(png|svg|pdf) [--panel KIND] [--head N|all] [--cmap NAME] [--scale S]
 //  [--annotate] [--per-head-range] [--title TEXT]`, or a lesson's figure: `--lesson NAME [--head N] [--query I]
 //  [--key J]`.
-#include "cli.h"
-#include "cli_model.h"
-#include "cli_session.h"
+#include "cli/cli.h"
+#include "cli/cli_model.h"
+#include "cli/cli_session.h"
 #include "figure/figure.h"
 #include "figure/figure_render.h"
 #include "lessons/lesson_figure.h"

@@ -1,6 +1,6 @@
 // `attnscope import SESSION.json --slot Wq --from FILE [--tensor NAME] [--transpose] [--rows a:b] [--cols a:b]
 //  [--head i --heads h] -o NEW.json`, and `attnscope import --list FILE`.
-#include "cli.h"
+#include "cli/cli.h"
 #include "io/array_io.h"
 #include "io/session_arrays.h"
 

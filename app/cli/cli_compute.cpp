@@ -1,7 +1,7 @@
 // `attnscope compute SESSION.json [-o RESULT.json] [--backend auto|cpu|cuda] [--reference]`
-#include "backend_option.h"
-#include "cli.h"
-#include "cli_session.h"
+#include "cli/backend_option.h"
+#include "cli/cli.h"
+#include "cli/cli_session.h"
 
 #include <attnscope/attention.h>
 #include <attnscope/preset_io.h>

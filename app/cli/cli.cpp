@@ -1,6 +1,6 @@
 // Command-line dispatcher: builds the CLI11 parser from each subcommand's registration function.
-#include "cli.h"
-#include "cli_window.h"
+#include "cli/cli.h"
+#include "cli/cli_window.h"
 
 #include <attnscope/preset_io.h>
 

@@ -2,8 +2,8 @@
 // random problem in the same run, and prints both with their ratio and the per-phase split; each phase's
 // rate (GFLOP/s or GB/s) next to this machine's bound, measured in the same run (SGEMM rate, memory
 // bandwidth); the cost of one edit (incremental recompute); the peak memory. `--json`: one JSON object.
-#include "backend_option.h"
-#include "cli.h"
+#include "cli/backend_option.h"
+#include "cli/cli.h"
 
 #include <attnscope/attention.h>
 

@@ -1,7 +1,7 @@
-#include "cli_window.h"
+#include "cli/cli_window.h"
 
-#include "backend_option.h"
-#include "cli.h"
+#include "cli/backend_option.h"
+#include "cli/cli.h"
 #include "state/app_state.h"
 
 #include <CLI/CLI.hpp>

@@ -1,7 +1,7 @@
 // Loading and computing a session for the headless subcommands, within the memory budget.
-#include "cli_session.h"
+#include "cli/cli_session.h"
 
-#include "cli.h"
+#include "cli/cli.h"
 
 #include <cstdio>
 

@@ -1,6 +1,6 @@
-#include "backend_option.h"
+#include "cli/backend_option.h"
 
-#include "cli.h"
+#include "cli/cli.h"
 
 #include <attnscope/attention.h>
 

@@ -1,8 +1,8 @@
 // `attnscope model --text TEXT [--pair TEXT2] [--ablate L:H,…] [--model-dir DIR] [--layers L,…] -o OUT.json`
 // and `attnscope model --bench`: a trained transformer's attention (docs/model.md).
-#include "backend_option.h"
-#include "cli.h"
-#include "cli_model.h"
+#include "cli/backend_option.h"
+#include "cli/cli.h"
+#include "cli/cli_model.h"
 #include "figure/figure_render.h"
 #include "figure/model_figure.h"
 #include "state/model_state.h"

@@ -1,7 +1,7 @@
 // `attnscope export SESSION.json -o OUT.npz|OUT.safetensors|DIR/ [--format npz|safetensors|npy|csv]`
 // Writes every input and every result matrix (per head) as named arrays (names: io/session_arrays.h).
-#include "cli.h"
-#include "cli_session.h"
+#include "cli/cli.h"
+#include "cli/cli_session.h"
 #include "io/array_io.h"
 #include "io/session_arrays.h"
 

@@ -1,5 +1,5 @@
 // `attnscope code SESSION.json [--lang numpy|torch] [-o FILE.py]`
-#include "cli.h"
+#include "cli/cli.h"
 #include "io/code_snippet.h"
 
 #include <attnscope/preset_io.h>

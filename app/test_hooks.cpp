@@ -1,0 +1,59 @@
+// The test hooks of the window (--test-hooks DIR, see test_hooks.h): what the end-to-end tests read.
+#include "test_hooks.h"
+
+#include "screenshot.h"
+
+#include <imgui.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+namespace app {
+namespace {
+
+void writeLayout(const AppState& state, const GlHeatmapRenderer& renderer, const std::string& dir, int captures)
+{
+    nlohmann::json j;
+    const GlHeatmapRenderer::FillStats& fs = renderer.fillStats();
+    j["heatmap_fills"] = {{"host", fs.hostUploads}, {"device", fs.deviceFills}, {"device_fallbacks", fs.deviceFallbacks}};
+    for (const auto& [name, r] : state.rects) j["rects"][name] = {r.x0, r.y0, r.x1, r.y1};
+    j["captures"] = captures;
+    j["generation"] = state.doc.resultGeneration();
+    j["revision"] = state.doc.revision();
+    j["saved_revision"] = state.savedRevision;
+    j["error"] = state.doc.lastError().message;
+    j["load_error"] = state.loadError;
+    j["restore_offer"] = state.showRestoreOffer;
+    if (state.doc.present(MatrixId::X)) j["X00"] = state.doc.cell(MatrixId::X, 0, 0);  // what the test edits
+    const ImVec2 m = ImGui::GetIO().MousePos;
+    j["mouse"] = {m.x, m.y};
+    // Temporary file + rename (readers never see half a file), without fsync: this runs every few frames.
+    const std::string tmp = dir + "/layout.json.tmp";
+    {
+        std::ofstream f(tmp, std::ios::binary);
+        f << j.dump(1);
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, dir + "/layout.json", ec);
+}
+
+} // namespace
+
+void writeTestHooks(const std::string& dir, const AppState& state, const GlHeatmapRenderer& renderer, int frame,
+                    bool recomputed, int fbw, int fbh, int& captures)
+{
+    // frame.ppm: the picture of each frame that shows a new result, or when the test asks for one by
+    // creating capture.request; layout.json: widget rectangles, counters and the mouse, every 3 frames too.
+    std::error_code ec;
+    const std::string request = dir + "/capture.request";
+    const bool requested = std::filesystem::exists(request, ec);
+    if (recomputed || requested || frame == 2) {
+        writeImage(dir + "/frame.ppm", captureFramebuffer(fbw, fbh));
+        ++captures;
+        std::filesystem::remove(request, ec);
+    }
+    if (recomputed || requested || frame <= 2 || frame % 3 == 0) writeLayout(state, renderer, dir, captures);
+}
+
+} // namespace app
