@@ -101,14 +101,19 @@ bool openSession(AppState& state, const std::string& path)
     if (state.view.lessonQuery >= 0) state.lesson.query = state.view.lessonQuery;  // clamped when drawn
     // Presets are read-only templates: the document opened from one has no path, so Save asks for one
     // instead of overwriting the preset.
-    std::error_code ec;
-    const bool preset = !state.presetsDir.empty() &&
-                        std::filesystem::equivalent(std::filesystem::path(path).parent_path(), state.presetsDir, ec);
+    const bool preset = isPreset(state, path);
     state.doc.setSession(std::move(*s), preset ? "" : path);
     state.filePath = preset ? "" : path;
     if (!preset) addRecent(state, path);
     postInfo(std::string(preset ? "opened preset " : "opened ") + path);
     return true;
+}
+
+bool isPreset(const AppState& state, const std::string& path)
+{
+    std::error_code ec;
+    return !state.presetsDir.empty() &&
+           std::filesystem::equivalent(std::filesystem::path(path).parent_path(), state.presetsDir, ec);
 }
 
 bool saveSessionAs(AppState& state, const std::string& path)
@@ -119,6 +124,7 @@ bool saveSessionAs(AppState& state, const std::string& path)
         return false;
     }
     state.doc.setPath(path);
+    state.doc.markSaved();
     addRecent(state, path);
     postInfo("saved " + path);
     return true;
