@@ -161,6 +161,7 @@ void drawRestoreOffer(AppState& state)
         if (restore) {
             auto s = attn::loadSession(state.restorePath);
             if (s.ok()) {
+                state.doc.setViewJson(viewToJson(state.view));  // the undo step keeps the view
                 state.view = viewFromJson(s->viewJson);
                 const std::string original = s->name;
                 state.doc.setSession(std::move(*s), "");

@@ -53,6 +53,7 @@ std::string summary(const std::string& d)
 
 void drawMainMenu(AppState& state)
 {
+    followDocumentView(state);  // the menu is drawn first each frame: undo across an open brings its view back
     if (!ImGui::BeginMainMenuBar()) return;
     if (ImGui::BeginMenu("File")) {
         if (ImGui::MenuItem("Open / save…", "Ctrl+O")) state.showFilePanel = true;

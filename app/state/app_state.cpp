@@ -97,6 +97,7 @@ bool openSession(AppState& state, const std::string& path)
         postError("cannot open session: " + s.status().message);
         return false;
     }
+    state.doc.setViewJson(viewToJson(state.view));  // the undo step keeps the view as the user left it
     state.view = viewFromJson(s->viewJson);
     if (state.view.lessonQuery >= 0) state.lesson.query = state.view.lessonQuery;  // clamped when drawn
     // Presets are read-only templates: the document opened from one has no path, so Save asks for one
@@ -107,6 +108,24 @@ bool openSession(AppState& state, const std::string& path)
     if (!preset) addRecent(state, path);
     postInfo(std::string(preset ? "opened preset " : "opened ") + path);
     return true;
+}
+
+void followDocumentView(AppState& state)
+{
+    DocUiState& ui = state.docUi;
+    if (state.doc.sessionSerial() != ui.viewSerial) {
+        // The first frame adopts the view as the window set it up (the command line's --lesson included).
+        const bool first = ui.viewSerial == ~std::uint64_t(0);
+        ui.viewSerial = state.doc.sessionSerial();
+        const std::string& json = state.doc.session().viewJson;
+        if (!first && !json.empty()) {  // a session made in the app (a model layer) has none: keep the current view
+            state.view = viewFromJson(json);
+            if (state.view.lessonQuery >= 0) state.lesson.query = state.view.lessonQuery;
+        }
+        return;
+    }
+    std::string json = viewToJson(state.view);
+    if (json != state.doc.session().viewJson) state.doc.setViewJson(std::move(json));
 }
 
 bool isPreset(const AppState& state, const std::string& path)

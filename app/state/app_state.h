@@ -122,6 +122,10 @@ struct AppState {
 bool openSession(AppState& state, const std::string& path);
 // True when `path` is in state.presetsDir.
 bool isPreset(const AppState& state, const std::string& path);
+// Keeps the view options with the session they belong to, once per frame: stores them in the document's
+// session while it stays the same opened session, and when undo/redo returns to another one (across an
+// open) shows that session's view options again.
+void followDocumentView(AppState& state);
 // Saves the document (with the view options) to `path`; posts the outcome.
 bool saveSessionAs(AppState& state, const std::string& path);
 

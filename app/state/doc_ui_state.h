@@ -2,6 +2,7 @@
 // file-scope globals in the panels). Not persisted.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct DocUiState {
     std::string pendingOpen;  // "" = no prompt
     std::string saveAsPath;   // where "Save" writes an untitled session
     std::string saveError;    // the last failed save from the prompt
+
+    // followDocumentView: the Document::sessionSerial() whose view options state.view shows.
+    std::uint64_t viewSerial = ~std::uint64_t(0);
 };
 
 } // namespace app

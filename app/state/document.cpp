@@ -201,6 +201,8 @@ void Document::setSession(attn::Session s, const std::string& path)
     if (s.config.mode == attn::Mode::Self && s.keyTokens.empty()) s.keyTokens = s.queryTokens;
     if (!m_pristine) pushUndo();  // the snapshot holds the old path too: undo brings both back
     m_pristine = false;
+    m_stateId = ++m_nextId;
+    m_sessionSerial = m_stateId;  // a value no earlier session had (the id counter only grows)
     m_session = std::move(s);
     m_path = path;
     m_cleanIds[m_path] = m_stateId;
@@ -223,6 +225,13 @@ bool Document::modified() const
 {
     const auto it = m_cleanIds.find(m_path);
     return it == m_cleanIds.end() || it->second != m_stateId;
+}
+
+void Document::resetSession(attn::Session s, const std::string& path)
+{
+    setSession(std::move(s), path);
+    m_undo.clear();
+    m_redo.clear();
 }
 
 attn::Status Document::load(const std::string& path)
@@ -273,7 +282,7 @@ Sizes Document::sizes() const
 
 void Document::pushUndo()
 {
-    m_undo.push_back({m_session, m_path, m_stateId});
+    m_undo.push_back({m_session, m_path, m_stateId, m_sessionSerial});
     m_stateId = ++m_nextId;  // the state about to be made
     m_pristine = false;
     m_redo.clear();
@@ -312,11 +321,12 @@ void Document::setCellInGesture(MatrixId id, int r, int c, float v)
 bool Document::undo()
 {
     if (m_undo.empty()) return false;
-    m_redo.push_back({std::move(m_session), std::move(m_path), m_stateId});
+    m_redo.push_back({std::move(m_session), std::move(m_path), m_stateId, m_sessionSerial});
     Snapshot& u = m_undo.back();
     m_session = std::move(u.session);
     m_path = std::move(u.path);
     m_stateId = u.id;
+    m_sessionSerial = u.serial;
     m_undo.pop_back();
     markDirty();
     return true;
@@ -325,11 +335,12 @@ bool Document::undo()
 bool Document::redo()
 {
     if (m_redo.empty()) return false;
-    m_undo.push_back({std::move(m_session), std::move(m_path), m_stateId});
+    m_undo.push_back({std::move(m_session), std::move(m_path), m_stateId, m_sessionSerial});
     Snapshot& r = m_redo.back();
     m_session = std::move(r.session);
     m_path = std::move(r.path);
     m_stateId = r.id;
+    m_sessionSerial = r.serial;
     m_redo.pop_back();
     markDirty();
     return true;

@@ -55,6 +55,16 @@ public:
     // one undo step (undo brings the previous session and its path back), except over the untouched built-in
     // session, which has nothing to lose. The session opened counts as saved (modified() is false).
     void setSession(attn::Session s, const std::string& path);
+    // As setSession, but clears the undo history: for sessions whose earlier states must not come back (a
+    // model layer, whose edits flow back into the model by shape: undoing to another layer would write it
+    // over this one).
+    void resetSession(attn::Session s, const std::string& path);
+    // Which opened session is shown: a new value for each setSession/resetSession, and undo/redo across an
+    // open brings the value of the session it returns to (the app restores that session's view options).
+    std::uint64_t sessionSerial() const { return m_sessionSerial; }
+    // Keeps `json` as the current session's view options (no undo step, no recompute), so that the undo
+    // step of the next open holds the view as the user left it.
+    void setViewJson(std::string json) { m_session.viewJson = std::move(json); }
     // Loads a file; on failure returns the error and leaves everything unchanged.
     attn::Status load(const std::string& path);
     // The session in file orientation, with `viewJson` as its view object, ready for attn::saveSession.
@@ -159,7 +169,8 @@ private:
     struct Snapshot {
         attn::Session session;
         std::string path;
-        std::uint64_t id = 0;  // which state of the document it is (modified() compares ids)
+        std::uint64_t id = 0;      // which state of the document it is (modified() compares ids)
+        std::uint64_t serial = 0;  // sessionSerial() of the opened session it belongs to
     };
     void pushUndo();
     void fitMaskAndTokens();
@@ -177,6 +188,7 @@ private:
     std::string m_path;
     std::deque<Snapshot> m_undo, m_redo;
     std::uint64_t m_stateId = 0, m_nextId = 0;
+    std::uint64_t m_sessionSerial = 0;
     std::map<std::string, std::uint64_t> m_cleanIds{{"", 0}};  // per path: the state its file holds
     bool m_pristine = true;  // still the built-in session, never edited
     // Blocks of heads removed by setHeads, by matrix and head index (this session only: opening clears it).

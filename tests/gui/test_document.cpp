@@ -1,5 +1,7 @@
 // The document: edits keep shapes consistent, undo/redo restore exactly, the layout only transposes at the
 // boundary, and every number comes from attn::compute.
+#include "panels/panels.h"
+#include "state/app_state.h"
 #include "state/document.h"
 
 #include <attnscope/preset_io.h>
@@ -226,6 +228,68 @@ TEST(Document, SavingMarksTheSessionUnmodified)
     EXPECT_TRUE(d.modified()) << "undoing past the save differs from the file";
     ASSERT_TRUE(d.redo());
     EXPECT_FALSE(d.modified()) << "redo is back at the saved state";
+}
+
+TEST(Document, ResetSessionClearsTheHistory)
+{
+    app::Document d;
+    d.setSession(seed000(), "");
+    d.edit([](attn::Session& s) { s.input.mask.causal = true; });
+    const std::uint64_t serial = d.sessionSerial();
+    d.resetSession(preset("seed003_block_identity_heads.json"), "");
+    EXPECT_NE(d.sessionSerial(), serial);
+    EXPECT_FALSE(d.canUndo());
+    EXPECT_FALSE(d.modified());
+}
+
+// The app around the document: opening asks first when there are unsaved changes, and undo across an open
+// brings the view options of the session it returns to.
+class OpenPrompt : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        m_state.presetsDir = ATTNSCOPE_PRESETS_DIR;
+        ASSERT_TRUE(app::openSession(m_state, m_state.presetsDir + "/seed000_worked_example.json"));
+    }
+    std::string path(const char* name) const { return m_state.presetsDir + "/" + name; }
+    app::AppState m_state;
+};
+
+TEST_F(OpenPrompt, UnmodifiedSessionsOpenAtOnce)
+{
+    app::requestOpen(m_state, path("seed004_translation_cross.json"));
+    EXPECT_TRUE(m_state.docUi.pendingOpen.empty()) << "nothing unsaved: no question";
+    EXPECT_EQ(m_state.doc.session().name, "Seed 004: translation as cross-attention");
+    ASSERT_TRUE(m_state.doc.undo()) << "still one undo step";
+    EXPECT_EQ(m_state.doc.session().name, "Seed 000: the worked example");
+}
+
+TEST_F(OpenPrompt, UnsavedChangesAskFirst)
+{
+    m_state.doc.edit([](attn::Session& s) { s.input.mask.causal = true; });
+    const std::string seed004 = path("seed004_translation_cross.json");
+    app::requestOpen(m_state, seed004);
+    EXPECT_EQ(m_state.docUi.pendingOpen, seed004) << "the prompt waits for an answer";
+    EXPECT_EQ(m_state.doc.session().name, "Seed 000: the worked example") << "nothing opened yet";
+    EXPECT_EQ(m_state.docUi.saveAsPath, "seed_000_the_worked_example.json") << "an untitled session gets a file name";
+}
+
+TEST_F(OpenPrompt, UndoAcrossAnOpenBringsItsViewBack)
+{
+    app::followDocumentView(m_state);
+    m_state.view.colormaps[int(app::HeatmapKind::Weights)] = attn::Colormap::Magma;  // the user's choice
+    app::followDocumentView(m_state);  // a frame: the view is kept with the session
+    ASSERT_TRUE(app::openSession(m_state, path("lesson_mask_look_ahead.json")));
+    app::followDocumentView(m_state);
+    EXPECT_TRUE(m_state.view.lessons[int(app::LessonId::Masks)]) << "the lesson preset opens its panel";
+    EXPECT_EQ(m_state.view.colormaps[int(app::HeatmapKind::Weights)], attn::Colormap::Viridis);
+    ASSERT_TRUE(m_state.doc.undo());
+    app::followDocumentView(m_state);
+    EXPECT_FALSE(m_state.view.lessons[int(app::LessonId::Masks)]) << "undo: the lesson panel closes again";
+    EXPECT_EQ(m_state.view.colormaps[int(app::HeatmapKind::Weights)], attn::Colormap::Magma);
+    ASSERT_TRUE(m_state.doc.redo());
+    app::followDocumentView(m_state);
+    EXPECT_TRUE(m_state.view.lessons[int(app::LessonId::Masks)]);
 }
 
 // ---- Predictable heads (issue 11) --------------------------------------------------------------------
