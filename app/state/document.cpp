@@ -74,14 +74,6 @@ void resizeHeadBlocks(attn::Matrix& m, int rows, int oldHeads, int oldD, int hea
     m.swap(out);
 }
 
-void resizeHeadBlocks(attn::Vector& v, int oldHeads, int oldD, int heads, int d)
-{
-    if (v.size() == 0) return;
-    attn::Matrix m = v.transpose();
-    resizeHeadBlocks(m, 1, oldHeads, oldD, heads, d);
-    v = m.row(0).transpose();
-}
-
 // Head blocks: column blocks of width d (W^Q, W^K, W^V, and Q, K, V in direct mode), or row blocks of height
 // d (W^O, whose rows are the concatenated heads' values).
 attn::Matrix::BlockXpr headBlock(attn::Matrix& m, int h, int d, bool rowBlocks)
@@ -387,9 +379,16 @@ attn::Status Document::setSizes(const Sizes& z)
         resizeHeads(in.Wq, MatrixId::Wq, z.dModel, old.dk, z.dk);
         resizeHeads(in.Wk, MatrixId::Wk, z.dModel, old.dk, z.dk);
         resizeHeads(in.Wv, MatrixId::Wv, z.dModel, old.dv, z.dv);
-        resizeHeadBlocks(in.bq, old.heads, old.dk, z.heads, z.dk);
-        resizeHeadBlocks(in.bk, old.heads, old.dk, z.heads, z.dk);
-        resizeHeadBlocks(in.bv, old.heads, old.dv, z.heads, z.dv);
+        // Biases as 1×width rows, so removed heads' biases come back too (new ones start at zero).
+        auto resizeBias = [&](attn::Vector& v, MatrixId id, int oldD, int d) {
+            if (v.size() == 0) return;  // absent stays absent
+            attn::Matrix m = v.transpose();
+            resizeHeads(m, id, 1, oldD, d);
+            v = m.row(0).transpose();
+        };
+        resizeBias(in.bq, MatrixId::Bq, old.dk, z.dk);
+        resizeBias(in.bk, MatrixId::Bk, old.dk, z.dk);
+        resizeBias(in.bv, MatrixId::Bv, old.dv, z.dv);
     } else {
         attn::Matrix q = in.Q, k = in.K, v = in.V;
         resizeHeads(q, MatrixId::Q, z.n, old.dq, z.dq);
@@ -446,6 +445,10 @@ void Document::fillNewHeads(attn::Matrix& m, MatrixId id, int fromHead, int toHe
         auto it = m_removedHeads.find({static_cast<int>(id), h});
         if (it != m_removedHeads.end() && it->second.rows() == block.rows() && it->second.cols() == block.cols()) {
             block = it->second;
+            continue;
+        }
+        if (id == MatrixId::Bq || id == MatrixId::Bk || id == MatrixId::Bv) {
+            block.setZero();  // biases start at zero, as in the usual initialisations
             continue;
         }
         // Xavier/Glorot normal (std = sqrt(2 / (fan_in + fan_out))) for weights; Q, K, V given directly are

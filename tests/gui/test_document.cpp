@@ -340,6 +340,23 @@ TEST(Document, HeadsRoundTrip1To2To3To1KeepsEveryWeight)
     EXPECT_FALSE(d.undo());
 }
 
+TEST(Document, RemovedHeadsBiasesComeBack)
+{
+    app::Document d;
+    d.setSession(seed000(), "");
+    d.setPresent(app::MatrixId::Bq, true);
+    ASSERT_TRUE(d.setHeads(2, false).ok());
+    EXPECT_EQ(d.cols(app::MatrixId::Bq), 6);
+    EXPECT_EQ(d.cell(app::MatrixId::Bq, 0, 4), 0.0f) << "a new head's bias starts at zero";
+    attn::Matrix b = whole(d, app::MatrixId::Bq);
+    b(0, 4) = 2.5f;
+    ASSERT_TRUE(d.setMatrix(app::MatrixId::Bq, b).ok());
+    ASSERT_TRUE(d.setHeads(1, false).ok());
+    EXPECT_EQ(d.cols(app::MatrixId::Bq), 3);
+    ASSERT_TRUE(d.setHeads(2, false).ok());
+    EXPECT_EQ(whole(d, app::MatrixId::Bq), b) << "the removed head's bias came back";
+}
+
 TEST(Document, NewHeadsAreSeededTheSameEveryTime)
 {
     app::Document a, b;
