@@ -209,7 +209,7 @@ void drawKeyPadding(AppState& state, int S)
         if (k == 0) state.recordRect("control/key_padding/0", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
         if (ImGui::IsItemHovered()) ImGui::SetTooltip("key %d (%s): masked for every query when checked", k, name.c_str());
         ImGui::PopID();
-        if (k >= 62) {  // boxes for very long sequences would fill the panel
+        if (k >= 62 && k + 1 < S) {  // boxes for very long sequences would fill the panel
             ImGui::TextDisabled("… %d more (click key labels on the weights)", S - 63);
             break;
         }
@@ -247,9 +247,9 @@ void drawMasks(AppState& state)
                                      : lens.size() > 1                                ? indexName('q', i)
                                                                                       : "all queries";
             ImGui::AlignTextToFramePadding();
-            ImGui::TextUnformatted(truncated(name, 8).c_str());
+            ImGui::TextUnformatted(lens.size() > 1 ? truncated(name, 8).c_str() : name.c_str());
             if (ImGui::IsItemHovered()) ImGui::SetTooltip("query %d (%s): keys from this index on are masked", i, name.c_str());
-            ImGui::SameLine(i % 2 == 0 ? 70.0f : 195.0f);
+            ImGui::SameLine(lens.size() == 1 ? 0.0f : i % 2 == 0 ? 70.0f : 195.0f);  // two columns
             ImGui::SetNextItemWidth(50);
             if (ImGui::InputInt("##vl", &v, 0, 0, ImGuiInputTextFlags_EnterReturnsTrue) || (v != lens[static_cast<std::size_t>(i)] && ImGui::IsItemDeactivatedAfterEdit())) {
                 if (v < 0 || v > S) {

@@ -29,7 +29,6 @@ namespace {
 constexpr std::size_t kMaxUndoSteps = 200;
 constexpr std::size_t kMaxUndoBytes = std::size_t(512) << 20;
 
-// The undo steps kept and their bytes.
 std::size_t sessionBytes(const attn::Session& s)
 {
     const attn::AttentionInput& in = s.input;
