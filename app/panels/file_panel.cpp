@@ -165,6 +165,7 @@ void drawRestoreOffer(AppState& state)
                 state.view = viewFromJson(s->viewJson);
                 const std::string original = s->name;
                 state.doc.setSession(std::move(*s), "");
+                state.doc.markUnsaved();  // recovered work: opening another session asks first
                 postInfo("restored the autosaved session" + (original.empty() ? std::string() : " '" + original + "'"));
             } else {
                 state.loadError = s.status().message;

@@ -77,6 +77,8 @@ public:
     // Untitled sessions (path "") compare with the last one opened untitled.
     bool modified() const;
     void markSaved() { m_cleanIds[m_path] = m_stateId; }
+    // The session is in no file as it is (a restored autosave): modified() until saved.
+    void markUnsaved() { m_cleanIds.erase(m_path); }
     Sizes sizes() const;
 
     // ---- Editing: each public edit is one undo step --------------------------------------------------

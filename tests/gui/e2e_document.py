@@ -8,6 +8,8 @@
 2. Heads 1 → 2 → 3 → 1 typed into the controls' heads field ("keep d_model×d_model" is shown and off): each
    step keeps d_k, head 0 keeps its weights, new heads are not zeros, and back at 1 head W^Q, W^K and W^V
    are the original ones exactly.
+3. Presets → the causal decoder with the edits still unsaved: the prompt's "Save as, then open" writes the
+   edited seed 000 to the path typed in it, then opens the preset.
 
 The document is read from the autosave file (written half a second after each change); widgets are found
 by the --test-hooks rectangles only.
@@ -89,6 +91,20 @@ def main():
             if s[name] != original[name]:
                 fail("1 → 2 → 3 → 1 heads: %s differs from the original" % name)
         print("1 -> 2 -> 3 -> 1 heads: W^Q, W^K, W^V and X are the original ones")
+
+        # ---- 3. "Save as, then open" from the prompt ----------------------------------------------------
+        saved = os.path.join(a.work, "my_session.json")
+        app.click("menu/presets")
+        app.click("preset/causal_decoder_2heads.json")
+        app.click("unsaved/path")
+        key("ctrl+a")
+        xdo("type", "--delay", "20", saved)
+        app.click("unsaved/save")
+        autosaved(lambda s: s["name"] == "Causal decoder, 2 heads", "the causal decoder opened after saving")
+        mine = read_json(saved)
+        if not mine or mine["name"] != SEED000 or not mine["mask"].get("causal"):
+            fail("%s should hold the edited seed 000 (causal on), got %s" % (saved, mine and mine.get("name")))
+        print("save from the prompt: %s written, then the preset opened" % saved)
     finally:
         app.stop()
     print("PASS")

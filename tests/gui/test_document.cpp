@@ -228,6 +228,11 @@ TEST(Document, SavingMarksTheSessionUnmodified)
     EXPECT_TRUE(d.modified()) << "undoing past the save differs from the file";
     ASSERT_TRUE(d.redo());
     EXPECT_FALSE(d.modified()) << "redo is back at the saved state";
+    d.markUnsaved();  // as a restored autosave is
+    EXPECT_TRUE(d.modified());
+    d.edit([](attn::Session& s) { s.input.mask.causal = false; });
+    ASSERT_TRUE(d.undo());
+    EXPECT_TRUE(d.modified()) << "still in no file";
 }
 
 TEST(Document, ResetSessionClearsTheHistory)
