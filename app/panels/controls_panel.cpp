@@ -13,10 +13,6 @@
 namespace app {
 namespace {
 
-// Per-field refusal messages, shown under the field until the next valid change.
-std::string g_sizeError, g_scaleError, g_validError, g_tokenError;
-std::string g_sentence, g_keySentence;
-
 bool radio(const char* label, bool active)
 {
     const bool clicked = ImGui::RadioButton(label, active);
@@ -29,14 +25,15 @@ void errorLine(const std::string& e)
 }
 
 // An integer size field: returns true with the new value when the user committed an accepted one.
-bool sizeField(const char* label, int value, int lo, int hi, int* out)
+bool sizeField(AppState& state, const char* label, int value, int lo, int hi, int* out)
 {
+    std::string& error = state.docUi.sizeError;
     int v = value;
     ImGui::SetNextItemWidth(110);
     if (ImGui::InputInt(label, &v, 1, 8, ImGuiInputTextFlags_EnterReturnsTrue) || (v != value && ImGui::IsItemDeactivatedAfterEdit())) {
         if (v < lo || v > hi) {
-            g_sizeError = std::string(label) + ": expected " + std::to_string(lo) + "…" + std::to_string(hi) + ", got " + std::to_string(v);
-            postWarning(g_sizeError);
+            error = std::string(label) + ": expected " + std::to_string(lo) + "…" + std::to_string(hi) + ", got " + std::to_string(v);
+            postWarning(error);
             return false;
         }
         *out = v;
@@ -49,10 +46,10 @@ void applySizes(AppState& state, const Sizes& z)
 {
     attn::Status st = state.doc.setSizes(z);
     if (!st.ok()) {
-        g_sizeError = st.message;
+        state.docUi.sizeError = st.message;
         postWarning(st.message);
     } else {
-        g_sizeError.clear();
+        state.docUi.sizeError.clear();
     }
 }
 
@@ -63,36 +60,45 @@ void drawSizes(AppState& state)
     const bool direct = cfg.mode == attn::Mode::Direct;
     Sizes nz = z;
     int v = 0;
-    if (sizeField("n (queries)", z.n, 1, kMaxTokens, &v)) { nz.n = v; if (cfg.mode == attn::Mode::Self) nz.nkv = v; applySizes(state, nz); return; }
-    if (cfg.mode != attn::Mode::Self && sizeField("n_kv (keys)", z.nkv, 1, kMaxTokens, &v)) { nz.nkv = v; applySizes(state, nz); return; }
-    if (!direct && sizeField("d_model", z.dModel, 1, kMaxWidth, &v)) { nz.dModel = v; applySizes(state, nz); return; }
-    if (direct && cfg.score == attn::Score::Additive && sizeField("d_q (per head)", z.dq, 1, kMaxWidth, &v)) { nz.dq = v; applySizes(state, nz); return; }
-    if (sizeField("d_k (per head)", z.dk, 1, kMaxWidth, &v)) {
+    if (sizeField(state, "n (queries)", z.n, 1, kMaxTokens, &v)) { nz.n = v; if (cfg.mode == attn::Mode::Self) nz.nkv = v; applySizes(state, nz); return; }
+    if (cfg.mode != attn::Mode::Self && sizeField(state, "n_kv (keys)", z.nkv, 1, kMaxTokens, &v)) { nz.nkv = v; applySizes(state, nz); return; }
+    if (!direct && sizeField(state, "d_model", z.dModel, 1, kMaxWidth, &v)) { nz.dModel = v; applySizes(state, nz); return; }
+    if (direct && cfg.score == attn::Score::Additive && sizeField(state, "d_q (per head)", z.dq, 1, kMaxWidth, &v)) { nz.dq = v; applySizes(state, nz); return; }
+    if (sizeField(state, "d_k (per head)", z.dk, 1, kMaxWidth, &v)) {
         nz.dk = v;
         if (!(direct && cfg.score == attn::Score::Additive)) nz.dq = v;
         applySizes(state, nz);
         return;
     }
-    if (sizeField("d_v (per head)", z.dv, 1, kMaxWidth, &v)) { nz.dv = v; applySizes(state, nz); return; }
-    if (state.doc.present(MatrixId::Wo) && sizeField("d_out", z.dOut, 1, kMaxWidth, &v)) { nz.dOut = v; applySizes(state, nz); return; }
-    if (cfg.score == attn::Score::Additive && sizeField("a (additive)", z.additive, 1, kMaxWidth, &v)) { nz.additive = v; applySizes(state, nz); return; }
-    errorLine(g_sizeError);
+    if (sizeField(state, "d_v (per head)", z.dv, 1, kMaxWidth, &v)) { nz.dv = v; applySizes(state, nz); return; }
+    if (state.doc.present(MatrixId::Wo) && sizeField(state, "d_out", z.dOut, 1, kMaxWidth, &v)) { nz.dOut = v; applySizes(state, nz); return; }
+    if (cfg.score == attn::Score::Additive && sizeField(state, "a (additive)", z.additive, 1, kMaxWidth, &v)) { nz.additive = v; applySizes(state, nz); return; }
+    errorLine(state.docUi.sizeError);
 }
 
-// Heads: keeps the total projected width when the new count divides it (splitting d_model into heads, as
-// seed 003 does), else keeps the per-head widths (the matrices grow, new heads start at zero).
-void setHeads(AppState& state, int heads)
+// Heads: each head keeps d_k and d_v (whole heads are added, with seeded weights, or removed), unless "keep
+// d_model×d_model" is on: then the projections keep their shape and are split into the new number of heads.
+void drawHeads(AppState& state)
 {
-    const Sizes z = state.doc.sizes();
-    Sizes nz = z;
-    nz.heads = heads;
-    const int tq = z.heads * z.dq, tk = z.heads * z.dk, tv = z.heads * z.dv;
-    if (tk % heads == 0 && tv % heads == 0 && tq % heads == 0) {
-        nz.dq = tq / heads;
-        nz.dk = tk / heads;
-        nz.dv = tv / heads;
+    const attn::AttentionConfig& cfg = state.doc.session().config;
+    int heads = cfg.heads;
+    ImGui::SetNextItemWidth(110);
+    if (ImGui::InputInt("heads", &heads, 1, 1, ImGuiInputTextFlags_EnterReturnsTrue) || (heads != cfg.heads && ImGui::IsItemDeactivatedAfterEdit())) {
+        if (heads != cfg.heads) {
+            const attn::Status st = state.doc.setHeads(heads, state.docUi.keepDModel && cfg.mode != attn::Mode::Direct);
+            state.docUi.sizeError = st.ok() ? "" : st.message;
+            if (!st.ok()) postWarning(st.message);
+        }
     }
-    applySizes(state, nz);
+    state.recordRect("control/heads", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (cfg.mode != attn::Mode::Direct) {
+        ImGui::Checkbox("keep d_model×d_model", &state.docUi.keepDModel);
+        state.recordRect("control/keep_dmodel", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("On: W^Q, W^K, W^V keep their shape and are split into the heads (d_k = width / h).\n"
+                              "Off: every head keeps d_k and d_v; new heads get seeded random weights, removed\n"
+                              "heads' weights come back when the heads are increased again.");
+    }
 }
 
 void drawTokens(AppState& state)
@@ -131,24 +137,84 @@ void drawTokens(AppState& state)
     ImGui::TextDisabled(selfMode ? "tokens" : "query tokens");
     editList("q", false);
     ImGui::SetNextItemWidth(200);
-    ImGui::InputTextWithHint("##sentence", "type a sentence…", &g_sentence);
+    ImGui::InputTextWithHint("##sentence", "type a sentence…", &state.docUi.sentence);
+    state.recordRect("control/sentence", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("One token per word. Each distinct word gets one embedding row: the row it already had,\n"
+                          "or one seeded by the word (the same word always gets the same vector).");
     ImGui::SameLine();
     if (ImGui::Button("Set")) {
-        attn::Status st = state.doc.setTokensFromSentence(g_sentence, false);
-        g_tokenError = st.ok() ? "" : st.message;
+        attn::Status st = state.doc.setTokensFromSentence(state.docUi.sentence, false);
+        state.docUi.tokenError = st.ok() ? "" : st.message;
     }
+    state.recordRect("control/sentence_set", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     if (!selfMode) {
         ImGui::TextDisabled("key tokens");
         editList("k", true);
         ImGui::SetNextItemWidth(200);
-        ImGui::InputTextWithHint("##ksentence", "key sentence…", &g_keySentence);
+        ImGui::InputTextWithHint("##ksentence", "key sentence…", &state.docUi.keySentence);
         ImGui::SameLine();
         if (ImGui::Button("Set##k")) {
-            attn::Status st = state.doc.setTokensFromSentence(g_keySentence, true);
-            g_tokenError = st.ok() ? "" : st.message;
+            attn::Status st = state.doc.setTokensFromSentence(state.docUi.keySentence, true);
+            state.docUi.tokenError = st.ok() ? "" : st.message;
         }
     }
-    errorLine(g_tokenError);
+    errorLine(state.docUi.tokenError);
+}
+
+// A label cut to `n` characters (with "…") so that a row of boxes keeps its columns.
+std::string truncated(const std::string& s, std::size_t n)
+{
+    if (s.size() <= n) return s;
+    std::size_t cut = n - 1;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+    return s.substr(0, cut) + "…";
+}
+
+// "k3", "q0": a token without a label. (Not "k" + std::to_string(i): GCC 12's -Wrestrict misfires on it.)
+std::string indexName(char prefix, int i)
+{
+    std::string s = std::to_string(i);
+    s.insert(s.begin(), prefix);
+    return s;
+}
+
+// Key padding as its own control: a checkbox turns it on (no key padded yet), then one checkbox per key,
+// labelled with the key's token. Clicking a key's label on the scores or weights toggles it too.
+void drawKeyPadding(AppState& state, int S)
+{
+    const attn::Session& ss = state.doc.session();
+    const attn::MaskSpec& m = ss.input.mask;
+    bool on = !m.keyPadding.empty();
+    if (ImGui::Checkbox("key padding", &on))
+        state.doc.edit([&](attn::Session& s) {
+            if (on) s.input.mask.keyPadding.assign(static_cast<std::size_t>(S), 0);
+            else s.input.mask.keyPadding.clear();
+        });
+    state.recordRect("control/key_padding", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("Masks chosen keys for every query (a batch's <pad> tokens).\n"
+                          "Also: click a key's label on the scores or weights.");
+    if (!on) return;
+    const auto pad = m.keyPadding;
+    const auto& keys = ss.keyTokens;
+    for (int k = 0; k < S && k < static_cast<int>(pad.size()); ++k) {
+        ImGui::PushID(k);
+        bool p = pad[static_cast<std::size_t>(k)] != 0;
+        const std::string name = k < static_cast<int>(keys.size()) ? keys[static_cast<std::size_t>(k)] : indexName('k', k);
+        if (ImGui::Checkbox(truncated(name, 7).c_str(), &p))
+            state.doc.edit([&](attn::Session& s) {
+                if (static_cast<int>(s.input.mask.keyPadding.size()) > k) s.input.mask.keyPadding[static_cast<std::size_t>(k)] = p ? 1 : 0;
+            });
+        if (k == 0) state.recordRect("control/key_padding/0", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("key %d (%s): masked for every query when checked", k, name.c_str());
+        ImGui::PopID();
+        if (k >= 62 && k + 1 < S) {  // boxes for very long sequences would fill the panel
+            ImGui::TextDisabled("… %d more (click key labels on the weights)", S - 63);
+            break;
+        }
+        if (k % 3 != 2 && k + 1 < S) ImGui::SameLine(10.0f + static_cast<float>((k + 1) % 3) * 82.0f);
+    }
 }
 
 void drawMasks(AppState& state)
@@ -160,9 +226,8 @@ void drawMasks(AppState& state)
     bool causal = m.causal;
     if (ImGui::Checkbox("causal", &causal)) state.doc.edit([&](attn::Session& s) { s.input.mask.causal = causal; });
     state.recordRect("control/causal", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
-    ImGui::SameLine();
-    ImGui::TextDisabled("(?)");
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Key padding: click a key's label on the scores or weights.");
+
+    drawKeyPadding(state, S);
 
     bool valid = !m.validLens.empty();
     if (ImGui::Checkbox("valid lengths", &valid))
@@ -170,38 +235,55 @@ void drawMasks(AppState& state)
             if (valid) s.input.mask.validLens.assign(static_cast<std::size_t>(z.n), S);
             else s.input.mask.validLens.clear();
         });
+    state.recordRect("control/valid_lengths", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     if (valid) {
+        // One box per query, labelled with the query it belongs to (the token, or its index).
         const auto lens = m.validLens;
+        const auto& q = ss.queryTokens;
         for (int i = 0; i < static_cast<int>(lens.size()) && i < 64; ++i) {
             int v = lens[static_cast<std::size_t>(i)];
             ImGui::PushID(i);
-            ImGui::SetNextItemWidth(58);
+            const std::string name = i < static_cast<int>(q.size()) && lens.size() > 1 ? q[static_cast<std::size_t>(i)]
+                                     : lens.size() > 1                                ? indexName('q', i)
+                                                                                      : "all queries";
+            ImGui::AlignTextToFramePadding();
+            ImGui::TextUnformatted(lens.size() > 1 ? truncated(name, 8).c_str() : name.c_str());
+            if (ImGui::IsItemHovered()) ImGui::SetTooltip("query %d (%s): keys from this index on are masked", i, name.c_str());
+            ImGui::SameLine(lens.size() == 1 ? 0.0f : i % 2 == 0 ? 70.0f : 195.0f);  // two columns
+            ImGui::SetNextItemWidth(50);
             if (ImGui::InputInt("##vl", &v, 0, 0, ImGuiInputTextFlags_EnterReturnsTrue) || (v != lens[static_cast<std::size_t>(i)] && ImGui::IsItemDeactivatedAfterEdit())) {
                 if (v < 0 || v > S) {
-                    g_validError = "valid length of query " + std::to_string(i) + ": expected 0…" + std::to_string(S) + ", got " + std::to_string(v);
-                    postWarning(g_validError);
+                    state.docUi.validError = "valid length of query " + std::to_string(i) + " (" + name + "): expected 0…" + std::to_string(S) + ", got " + std::to_string(v);
+                    postWarning(state.docUi.validError);
                 } else {
-                    g_validError.clear();
+                    state.docUi.validError.clear();
                     state.doc.edit([&](attn::Session& s) {
                         if (s.input.mask.validLens.size() == 1) s.input.mask.validLens.assign(static_cast<std::size_t>(z.n), s.input.mask.validLens[0]);
                         s.input.mask.validLens[static_cast<std::size_t>(i)] = v;
                     });
                 }
             }
+            if (i == 0) state.recordRect("control/valid_length/0", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
             ImGui::PopID();
-            if ((i + 1) % 4 != 0) ImGui::SameLine();
+            if (i % 2 == 0 && i + 1 < static_cast<int>(lens.size()) && i + 1 < 64) ImGui::SameLine(132.0f);
         }
-        ImGui::NewLine();
-        errorLine(g_validError);
+        errorLine(state.docUi.validError);
     }
     bool paint = state.paintMask;
-    if (ImGui::Checkbox("paint custom mask on the weights", &paint)) state.paintMask = paint;
+    if (ImGui::Checkbox("paint custom mask", &paint)) state.paintMask = paint;
+    state.recordRect("control/paint_mask", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Click or drag on the weights to mask (1) or unmask (0) cells.");
     if (m.custom.size() > 0) {
-        ImGui::SameLine();
-        if (ImGui::SmallButton("clear")) state.doc.edit([](attn::Session& s) { s.input.mask.custom.resize(0, 0); });
-    }
-    if (!m.keyPadding.empty()) {
-        if (ImGui::SmallButton("clear key padding")) state.doc.edit([](attn::Session& s) { s.input.mask.keyPadding.clear(); });
+        // Whether painting or not, the mask stays in force until cleared: say so, with the way to clear it.
+        const long masked = static_cast<long>(m.custom.cast<int>().sum());
+        ImGui::PushStyleColor(ImGuiCol_Text, masked > 0 ? ImVec4(1.0f, 0.8f, 0.35f, 1.0f) : ImVec4(0.6f, 0.6f, 0.6f, 1.0f));
+        ImGui::TextWrapped("custom mask %s: %ld of %ld cells masked%s", masked > 0 ? "active" : "set", masked,
+                           static_cast<long>(m.custom.size()), paint ? "" : " (not painting)");
+        ImGui::PopStyleColor();
+        if (ImGui::Button("clear custom mask")) state.doc.edit([](attn::Session& s) { s.input.mask.custom.resize(0, 0); });
+        state.recordRect("control/clear_custom_mask", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    } else if (paint) {
+        ImGui::TextDisabled("click the weights to mask cells");
     }
     ImGui::TextUnformatted("fill");
     const float fill = m.fill;
@@ -259,16 +341,7 @@ void drawControlsPanel(AppState& state)
     ImGui::SameLine();
     if (radio("direct", cfg.mode == attn::Mode::Direct)) state.doc.setMode(attn::Mode::Direct);
 
-    int heads = cfg.heads;
-    ImGui::SetNextItemWidth(110);
-    if (ImGui::InputInt("heads", &heads, 1, 1, ImGuiInputTextFlags_EnterReturnsTrue) || (heads != cfg.heads && ImGui::IsItemDeactivatedAfterEdit())) {
-        if (heads < 1 || heads > kMaxHeads) {
-            g_sizeError = "heads: expected 1…" + std::to_string(kMaxHeads) + ", got " + std::to_string(heads);
-            postWarning(g_sizeError);
-        } else if (heads != cfg.heads) {
-            setHeads(state, heads);
-        }
-    }
+    drawHeads(state);
 
     ImGui::TextUnformatted("score");
     if (radio("scaled dot", cfg.score == attn::Score::ScaledDot)) state.doc.setScore(attn::Score::ScaledDot);
@@ -290,15 +363,15 @@ void drawControlsPanel(AppState& state)
             ImGui::SetNextItemWidth(90);
             if (ImGui::InputFloat("##scale", &sc, 0, 0, "%.5g", ImGuiInputTextFlags_EnterReturnsTrue)) {
                 if (!std::isfinite(sc)) {
-                    g_scaleError = "scale: expected a finite number";
-                    postWarning(g_scaleError);
+                    state.docUi.scaleError = "scale: expected a finite number";
+                    postWarning(state.docUi.scaleError);
                 } else {
-                    g_scaleError.clear();
+                    state.docUi.scaleError.clear();
                     state.doc.edit([&](attn::Session& s) { s.config.scale = sc; });
                 }
             }
         }
-        errorLine(g_scaleError);
+        errorLine(state.docUi.scaleError);
     }
     bool wo = state.doc.present(MatrixId::Wo);
     if (ImGui::Checkbox("W^O", &wo)) state.doc.setPresent(MatrixId::Wo, wo);

@@ -1,5 +1,5 @@
-// Files: a path field with Open / Save, the recent files, the presets, and the modal shown when a file
-// fails to load (the current session stays as it was).
+// Files: a path field with Open / Save, the recent files, the modal shown when a file fails to load (the
+// current session stays as it was), and the one that asks before a file replaces unsaved changes.
 #include "messages.h"
 #include "panels/panels.h"
 #include "state/paths.h"
@@ -7,9 +7,98 @@
 #include <imgui.h>
 #include <imgui_stdlib.h>
 
+#include <algorithm>
+#include <cctype>
+
 namespace app {
 
-void requestOpen(AppState& state, const std::string& path) { openSession(state, path); }
+void requestOpen(AppState& state, const std::string& path)
+{
+    if (!state.doc.modified()) {
+        openSession(state, path);
+        return;
+    }
+    DocUiState& ui = state.docUi;
+    ui.pendingOpen = path;
+    ui.saveError.clear();
+    if (!state.doc.path().empty()) {
+        ui.saveAsPath = state.doc.path();
+    } else if (ui.saveAsPath.empty()) {
+        // A file name from the session's name ("Causal decoder, 2 heads" → causal_decoder_2_heads.json).
+        std::string stem;
+        for (char c : state.doc.session().name) {
+            const unsigned char u = static_cast<unsigned char>(c);
+            if (std::isalnum(u)) stem.push_back(static_cast<char>(std::tolower(u)));
+            else if (!stem.empty() && stem.back() != '_') stem.push_back('_');
+        }
+        while (!stem.empty() && stem.back() == '_') stem.pop_back();
+        ui.saveAsPath = (stem.empty() ? std::string("untitled") : stem) + ".json";
+    }
+}
+
+namespace {
+
+// "Unsaved changes": Save (to the document's path, or to a path typed here for an untitled session) then
+// open, Discard then open (the discarded session stays in the undo history), or Cancel.
+void drawUnsavedPrompt(AppState& state)
+{
+    DocUiState& ui = state.docUi;
+    if (ui.pendingOpen.empty()) return;
+    ImGui::OpenPopup("Unsaved changes");
+    const ImGuiViewport* vp = ImGui::GetMainViewport();
+    ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + vp->WorkSize.x * 0.5f, vp->WorkPos.y + vp->WorkSize.y * 0.4f), ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
+    ImGui::SetNextWindowSize(ImVec2(std::min(560.0f, vp->WorkSize.x - 40.0f), 0), ImGuiCond_Appearing);
+    if (!ImGui::BeginPopupModal("Unsaved changes", nullptr, ImGuiWindowFlags_NoSavedSettings)) return;
+    const bool untitled = state.doc.path().empty();
+    const bool preset = isPreset(state, ui.pendingOpen);
+    std::string what = fileName(ui.pendingOpen);
+    if (preset) {
+        what = "the preset " + what;
+        for (const PresetEntry& p : ui.presets)  // its display name, when the Presets menu has listed it
+            if (p.path == ui.pendingOpen) what = "the preset \u201c" + p.name + "\u201d";
+    }
+    if (untitled)
+        ImGui::TextWrapped("The untitled session has unsaved edits. Opening %s replaces it.", what.c_str());
+    else
+        ImGui::TextWrapped("%s has unsaved edits. Opening %s replaces it.", fileName(state.doc.path()).c_str(), what.c_str());
+    ImGui::TextDisabled("Discarded edits stay in the undo history: Edit → Undo (Ctrl+Z) brings them back.");
+    if (untitled) {
+        ImGui::TextUnformatted("Save as");
+        ImGui::SameLine();
+        ImGui::SetNextItemWidth(-1);
+        ImGui::InputText("##saveas", &ui.saveAsPath);
+        state.recordRect("unsaved/path", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    }
+    if (!ui.saveError.empty()) ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "%s", ui.saveError.c_str());
+    ImGui::Spacing();
+    bool close = false;
+    if (ImGui::Button(untitled ? "Save as, then open" : "Save, then open", ImVec2(170, 0)) && !ui.saveAsPath.empty()) {
+        if (saveSessionAs(state, ui.saveAsPath)) {
+            openSession(state, ui.pendingOpen);
+            close = true;
+        } else {
+            ui.saveError = "could not save to " + ui.saveAsPath + " (see the message log)";
+        }
+    }
+    state.recordRect("unsaved/save", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    ImGui::SameLine();
+    if (ImGui::Button("Discard, then open", ImVec2(170, 0))) {
+        openSession(state, ui.pendingOpen);
+        close = true;
+    }
+    state.recordRect("unsaved/discard", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel", ImVec2(120, 0)) || keyPressed(ImGuiKey_Escape)) close = true;
+    state.recordRect("unsaved/cancel", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (close) {
+        ui.pendingOpen.clear();
+        ui.saveError.clear();
+        ImGui::CloseCurrentPopup();
+    }
+    ImGui::EndPopup();
+}
+
+} // namespace
 
 void drawFilePanel(AppState& state)
 {
@@ -24,7 +113,8 @@ void drawFilePanel(AppState& state)
             state.recordRect("file/path", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
             ImGui::SameLine();
             if ((ImGui::Button("Open") || enter) && !state.filePath.empty()) {
-                if (openSession(state, state.filePath)) state.showFilePanel = false;
+                requestOpen(state, state.filePath);
+                if (state.loadError.empty()) state.showFilePanel = false;  // opened, or the prompt asks first
             }
             state.recordRect("file/open", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
             ImGui::SameLine();
@@ -38,6 +128,8 @@ void drawFilePanel(AppState& state)
         }
         ImGui::End();
     }
+
+    drawUnsavedPrompt(state);
 
     if (!state.loadError.empty()) ImGui::OpenPopup("Cannot open session");
     const ImGuiViewport* vp = ImGui::GetMainViewport();
@@ -69,9 +161,11 @@ void drawRestoreOffer(AppState& state)
         if (restore) {
             auto s = attn::loadSession(state.restorePath);
             if (s.ok()) {
+                state.doc.setViewJson(viewToJson(state.view));  // the undo step keeps the view
                 state.view = viewFromJson(s->viewJson);
                 const std::string original = s->name;
                 state.doc.setSession(std::move(*s), "");
+                state.doc.markUnsaved();  // recovered work: opening another session asks first
                 postInfo("restored the autosaved session" + (original.empty() ? std::string() : " '" + original + "'"));
             } else {
                 state.loadError = s.status().message;

@@ -1,14 +1,59 @@
-// The menu bar: File (open, save, export, recent, presets listed from assets/presets at run time), Edit (undo,
-// redo), View (panels, options).
+// The menu bar: File (open, save, export, recent), Presets (the files of assets/presets, listed at run time by
+// their session name and description), Edit (undo, redo), Backend, View (panels, options). Opening asks first
+// when there are unsaved changes (requestOpen).
 #include "panels/panels.h"
 #include "state/paths.h"
 
 #include <imgui.h>
 
+#include <algorithm>
+#include <cfloat>
+
 namespace app {
+namespace {
+
+// The presets of state.presetsDir with their names and descriptions, read once per folder (the files are
+// small; a file that does not parse is listed by its file name, and opening it shows why).
+const std::vector<PresetEntry>& presets(AppState& state)
+{
+    DocUiState& ui = state.docUi;
+    if (ui.presetsListed && ui.presetsListedFrom == state.presetsDir) return ui.presets;
+    ui.presets.clear();
+    for (const std::string& f : listJsonFiles(state.presetsDir)) {
+        PresetEntry e{f, fileName(f), ""};
+        if (auto s = attn::loadSession(f); s.ok()) {
+            if (!s->name.empty()) e.name = s->name;
+            e.description = s->description;
+        }
+        ui.presets.push_back(std::move(e));
+    }
+    std::stable_sort(ui.presets.begin(), ui.presets.end(),
+                     [](const PresetEntry& a, const PresetEntry& b) { return a.name < b.name; });
+    ui.presetsListed = true;
+    ui.presetsListedFrom = state.presetsDir;
+    return ui.presets;
+}
+
+// The first sentence of a description (two when the first is as short as "Seed 004."), at most about 70
+// characters (the full text is the tooltip).
+std::string summary(const std::string& d)
+{
+    std::size_t end = d.find(". ");
+    if (end != std::string::npos && end < 16) end = d.find(". ", end + 2);
+    end = end == std::string::npos ? d.size() : end + 1;
+    if (end > 72) {
+        end = d.rfind(' ', 70);
+        if (end == std::string::npos) end = 70;
+        return d.substr(0, end) + " …";
+    }
+    return d.substr(0, end);
+}
+
+} // namespace
 
 void drawMainMenu(AppState& state)
 {
+    followDocumentView(state);  // the menu is drawn first each frame: undo across an open brings its view back
     if (!ImGui::BeginMainMenuBar()) return;
     if (ImGui::BeginMenu("File")) {
         if (ImGui::MenuItem("Open / save…", "Ctrl+O")) state.showFilePanel = true;
@@ -17,33 +62,56 @@ void drawMainMenu(AppState& state)
         if (ImGui::MenuItem("Open model…")) state.model.showOpenDialog = true;
         if (ImGui::BeginMenu("Recent", !state.recentFiles.empty())) {
             for (const std::string& r : std::vector<std::string>(state.recentFiles))
-                if (ImGui::MenuItem(r.c_str())) openSession(state, r);
+                if (ImGui::MenuItem(r.c_str())) requestOpen(state, r);
             ImGui::EndMenu();
         }
         ImGui::EndMenu();
     }
-    if (ImGui::BeginMenu("Presets")) {
-        const auto files = listJsonFiles(state.presetsDir);
-        if (files.empty()) ImGui::TextDisabled("no presets found");
-        for (const std::string& f : files)
-            if (ImGui::MenuItem(fileName(f).c_str())) openSession(state, f);
+    // Fourteen presets with a line of description each are taller than a 600-pixel window: scroll instead.
+    ImGui::SetNextWindowSizeConstraints(ImVec2(0, 0), ImVec2(FLT_MAX, ImGui::GetMainViewport()->WorkSize.y - 8.0f));
+    const bool presetsOpen = ImGui::BeginMenu("Presets");
+    state.recordRect("menu/presets", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (presetsOpen) {
+        const std::vector<PresetEntry> list = presets(state);  // a copy: opening one may re-list
+        if (list.empty()) ImGui::TextDisabled("no presets found in %s", state.presetsDir.c_str());
+        for (const PresetEntry& p : list) {
+            ImGui::PushID(p.path.c_str());
+            const bool chosen = ImGui::MenuItem(p.name.c_str());
+            state.recordRect("preset/" + fileName(p.path), ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+            if (ImGui::IsItemHovered() && !p.description.empty()) {
+                ImGui::BeginTooltip();
+                ImGui::PushTextWrapPos(ImGui::GetFontSize() * 32.0f);
+                ImGui::TextUnformatted(p.description.c_str());
+                ImGui::TextDisabled("%s", fileName(p.path).c_str());
+                ImGui::PopTextWrapPos();
+                ImGui::EndTooltip();
+            }
+            if (!p.description.empty()) {
+                ImGui::Indent();
+                ImGui::TextDisabled("%s", summary(p.description).c_str());
+                ImGui::Unindent();
+            }
+            ImGui::PopID();
+            if (chosen) requestOpen(state, p.path);
+        }
         ImGui::EndMenu();
     }
     if (ImGui::BeginMenu("Edit")) {
         if (ImGui::MenuItem("Undo", "Ctrl+Z", false, state.doc.canUndo())) state.doc.undo();
-        if (ImGui::MenuItem("Redo", "Ctrl+Shift+Z", false, state.doc.canRedo())) state.doc.redo();
+        if (ImGui::MenuItem("Redo", "Ctrl+Y", false, state.doc.canRedo())) state.doc.redo();
         ImGui::EndMenu();
     }
     if (ImGui::BeginMenu("Backend")) {
         // Where the core computes; the status bar shows the one that computed the current result.
-        static std::string cudaWhy;
-        static bool cudaUsable = false, probed = false;
-        if (!probed) {
-            for (attn::Backend b : attn::availableBackends()) cudaUsable = cudaUsable || b == attn::Backend::Cuda;
-            cudaWhy = attn::cudaBuilt() ? attn::backendDescription(attn::Backend::Cuda)
-                                        : "this build has no CUDA backend (configure with -DATTNSCOPE_CUDA=ON)";
-            probed = true;
+        DocUiState& ui = state.docUi;
+        if (!ui.cudaProbed) {
+            for (attn::Backend b : attn::availableBackends()) ui.cudaUsable = ui.cudaUsable || b == attn::Backend::Cuda;
+            ui.cudaWhy = attn::cudaBuilt() ? attn::backendDescription(attn::Backend::Cuda)
+                                           : "this build has no CUDA backend (configure with -DATTNSCOPE_CUDA=ON)";
+            ui.cudaProbed = true;
         }
+        const bool cudaUsable = ui.cudaUsable;
+        const std::string& cudaWhy = ui.cudaWhy;
         struct Item {
             const char* label;
             attn::Backend backend;

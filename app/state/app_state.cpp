@@ -74,18 +74,42 @@ bool openSession(AppState& state, const std::string& path)
         postError("cannot open session: " + s.status().message);
         return false;
     }
+    state.doc.setViewJson(viewToJson(state.view));  // the undo step keeps the view as the user left it
     state.view = viewFromJson(s->viewJson);
     if (state.view.lessonQuery >= 0) state.lesson.query = state.view.lessonQuery;  // clamped when drawn
     // Presets are read-only templates: the document opened from one has no path, so Save asks for one
     // instead of overwriting the preset.
-    std::error_code ec;
-    const bool preset = !state.presetsDir.empty() &&
-                        std::filesystem::equivalent(std::filesystem::path(path).parent_path(), state.presetsDir, ec);
+    const bool preset = isPreset(state, path);
     state.doc.setSession(std::move(*s), preset ? "" : path);
     state.filePath = preset ? "" : path;
     if (!preset) addRecent(state, path);
     postInfo(std::string(preset ? "opened preset " : "opened ") + path);
     return true;
+}
+
+void followDocumentView(AppState& state)
+{
+    DocUiState& ui = state.docUi;
+    if (state.doc.sessionSerial() != ui.viewSerial) {
+        // The first frame adopts the view as the window set it up (the command line's --lesson included).
+        const bool first = ui.viewSerial == ~std::uint64_t(0);
+        ui.viewSerial = state.doc.sessionSerial();
+        const std::string& json = state.doc.session().viewJson;
+        if (!first && !json.empty()) {  // a session made in the app (a model layer) has none: keep the current view
+            state.view = viewFromJson(json);
+            if (state.view.lessonQuery >= 0) state.lesson.query = state.view.lessonQuery;
+        }
+        return;
+    }
+    std::string json = viewToJson(state.view);
+    if (json != state.doc.session().viewJson) state.doc.setViewJson(std::move(json));
+}
+
+bool isPreset(const AppState& state, const std::string& path)
+{
+    std::error_code ec;
+    return !state.presetsDir.empty() &&
+           std::filesystem::equivalent(std::filesystem::path(path).parent_path(), state.presetsDir, ec);
 }
 
 bool saveSessionAs(AppState& state, const std::string& path)
@@ -96,6 +120,7 @@ bool saveSessionAs(AppState& state, const std::string& path)
         return false;
     }
     state.doc.setPath(path);
+    state.doc.markSaved();
     addRecent(state, path);
     postInfo("saved " + path);
     return true;

@@ -4,6 +4,7 @@
 
 #include "lessons/lesson_common.h"
 #include "state/background_saver.h"
+#include "state/doc_ui_state.h"
 #include "state/document.h"
 #include "state/export_state.h"
 #include "state/model_state.h"
@@ -69,6 +70,7 @@ struct AppState {
     bool showFilePanel = false;
     bool showLog = false;
     ExportState exportDialog;  // File → Export… (Ctrl+E)
+    DocUiState docUi;          // controls panel, main menu and unsaved-changes prompt
     ModelState model;          // the model mode: a trained transformer (docs/model.md)
 
     // Lesson panels: their UI state, and the session in file orientation they read (rebuilt when the
@@ -105,10 +107,17 @@ struct AppState {
     }
 };
 
-// Opens a session file into the document; on failure sets state.loadError (shown as a modal) and posts the
-// message; the current session is untouched. Adds successes to the recent files, except presets (files in
-// state.presetsDir), which open as untitled documents so that saving never overwrites them.
+// Opens a session file into the document, as one undo step (no prompt: see requestOpen for the one that asks
+// about unsaved changes); on failure sets state.loadError (shown as a modal) and posts the message; the current
+// session is untouched. Adds successes to the recent files, except presets (files in state.presetsDir), which
+// open as untitled documents so that saving never overwrites them.
 bool openSession(AppState& state, const std::string& path);
+// True when `path` is in state.presetsDir.
+bool isPreset(const AppState& state, const std::string& path);
+// Keeps the view options with the session they belong to, once per frame: stores them in the document's
+// session while it stays the same opened session, and when undo/redo returns to another one (across an
+// open) shows that session's view options again.
+void followDocumentView(AppState& state);
 // Saves the document (with the view options) to `path`; posts the outcome.
 bool saveSessionAs(AppState& state, const std::string& path);
 

@@ -73,13 +73,14 @@ void resizeHeadBlocks(attn::Matrix& m, int rows, int oldHeads, int oldD, int hea
     m.swap(out);
 }
 
-void resizeHeadBlocks(attn::Vector& v, int oldHeads, int oldD, int heads, int d)
+// Head blocks: column blocks of width d (W^Q, W^K, W^V, and Q, K, V in direct mode), or row blocks of height
+// d (W^O, whose rows are the concatenated heads' values).
+attn::Matrix::BlockXpr headBlock(attn::Matrix& m, int h, int d, bool rowBlocks)
 {
-    if (v.size() == 0) return;
-    attn::Matrix m = v.transpose();
-    resizeHeadBlocks(m, 1, oldHeads, oldD, heads, d);
-    v = m.row(0).transpose();
+    return rowBlocks ? m.block(h * d, 0, d, m.cols()) : m.block(0, h * d, m.rows(), d);
 }
+
+float round2(double v) { return static_cast<float>(std::round(v * 100.0) / 100.0); }
 
 void resizeTokens(std::vector<std::string>& t, int n, const char* prefix)
 {
@@ -123,6 +124,31 @@ attn::Matrix makeFilled(FillKind kind, int rows, int cols, unsigned seed)
     return m;
 }
 
+std::uint64_t wordSeed(const std::string& word)
+{
+    std::uint64_t h = 14695981039346656037ull;  // FNV-1a 64-bit offset basis and prime (fixed by the algorithm)
+    for (unsigned char c : word) {
+        h ^= c;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+attn::Matrix seededNormal(int rows, int cols, std::uint64_t seed, float sigma)
+{
+    std::seed_seq seq{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)};
+    std::mt19937 rng(seq);
+    auto uniform = [&] { return (static_cast<double>(rng()) + 0.5) / 4294967296.0; };  // in (0, 1), never 0
+    attn::Matrix m(rows, cols);
+    constexpr double kTwoPi = 6.283185307179586;
+    for (Eigen::Index i = 0; i < m.size(); i += 2) {
+        const double r = std::sqrt(-2.0 * std::log(uniform())), t = kTwoPi * uniform();
+        m.data()[i] = round2(sigma * r * std::cos(t));
+        if (i + 1 < m.size()) m.data()[i + 1] = round2(sigma * r * std::sin(t));
+    }
+    return m;
+}
+
 // -----------------------------------------------------------------------------------------------------
 // [SECTION] Loading and saving
 // -----------------------------------------------------------------------------------------------------
@@ -143,10 +169,14 @@ void Document::setSession(attn::Session s, const std::string& path)
 {
     attn::restateInput(s.input, s.config.layout, attn::Layout::Row);  // stored as token rows
     if (s.config.mode == attn::Mode::Self && s.keyTokens.empty()) s.keyTokens = s.queryTokens;
+    if (!m_pristine) pushUndo();  // the snapshot holds the old path too: undo brings both back
+    m_pristine = false;
+    m_stateId = ++m_nextId;
+    m_sessionSerial = m_stateId;  // a value no earlier session had (the id counter only grows)
     m_session = std::move(s);
     m_path = path;
-    m_undo.clear();
-    m_redo.clear();
+    m_cleanIds[m_path] = m_stateId;
+    m_removedHeads.clear();
     m_hasResult = false;
     markDirty();
 }
@@ -159,6 +189,19 @@ void Document::replaceSession(attn::Session s, bool inGesture)
     m_session = std::move(s);
     fitMaskAndTokens();
     markDirty();
+}
+
+bool Document::modified() const
+{
+    const auto it = m_cleanIds.find(m_path);
+    return it == m_cleanIds.end() || it->second != m_stateId;
+}
+
+void Document::resetSession(attn::Session s, const std::string& path)
+{
+    setSession(std::move(s), path);
+    m_undo.clear();
+    m_redo.clear();
 }
 
 attn::Status Document::load(const std::string& path)
@@ -209,12 +252,14 @@ Sizes Document::sizes() const
 
 void Document::pushUndo()
 {
-    m_undo.push_back(m_session);
+    m_undo.push_back({m_session, m_path, m_stateId, m_sessionSerial});
+    m_stateId = ++m_nextId;  // the state about to be made
+    m_pristine = false;
     m_redo.clear();
     std::size_t bytes = 0;
-    for (const auto& s : m_undo) bytes += sessionBytes(s);
+    for (const auto& s : m_undo) bytes += sessionBytes(s.session);
     while (m_undo.size() > 1 && (m_undo.size() > kMaxUndoSteps || bytes > kMaxUndoBytes)) {
-        bytes -= sessionBytes(m_undo.front());
+        bytes -= sessionBytes(m_undo.front().session);
         m_undo.pop_front();
     }
 }
@@ -246,8 +291,12 @@ void Document::setCellInGesture(MatrixId id, int r, int c, float v)
 bool Document::undo()
 {
     if (m_undo.empty()) return false;
-    m_redo.push_back(std::move(m_session));
-    m_session = std::move(m_undo.back());
+    m_redo.push_back({std::move(m_session), std::move(m_path), m_stateId, m_sessionSerial});
+    Snapshot& u = m_undo.back();
+    m_session = std::move(u.session);
+    m_path = std::move(u.path);
+    m_stateId = u.id;
+    m_sessionSerial = u.serial;
     m_undo.pop_back();
     markDirty();
     return true;
@@ -256,8 +305,12 @@ bool Document::undo()
 bool Document::redo()
 {
     if (m_redo.empty()) return false;
-    m_undo.push_back(std::move(m_session));
-    m_session = std::move(m_redo.back());
+    m_undo.push_back({std::move(m_session), std::move(m_path), m_stateId, m_sessionSerial});
+    Snapshot& r = m_redo.back();
+    m_session = std::move(r.session);
+    m_path = std::move(r.path);
+    m_stateId = r.id;
+    m_sessionSerial = r.serial;
     m_redo.pop_back();
     markDirty();
     return true;
@@ -290,27 +343,51 @@ attn::Status Document::setSizes(const Sizes& z)
     const bool direct = s.config.mode == attn::Mode::Direct;
     const bool cross = s.config.mode == attn::Mode::Cross;
     const int S = (direct || cross) ? z.nkv : z.n;
+    // Heads removed keep their blocks for a later increase; heads added get them back or seeded weights.
+    // A block counts only when the matrix has exactly old.heads blocks of the old width (else it is new).
+    auto resizeHeads = [&](attn::Matrix& m, MatrixId id, int rows, int oldD, int d) {
+        const bool blocks = m.cols() == old.heads * oldD;
+        if (blocks && z.heads < old.heads) stashHeads(m, id, z.heads, old.heads, oldD, false);
+        resizeHeadBlocks(m, rows, old.heads, oldD, z.heads, d);
+        if (blocks && z.heads > old.heads) fillNewHeads(m, id, old.heads, z.heads, d, false);
+    };
     if (!direct) {
         resizeKeep(in.X, z.n, z.dModel);
         if (cross) resizeKeep(in.Xkv, S, z.dModel);
-        resizeHeadBlocks(in.Wq, z.dModel, old.heads, old.dk, z.heads, z.dk);
-        resizeHeadBlocks(in.Wk, z.dModel, old.heads, old.dk, z.heads, z.dk);
-        resizeHeadBlocks(in.Wv, z.dModel, old.heads, old.dv, z.heads, z.dv);
-        resizeHeadBlocks(in.bq, old.heads, old.dk, z.heads, z.dk);
-        resizeHeadBlocks(in.bk, old.heads, old.dk, z.heads, z.dk);
-        resizeHeadBlocks(in.bv, old.heads, old.dv, z.heads, z.dv);
+        resizeHeads(in.Wq, MatrixId::Wq, z.dModel, old.dk, z.dk);
+        resizeHeads(in.Wk, MatrixId::Wk, z.dModel, old.dk, z.dk);
+        resizeHeads(in.Wv, MatrixId::Wv, z.dModel, old.dv, z.dv);
+        // Biases as 1×width rows, so removed heads' biases come back too (new ones start at zero).
+        auto resizeBias = [&](attn::Vector& v, MatrixId id, int oldD, int d) {
+            if (v.size() == 0) return;  // absent stays absent
+            attn::Matrix m = v.transpose();
+            resizeHeads(m, id, 1, oldD, d);
+            v = m.row(0).transpose();
+        };
+        resizeBias(in.bq, MatrixId::Bq, old.dk, z.dk);
+        resizeBias(in.bk, MatrixId::Bk, old.dk, z.dk);
+        resizeBias(in.bv, MatrixId::Bv, old.dv, z.dv);
     } else {
         attn::Matrix q = in.Q, k = in.K, v = in.V;
-        resizeHeadBlocks(q, z.n, old.heads, old.dq, z.heads, z.dq);
-        resizeHeadBlocks(k, S, old.heads, old.dk, z.heads, z.dk);
-        resizeHeadBlocks(v, S, old.heads, old.dv, z.heads, z.dv);
+        resizeHeads(q, MatrixId::Q, z.n, old.dq, z.dq);
+        resizeHeads(k, MatrixId::K, S, old.dk, z.dk);
+        resizeHeads(v, MatrixId::V, S, old.dv, z.dv);
         in.Q.swap(q);
         in.K.swap(k);
         in.V.swap(v);
     }
     if (z.dOut > 0) {
-        if (in.Wo.size() == 0) in.Wo = makeFilled(FillKind::Identity, z.heads * z.dv, z.dOut, 0);
-        else resizeKeep(in.Wo, z.heads * z.dv, z.dOut);
+        if (in.Wo.size() == 0) {
+            in.Wo = makeFilled(FillKind::Identity, z.heads * z.dv, z.dOut, 0);
+        } else {
+            // W^O's rows are the heads' value blocks: resized as head blocks of its transpose.
+            const bool blocks = in.Wo.rows() == old.heads * old.dv;
+            if (blocks && z.heads < old.heads) stashHeads(in.Wo, MatrixId::Wo, z.heads, old.heads, old.dv, true);
+            attn::Matrix woT = in.Wo.transpose();
+            resizeHeadBlocks(woT, z.dOut, old.heads, old.dv, z.heads, z.dv);
+            in.Wo = woT.transpose();
+            if (blocks && z.heads > old.heads) fillNewHeads(in.Wo, MatrixId::Wo, old.heads, z.heads, z.dv, true);
+        }
         resizeKeep(in.bo, z.dOut);
     } else {
         in.Wo.resize(0, 0);
@@ -329,6 +406,67 @@ attn::Status Document::setSizes(const Sizes& z)
     else s.keyTokens = s.queryTokens;
     fitMaskAndTokens();
     markDirty();
+    return {};
+}
+
+void Document::stashHeads(const attn::Matrix& m, MatrixId id, int fromHead, int toHead, int d, bool rowBlocks)
+{
+    for (int h = fromHead; h < toHead; ++h)
+        m_removedHeads[{static_cast<int>(id), h}] =
+            rowBlocks ? attn::Matrix(m.block(h * d, 0, d, m.cols())) : attn::Matrix(m.block(0, h * d, m.rows(), d));
+}
+
+void Document::fillNewHeads(attn::Matrix& m, MatrixId id, int fromHead, int toHead, int d, bool rowBlocks)
+{
+    for (int h = fromHead; h < toHead; ++h) {
+        auto block = headBlock(m, h, d, rowBlocks);
+        auto it = m_removedHeads.find({static_cast<int>(id), h});
+        if (it != m_removedHeads.end() && it->second.rows() == block.rows() && it->second.cols() == block.cols()) {
+            block = it->second;
+            continue;
+        }
+        if (id == MatrixId::Bq || id == MatrixId::Bk || id == MatrixId::Bv) {
+            block.setZero();  // biases start at zero, as in the usual initialisations
+            continue;
+        }
+        // Xavier/Glorot normal (std = sqrt(2 / (fan_in + fan_out))) for weights; Q, K, V given directly are
+        // activations: unit variance. Seeded by matrix and head, so the same head gets the same numbers.
+        const bool weights = id == MatrixId::Wq || id == MatrixId::Wk || id == MatrixId::Wv || id == MatrixId::Wo;
+        const int fanIn = rowBlocks ? d : static_cast<int>(block.rows());
+        const int fanOut = rowBlocks ? static_cast<int>(block.cols()) : d;
+        const float sigma = weights ? std::sqrt(2.0f / static_cast<float>(std::max(1, fanIn + fanOut))) : 1.0f;
+        block = seededNormal(static_cast<int>(block.rows()), static_cast<int>(block.cols()),
+                             wordSeed(std::string(matrixName(id)) + " head " + std::to_string(h)), sigma);
+    }
+}
+
+attn::Status Document::setHeads(int heads, bool keepWidths)
+{
+    if (heads < 1 || heads > kMaxHeads)
+        return attn::invalidArgument("heads: expected an integer in [1, " + std::to_string(kMaxHeads) + "], got " +
+                                     std::to_string(heads));
+    const Sizes z = sizes();
+    if (heads == z.heads) return {};
+    if (!keepWidths) {
+        Sizes nz = z;
+        nz.heads = heads;
+        return setSizes(nz);
+    }
+    const int tq = z.heads * z.dq, tk = z.heads * z.dk, tv = z.heads * z.dv;
+    if (tq % heads != 0 || tk % heads != 0 || tv % heads != 0)
+        return attn::invalidArgument("heads: keeping d_model×d_model splits the projections' widths (Q·K " +
+                                     std::to_string(tk) + ", V " + std::to_string(tv) + ") into " +
+                                     std::to_string(heads) + " equal heads, and they are not divisible by " +
+                                     std::to_string(heads) + "; uncheck \"keep d_model×d_model\" to add or remove whole heads");
+    // The projections keep their shape and every value: only how they are split into heads changes.
+    edit([&](attn::Session& s) {
+        s.config.heads = heads;
+        if (s.config.score == attn::Score::Additive) {
+            attn::AdditiveParams& a = s.input.additive;
+            resizeKeep(a.Aq, tq / heads, static_cast<int>(a.Aq.cols()));
+            resizeKeep(a.Ak, tk / heads, static_cast<int>(a.Ak.cols()));
+        }
+    });
     return {};
 }
 
@@ -412,9 +550,23 @@ void Document::setScore(attn::Score sc)
             const Sizes z = sizes();
             const int a = std::max(1, z.dk);
             if (s.input.additive.Aq.size() == 0) {
-                s.input.additive.Aq = makeFilled(FillKind::Identity, s.config.mode == attn::Mode::Direct ? z.dq : z.dk, a, 0);
-                s.input.additive.Ak = makeFilled(FillKind::Identity, z.dk, a, 0);
-                s.input.additive.wv = attn::Vector::Ones(a);
+                // Seeded random parameters scaled so that q·A_q + k·A_k stays where tanh is not flat: with
+                // identity A and w_v = 1 (before), tanh saturated and every score was ≈ a (issue 11).
+                // A column of N(0, σ²) dotted with a vector of norm |q| has std σ·|q|: σ = 0.7/|q| gives each
+                // part a std of 0.7, the sum ≈ 1. |q| is estimated from the shown result's Q (any layout:
+                // the root mean square of its entries times √d).
+                const int dq = s.config.mode == attn::Mode::Direct ? z.dq : z.dk;
+                auto sigmaFor = [&](const attn::Matrix& m, int d) {
+                    if (m.size() == 0) return std::sqrt(2.0f / static_cast<float>(d + a));  // Xavier
+                    const double rms = std::sqrt(m.squaredNorm() / static_cast<double>(m.size()));
+                    return static_cast<float>(0.7 / std::max(1e-3, rms * std::sqrt(static_cast<double>(d))));
+                };
+                const bool direct = s.config.mode == attn::Mode::Direct;
+                const attn::Matrix& q = direct ? s.input.Q : m_hasResult ? m_result.Q : attn::Matrix();
+                const attn::Matrix& k = direct ? s.input.K : m_hasResult ? m_result.K : attn::Matrix();
+                s.input.additive.Aq = seededNormal(dq, a, wordSeed("A_q"), sigmaFor(q, dq));
+                s.input.additive.Ak = seededNormal(z.dk, a, wordSeed("A_k"), sigmaFor(k, z.dk));
+                s.input.additive.wv = seededNormal(1, a, wordSeed("w_v"), 1.0f).row(0).transpose();
             }
         }
     });
@@ -438,13 +590,41 @@ attn::Status Document::setTokensFromSentence(const std::string& sentence, bool k
                                      std::to_string(kMaxTokens));
     Sizes z = sizes();
     const bool selfMode = m_session.config.mode == attn::Mode::Self;
-    if (keys && !selfMode) z.nkv = static_cast<int>(words.size());
+    const bool direct = m_session.config.mode == attn::Mode::Direct;
+    const bool keySide = keys && !selfMode;
+    // The matrices whose rows are this side's tokens, with a salt so that K and V rows of one word differ.
+    struct Target {
+        MatrixId id;
+        const char* salt;
+        attn::Matrix old;
+    };
+    std::vector<Target> targets;
+    if (direct && keySide) targets = {{MatrixId::K, "", {}}, {MatrixId::V, "V:", {}}};
+    else if (direct) targets = {{MatrixId::Q, "", {}}};
+    else targets = {{keySide ? MatrixId::Xkv : MatrixId::X, "", {}}};
+    for (Target& t : targets) t.old = *matrixPtr(t.id);
+    const std::vector<std::string> oldWords = keySide ? m_session.keyTokens : m_session.queryTokens;
+
+    if (keySide) z.nkv = static_cast<int>(words.size());
     else z.n = static_cast<int>(words.size());
     if (selfMode) z.nkv = z.n;
     attn::Status st = setSizes(z);  // one undo step for the resize...
     if (!st.ok()) return st;
-    // ...and the labels join it (no separate step: the user did one thing).
-    if (keys && !selfMode) m_session.keyTokens = words;
+    // ...and the rows and labels join it (no separate step: the user did one thing).
+    std::map<std::string, int> oldRow;  // a word's first row before
+    for (int i = static_cast<int>(oldWords.size()) - 1; i >= 0; --i) oldRow[oldWords[static_cast<std::size_t>(i)]] = i;
+    for (Target& t : targets) {
+        attn::Matrix& m = *matrixPtr(t.id);
+        for (int i = 0; i < static_cast<int>(words.size()); ++i) {
+            const std::string& w = words[static_cast<std::size_t>(i)];
+            const auto it = oldRow.find(w);
+            if (it != oldRow.end() && it->second < t.old.rows() && t.old.cols() == m.cols())
+                m.row(i) = t.old.row(it->second);
+            else
+                m.row(i) = seededNormal(1, static_cast<int>(m.cols()), wordSeed(t.salt + w), 1.0f).row(0);
+        }
+    }
+    if (keySide) m_session.keyTokens = words;
     else m_session.queryTokens = words;
     if (selfMode) m_session.keyTokens = m_session.queryTokens;
     markDirty();

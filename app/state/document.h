@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -51,8 +52,20 @@ public:
     Document(const Document&) = delete;
     Document& operator=(const Document&) = delete;
 
-    // Replaces the session by `s` (given in its file orientation, as parseSession returns it), clears undo.
+    // Replaces the session by `s` (given in its file orientation, as parseSession returns it) and the path:
+    // one undo step (undo brings the previous session and its path back), except over the untouched built-in
+    // session, which has nothing to lose. The session opened counts as saved (modified() is false).
     void setSession(attn::Session s, const std::string& path);
+    // As setSession, but clears the undo history: for sessions whose earlier states must not come back (a
+    // model layer, whose edits flow back into the model by shape: undoing to another layer would write it
+    // over this one).
+    void resetSession(attn::Session s, const std::string& path);
+    // Which opened session is shown: a new value for each setSession/resetSession, and undo/redo across an
+    // open brings the value of the session it returns to (the app restores that session's view options).
+    std::uint64_t sessionSerial() const { return m_sessionSerial; }
+    // Keeps `json` as the current session's view options (no undo step, no recompute), so that the undo
+    // step of the next open holds the view as the user left it.
+    void setViewJson(std::string json) { m_session.viewJson = std::move(json); }
     // Loads a file; on failure returns the error and leaves everything unchanged.
     attn::Status load(const std::string& path);
     // The session in file orientation, with `viewJson` as its view object, ready for attn::saveSession.
@@ -61,6 +74,12 @@ public:
     const attn::Session& session() const { return m_session; }  // canonical (Row-oriented) storage
     const std::string& path() const { return m_path; }
     void setPath(const std::string& p) { m_path = p; }
+    // The session differs from what its path last opened or saved (markSaved) by an edit, an undo or a redo.
+    // Untitled sessions (path "") compare with the last one opened untitled.
+    bool modified() const;
+    void markSaved() { m_cleanIds[m_path] = m_stateId; }
+    // The session is in no file as it is (a restored autosave): modified() until saved.
+    void markUnsaved() { m_cleanIds.erase(m_path); }
     Sizes sizes() const;
 
     // ---- Editing: each public edit is one undo step --------------------------------------------------
@@ -74,12 +93,21 @@ public:
     // Resizes every matrix to `s`, keeping the values already entered (new cells are 0). Returns an
     // InvalidArgument status (and changes nothing) for sizes out of range.
     attn::Status setSizes(const Sizes& s);
+    // Changes the number of heads as one undo step. keepWidths = false: every head keeps d_q, d_k, d_v, so
+    // the projections grow or shrink by whole heads; a new head's weights are seeded Xavier values (the same
+    // head index gives the same numbers), or the weights it had when it was removed earlier in this session.
+    // keepWidths = true ("keep d_model×d_model"): the projections keep their shape and are split into
+    // `heads` blocks (d_k = width / heads); InvalidArgument when a width is not divisible by `heads`.
+    attn::Status setHeads(int heads, bool keepWidths);
     // Switches mode, creating what the new mode needs (X_kv from X; Q, K, V from the current projections).
     void setMode(attn::Mode m);
     // Switches the score, creating additive parameters when needed (and dropping the scale override).
     void setScore(attn::Score sc);
     // Sets the query (and in self mode key) tokens from a sentence: one token per whitespace-separated word,
-    // n follows. Returns InvalidArgument for an empty sentence or more than kMaxTokens words.
+    // n follows, as one undo step. Each distinct word gets one embedding row (of X or X_kv; of Q, or K and V,
+    // in direct mode): the row it had when the word was already a token on that side, else one seeded by the
+    // word (wordSeed), so the same word always gets the same vector. Returns InvalidArgument for an empty
+    // sentence or more than kMaxTokens words.
     attn::Status setTokensFromSentence(const std::string& sentence, bool keys);
 
     // Accessors for editable cells in canonical orientation (vectors: row 0).
@@ -141,8 +169,19 @@ private:
     attn::Vector* vectorPtr(MatrixId id);
     const attn::Matrix* matrixPtr(MatrixId id) const;
     const attn::Vector* vectorPtr(MatrixId id) const;
+    struct Snapshot {
+        attn::Session session;
+        std::string path;
+        std::uint64_t id = 0;      // which state of the document it is (modified() compares ids)
+        std::uint64_t serial = 0;  // sessionSerial() of the opened session it belongs to
+    };
     void pushUndo();
     void fitMaskAndTokens();
+    // Fills head blocks [fromHead, toHead) of `m` (column blocks of width d, or row blocks when `rowBlocks`)
+    // with the stashed weights of that head when their shape fits, else seeded Xavier values.
+    void fillNewHeads(attn::Matrix& m, MatrixId id, int fromHead, int toHead, int d, bool rowBlocks);
+    // Keeps head blocks [fromHead, toHead) of `m` for fillNewHeads, before they are removed.
+    void stashHeads(const attn::Matrix& m, MatrixId id, int fromHead, int toHead, int d, bool rowBlocks);
     using ShapeKey = std::array<int, 13>;
     ShapeKey shapeKey() const;
     // Shows a finished compute (status, the inputs' revision and shape, its time).
@@ -150,7 +189,13 @@ private:
 
     attn::Session m_session;
     std::string m_path;
-    std::deque<attn::Session> m_undo, m_redo;
+    std::deque<Snapshot> m_undo, m_redo;
+    std::uint64_t m_stateId = 0, m_nextId = 0;
+    std::uint64_t m_sessionSerial = 0;
+    std::map<std::string, std::uint64_t> m_cleanIds{{"", 0}};  // per path: the state its file holds
+    bool m_pristine = true;  // still the built-in session, never edited
+    // Blocks of heads removed by setHeads, by matrix and head index (this session only: opening clears it).
+    std::map<std::pair<int, int>, attn::Matrix> m_removedHeads;
     attn::AttentionResult m_result, m_scratch;
     bool m_hasResult = false;
     bool m_dirty = true;
@@ -173,5 +218,10 @@ private:
 // or c % rows == r (so a d_model×H·d_k matrix is H stacked identities, seed 003's head split).
 enum class FillKind { Zeros, Identity, RandomNormal, Xavier };
 attn::Matrix makeFilled(FillKind kind, int rows, int cols, unsigned seed);
+// A fixed 64-bit hash of a word (FNV-1a over its UTF-8 bytes): the same on every run and platform.
+std::uint64_t wordSeed(const std::string& word);
+// rows×cols values drawn from N(0, sigma²) by a generator seeded with `seed`, rounded to 2 decimals (readable
+// in the cells). Platform-independent: mt19937 and Box–Muller, not std::normal_distribution.
+attn::Matrix seededNormal(int rows, int cols, std::uint64_t seed, float sigma);
 
 } // namespace app

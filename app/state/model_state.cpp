@@ -145,7 +145,7 @@ void openLayerInChain(AppState& state, int layer)
     s.input = m.model->layers[static_cast<std::size_t>(layer)].attention;
     s.input.X = m.run->hidden[static_cast<std::size_t>(layer)];
     s.config.heads = m.model->config.heads;
-    state.doc.setSession(std::move(s), "");
+    state.doc.resetSession(std::move(s), "");  // no undo to another layer: its weights would flow into this one
     m.openLayer = layer;
     m.showView = false;  // the chain view shows the layer; View → Model view brings the grid back
     m.syncedRevision = state.doc.revision();
