@@ -2,6 +2,7 @@
 // fails to load (the current session stays as it was).
 #include "messages.h"
 #include "panels/panels.h"
+#include "panels/path_field.h"
 #include "state/paths.h"
 
 #include <imgui.h>
@@ -18,10 +19,7 @@ void drawFilePanel(AppState& state)
         ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + vp->WorkSize.x * 0.5f, vp->WorkPos.y + 60), ImGuiCond_Appearing, ImVec2(0.5f, 0));
         ImGui::SetNextWindowSize(ImVec2(560, 0), ImGuiCond_Appearing);
         if (ImGui::Begin("Open / save session", &state.showFilePanel, ImGuiWindowFlags_NoCollapse)) {
-            ImGui::SetNextItemWidth(-120);
-            const bool enter = ImGui::InputTextWithHint("##path", "path/to/session.json", &state.filePath,
-                                                        ImGuiInputTextFlags_EnterReturnsTrue);
-            state.recordRect("file/path", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+            const bool enter = drawPathField(state, "file/path", state.filePath, "path/to/session.json", -120);
             ImGui::SameLine();
             if ((ImGui::Button("Open") || enter) && !state.filePath.empty()) {
                 if (openSession(state, state.filePath)) state.showFilePanel = false;

@@ -105,6 +105,7 @@ bool openSession(AppState& state, const std::string& path)
     const bool preset = !state.presetsDir.empty() &&
                         std::filesystem::equivalent(std::filesystem::path(path).parent_path(), state.presetsDir, ec);
     state.doc.setSession(std::move(*s), preset ? "" : path);
+    noteSessionLoaded(state.edit);
     state.filePath = preset ? "" : path;
     if (!preset) addRecent(state, path);
     postInfo(std::string(preset ? "opened preset " : "opened ") + path);

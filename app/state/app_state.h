@@ -5,6 +5,7 @@
 #include "panels/lesson_common.h"
 #include "state/background_saver.h"
 #include "state/document.h"
+#include "state/edit_state.h"
 #include "state/export_state.h"
 #include "state/model_state.h"
 
@@ -78,6 +79,7 @@ struct AppState {
     bool showLog = false;
     ExportState exportDialog;  // File → Export… (Ctrl+E)
     ModelState model;          // the model mode: a trained transformer (docs/model.md)
+    EditState edit;            // matrix selection and cell being typed, status bar, path field, file chooser
 
     // Lesson panels: their UI state, and the session in file orientation they read (rebuilt when the
     // document's revision changes: the document stores it row-oriented).
