@@ -106,9 +106,9 @@ bool openSession(AppState& state, const std::string& path)
                         std::filesystem::equivalent(std::filesystem::path(path).parent_path(), state.presetsDir, ec);
     state.doc.setSession(std::move(*s), preset ? "" : path);
     noteSessionLoaded(state.edit);
-    state.filePath = preset ? "" : path;
     if (!preset) addRecent(state, path);
     postInfo(std::string(preset ? "opened preset " : "opened ") + path);
+    state.filePath = preset ? "" : path;  // last: `path` may be state.filePath itself (the file panel's Open)
     return true;
 }
 
