@@ -132,6 +132,7 @@ bool drawPathField(AppState& state, const char* rectName, std::string& path, con
         if (ImGui::Button("Browse…"))
             chooser.start(browseKind, browseKind == ChooserKind::Save ? "Save session as" : "Open session",
                           fs::path(path).filename().string());
+        state.recordRect(std::string(rectName) + "/browse", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
         ImGui::EndDisabled();
         if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
             ImGui::SetTooltip(chooser.busy() ? "the desktop's file chooser is open" : "the desktop's file chooser");
