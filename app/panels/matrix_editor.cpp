@@ -145,13 +145,19 @@ void pasteClipboard(AppState& state, MatrixId id)
     if (!st.ok()) postError(st.message);
 }
 
-void startEditing(AppState& state, MatrixId id, int r, int c, const std::string* initial)
+// Selects cell (r, c) of matrix `id` (and so the matrix).
+void selectCell(MatrixFocus& f, MatrixId id, int r, int c)
 {
-    MatrixFocus& f = state.edit.focus;
     f.hasMatrix = true;
     f.id = id;
     f.r = r;
     f.c = c;
+}
+
+void startEditing(AppState& state, MatrixId id, int r, int c, const std::string* initial)
+{
+    MatrixFocus& f = state.edit.focus;
+    selectCell(f, id, r, c);
     f.editing = true;
     f.focusField = true;
     f.error.clear();
@@ -387,11 +393,7 @@ void drawMatrixEditor(AppState& state, MatrixId id, ImVec2 maxSize)
                 }
                 if (ImGui::IsItemActivated()) {
                     leaveEditing(state);
-                    f.hasMatrix = true;
-                    f.id = id;
-                    f.r = r;
-                    f.c = c;
-                    f.editing = false;
+                    selectCell(f, id, r, c);
                     f.scrubbing = false;
                     f.scrubStart = state.doc.cell(id, r, c);
                 }

@@ -40,14 +40,12 @@ def centre(r):
 
 def main():
     a = parse_args()
-    state = os.path.join(a.work, "state")
+    state, stderr_path = os.path.join(a.work, "state"), os.path.join(a.work, "stderr.txt")
     os.makedirs(state)
-    autosave = os.path.join(state, "autosave.json")
-    stderr_path = os.path.join(a.work, "stderr.txt")
-    with open(stderr_path, "w") as err:
+    with open(stderr_path, "w") as err:  # the autosave (state folder) is where values are read back
         app = Session([a.exe, a.session, "--size", "1280x800", "--state-dir", state, "--no-restore"], a.work, stderr=err)
     try:
-        run(app, a, autosave, stderr_path)
+        run(app, a, os.path.join(state, "autosave.json"), stderr_path)
     finally:
         app.stop()
     print("PASS")

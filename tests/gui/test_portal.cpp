@@ -26,20 +26,30 @@ std::optional<app::ChooserResult> waitForResult(app::DesktopChooser& c)
     return std::nullopt;
 }
 
+// Runs one dialog of `kind` through a fresh chooser.
+std::optional<app::ChooserResult> choose(app::ChooserKind kind, const std::string& title, const std::string& name,
+                                         bool* availableAfter = nullptr)
+{
+    app::DesktopChooser chooser;
+    EXPECT_TRUE(chooser.mayBeAvailable());
+    if (!chooser.start(kind, title, name)) return std::nullopt;
+    auto r = waitForResult(chooser);
+    if (availableAfter) *availableAfter = chooser.mayBeAvailable();
+    return r;
+}
+
 #define REQUIRE_BUS()                                                                                        \
     if (app::sessionBusAddress().empty()) GTEST_SKIP() << "no D-Bus session bus (CTest runs this under dbus-run-session)"
 
 TEST(Portal, NoPortalOnTheBusIsReportedUnavailable)
 {
     REQUIRE_BUS();
-    app::DesktopChooser chooser;
-    ASSERT_TRUE(chooser.mayBeAvailable());
-    ASSERT_TRUE(chooser.start(app::ChooserKind::Open, "Open session", ""));
-    auto r = waitForResult(chooser);
+    bool after = true;
+    auto r = choose(app::ChooserKind::Open, "Open session", "", &after);
     ASSERT_TRUE(r.has_value());
     EXPECT_TRUE(r->unavailable);
     EXPECT_NE(r->message.find("no xdg-desktop-portal file chooser answered"), std::string::npos) << r->message;
-    EXPECT_FALSE(chooser.mayBeAvailable());
+    EXPECT_FALSE(after);
 }
 
 TEST(Portal, OpenFileReturnsTheChosenPath)
@@ -47,15 +57,14 @@ TEST(Portal, OpenFileReturnsTheChosenPath)
     REQUIRE_BUS();
     FakePortal portal("file:///tmp/some%20folder/chosen.json");
     ASSERT_TRUE(portal.owned());
-    app::DesktopChooser chooser;
-    ASSERT_TRUE(chooser.start(app::ChooserKind::Open, "Open session", ""));
-    auto r = waitForResult(chooser);
+    bool after = false;
+    auto r = choose(app::ChooserKind::Open, "Open session", "", &after);
     ASSERT_TRUE(r.has_value());
     EXPECT_FALSE(r->unavailable) << r->message;
     EXPECT_EQ(r->path, "/tmp/some folder/chosen.json");  // the URI decoded to a local path
     EXPECT_EQ(portal.lastMethod(), "OpenFile");
     EXPECT_EQ(portal.lastTitle(), "Open session");
-    EXPECT_TRUE(chooser.mayBeAvailable());
+    EXPECT_TRUE(after);
 }
 
 TEST(Portal, SaveFileSuggestsTheNameAndReturnsThePath)
@@ -63,9 +72,7 @@ TEST(Portal, SaveFileSuggestsTheNameAndReturnsThePath)
     REQUIRE_BUS();
     FakePortal portal("file:///tmp/out.json");
     ASSERT_TRUE(portal.owned());
-    app::DesktopChooser chooser;
-    ASSERT_TRUE(chooser.start(app::ChooserKind::Save, "Save session as", "mine.json"));
-    auto r = waitForResult(chooser);
+    auto r = choose(app::ChooserKind::Save, "Save session as", "mine.json");
     ASSERT_TRUE(r.has_value());
     EXPECT_EQ(r->path, "/tmp/out.json") << r->message;
     EXPECT_EQ(portal.lastMethod(), "SaveFile");
@@ -77,14 +84,13 @@ TEST(Portal, CancelGivesNoPathAndNoError)
     REQUIRE_BUS();
     FakePortal portal("", 1);
     ASSERT_TRUE(portal.owned());
-    app::DesktopChooser chooser;
-    ASSERT_TRUE(chooser.start(app::ChooserKind::Open, "Open session", ""));
-    auto r = waitForResult(chooser);
+    bool after = false;
+    auto r = choose(app::ChooserKind::Open, "Open session", "", &after);
     ASSERT_TRUE(r.has_value());
     EXPECT_FALSE(r->unavailable);
     EXPECT_TRUE(r->path.empty());
     EXPECT_TRUE(r->message.empty()) << r->message;  // the user chose not to: nothing to report
-    EXPECT_TRUE(chooser.mayBeAvailable());  // a cancel is not "no portal"
+    EXPECT_TRUE(after);  // a cancel is not "no portal"
 }
 
 } // namespace
