@@ -83,10 +83,11 @@ std::string commonPrefix(const std::vector<std::string>& choices)
 
 bool drawPathField(AppState& state, const char* rectName, std::string& path, const char* hint, float width, ChooserKind browseKind)
 {
-    PathFieldState& pf = state.edit.pathField;
+    PathFieldState& pf = state.edit.pathFields[rectName];
     if (!state.edit.chooser) state.edit.chooser = std::make_unique<DesktopChooser>();
     DesktopChooser& chooser = *state.edit.chooser;
-    if (std::optional<ChooserResult> r = chooser.take()) {
+    // The one chooser of the window answers the field that opened it.
+    if (std::optional<ChooserResult> r = state.edit.chooserFor == rectName ? chooser.take() : std::nullopt) {
         if (!r->path.empty()) path = r->path;
         else if (r->unavailable) postInfo("the desktop's file chooser is not available (" + r->message + "); type the path instead");
         else if (!r->message.empty()) postError(r->message);
@@ -119,6 +120,7 @@ bool drawPathField(AppState& state, const char* rectName, std::string& path, con
         }
         return 0;
     };
+    ImGui::PushID(rectName);  // several fields may share a window
     const bool enter = ImGui::InputTextWithHint("##path", hint, &path,
                                                 ImGuiInputTextFlags_EnterReturnsTrue | ImGuiInputTextFlags_CallbackCompletion |
                                                     ImGuiInputTextFlags_CallbackHistory,
@@ -129,14 +131,15 @@ bool drawPathField(AppState& state, const char* rectName, std::string& path, con
     if (browse) {
         ImGui::SameLine();
         ImGui::BeginDisabled(chooser.busy());
-        if (ImGui::Button("Browse…"))
-            chooser.start(browseKind, browseKind == ChooserKind::Save ? "Save session as" : "Open session",
-                          fs::path(path).filename().string());
+        if (ImGui::Button("Browse…") && chooser.start(browseKind, browseKind == ChooserKind::Save ? "Save session as" : "Open session",
+                                                      fs::path(path).filename().string()))
+            state.edit.chooserFor = rectName;
         state.recordRect(std::string(rectName) + "/browse", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
         ImGui::EndDisabled();
         if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
             ImGui::SetTooltip(chooser.busy() ? "the desktop's file chooser is open" : "the desktop's file chooser");
     }
+    ImGui::PopID();
 
     if (!pf.listed || pf.listedFor != path) {
         pf.choices = pathCompletions(path, state.recentFiles);
@@ -154,7 +157,7 @@ bool drawPathField(AppState& state, const char* rectName, std::string& path, con
     }
     ImGui::SetNextWindowPos(ImVec2(fieldMin.x, fieldMax.y + 2));
     ImGui::SetNextWindowSizeConstraints(ImVec2(fieldMax.x - fieldMin.x, 0), ImVec2(FLT_MAX, 300));
-    ImGui::Begin("##path_choices", nullptr,
+    ImGui::Begin((std::string("##choices/") + rectName).c_str(), nullptr,
                  ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoSavedSettings |
                      ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoFocusOnAppearing | ImGuiWindowFlags_Tooltip);
     for (std::size_t i = 0; i < pf.choices.size(); ++i) {

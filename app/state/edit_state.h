@@ -11,6 +11,7 @@
 #include <attnscope/types.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,7 +49,7 @@ struct EditorRect {
     ImVec2 min, max;
 };
 
-// The in-app path field (panels/path_field.h): its completion list.
+// One in-app path field (panels/path_field.h): its completion list.
 struct PathFieldState {
     std::string listedFor;              // the text the completions were made for
     std::vector<std::string> choices;   // folders and files that complete it, recent files first
@@ -69,9 +70,10 @@ struct EditState {
     std::string backendText;
     attn::Backend backendOf = attn::Backend::Auto;
 
-    PathFieldState pathField;
+    std::map<std::string, PathFieldState> pathFields;  // by the field's rect name (each field its own list)
     // The desktop's file chooser (xdg-desktop-portal); null until first used.
     std::unique_ptr<DesktopChooser> chooser;
+    std::string chooserFor;  // the rect name of the path field whose Browse… opened the chooser
 };
 
 // Called when a session replaces the document (File → Open, a preset, a drop): the selection belonged to

@@ -108,6 +108,30 @@ TEST(PathCompletion, CommonPrefixIsWhatTabCompletes)
     EXPECT_EQ(app::commonPrefix({}), "");
 }
 
+TEST(PathField, EachFieldKeepsItsOwnChoices)
+{
+    TempDir d;
+    touch(d.path / "a.json");
+    touch(d.path / "b.npz");
+    createHeadlessImGui();
+    app::AppState state;
+    state.autosave = false;
+    state.recordRects = true;
+    std::string one = d.str() + "/a", two = d.str() + "/b";
+    for (int frame = 0; frame < 2; ++frame) {
+        ImGui::NewFrame();
+        ImGui::Begin("files");
+        app::drawPathField(state, "test/one", one, "", -1);
+        app::drawPathField(state, "test/two", two, "", -1);
+        ImGui::End();
+        ImGui::Render();
+    }
+    EXPECT_EQ(state.edit.pathFields["test/one"].choices, (std::vector<std::string>{d.str() + "/a.json"}));
+    EXPECT_EQ(state.edit.pathFields["test/two"].choices, (std::vector<std::string>{d.str() + "/b.npz"}));
+    EXPECT_TRUE(state.rects.count("test/one") && state.rects.count("test/two"));
+    ImGui::DestroyContext();
+}
+
 // ---- file drops ------------------------------------------------------------------------------------------
 
 TEST(FileDrop, KindByExtension)
