@@ -289,6 +289,13 @@ void drawMatrixEditor(AppState& state, MatrixId id, ImVec2 maxSize)
 
     const bool col = columnLayout(state) && !isVector(id);
     const int cr = state.doc.rows(id), cc = state.doc.cols(id);
+    if (f.hasMatrix && f.id == id && (f.r >= cr || f.c >= cc)) {
+        // The matrix shrank under the selected cell (sizes or heads changed, an undo): keep the matrix
+        // selected, drop the cell and any text typed for it.
+        f.r = f.c = -1;
+        f.editing = false;
+        f.error.clear();
+    }
     const int dr = col ? cc : cr, dc = col ? cr : cc;  // displayed rows / cols
     if (dr == 0 || dc == 0) {
         ImGui::TextDisabled("(none)");

@@ -81,16 +81,37 @@ std::string commonPrefix(const std::vector<std::string>& choices)
     return p;
 }
 
+DesktopChooser& desktopChooser(AppState& state)
+{
+    if (!state.edit.chooser) state.edit.chooser = std::make_unique<DesktopChooser>();
+    return *state.edit.chooser;
+}
+
+bool startDesktopChooser(AppState& state, const char* rectName, ChooserKind kind, const std::string& suggestedName)
+{
+    DesktopChooser& chooser = desktopChooser(state);
+    if (!chooser.start(kind, kind == ChooserKind::Save ? "Save session as" : "Open session", suggestedName)) return false;
+    state.edit.chooserFor = rectName;
+    state.edit.chooserKind = kind;
+    return true;
+}
+
 bool drawPathField(AppState& state, const char* rectName, std::string& path, const char* hint, float width, ChooserKind browseKind)
 {
     PathFieldState& pf = state.edit.pathFields[rectName];
-    if (!state.edit.chooser) state.edit.chooser = std::make_unique<DesktopChooser>();
-    DesktopChooser& chooser = *state.edit.chooser;
-    // The one chooser of the window answers the field that opened it.
+    DesktopChooser& chooser = desktopChooser(state);
+    // The one chooser of the window answers the field that opened it. A file chosen in an Open dialog is
+    // taken at once (as Enter would), one chosen in a Save dialog fills the field for the Save button.
+    bool chosen = false;
     if (std::optional<ChooserResult> r = state.edit.chooserFor == rectName ? chooser.take() : std::nullopt) {
-        if (!r->path.empty()) path = r->path;
-        else if (r->unavailable) postInfo("the desktop's file chooser is not available (" + r->message + "); type the path instead");
-        else if (!r->message.empty()) postError(r->message);
+        if (!r->path.empty()) {
+            path = r->path;
+            chosen = state.edit.chooserKind == ChooserKind::Open;
+        } else if (r->unavailable) {
+            postInfo("the desktop's file chooser is not available (" + r->message + "); type the path instead");
+        } else if (!r->message.empty()) {
+            postError(r->message);
+        }
     }
     const bool browse = chooser.mayBeAvailable();
     const float browseW = browse ? ImGui::CalcTextSize("Browse…").x + ImGui::GetStyle().FramePadding.x * 2 : 0.0f;
@@ -131,9 +152,7 @@ bool drawPathField(AppState& state, const char* rectName, std::string& path, con
     if (browse) {
         ImGui::SameLine();
         ImGui::BeginDisabled(chooser.busy());
-        if (ImGui::Button("Browse…") && chooser.start(browseKind, browseKind == ChooserKind::Save ? "Save session as" : "Open session",
-                                                      fs::path(path).filename().string()))
-            state.edit.chooserFor = rectName;
+        if (ImGui::Button("Browse…")) startDesktopChooser(state, rectName, browseKind, fs::path(path).filename().string());
         state.recordRect(std::string(rectName) + "/browse", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
         ImGui::EndDisabled();
         if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
@@ -153,7 +172,7 @@ bool drawPathField(AppState& state, const char* rectName, std::string& path, con
     if (!pf.open || pf.choices.empty() || (!active && !pf.listHovered)) {
         if (!active && !pf.listHovered) pf.open = false;
         pf.listHovered = false;
-        return enter;
+        return enter || chosen;
     }
     ImGui::SetNextWindowPos(ImVec2(fieldMin.x, fieldMax.y + 2));
     ImGui::SetNextWindowSizeConstraints(ImVec2(fieldMax.x - fieldMin.x, 0), ImVec2(FLT_MAX, 300));
@@ -172,7 +191,7 @@ bool drawPathField(AppState& state, const char* rectName, std::string& path, con
     }
     pf.listHovered = ImGui::IsWindowHovered();
     ImGui::End();
-    return enter;
+    return enter || chosen;
 }
 
 } // namespace app

@@ -73,7 +73,8 @@ struct EditState {
     std::map<std::string, PathFieldState> pathFields;  // by the field's rect name (each field its own list)
     // The desktop's file chooser (xdg-desktop-portal); null until first used.
     std::unique_ptr<DesktopChooser> chooser;
-    std::string chooserFor;  // the rect name of the path field whose Browse… opened the chooser
+    std::string chooserFor;  // the rect name of the path field the open chooser will answer
+    ChooserKind chooserKind = ChooserKind::Open;
 };
 
 // Called when a session replaces the document (File → Open, a preset, a drop): the selection belonged to

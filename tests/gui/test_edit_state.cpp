@@ -308,6 +308,36 @@ TEST(EditState, TwoAppStatesKeepTheirOwnSelection)
     ImGui::DestroyContext();
 }
 
+TEST(EditState, ACellBeyondAShrunkMatrixIsDropped)
+{
+    createHeadlessImGui();
+    app::AppState s;
+    s.autosave = false;
+    ASSERT_TRUE(app::openSession(s, kSeed000));
+    const int rows = s.doc.rows(MatrixId::Wq);
+    // Being typed into the last row of W^Q when d_model shrinks by one (as a size change or an undo does).
+    s.edit.focus = {};
+    s.edit.focus.hasMatrix = true;
+    s.edit.focus.id = MatrixId::Wq;
+    s.edit.focus.r = rows - 1;
+    s.edit.focus.c = 0;
+    s.edit.focus.editing = true;
+    s.edit.focus.text = "2";
+    app::Sizes z = s.doc.sizes();
+    z.dModel -= 1;
+    ASSERT_TRUE(s.doc.setSizes(z).ok());
+    ASSERT_EQ(s.doc.rows(MatrixId::Wq), rows - 1);
+    ImGui::NewFrame();
+    ImGui::Begin("editors");
+    app::drawMatrixEditor(s, MatrixId::Wq, ImVec2(600, 400));
+    ImGui::End();
+    ImGui::Render();
+    EXPECT_TRUE(s.edit.focus.hasMatrix);
+    EXPECT_FALSE(s.edit.focus.cellSelected());
+    EXPECT_FALSE(s.edit.focus.editing);
+    ImGui::DestroyContext();
+}
+
 TEST(EditState, LoadingASessionClearsTheSelectionButKeepsTheFillSeed)
 {
     app::AppState s;
