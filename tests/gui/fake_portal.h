@@ -32,6 +32,8 @@ inline constexpr const char* kIntrospection = R"(<node>
 // 1 = cancelled) and the file `uri`, as the Response signal of the request object the caller named.
 class FakePortal {
 public:
+    static constexpr unsigned kNeverAnswer = 99;  // `response` for a dialog that stays open
+
     explicit FakePortal(std::string uri, unsigned response = 0) : m_uri(std::move(uri)), m_response(response)
     {
         m_thread = std::thread([this] { run(); });
@@ -89,6 +91,10 @@ private:
             if (c == '.') c = '_';
         const std::string handle = std::string("/org/freedesktop/portal/desktop/request/") + who + "/" + token;
         g_dbus_method_invocation_return_value(inv, g_variant_new("(o)", handle.c_str()));
+        if (self->m_response == kNeverAnswer) {  // a dialog the user keeps open
+            g_variant_unref(options);
+            return;
+        }
         GVariantBuilder results;
         g_variant_builder_init(&results, G_VARIANT_TYPE("a{sv}"));
         if (self->m_response == 0) {

@@ -93,4 +93,20 @@ TEST(Portal, CancelGivesNoPathAndNoError)
     EXPECT_TRUE(after);  // a cancel is not "no portal"
 }
 
+TEST(Portal, ClosingTheWindowWhileTheDialogIsOpenCancelsIt)
+{
+    REQUIRE_BUS();
+    FakePortal portal("", FakePortal::kNeverAnswer);
+    ASSERT_TRUE(portal.owned());
+    {
+        app::DesktopChooser chooser;
+        ASSERT_TRUE(chooser.start(app::ChooserKind::Open, "Open session", ""));
+        for (int i = 0; i < 12000 && portal.lastMethod().empty(); ++i)  // the dialog is up (a bound, not a timing)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        ASSERT_EQ(portal.lastMethod(), "OpenFile");
+        EXPECT_TRUE(chooser.busy());
+        EXPECT_FALSE(chooser.start(app::ChooserKind::Open, "Open session", ""));  // one dialog at a time
+    }  // the destructor cancels the request and joins the worker: a hang here fails the test by its timeout
+}
+
 } // namespace
