@@ -1,5 +1,8 @@
 // Messages shown to the user: non-modal toasts plus a log, each mirrored to stderr as one line.
 // Repeated warnings with the same key (e.g. "NaN in the scores") are batched: shown once until cleared.
+// The log is process-wide on purpose, like stderr which it mirrors: messages are posted from code that has
+// no AppState (the document, export actions, file readers, the command line). The UI state around it (which
+// toasts a window shows, the log window's visibility) lives in AppState.
 #pragma once
 
 #include <string>

@@ -10,6 +10,7 @@
 #include "render/heatmap_gl.h"
 #include "screenshot.h"
 #include "state/export_actions.h"
+#include "state/file_drop.h"
 #include "state/paths.h"
 #include "test_hooks.h"
 
@@ -204,7 +205,8 @@ int runWindow(const WindowOptions& opt)
         platform.pollEvents(busy ? 0.0 : 0.1);
         const double now = nowSeconds();
         setMessageClock(ImGui::GetTime());
-        for (const std::string& p : platform.takeDroppedFiles()) requestOpen(state, p);
+        for (const FileDrop& d : platform.takeDroppedFiles()) handleFileDrop(state, d.paths, ImVec2(float(d.x), float(d.y)));
+        if (auto d = takeDropRequest(opt.testHooksDir)) handleFileDrop(state, d->paths, d->pos);  // the test's drops
 
         const bool recomputed = state.doc.recomputeIfNeeded();
         const std::uint64_t revBefore = state.doc.revision();

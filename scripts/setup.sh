@@ -20,6 +20,7 @@ ATTNSCOPE_PACKAGES=(
   libimgui-dev libglfw3-dev libgl-dev libstb-dev libcairo2-dev libpango1.0-dev libzip-dev
   python3 python3-venv fonts-dejavu-core
   xvfb xauth xdotool x11-utils libgl1-mesa-dri libglx-mesa0 poppler-utils
+  libportal-dev dbus-daemon
 )
 
 attnscope_log() { printf '[attnscope] %s\n' "$*" >&2; }

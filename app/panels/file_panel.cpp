@@ -2,6 +2,7 @@
 // current session stays as it was), and the one that asks before a file replaces unsaved changes.
 #include "messages.h"
 #include "panels/panels.h"
+#include "panels/path_field.h"
 #include "state/paths.h"
 
 #include <imgui.h>
@@ -11,30 +12,6 @@
 #include <cctype>
 
 namespace app {
-
-void requestOpen(AppState& state, const std::string& path)
-{
-    if (!state.doc.modified()) {
-        openSession(state, path);
-        return;
-    }
-    DocUiState& ui = state.docUi;
-    ui.pendingOpen = path;
-    ui.saveError.clear();
-    if (!state.doc.path().empty()) {
-        ui.saveAsPath = state.doc.path();
-    } else if (ui.saveAsPath.empty()) {
-        // A file name from the session's name ("Causal decoder, 2 heads" → causal_decoder_2_heads.json).
-        std::string stem;
-        for (char c : state.doc.session().name) {
-            const unsigned char u = static_cast<unsigned char>(c);
-            if (std::isalnum(u)) stem.push_back(static_cast<char>(std::tolower(u)));
-            else if (!stem.empty() && stem.back() != '_') stem.push_back('_');
-        }
-        while (!stem.empty() && stem.back() == '_') stem.pop_back();
-        ui.saveAsPath = (stem.empty() ? std::string("untitled") : stem) + ".json";
-    }
-}
 
 namespace {
 
@@ -107,10 +84,7 @@ void drawFilePanel(AppState& state)
         ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + vp->WorkSize.x * 0.5f, vp->WorkPos.y + 60), ImGuiCond_Appearing, ImVec2(0.5f, 0));
         ImGui::SetNextWindowSize(ImVec2(560, 0), ImGuiCond_Appearing);
         if (ImGui::Begin("Open / save session", &state.showFilePanel, ImGuiWindowFlags_NoCollapse)) {
-            ImGui::SetNextItemWidth(-120);
-            const bool enter = ImGui::InputTextWithHint("##path", "path/to/session.json", &state.filePath,
-                                                        ImGuiInputTextFlags_EnterReturnsTrue);
-            state.recordRect("file/path", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+            const bool enter = drawPathField(state, "file/path", state.filePath, "path/to/session.json", -120);
             ImGui::SameLine();
             if ((ImGui::Button("Open") || enter) && !state.filePath.empty()) {
                 requestOpen(state, state.filePath);

@@ -21,22 +21,10 @@ constexpr float kCellWidth = 42.0f;
 constexpr float kScrubPerPixel = 0.01f;
 // A press that moves less than this many pixels is a click (opens the cell), more is a scrub.
 constexpr float kScrubThreshold = 3.0f;
-
-// The one cell being edited or selected, app-wide (one text field at a time).
-struct CellFocus {
-    MatrixId id = MatrixId::X;
-    int r = -1, c = -1;          // canonical indices
-    bool selected = false;
-    bool editing = false;
-    bool focusField = false;     // give the text field keyboard focus next frame
-    bool caretToEnd = false;     // opened by typing: keep the typed text, caret after it (no select-all)
-    std::string text;
-    std::string error;           // why the typed text was refused ("" = fine)
-    bool scrubbing = false;
-    float scrubStart = 0;
-    unsigned fillSeed = 1;
-};
-CellFocus g_focus;
+// The frame around the selected matrix: 3 px outside the editor, in the accent blue of ImGui's dark style's
+// active widgets (so it reads as "this has the focus").
+constexpr float kOutlinePad = 3.0f;
+constexpr ImU32 kOutlineColour = IM_COL32(66, 150, 250, 255);
 
 bool columnLayout(const AppState& s) { return s.doc.session().config.layout == attn::Layout::Column; }
 bool isVector(MatrixId id)
@@ -86,17 +74,18 @@ int hoverIndexFor(const AppState& s, MatrixId id)
 
 void commitText(AppState& state)
 {
-    auto v = parseCellValue(g_focus.text);
-    const std::string where = std::string(matrixName(g_focus.id)) + "[" + std::to_string(g_focus.r) + "][" +
-                              std::to_string(g_focus.c) + "]";
+    MatrixFocus& f = state.edit.focus;
+    auto v = parseCellValue(f.text);
+    const std::string where = std::string(matrixName(f.id)) + "[" + std::to_string(f.r) + "][" +
+                              std::to_string(f.c) + "]";
     if (!v.ok()) {
-        g_focus.error = where + ": " + v.status().message;
-        postWarning(g_focus.error);
-        g_focus.focusField = true;
+        f.error = where + ": " + v.status().message;
+        postWarning(f.error);
+        f.focusField = true;
         return;
     }
-    const MatrixId id = g_focus.id;
-    const int r = g_focus.r, c = g_focus.c;
+    const MatrixId id = f.id;
+    const int r = f.r, c = f.c;
     const float value = *v;
     if (state.doc.cell(id, r, c) != value) {
         attn::Matrix m(state.doc.rows(id), state.doc.cols(id));
@@ -105,25 +94,130 @@ void commitText(AppState& state)
         m(r, c) = value;
         state.doc.setMatrix(id, m);
     }
-    g_focus.editing = false;
-    g_focus.error.clear();
+    f.editing = false;
+    f.error.clear();
+}
+
+// Closes the open text field, if any: valid text is kept (as a spreadsheet does when you click elsewhere),
+// invalid text goes with its message.
+void leaveEditing(AppState& state)
+{
+    MatrixFocus& f = state.edit.focus;
+    if (!f.editing) return;
+    if (parseCellValue(f.text).ok()) commitText(state);
+    f.editing = false;
+    f.error.clear();
+}
+
+// Escape in the text field: the cell keeps its value, the typed text and its error message go.
+void cancelEditing(AppState& state)
+{
+    MatrixFocus& f = state.edit.focus;
+    f.editing = false;
+    f.focusField = false;
+    f.error.clear();
+    f.text = attn::formatValue(state.doc.cell(f.id, f.r, f.c), 6);
+}
+
+// Selects matrix `id` (its title was clicked): Ctrl+C / Ctrl+V act on it from now on.
+void selectMatrix(AppState& state, MatrixId id)
+{
+    leaveEditing(state);
+    MatrixFocus& f = state.edit.focus;
+    f.hasMatrix = true;
+    f.id = id;
+    f.r = f.c = -1;
+}
+
+void copyMatrix(const AppState& state, MatrixId id)
+{
+    attn::Matrix m(state.doc.rows(id), state.doc.cols(id));
+    for (int i = 0; i < m.rows(); ++i)
+        for (int j = 0; j < m.cols(); ++j) m(i, j) = state.doc.cell(id, i, j);
+    if (columnLayout(state) && !isVector(id)) m = attn::Matrix(m.transpose());
+    ImGui::SetClipboardText(matrixToCsv(m).c_str());
+}
+
+void pasteClipboard(AppState& state, MatrixId id)
+{
+    const char* clip = ImGui::GetClipboardText();
+    attn::Status st = pasteMatrix(state, id, clip ? clip : "");
+    if (!st.ok()) postError(st.message);
+}
+
+// Selects cell (r, c) of matrix `id` (and so the matrix).
+void selectCell(MatrixFocus& f, MatrixId id, int r, int c)
+{
+    f.hasMatrix = true;
+    f.id = id;
+    f.r = r;
+    f.c = c;
 }
 
 void startEditing(AppState& state, MatrixId id, int r, int c, const std::string* initial)
 {
-    g_focus.id = id;
-    g_focus.r = r;
-    g_focus.c = c;
-    g_focus.selected = true;
-    g_focus.editing = true;
-    g_focus.focusField = true;
-    g_focus.error.clear();
-    g_focus.caretToEnd = initial != nullptr;
-    if (initial) g_focus.text = *initial;
-    else g_focus.text = attn::formatValue(state.doc.cell(id, r, c), 6);
+    MatrixFocus& f = state.edit.focus;
+    selectCell(f, id, r, c);
+    f.editing = true;
+    f.focusField = true;
+    f.error.clear();
+    f.caretToEnd = initial != nullptr;
+    if (initial) f.text = *initial;
+    else f.text = attn::formatValue(state.doc.cell(id, r, c), 6);
+}
+
+
+// Keys for the selected matrix of this editor (not while a text field takes the keyboard): Ctrl+C / Ctrl+V
+// copy / paste the whole matrix; arrows move the selected cell (from the title: to the first cell); Enter
+// or a typed digit edits it.
+void handleKeys(AppState& state, MatrixId id, bool col, int dr, int dc)
+{
+    MatrixFocus& f = state.edit.focus;
+    if (!f.hasMatrix || f.id != id || f.editing || ImGui::GetIO().WantTextInput ||
+        !ImGui::IsWindowFocused(ImGuiFocusedFlags_RootAndChildWindows))
+        return;
+    if (ImGui::GetIO().KeyCtrl) {
+        if (keyPressed(ImGuiKey_V, false)) pasteClipboard(state, id);
+        else if (keyPressed(ImGuiKey_C, false)) copyMatrix(state, id);
+        return;
+    }
+    const bool arrows = keyPressed(ImGuiKey_UpArrow) || keyPressed(ImGuiKey_DownArrow) || keyPressed(ImGuiKey_LeftArrow) ||
+                        keyPressed(ImGuiKey_RightArrow);
+    if (!f.cellSelected()) {
+        if (!arrows) return;
+        f.r = f.c = 0;
+        return;
+    }
+    int di = col ? f.c : f.r, dj = col ? f.r : f.c;  // displayed
+    if (keyPressed(ImGuiKey_UpArrow)) di = std::max(0, di - 1);
+    if (keyPressed(ImGuiKey_DownArrow)) di = std::min(dr - 1, di + 1);
+    if (keyPressed(ImGuiKey_LeftArrow)) dj = std::max(0, dj - 1);
+    if (keyPressed(ImGuiKey_RightArrow)) dj = std::min(dc - 1, dj + 1);
+    f.r = col ? dj : di;
+    f.c = col ? di : dj;
+    if (keyPressed(ImGuiKey_Enter) || keyPressed(ImGuiKey_KeyPadEnter)) {
+        startEditing(state, id, f.r, f.c, nullptr);
+        return;
+    }
+    for (ImWchar ch : ImGui::GetIO().InputQueueCharacters)
+        if ((ch >= '0' && ch <= '9') || ch == '-' || ch == '.') {
+            const std::string first(1, static_cast<char>(ch));
+            startEditing(state, id, f.r, f.c, &first);
+            break;
+        }
 }
 
 } // namespace
+
+void noteEditorRect(EditState& edit, MatrixId id, ImVec2 min, ImVec2 max)
+{
+    const int frame = ImGui::GetFrameCount();
+    if (edit.editorsFrame != frame) {
+        edit.editors.clear();
+        edit.editorsFrame = frame;
+    }
+    edit.editors.push_back({id, min, max});
+}
 
 std::string matrixTitle(const AppState& state, MatrixId id)
 {
@@ -164,39 +258,48 @@ attn::Status pasteMatrix(AppState& state, MatrixId id, const std::string& text)
 
 void drawMatrixEditor(AppState& state, MatrixId id, ImVec2 maxSize)
 {
+    MatrixFocus& f = state.edit.focus;
     ImGui::PushID(static_cast<int>(id));
+    const std::string name = matrixName(id);
+    const bool outlined = f.hasMatrix && f.id == id;
+    ImGui::BeginGroup();
+    // The title is a button: a click selects the matrix (Ctrl+C / Ctrl+V act on it), a right-click opens
+    // the fill menu.
     const std::string title = matrixTitle(state, id);
-    ImGui::TextUnformatted(title.c_str());
+    const ImVec2 titlePos = ImGui::GetCursorScreenPos();
+    const ImVec2 titleSize = ImGui::CalcTextSize(title.c_str());
+    ImGui::InvisibleButton("title", ImVec2(std::max(titleSize.x, 1.0f), ImGui::GetTextLineHeight()));
+    state.recordRect("title/" + name, ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (ImGui::IsItemClicked(ImGuiMouseButton_Left)) selectMatrix(state, id);
+    ImGui::GetWindowDrawList()->AddText(titlePos, outlined ? kOutlineColour : ImGui::GetColorU32(ImGuiCol_Text), title.c_str());
     if (ImGui::BeginPopupContextItem("fill")) {
-        int seed = static_cast<int>(g_focus.fillSeed);
+        int seed = static_cast<int>(f.fillSeed);
         ImGui::SetNextItemWidth(90);
-        if (ImGui::InputInt("seed", &seed)) g_focus.fillSeed = static_cast<unsigned>(std::max(0, seed));
+        if (ImGui::InputInt("seed", &seed)) f.fillSeed = static_cast<unsigned>(std::max(0, seed));
         if (ImGui::MenuItem("Zeros")) fillMatrix(state, id, FillKind::Zeros, 0);
         if (ImGui::MenuItem("Identity / block identity")) fillMatrix(state, id, FillKind::Identity, 0);
-        if (ImGui::MenuItem("Random normal (seed)")) fillMatrix(state, id, FillKind::RandomNormal, g_focus.fillSeed);
-        if (ImGui::MenuItem("Xavier normal (seed)")) fillMatrix(state, id, FillKind::Xavier, g_focus.fillSeed);
+        if (ImGui::MenuItem("Random normal (seed)")) fillMatrix(state, id, FillKind::RandomNormal, f.fillSeed);
+        if (ImGui::MenuItem("Xavier normal (seed)")) fillMatrix(state, id, FillKind::Xavier, f.fillSeed);
         ImGui::Separator();
-        if (ImGui::MenuItem("Copy as CSV")) {
-            attn::Matrix m(state.doc.rows(id), state.doc.cols(id));
-            for (int i = 0; i < m.rows(); ++i)
-                for (int j = 0; j < m.cols(); ++j) m(i, j) = state.doc.cell(id, i, j);
-            if (columnLayout(state) && !isVector(id)) m = attn::Matrix(m.transpose());
-            ImGui::SetClipboardText(matrixToCsv(m).c_str());
-        }
-        if (ImGui::MenuItem("Paste (CSV, rows, NumPy/PyTorch printout)")) {
-            const char* clip = ImGui::GetClipboardText();
-            attn::Status st = pasteMatrix(state, id, clip ? clip : "");
-            if (!st.ok()) postError(st.message);
-        }
+        if (ImGui::MenuItem("Copy as CSV")) copyMatrix(state, id);
+        if (ImGui::MenuItem("Paste (CSV, rows, NumPy/PyTorch printout)")) pasteClipboard(state, id);
         ImGui::EndPopup();
     }
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Right-click: fill, copy, paste");
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Click: select (Ctrl+C / Ctrl+V copy / paste the matrix)\nRight-click: fill, copy, paste");
 
     const bool col = columnLayout(state) && !isVector(id);
     const int cr = state.doc.rows(id), cc = state.doc.cols(id);
+    if (f.hasMatrix && f.id == id && (f.r >= cr || f.c >= cc)) {
+        // The matrix shrank under the selected cell (sizes or heads changed, an undo): keep the matrix
+        // selected, drop the cell and any text typed for it.
+        f.r = f.c = -1;
+        f.editing = false;
+        f.error.clear();
+    }
     const int dr = col ? cc : cr, dc = col ? cr : cc;  // displayed rows / cols
     if (dr == 0 || dc == 0) {
         ImGui::TextDisabled("(none)");
+        ImGui::EndGroup();
         ImGui::PopID();
         return;
     }
@@ -241,17 +344,17 @@ void drawMatrixEditor(AppState& state, MatrixId id, ImVec2 maxSize)
             const int r = col ? j : i, c = col ? i : j;  // canonical
             const ImVec2 p0(origin.x + labelW + kCellWidth * static_cast<float>(j), origin.y + headerH + cellH * static_cast<float>(i));
             const ImVec2 p1(p0.x + kCellWidth - 2, p0.y + cellH - 2);
-            const bool isFocus = g_focus.id == id && g_focus.r == r && g_focus.c == c;
+            const bool isFocus = f.hasMatrix && f.id == id && f.r == r && f.c == c;
             ImGui::PushID(i * 65536 + j);
             ImGui::SetCursorScreenPos(p0);
             if (cr * cc <= 64) state.recordRect("cell/" + std::string(matrixName(id)) + "/" + std::to_string(i) + "/" + std::to_string(j), p0, p1);
-            if (isFocus && g_focus.editing) {
+            if (isFocus && f.editing) {
                 ImGui::SetNextItemWidth(kCellWidth - 2);
-                if (g_focus.focusField) {
+                if (f.focusField) {
                     ImGui::SetKeyboardFocusHere();
-                    g_focus.focusField = false;
+                    f.focusField = false;
                 }
-                const bool bad = !g_focus.error.empty();
+                const bool bad = !f.error.empty();
                 if (bad) {
                     ImGui::PushStyleColor(ImGuiCol_FrameBg, IM_COL32(140, 30, 30, 255));
                     ImGui::PushStyleColor(ImGuiCol_Border, IM_COL32(255, 60, 60, 255));
@@ -259,35 +362,34 @@ void drawMatrixEditor(AppState& state, MatrixId id, ImVec2 maxSize)
                 // ImGui selects all when a field is focused from code; after a typed first character the caret
                 // must follow it instead, or the next character would replace it.
                 auto caret = [](ImGuiInputTextCallbackData* d) {
-                    if (g_focus.caretToEnd) {  // callbacks only run while the field is active
+                    auto* focus = static_cast<MatrixFocus*>(d->UserData);
+                    if (focus->caretToEnd) {  // callbacks only run while the field is active
                         d->CursorPos = d->SelectionStart = d->SelectionEnd = d->BufTextLen;
-                        g_focus.caretToEnd = false;
+                        focus->caretToEnd = false;
                     }
                     return 0;
                 };
-                const bool enter = ImGui::InputText("##edit", &g_focus.text,
+                const bool enter = ImGui::InputText("##edit", &f.text,
                                                     ImGuiInputTextFlags_EnterReturnsTrue | ImGuiInputTextFlags_AutoSelectAll |
                                                         ImGuiInputTextFlags_CallbackAlways,
-                                                    caret);
+                                                    caret, &f);
                 if (bad) ImGui::PopStyleColor(2);
                 if (ImGui::IsItemActive()) state.recordRect("editing", p0, p1);
                 const bool active = ImGui::IsItemActive();
                 if (enter) commitText(state);
                 else if (active && keyPressed(ImGuiKey_Tab)) {
                     commitText(state);
-                    if (!g_focus.editing) {
+                    if (!f.editing) {
                         const int nj = (j + 1) % dc, ni = nj == 0 ? (i + 1) % dr : i;
                         startEditing(state, id, col ? nj : ni, col ? ni : nj, nullptr);
                     }
-                } else if (active && keyPressed(ImGuiKey_Escape)) {
-                    g_focus.editing = false;
-                    g_focus.error.clear();
-                } else if (!active && !g_focus.focusField && ImGui::IsMouseClicked(ImGuiMouseButton_Left) &&
+                } else if ((active || ImGui::IsItemDeactivated()) && keyPressed(ImGuiKey_Escape)) {
+                    // ImGui's field handles Escape itself (it reverts to the text it was focused with and lets go),
+                    // so the field is no longer active in this frame: Escape counts when it just let go too.
+                    cancelEditing(state);
+                } else if (!active && !f.focusField && ImGui::IsMouseClicked(ImGuiMouseButton_Left) &&
                            !ImGui::IsItemHovered()) {
-                    // Clicked elsewhere: keep valid text (as a spreadsheet does), drop invalid text with its message.
-                    if (parseCellValue(g_focus.text).ok()) commitText(state);
-                    g_focus.editing = false;
-                    g_focus.error.clear();
+                    leaveEditing(state);  // clicked elsewhere
                 }
             } else {
                 ImGui::InvisibleButton("c", ImVec2(kCellWidth - 2, cellH - 2));
@@ -297,29 +399,26 @@ void drawMatrixEditor(AppState& state, MatrixId id, ImVec2 maxSize)
                     else state.nextHoverKey = r;
                 }
                 if (ImGui::IsItemActivated()) {
-                    g_focus.id = id;
-                    g_focus.r = r;
-                    g_focus.c = c;
-                    g_focus.selected = true;
-                    g_focus.editing = false;
-                    g_focus.scrubbing = false;
-                    g_focus.scrubStart = state.doc.cell(id, r, c);
+                    leaveEditing(state);
+                    selectCell(f, id, r, c);
+                    f.scrubbing = false;
+                    f.scrubStart = state.doc.cell(id, r, c);
                 }
-                if (ImGui::IsItemActive() && !g_focus.scrubbing &&
+                if (ImGui::IsItemActive() && !f.scrubbing &&
                     std::fabs(ImGui::GetMouseDragDelta(ImGuiMouseButton_Left).x) > kScrubThreshold) {
-                    g_focus.scrubbing = true;
+                    f.scrubbing = true;
                     state.doc.beginGesture();
                 }
-                if (ImGui::IsItemActive() && g_focus.scrubbing) {
+                if (ImGui::IsItemActive() && f.scrubbing) {
                     const float step = ImGui::GetIO().KeyShift ? kScrubPerPixel * 0.1f : kScrubPerPixel;
-                    const float v = g_focus.scrubStart + ImGui::GetMouseDragDelta(ImGuiMouseButton_Left).x * step;
+                    const float v = f.scrubStart + ImGui::GetMouseDragDelta(ImGuiMouseButton_Left).x * step;
                     if (v != state.doc.cell(id, r, c)) state.doc.setCellInGesture(id, r, c, v);
                 }
                 if (ImGui::IsItemDeactivated()) {
-                    if (!g_focus.scrubbing) startEditing(state, id, r, c, nullptr);
-                    g_focus.scrubbing = false;
+                    if (!f.scrubbing) startEditing(state, id, r, c, nullptr);
+                    f.scrubbing = false;
                 }
-                const bool sel = isFocus && g_focus.selected;
+                const bool sel = isFocus;
                 if (sel) state.recordRect("selected", p0, p1);
                 const ImU32 bg = ImGui::GetColorU32(sel ? ImGuiCol_FrameBgActive : hovered ? ImGuiCol_FrameBgHovered : ImGuiCol_FrameBg);
                 dl->AddRectFilled(p0, p1, bg, 2.0f);
@@ -337,42 +436,23 @@ void drawMatrixEditor(AppState& state, MatrixId id, ImVec2 maxSize)
             ImGui::PopID();
         }
 
-    // Keyboard navigation of the selected (not edited) cell of this editor.
-    if (g_focus.selected && !g_focus.editing && g_focus.id == id && !ImGui::GetIO().WantTextInput &&
-        ImGui::IsWindowFocused(ImGuiFocusedFlags_RootAndChildWindows)) {
-        int di = col ? g_focus.c : g_focus.r, dj = col ? g_focus.r : g_focus.c;
-        if (keyPressed(ImGuiKey_UpArrow)) di = std::max(0, di - 1);
-        if (keyPressed(ImGuiKey_DownArrow)) di = std::min(dr - 1, di + 1);
-        if (keyPressed(ImGuiKey_LeftArrow)) dj = std::max(0, dj - 1);
-        if (keyPressed(ImGuiKey_RightArrow)) dj = std::min(dc - 1, dj + 1);
-        g_focus.r = col ? dj : di;
-        g_focus.c = col ? di : dj;
-        if (ImGui::GetIO().KeyCtrl && keyPressed(ImGuiKey_V, false)) {
-            const char* clip = ImGui::GetClipboardText();
-            attn::Status st = pasteMatrix(state, id, clip ? clip : "");
-            if (!st.ok()) postError(st.message);
-        } else if (ImGui::GetIO().KeyCtrl && keyPressed(ImGuiKey_C, false)) {
-            attn::Matrix m(cr, cc);
-            for (int a = 0; a < cr; ++a)
-                for (int b = 0; b < cc; ++b) m(a, b) = state.doc.cell(id, a, b);
-            if (col) m = attn::Matrix(m.transpose());
-            ImGui::SetClipboardText(matrixToCsv(m).c_str());
-        } else if (keyPressed(ImGuiKey_Enter) || keyPressed(ImGuiKey_KeyPadEnter)) {
-            startEditing(state, id, g_focus.r, g_focus.c, nullptr);
-        } else {
-            for (ImWchar ch : ImGui::GetIO().InputQueueCharacters)
-                if ((ch >= '0' && ch <= '9') || ch == '-' || ch == '.') {
-                    const std::string first(1, static_cast<char>(ch));
-                    startEditing(state, id, g_focus.r, g_focus.c, &first);
-                    break;
-                }
-        }
-    }
-
     ImGui::SetCursorScreenPos(origin);
     ImGui::Dummy(full);
     if (scroll) ImGui::EndChild();
-    if (g_focus.id == id && !g_focus.error.empty()) ImGui::TextColored(ImVec4(1.0f, 0.4f, 0.4f, 1.0f), "%s", g_focus.error.c_str());
+    if (f.hasMatrix && f.id == id && !f.error.empty()) {
+        ImGui::TextColored(ImVec4(1.0f, 0.4f, 0.4f, 1.0f), "%s", f.error.c_str());
+        state.recordRect("cell_error", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    }
+    ImGui::EndGroup();
+    const ImVec2 gmin = ImGui::GetItemRectMin(), gmax = ImGui::GetItemRectMax();
+    noteEditorRect(state.edit, id, gmin, gmax);
+    if (outlined) {
+        // The selected matrix is framed: the one Ctrl+C / Ctrl+V act on.
+        const ImVec2 a(gmin.x - kOutlinePad, gmin.y - kOutlinePad), b(gmax.x + kOutlinePad, gmax.y + kOutlinePad);
+        ImGui::GetWindowDrawList()->AddRect(a, b, kOutlineColour, 3.0f, 0, 2.0f);
+        state.recordRect("outline/" + name, a, b);
+    }
+    handleKeys(state, id, col, dr, dc);
     ImGui::PopID();
 }
 

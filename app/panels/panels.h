@@ -32,7 +32,5 @@ inline constexpr float kStatusBarHeight = 24.0f;
 inline bool keyPressed(ImGuiKey k, bool repeat = true) { return ImGui::IsKeyPressed(ImGui::GetKeyIndex(k), repeat); }
 inline bool letterPressed(char upper) { return ImGui::IsKeyPressed(static_cast<int>(upper), false); }
 
-// Opens `path` when it names a session file (drag-and-drop and the command line use this).
-void requestOpen(AppState& state, const std::string& path);
 
 } // namespace app

@@ -14,12 +14,11 @@ void drawStatusBar(AppState& state)
     ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(8, 3));
     ImGui::Begin("##status", nullptr, ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
                                           ImGuiWindowFlags_NoBringToFrontOnFocus);
-    static std::string backend;
-    static attn::Backend backendOf = attn::Backend::Auto;
+    std::string& backend = state.edit.backendText;  // described once per backend: it probes the device
     const attn::Backend b = state.doc.hasResult() ? state.doc.result().backend : state.doc.backend;
-    if (backend.empty() || b != backendOf) {
+    if (backend.empty() || b != state.edit.backendOf) {
         backend = attn::backendDescription(b);
-        backendOf = b;
+        state.edit.backendOf = b;
     }
     const Sizes z = state.doc.sizes();
     if (state.doc.computing()) {

@@ -14,7 +14,8 @@
 
 namespace app {
 namespace {
-std::vector<std::string> g_dropped;
+// GLFW's error callback is process-wide and has no user pointer (errors come before any window exists), so
+// its last text is the one state kept outside a Platform; it is only read and written on the main thread.
 std::string g_glfwError;
 bool g_reportGlfwErrors = false;  // during init the error goes into init's own one-line message instead
 
@@ -24,11 +25,19 @@ void onGlfwError(int code, const char* text)
     if (g_reportGlfwErrors) std::fprintf(stderr, "attnscope: warning: GLFW error %d: %s\n", code, g_glfwError.c_str());
 }
 
-void onDrop(GLFWwindow*, int count, const char** paths)
-{
-    for (int i = 0; i < count; ++i) g_dropped.emplace_back(paths[i]);
-}
 } // namespace
+
+// The drop lands where the pointer is: GLFW's X11 and Wayland backends move the cursor position to the
+// drop point (XdndPosition / wl_data_device motion) before they call this.
+void Platform::onDrop(GLFWwindow* w, int count, const char** paths)
+{
+    auto* self = static_cast<Platform*>(glfwGetWindowUserPointer(w));
+    if (!self || count <= 0) return;
+    FileDrop d;
+    glfwGetCursorPos(w, &d.x, &d.y);
+    for (int i = 0; i < count; ++i) d.paths.emplace_back(paths[i]);
+    self->m_drops.push_back(std::move(d));
+}
 
 Platform::~Platform() { shutdown(); }
 
@@ -52,7 +61,8 @@ attn::Status Platform::init(const PlatformOptions& opt)
     if (gladLoadGL(glfwGetProcAddress) == 0)
         return attn::makeError(attn::StatusCode::Unavailable, "cannot load the OpenGL 3.3 functions (glad)");
     glfwSwapInterval(opt.vsync ? 1 : 0);
-    glfwSetDropCallback(m_window, onDrop);
+    glfwSetWindowUserPointer(m_window, this);  // ImGui's GLFW backend (1.86) does not use it
+    glfwSetDropCallback(m_window, &Platform::onDrop);
 
     IMGUI_CHECKVERSION();
     ImGui::CreateContext();
@@ -118,10 +128,10 @@ void Platform::swapBuffers() { glfwSwapBuffers(m_window); }
 
 void Platform::framebufferSize(int& w, int& h) const { glfwGetFramebufferSize(m_window, &w, &h); }
 
-std::vector<std::string> Platform::takeDroppedFiles()
+std::vector<FileDrop> Platform::takeDroppedFiles()
 {
-    std::vector<std::string> out;
-    out.swap(g_dropped);
+    std::vector<FileDrop> out;
+    out.swap(m_drops);
     return out;
 }
 

@@ -18,6 +18,12 @@ struct PlatformOptions {
     bool vsync = true;  // off for benchmarks
 };
 
+// Files dropped on the window together, and where (window coordinates, as ImGui's mouse position).
+struct FileDrop {
+    std::vector<std::string> paths;
+    double x = -1, y = -1;
+};
+
 class Platform {
 public:
     Platform() = default;
@@ -40,12 +46,15 @@ public:
     void renderFrame();       // ImGui::Render, clear, draw (leaves the picture in the back buffer)
     void swapBuffers();
     void framebufferSize(int& w, int& h) const;
-    // Paths dropped on the window since the last call.
-    std::vector<std::string> takeDroppedFiles();
+    // Files dropped on the window since the last call (GLFW's drop callback), oldest first.
+    std::vector<FileDrop> takeDroppedFiles();
     GLFWwindow* window() const { return m_window; }
 
 private:
+    static void onDrop(GLFWwindow* w, int count, const char** paths);
+
     GLFWwindow* m_window = nullptr;
+    std::vector<FileDrop> m_drops;
     bool m_imguiReady = false;
     bool m_glfwReady = false;
 };

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 
 namespace app {
@@ -81,9 +82,10 @@ bool openSession(AppState& state, const std::string& path)
     // instead of overwriting the preset.
     const bool preset = isPreset(state, path);
     state.doc.setSession(std::move(*s), preset ? "" : path);
-    state.filePath = preset ? "" : path;
+    noteSessionLoaded(state.edit);
     if (!preset) addRecent(state, path);
     postInfo(std::string(preset ? "opened preset " : "opened ") + path);
+    state.filePath = preset ? "" : path;  // last: `path` may be state.filePath itself (the file panel's Open)
     return true;
 }
 
@@ -110,6 +112,28 @@ bool isPreset(const AppState& state, const std::string& path)
     std::error_code ec;
     return !state.presetsDir.empty() &&
            std::filesystem::equivalent(std::filesystem::path(path).parent_path(), state.presetsDir, ec);
+}
+
+bool requestOpen(AppState& state, const std::string& path)
+{
+    if (!state.doc.modified()) return openSession(state, path);
+    DocUiState& ui = state.docUi;
+    ui.pendingOpen = path;
+    ui.saveError.clear();
+    if (!state.doc.path().empty()) {
+        ui.saveAsPath = state.doc.path();
+    } else if (ui.saveAsPath.empty()) {
+        // A file name from the session's name ("Causal decoder, 2 heads" → causal_decoder_2_heads.json).
+        std::string stem;
+        for (char c : state.doc.session().name) {
+            const unsigned char u = static_cast<unsigned char>(c);
+            if (std::isalnum(u)) stem.push_back(static_cast<char>(std::tolower(u)));
+            else if (!stem.empty() && stem.back() != '_') stem.push_back('_');
+        }
+        while (!stem.empty() && stem.back() == '_') stem.pop_back();
+        ui.saveAsPath = (stem.empty() ? std::string("untitled") : stem) + ".json";
+    }
+    return true;
 }
 
 bool saveSessionAs(AppState& state, const std::string& path)

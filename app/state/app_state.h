@@ -6,6 +6,7 @@
 #include "state/background_saver.h"
 #include "state/doc_ui_state.h"
 #include "state/document.h"
+#include "state/edit_state.h"
 #include "state/export_state.h"
 #include "state/model_state.h"
 
@@ -72,6 +73,7 @@ struct AppState {
     ExportState exportDialog;  // File → Export… (Ctrl+E)
     DocUiState docUi;          // controls panel, main menu and unsaved-changes prompt
     ModelState model;          // the model mode: a trained transformer (docs/model.md)
+    EditState edit;            // matrix selection and cell being typed, status bar, path field, file chooser
 
     // Lesson panels: their UI state, and the session in file orientation they read (rebuilt when the
     // document's revision changes: the document stores it row-oriented).
@@ -112,6 +114,10 @@ struct AppState {
 // session is untouched. Adds successes to the recent files, except presets (files in state.presetsDir), which
 // open as untitled documents so that saving never overwrites them.
 bool openSession(AppState& state, const std::string& path);
+// File → Open, recent files, presets and dropped sessions: opens `path` now, or, when the document has unsaved
+// changes, asks first (state.docUi.pendingOpen: the prompt saves or discards, then opens). False when opening
+// now failed (openSession's loadError says why).
+bool requestOpen(AppState& state, const std::string& path);
 // True when `path` is in state.presetsDir.
 bool isPreset(const AppState& state, const std::string& path);
 // Keeps the view options with the session they belong to, once per frame: stores them in the document's
