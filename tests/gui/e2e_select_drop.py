@@ -160,6 +160,9 @@ def run(app, a, autosave, stderr_path):
     key("Tab")
     key("Return")
     want = presets + "/causal_decoder_2heads.json"
+    # The session was edited above (paste, import), so the window asks before the preset replaces it.
+    app.rect("unsaved/discard")
+    app.click("unsaved/discard")
     wait_for(lambda: stderr_has("opened preset " + want), "Tab to complete the path and Enter to open " + want)
     print("path field: Tab completed the preset's name, Enter opened it")
 
