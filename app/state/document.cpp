@@ -288,33 +288,22 @@ void Document::setCellInGesture(MatrixId id, int r, int c, float v)
     markDirty();
 }
 
-bool Document::undo()
+bool Document::travel(std::deque<Snapshot>& from, std::deque<Snapshot>& to)
 {
-    if (m_undo.empty()) return false;
-    m_redo.push_back({std::move(m_session), std::move(m_path), m_stateId, m_sessionSerial});
-    Snapshot& u = m_undo.back();
-    m_session = std::move(u.session);
-    m_path = std::move(u.path);
-    m_stateId = u.id;
-    m_sessionSerial = u.serial;
-    m_undo.pop_back();
+    if (from.empty()) return false;
+    to.push_back({std::move(m_session), std::move(m_path), m_stateId, m_sessionSerial});
+    Snapshot& back = from.back();
+    m_session = std::move(back.session);
+    m_path = std::move(back.path);
+    m_stateId = back.id;
+    m_sessionSerial = back.serial;
+    from.pop_back();
     markDirty();
     return true;
 }
 
-bool Document::redo()
-{
-    if (m_redo.empty()) return false;
-    m_undo.push_back({std::move(m_session), std::move(m_path), m_stateId, m_sessionSerial});
-    Snapshot& r = m_redo.back();
-    m_session = std::move(r.session);
-    m_path = std::move(r.path);
-    m_stateId = r.id;
-    m_sessionSerial = r.serial;
-    m_redo.pop_back();
-    markDirty();
-    return true;
-}
+bool Document::undo() { return travel(m_undo, m_redo); }
+bool Document::redo() { return travel(m_redo, m_undo); }
 
 // -----------------------------------------------------------------------------------------------------
 // [SECTION] Sizes, modes, scores, tokens

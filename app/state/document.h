@@ -176,6 +176,8 @@ private:
         std::uint64_t serial = 0;  // sessionSerial() of the opened session it belongs to
     };
     void pushUndo();
+    // Undo (from m_undo to m_redo) or redo (the other way): the current state goes onto `to`.
+    bool travel(std::deque<Snapshot>& from, std::deque<Snapshot>& to);
     void fitMaskAndTokens();
     // Fills head blocks [fromHead, toHead) of `m` (column blocks of width d, or row blocks when `rowBlocks`)
     // with the stashed weights of that head when their shape fits, else seeded Xavier values.
