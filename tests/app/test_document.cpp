@@ -1,6 +1,5 @@
 // The document: edits keep shapes consistent, undo/redo restore exactly, the layout only transposes at the
 // boundary, and every number comes from attn::compute.
-#include "panels/panels.h"
 #include "state/app_state.h"
 #include "state/document.h"
 
