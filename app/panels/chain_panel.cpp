@@ -18,11 +18,13 @@
 #include "panels/panels.h"
 #include "render/heads_grid.h"
 #include "render/heatmap_view.h"
+#include "view/heatmap_description.h"
 
 #include <imgui.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <cmath>
 #include <cstdio>
 
@@ -109,57 +111,46 @@ HeatmapSpec baseSpec(AppState& s, const std::string& key, const attn::Matrix& m,
     return spec;
 }
 
-// A heatmap of a token × feature matrix (Q, K, V, outputs): tokens on rows in Row layout, on columns in Column.
-HeatmapSpec tokenFeatureSpec(AppState& s, const std::string& key, const attn::Matrix& m, HeatmapKind kind,
-                             const attn::DisplayRange& range, bool queryTokens, float cell, int headBlock = 0)
+// The heatmap of a map described by view::describeMap (the description the exported figures use too):
+// its numbers, masked cells, token labels, axis kinds (hover links queries and keys across the panels),
+// head separators; axis titles on the query × key maps.
+HeatmapSpec specFrom(AppState& s, const std::string& key, const view::MapDescription& d, HeatmapKind kind,
+                     const attn::DisplayRange& range, float cell)
 {
-    HeatmapSpec spec = baseSpec(s, key, m, kind, range, cell);
-    const Axis tok = queryTokens ? Axis::Query : Axis::Key;
-    const auto* labels = queryTokens ? queryLabels(s) : keyLabels(s);
-    const int hov = queryTokens ? s.hoverQuery : s.hoverKey;
-    if (isColumn(s)) {
-        spec.colAxis = tok;
-        spec.colLabels = labels;
-        spec.highlightCol = hov;
-        spec.rowBlock = headBlock;
-    } else {
-        spec.rowAxis = tok;
-        spec.rowLabels = labels;
-        spec.highlightRow = hov;
-        spec.colBlock = headBlock;
+    assert(d.whole());  // the chain shows whole result matrices (per-head blocks are the figures')
+    HeatmapSpec spec = baseSpec(s, key, *d.source, kind, range, cell);
+    spec.src.mask = d.masked;
+    const auto axis = [](view::AxisKind k) { return k == view::AxisKind::Query ? Axis::Query : k == view::AxisKind::Key ? Axis::Key : Axis::Feature; };
+    const auto hover = [&](view::AxisKind k) { return k == view::AxisKind::Query ? s.hoverQuery : k == view::AxisKind::Key ? s.hoverKey : -1; };
+    spec.rowAxis = axis(d.row.kind);
+    spec.colAxis = axis(d.col.kind);
+    spec.rowLabels = d.row.tokens;
+    spec.colLabels = d.col.tokens;
+    spec.highlightRow = hover(d.row.kind);
+    spec.highlightCol = hover(d.col.kind);
+    if (d.headBlock > 0) (d.row.kind == view::AxisKind::Feature ? spec.rowBlock : spec.colBlock) = d.headBlock;
+    if (d.row.kind != view::AxisKind::Feature && d.col.kind != view::AxisKind::Feature) {
+        spec.rowTitle = view::plainText(d.row.title);
+        spec.colTitle = view::plainText(d.col.title);
+        // Padded keys: their labels struck through.
+        const auto& pad = s.doc.session().input.mask.keyPadding;
+        (d.row.kind == view::AxisKind::Key ? spec.rowLabelMarked : spec.colLabelMarked) = pad;
     }
     return spec;
 }
 
-// Scores/weights: Row T×S (queries on rows), Column S×T; the axes titled "query" and "key".
-HeatmapSpec queryKeySpec(AppState& s, const std::string& key, const attn::Matrix& m, const attn::MaskMatrix& mask,
-                         HeatmapKind kind, const attn::DisplayRange& range, float cell)
+// "weights  7×7  [n × n_kv]": the map's name and shape, each axis named by its size.
+std::string shapeTitle(const AppState& s, const view::MapDescription& d)
 {
-    HeatmapSpec spec = baseSpec(s, key, m, kind, range, cell);
-    spec.src.mask = &mask;
-    const auto& pad = s.doc.session().input.mask.keyPadding;
-    if (isColumn(s)) {
-        spec.rowAxis = Axis::Key;
-        spec.colAxis = Axis::Query;
-        spec.rowLabels = keyLabels(s);
-        spec.colLabels = queryLabels(s);
-        spec.highlightRow = s.hoverKey;
-        spec.highlightCol = s.hoverQuery;
-        spec.rowLabelMarked = pad;
-        spec.rowTitle = "key";
-        spec.colTitle = "query";
-    } else {
-        spec.rowAxis = Axis::Query;
-        spec.colAxis = Axis::Key;
-        spec.rowLabels = queryLabels(s);
-        spec.colLabels = keyLabels(s);
-        spec.highlightRow = s.hoverQuery;
-        spec.highlightCol = s.hoverKey;
-        spec.colLabelMarked = pad;
-        spec.rowTitle = "query";
-        spec.colTitle = "key";
-    }
-    return spec;
+    const bool sideKeys = s.doc.session().config.mode != attn::Mode::Self;
+    const auto sizeName = [&](const view::AxisDescription& a) {
+        return a.kind == view::AxisKind::Query ? std::string("n") : a.kind == view::AxisKind::Key ? std::string(sideKeys ? "n_kv" : "n")
+                                                                                                   : view::plainText(a.title);
+    };
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%s  %ld×%ld  [%s × %s]", view::plainText(d.name).c_str(), static_cast<long>(d.rows),
+                  static_cast<long>(d.cols), sizeName(d.row).c_str(), sizeName(d.col).c_str());
+    return buf;
 }
 
 // Marks a per-head heatmap as also held in device memory (a result of the CUDA backend), so the GL renderer
@@ -242,14 +233,6 @@ void arrow()
     ImGui::TextDisabled("→");
     ImGui::EndGroup();
     ImGui::SameLine();
-}
-
-std::string shapeTitle(const char* name, const attn::Matrix& m, const char* rowName, const char* colName)
-{
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "%s  %ld×%ld  [%s × %s]", name, static_cast<long>(m.rows()), static_cast<long>(m.cols()),
-                  rowName, colName);
-    return buf;
 }
 
 // -----------------------------------------------------------------------------------------------------
@@ -335,7 +318,7 @@ std::string formulaText(const AppState& s)
 
 // The maps of the chain, by key: "proj/Q", "proj/K", "proj/V", "scores/h", "weights/h", "headout/h",
 // "concat", "output".
-enum class MapKind { Q, K, V, Scores, Weights, HeadOut, Concat, Output };
+using view::MapKind;
 
 struct MapRef {
     MapKind kind = MapKind::Weights;
@@ -353,8 +336,8 @@ std::string mapKey(MapRef m)
     case MapKind::HeadOut: return "headout/" + std::to_string(m.head);
     case MapKind::Concat: return "concat";
     case MapKind::Output: return "output";
+    default: return "";  // inputs are editors, and per-head Q/K/V blocks are the figures', not maps of the chain
     }
-    return "";
 }
 
 std::optional<MapRef> mapFromKey(const std::string& key, int heads)
@@ -390,66 +373,35 @@ struct MapStyle {
 // label band (the cells' offset below the title).
 float drawMap(AppState& state, MapRef m, const MapStyle& style)
 {
-    const attn::Session& ss = state.doc.session();
     const attn::AttentionResult& r = state.doc.result();
     const ResultRanges& rg = state.doc.ranges();
     const bool col = isColumn(state);
-    const bool cross = ss.config.mode == attn::Mode::Cross, direct = ss.config.mode == attn::Mode::Direct;
-    const char* qn = "n";
-    const char* kn = cross || direct ? "n_kv" : "n";
-    const int H = static_cast<int>(r.heads.size());
     const std::string key = mapKey(m);
     const std::size_t h = static_cast<std::size_t>(m.head);
-
-    std::string t;
-    HeatmapSpec spec;
-    const char* name = "";
+    const attn::Expected<view::MapDescription> described = view::describeMap(state.doc.session(), r, m.kind, m.head);
+    if (!described) {
+        ImGui::TextDisabled("%s", described.status().message.c_str());
+        return 0;
+    }
+    const view::MapDescription& d = *described;
+    const std::string name = view::plainText(d.name);
+    const std::string t = shapeTitle(state, d);
+    HeatmapKind kind = HeatmapKind::Output;
+    const attn::DisplayRange* range = &rg.output;
     switch (m.kind) {
-    case MapKind::Q:
-    case MapKind::K:
-    case MapKind::V: {
-        const attn::Matrix& mat = m.kind == MapKind::Q ? r.Q : m.kind == MapKind::K ? r.K : r.V;
-        const attn::DisplayRange& range = m.kind == MapKind::Q ? rg.q : m.kind == MapKind::K ? rg.k : rg.v;
-        name = m.kind == MapKind::Q ? "Q" : m.kind == MapKind::K ? "K" : "V";
-        const char* tok = m.kind == MapKind::Q ? qn : kn;
-        const char* feat = m.kind == MapKind::Q ? (direct ? "h·d_q" : "h·d_k") : m.kind == MapKind::K ? "h·d_k" : "h·d_v";
-        t = col ? shapeTitle(name, mat, feat, tok) : shapeTitle(name, mat, tok, feat);
-        const int block = H > 1 ? static_cast<int>(col ? mat.rows() : mat.cols()) / H : 0;
-        spec = tokenFeatureSpec(state, key, mat, HeatmapKind::Projection, range, m.kind == MapKind::Q, style.cell, block);
-        break;
+    case MapKind::Q: kind = HeatmapKind::Projection, range = &rg.q; break;
+    case MapKind::K: kind = HeatmapKind::Projection, range = &rg.k; break;
+    case MapKind::V: kind = HeatmapKind::Projection, range = &rg.v; break;
+    case MapKind::Scores: kind = HeatmapKind::Scores, range = &rg.scores[h]; break;
+    case MapKind::Weights: kind = HeatmapKind::Weights, range = &rg.weights[h]; break;
+    case MapKind::HeadOut: range = &rg.headOut[h]; break;
+    case MapKind::Concat: range = &rg.concat; break;
+    default: break;
     }
-    case MapKind::Scores:
-    case MapKind::Weights: {
-        const attn::HeadResult& hr = r.heads[h];
-        const bool w = m.kind == MapKind::Weights;
-        t = shapeTitle(w ? "weights" : "scores", w ? hr.weights : hr.scores, col ? kn : qn, col ? qn : kn);
-        spec = queryKeySpec(state, key, w ? hr.weights : hr.scores, hr.masked, w ? HeatmapKind::Weights : HeatmapKind::Scores,
-                            w ? rg.weights[h] : rg.scores[h], style.cell);
-        fromDevice(spec, r, w ? attn::DeviceMatrix::Weights : attn::DeviceMatrix::Scores, m.head, state.doc.computing());
-        break;
-    }
-    case MapKind::HeadOut: {
-        const attn::HeadResult& hr = r.heads[h];
-        t = col ? shapeTitle("output", hr.output, "d_v", qn) : shapeTitle("output", hr.output, qn, "d_v");
-        spec = tokenFeatureSpec(state, key, hr.output, HeatmapKind::Output, rg.headOut[h], true, style.cell);
-        fromDevice(spec, r, attn::DeviceMatrix::Output, m.head, state.doc.computing());
-        break;
-    }
-    case MapKind::Concat: {
-        name = "concat";
-        t = col ? shapeTitle("concat", r.concat, "h·d_v", qn) : shapeTitle("concat", r.concat, qn, "h·d_v");
-        const int block = H > 1 ? static_cast<int>(col ? r.concat.rows() : r.concat.cols()) / H : 0;
-        spec = tokenFeatureSpec(state, key, r.concat, HeatmapKind::Output, rg.concat, true, style.cell, block);
-        break;
-    }
-    case MapKind::Output: {
-        name = "output";
-        const char* on = state.doc.present(MatrixId::Wo) ? "d_out" : "h·d_v";
-        t = col ? shapeTitle("output", r.output, on, qn) : shapeTitle("output", r.output, qn, on);
-        spec = tokenFeatureSpec(state, key, r.output, HeatmapKind::Output, rg.output, true, style.cell);
-        break;
-    }
-    }
+    HeatmapSpec spec = specFrom(state, key, d, kind, *range, style.cell);
+    if (m.kind == MapKind::Scores) fromDevice(spec, r, attn::DeviceMatrix::Scores, m.head, state.doc.computing());
+    if (m.kind == MapKind::Weights) fromDevice(spec, r, attn::DeviceMatrix::Weights, m.head, state.doc.computing());
+    if (m.kind == MapKind::HeadOut) fromDevice(spec, r, attn::DeviceMatrix::Output, m.head, state.doc.computing());
     if (!style.rowLabels) spec.rowLabelsShown = false;
     spec.maxWidth = spec.maxHeight = style.maxSize;
     spec.minColBand = style.minColBand;
@@ -464,7 +416,8 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
     }
     const float top = ImGui::GetCursorScreenPos().y;
     const HeatmapHit hit = drawHeatmap(spec);
-    state.recordRect("heatmap/" + (m.kind <= MapKind::V ? std::string(name) : key), hit.cellsMin, hit.cellsMax);
+    const bool projection = m.kind == MapKind::Q || m.kind == MapKind::K || m.kind == MapKind::V;
+    state.recordRect("heatmap/" + (projection ? name : key), hit.cellsMin, hit.cellsMax);
     noteHover(state, spec, hit);
     handleZoom(state, hit);
     if (hit.row >= 0) {
@@ -480,7 +433,7 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
             break;
         }
         case MapKind::HeadOut: hoverOutputTooltip(state, r.heads[h], col ? hit.col : hit.row, col ? hit.row : hit.col); break;
-        default: valueTooltip(state, spec, hit, name); break;
+        default: valueTooltip(state, spec, hit, name.c_str()); break;
         }
         // Double-click: this map alone fills the window (Esc goes back); again: back.
         if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) state.chain.focus = state.chain.focus == key ? "" : key;
@@ -787,22 +740,12 @@ void drawToolbar(AppState& state)
 void drawFocus(AppState& state, MapRef m)
 {
     // The whole window for one map: the largest cell with which it and its bands fit (at most 160 px).
-    const attn::AttentionResult& r = state.doc.result();
-    const attn::Matrix* mat = nullptr;
-    switch (m.kind) {
-    case MapKind::Q: mat = &r.Q; break;
-    case MapKind::K: mat = &r.K; break;
-    case MapKind::V: mat = &r.V; break;
-    case MapKind::Scores: mat = &r.heads[static_cast<std::size_t>(m.head)].scores; break;
-    case MapKind::Weights: mat = &r.heads[static_cast<std::size_t>(m.head)].weights; break;
-    case MapKind::HeadOut: mat = &r.heads[static_cast<std::size_t>(m.head)].output; break;
-    case MapKind::Concat: mat = &r.concat; break;
-    case MapKind::Output: mat = &r.output; break;
-    }
+    const attn::Expected<view::MapDescription> d = view::describeMap(state.doc.session(), state.doc.result(), m.kind, m.head);
+    if (!d) return;
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const float bands = 70.0f + 2 * ImGui::GetFontSize();  // the widest label band plus an axis title
-    const float cw = (avail.x - bands - kColorbarWidth) / std::max<float>(1, static_cast<float>(mat->cols()));
-    const float ch = (avail.y - bands) / std::max<float>(1, static_cast<float>(mat->rows()));
+    const float cw = (avail.x - bands - kColorbarWidth) / std::max<float>(1, static_cast<float>(d->cols));
+    const float ch = (avail.y - bands) / std::max<float>(1, static_cast<float>(d->rows));
     MapStyle st;
     st.cell = std::clamp(std::floor(std::min(cw, ch)), 2.0f, 160.0f);
     st.maxSize = std::max(avail.x - kColorbarWidth - 16, avail.y - 8);
