@@ -27,6 +27,10 @@
 #include <cassert>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace app {
 namespace {
@@ -628,7 +632,9 @@ void planChainLayout(AppState& state)
     ChainView& v = state.chain;
     const ImGuiViewport* vp = ImGui::GetMainViewport();
     v.planned = false;
-    if (!state.view.fit || !state.doc.hasResult() || state.doc.result().heads.empty()) {
+    // The model view covers the chain: the chain's plan must not collapse the sidebar under it.
+    const bool modelView = state.model.active && state.model.showView;
+    if (!state.view.fit || modelView || !state.doc.hasResult() || state.doc.result().heads.empty()) {
         v.plan = FitPlan{};
         v.plan.sidebarCollapsed = v.sidebar == Collapse::Hidden;
         return;
@@ -664,6 +670,8 @@ void planChainLayout(AppState& state)
     in.fontSize = ImGui::GetFontSize();
     in.labelBand = std::max(labelBand(queryLabels(state), in.wRows), labelBand(keyLabels(state), in.wCols));
     v.plan = planFitLayout(in, v.inputs, v.sidebar);
+    // Focus: the one map gets the whole window, the sidebar too unless the user asked for it.
+    if (!v.focus.empty() && v.sidebar == Collapse::Auto) v.plan.sidebarCollapsed = true;
     v.planned = true;
 }
 
@@ -743,9 +751,11 @@ void drawFocus(AppState& state, MapRef m)
     const attn::Expected<view::MapDescription> d = view::describeMap(state.doc.session(), state.doc.result(), m.kind, m.head);
     if (!d) return;
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    const float bands = 70.0f + 2 * ImGui::GetFontSize();  // the widest label band plus an axis title
+    // The widest label band plus an axis title, and the two text lines above the map (this note, its title).
+    const float bands = 70.0f + 2 * ImGui::GetFontSize();
+    const float lines = 2 * ImGui::GetTextLineHeightWithSpacing();
     const float cw = (avail.x - bands - kColorbarWidth) / std::max<float>(1, static_cast<float>(d->cols));
-    const float ch = (avail.y - bands) / std::max<float>(1, static_cast<float>(d->rows));
+    const float ch = (avail.y - bands - lines) / std::max<float>(1, static_cast<float>(d->rows));
     MapStyle st;
     st.cell = std::clamp(std::floor(std::min(cw, ch)), 2.0f, 160.0f);
     st.maxSize = std::max(avail.x - kColorbarWidth - 16, avail.y - 8);
