@@ -1,8 +1,9 @@
 // Building a figure description from a session and its result.
 #include "figure/figure.h"
 
+#include "view/heatmap_description.h"
+
 #include <attnscope/attention.h>
-#include <attnscope/layout.h>
 
 namespace app::fig {
 
@@ -40,104 +41,46 @@ const KindInfo& info(PanelKind k)
     return kKinds[0];
 }
 
-// The builder works in Row orientation (tokens are rows); Column-layout sessions store every matrix
-// transposed, so their matrices are turned to Row orientation on the way in and the heatmap is turned back.
-struct Builder {
-    const attn::Session& s;
-    const attn::AttentionResult& r;
-    attn::Dims d;
-    std::vector<std::string> qTokens, kTokens;
-    bool column;
-
-    attn::Matrix rowOf(const attn::Matrix& m) const { return attn::tokenRows(m, layout()); }
-    attn::MaskMatrix rowOf(const attn::MaskMatrix& m) const { return attn::tokenRows(m, layout()); }
-    attn::Layout layout() const { return column ? attn::Layout::Column : attn::Layout::Row; }
-
-    Heatmap tokenRows(const attn::Matrix& m, const std::vector<std::string>& rowTokens, const char* rowAxis,
-                      const char* colAxis) const
-    {
-        Heatmap h;
-        h.values = m;
-        h.rowLabels = tokenLabels(rowTokens, m.rows());
-        h.rowLabelsAreTokens = rowTokens.size() == std::size_t(m.rows());
-        h.colLabels = indexLabels(m.cols());
-        h.rowAxis = rowAxis;
-        h.colAxis = colAxis;
-        return h;
+view::MapKind mapKindOf(PanelKind k)
+{
+    switch (k) {
+    case PanelKind::X: return view::MapKind::X;
+    case PanelKind::Xkv: return view::MapKind::Xkv;
+    case PanelKind::Wq: return view::MapKind::Wq;
+    case PanelKind::Wk: return view::MapKind::Wk;
+    case PanelKind::Wv: return view::MapKind::Wv;
+    case PanelKind::Wo: return view::MapKind::Wo;
+    case PanelKind::Q: return view::MapKind::HeadQ;
+    case PanelKind::K: return view::MapKind::HeadK;
+    case PanelKind::V: return view::MapKind::HeadV;
+    case PanelKind::Scores: return view::MapKind::Scores;
+    case PanelKind::Weights: return view::MapKind::Weights;
+    case PanelKind::Output: return view::MapKind::HeadOut;
+    case PanelKind::Final:
+    case PanelKind::Chain: return view::MapKind::Output;
     }
-    Heatmap plain(const attn::Matrix& m, const char* rowAxis, const char* colAxis) const
-    {
-        Heatmap h;
-        h.values = m;
-        h.rowLabels = indexLabels(m.rows());
-        h.colLabels = indexLabels(m.cols());
-        h.rowAxis = rowAxis;
-        h.colAxis = colAxis;
-        return h;
-    }
+    return view::MapKind::Weights;
+}
 
-    attn::Expected<Heatmap> panel(PanelKind k, int head) const
-    {
-        const char* kindName = info(k).name;
-        const bool direct = s.config.mode == attn::Mode::Direct;
-        auto need = [&](bool ok, const std::string& why) -> attn::Status {
-            return ok ? attn::Status{} : attn::invalidArgument(std::string("panel ") + kindName + ": " + why);
-        };
-        attn::Status st;
-        Heatmap h;
-        const attn::HeadResult& hr = r.heads[std::size_t(head)];
-        switch (k) {
-        case PanelKind::X:
-            if (!(st = need(!direct, "direct mode has no X")).ok()) return st;
-            h = tokenRows(rowOf(s.input.X), qTokens, "query", "d_{model}");
-            break;
-        case PanelKind::Xkv:
-            if (!(st = need(s.config.mode == attn::Mode::Cross, "the session is not in cross mode")).ok()) return st;
-            h = tokenRows(rowOf(s.input.Xkv), kTokens, "key", "d_{model}");
-            break;
-        case PanelKind::Wq:
-        case PanelKind::Wk:
-        case PanelKind::Wv: {
-            if (!(st = need(!direct, "direct mode has no projection weights")).ok()) return st;
-            const attn::Matrix& w = k == PanelKind::Wq ? s.input.Wq : k == PanelKind::Wk ? s.input.Wk : s.input.Wv;
-            const int width = k == PanelKind::Wq ? d.dq : k == PanelKind::Wk ? d.dk : d.dv;
-            h = plain(rowOf(w).middleCols(Eigen::Index(head) * width, width), "d_{model}",
-                      k == PanelKind::Wv ? "d_{v}" : "d_{k}");
-            break;
-        }
-        case PanelKind::Wo:
-            if (!(st = need(s.input.Wo.size() > 0, "the session has no W_O")).ok()) return st;
-            h = plain(rowOf(s.input.Wo).middleRows(Eigen::Index(head) * d.dv, d.dv), "d_{v}", "d_{out}");
-            break;
-        case PanelKind::Q: h = tokenRows(rowOf(hr.Q), qTokens, "query", "d_{k}"); break;
-        case PanelKind::K: h = tokenRows(rowOf(hr.K), kTokens, "key", "d_{k}"); break;
-        case PanelKind::V: h = tokenRows(rowOf(hr.V), kTokens, "key", "d_{v}"); break;
-        case PanelKind::Scores:
-        case PanelKind::Weights:
-            h.values = rowOf(k == PanelKind::Scores ? hr.scores : hr.weights);
-            h.masked = rowOf(hr.masked);
-            h.rowLabels = tokenLabels(qTokens, h.values.rows());
-            h.colLabels = tokenLabels(kTokens, h.values.cols());
-            h.rowLabelsAreTokens = qTokens.size() == std::size_t(h.values.rows());
-            h.colLabelsAreTokens = kTokens.size() == std::size_t(h.values.cols());
-            h.rowAxis = "query";
-            h.colAxis = "key";
-            break;
-        case PanelKind::Output: h = tokenRows(rowOf(hr.output), qTokens, "query", "d_{v}"); break;
-        case PanelKind::Final: h = tokenRows(rowOf(r.output), qTokens, "query", "d_{out}"); break;
-        case PanelKind::Chain: return attn::invalidArgument("panel chain: not a single panel");
-        }
-        if (column) {  // back to the session's own orientation
-            h.values.transposeInPlace();
-            if (h.masked.size() > 0) h.masked.transposeInPlace();
-            std::swap(h.rowLabels, h.colLabels);
-            std::swap(h.rowLabelsAreTokens, h.colLabelsAreTokens);
-            std::swap(h.rowAxis, h.colAxis);
-        }
-        h.colorbarLabel = info(k).colorbarLabel;
-        return h;
-    }
-};
+// One panel from the heatmap's description (view/heatmap_description.h), the one the window draws from:
+// numbers, masks, token labels and axis titles in the session's own orientation.
+attn::Expected<Heatmap> panelOf(const attn::Session& s, const attn::AttentionResult& r, PanelKind k, int head)
+{
+    if (k == PanelKind::Chain) return attn::invalidArgument("panel chain: not a single panel");
+    attn::Expected<view::MapDescription> d = view::describeMap(s, r, mapKindOf(k), head);
+    if (!d) return d.status();
+    Heatmap h;
+    h.values = d->whole() ? *d->source : d->values();
+    if (d->masked) h.masked = *d->masked;
+    h.rowLabels = d->row.tokens ? tokenLabels(*d->row.tokens, h.values.rows()) : indexLabels(h.values.rows());
+    h.colLabels = d->col.tokens ? tokenLabels(*d->col.tokens, h.values.cols()) : indexLabels(h.values.cols());
+    h.rowLabelsAreTokens = d->row.tokens != nullptr;
+    h.colLabelsAreTokens = d->col.tokens != nullptr;
+    h.rowAxis = d->row.title;
+    h.colAxis = d->col.title;
+    h.colorbarLabel = info(k).colorbarLabel;
+    return h;
+}
 
 void setRange(Heatmap& h, attn::Colormap cmap)
 {
@@ -185,7 +128,10 @@ std::optional<PanelKind> panelKindFromString(std::string_view s)
 std::string panelKindList()
 {
     std::string out;
-    for (const KindInfo& i : kKinds) out += (out.empty() ? "" : "|") + std::string(i.name);
+    for (const KindInfo& i : kKinds) {
+        if (!out.empty()) out += '|';
+        out += i.name;
+    }
     return out;
 }
 
@@ -202,9 +148,6 @@ attn::Expected<Figure> buildFigure(const attn::Session& s, const attn::Attention
     if (opt.head >= H)
         return attn::invalidArgument("head " + std::to_string(opt.head) + ": the session has " + std::to_string(H) +
                                      " head" + (H == 1 ? "" : "s") + " (0.." + std::to_string(H - 1) + ")");
-    Builder b{s, result, *dims, s.queryTokens, s.keyTokens, s.config.layout == attn::Layout::Column};
-    if (b.kTokens.empty() && s.config.mode == attn::Mode::Self) b.kTokens = b.qTokens;
-
     const KindInfo& ki = info(opt.panel);
     Figure f;
     f.annotate = opt.annotate;
@@ -219,7 +162,7 @@ attn::Expected<Figure> buildFigure(const attn::Session& s, const attn::Attention
         for (PanelKind k : {PanelKind::Q, PanelKind::K, PanelKind::V, PanelKind::Scores, PanelKind::Weights, PanelKind::Output})
             kinds.push_back(k);
         for (PanelKind k : kinds) {
-            attn::Expected<Heatmap> h = b.panel(k, head);
+            attn::Expected<Heatmap> h = panelOf(s, result, k, head);
             if (!h) return h.status();
             setRange(*h, opt.cmap ? *opt.cmap : defaultColormap(k));
             h->title = info(k).panelTitle;
@@ -250,7 +193,7 @@ attn::Expected<Figure> buildFigure(const attn::Session& s, const attn::Attention
     const attn::Colormap cmap = opt.cmap ? *opt.cmap : defaultColormap(opt.panel);
     std::vector<attn::DisplayRange> ranges;
     for (int head : heads) {
-        attn::Expected<Heatmap> h = b.panel(opt.panel, head);
+        attn::Expected<Heatmap> h = panelOf(s, result, opt.panel, head);
         if (!h) return h.status();
         setRange(*h, cmap);
         if (ki.perHead && (heads.size() > 1 || H > 1)) h->title = "head " + std::to_string(head);

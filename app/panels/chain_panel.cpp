@@ -1,38 +1,50 @@
 // The chain: X (and X_kv) → W^Q, W^K, W^V → Q, K, V → per head: scores → mask → weights → output → concat →
 // W^O → output, laid out left to right, every matrix titled with its name and shape. All numbers come from
-// the document's last good attn::AttentionResult; display ranges from attn::displayRange.
+// the document's last good attn::AttentionResult; display ranges from attn::displayRange (Document::ranges).
 //
-// [SECTION] Display ranges (cached per result)
-// [SECTION] Heatmap specs for each kind of matrix
-// [SECTION] Interaction: key padding, custom mask painting, hover, zoom
+// Three ways to lay it out (view/chain_view.h): "fit" (the default: the current head's maps sized to the
+// window, inputs and controls collapsing to strips when the map needs the room, and a heads grid), "full
+// chain" (every head stacked, every editor open, cells of a fixed size), and focus (one map fills the
+// window: double-click it; Esc goes back).
+//
+// [SECTION] Ranges, labels and specs for each kind of matrix
+// [SECTION] Interaction: key padding, custom mask painting, hover, zoom, focus
 // [SECTION] Tooltips and the formula
+// [SECTION] One map of the chain
+// [SECTION] Columns: inputs, Q K V, a head, the final output
+// [SECTION] The fit plan and the sidebar strip
 // [SECTION] drawChainPanel
 #include "panels/matrix_editor.h"
 #include "panels/panels.h"
+#include "render/heads_grid.h"
 #include "render/heatmap_view.h"
+#include "view/heatmap_description.h"
 
 #include <imgui.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cassert>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace app {
 namespace {
 
 // -----------------------------------------------------------------------------------------------------
-// [SECTION] Display ranges (cached per result)
+// [SECTION] Ranges, labels and specs for each kind of matrix
 // -----------------------------------------------------------------------------------------------------
-
-// Display ranges are computed by core once per result, with the result (Document::ranges(): on the compute
-// worker, not in a frame: at n=4096, h=8 that is 256M values per kind of map).
-ResultRanges g_ranges;
-std::uint64_t g_rangesGeneration = ~std::uint64_t(0);
-const Document* g_rangesDoc = nullptr;  // two documents (bench --gui, tests) may share generation numbers
 
 bool symmetricFor(const AppState& s, HeatmapKind k) { return attn::isDiverging(s.view.colormaps[static_cast<int>(k)]); }
 
-void updateRanges(AppState& s)
+// Display ranges are computed by core once per result, with the result (Document::ranges(): on the compute
+// worker, not in a frame: at n=4096, h=8 that is 256M values per kind of map). They belong to the
+// document itself, so no cache here can hold another document's ranges.
+void updateRangeOptions(AppState& s)
 {
     RangeOptions o;
     o.projection = symmetricFor(s, HeatmapKind::Projection);
@@ -41,15 +53,32 @@ void updateRanges(AppState& s)
     o.output = symmetricFor(s, HeatmapKind::Output);
     o.shared = s.view.sharedRange;
     s.doc.setRangeOptions(o);
-    if (g_rangesGeneration == s.doc.resultGeneration() && g_rangesDoc == &s.doc && g_ranges.options == o && g_ranges.valid) return;
-    g_rangesGeneration = s.doc.resultGeneration();
-    g_rangesDoc = &s.doc;
-    g_ranges = s.doc.ranges();
 }
 
-// -----------------------------------------------------------------------------------------------------
-// [SECTION] Heatmap specs for each kind of matrix
-// -----------------------------------------------------------------------------------------------------
+// The texture generation of this document's shown result: a process-wide counter, renewed when the
+// result changes, so that no two documents (two windows, tests) give the renderer one (key, generation).
+std::uint64_t resultStamp(AppState& s)
+{
+    static std::atomic<std::uint64_t> next{1};
+    ChainView& v = s.chain;
+    if (v.stamp == 0 || v.stampedGeneration != s.doc.resultGeneration()) {
+        v.stamp = next.fetch_add(1);
+        v.stampedGeneration = s.doc.resultGeneration();
+    }
+    return v.stamp;
+}
+
+// The range a map is drawn with under the view's range mode (auto: the result's; locked: the one it had
+// when locked; fixed: weights 0…1, their whole domain).
+attn::DisplayRange rangeFor(AppState& s, HeatmapKind kind, const std::string& key, const attn::DisplayRange& autoRange)
+{
+    const RangeMode mode = kind == HeatmapKind::Weights ? s.view.weightsRange : s.view.otherRanges;
+    if (mode == RangeMode::Fixed && kind == HeatmapKind::Weights) return attn::DisplayRange{0.0f, 1.0f, autoRange.nonFinite};
+    if (mode != RangeMode::Locked) return autoRange;
+    auto [it, added] = s.chain.locked.try_emplace(key, autoRange);
+    (void)added;
+    return it->second;
+}
 
 bool isColumn(const AppState& s) { return s.doc.session().config.layout == attn::Layout::Column; }
 
@@ -64,75 +93,68 @@ const std::vector<std::string>* keyLabels(const AppState& s)
     return t.empty() ? nullptr : &t;
 }
 
-// Base cell size: about 200 px for the largest token count, between 3 and 25 px (25 fits "0.25" in the value font), times the zoom.
-float cellSize(const AppState& s)
+// Full chain: about 200 px for the largest token count, between 3 and 25 px (25 fits "0.25" in the value
+// font), times the zoom.
+float fullCellSize(const AppState& s)
 {
     const Sizes z = s.doc.sizes();
     const int n = std::max({z.n, z.nkv, 1});
     return std::clamp(200.0f / static_cast<float>(n), 3.0f, 25.0f) * s.view.zoom;
 }
 
-// A heatmap of a token × feature matrix (Q, K, V, outputs): tokens on rows in Row layout, on columns in Column.
-HeatmapSpec tokenFeatureSpec(const AppState& s, const std::string& key, const attn::Matrix& m, HeatmapKind kind,
-                             const attn::DisplayRange& range, bool queryTokens, int headBlock = 0)
+HeatmapSpec baseSpec(AppState& s, const std::string& key, const attn::Matrix& m, HeatmapKind kind, const attn::DisplayRange& range, float cell)
 {
     HeatmapSpec spec;
     spec.key = key;
     spec.src.values = &m;
-    spec.src.range = range;
+    spec.src.range = rangeFor(s, kind, key, range);
     spec.src.colormap = s.view.colormaps[static_cast<int>(kind)];
-    spec.src.generation = s.doc.resultGeneration() * 4 + static_cast<std::uint64_t>(kind);
-    spec.cellPx = cellSize(s);
+    spec.src.generation = resultStamp(s) * 4 + static_cast<std::uint64_t>(kind);
+    spec.cellPx = cell;
     spec.showValues = s.view.showValues;
-    const Axis tok = queryTokens ? Axis::Query : Axis::Key;
-    const auto* labels = queryTokens ? queryLabels(s) : keyLabels(s);
-    const int hov = queryTokens ? s.hoverQuery : s.hoverKey;
-    if (isColumn(s)) {
-        spec.colAxis = tok;
-        spec.colLabels = labels;
-        spec.highlightCol = hov;
-        spec.rowBlock = headBlock;
-    } else {
-        spec.rowAxis = tok;
-        spec.rowLabels = labels;
-        spec.highlightRow = hov;
-        spec.colBlock = headBlock;
+    return spec;
+}
+
+// The heatmap of a map described by view::describeMap (the description the exported figures use too):
+// its numbers, masked cells, token labels, axis kinds (hover links queries and keys across the panels),
+// head separators; axis titles on the query × key maps.
+HeatmapSpec specFrom(AppState& s, const std::string& key, const view::MapDescription& d, HeatmapKind kind,
+                     const attn::DisplayRange& range, float cell)
+{
+    assert(d.whole());  // the chain shows whole result matrices (per-head blocks are the figures')
+    HeatmapSpec spec = baseSpec(s, key, *d.source, kind, range, cell);
+    spec.src.mask = d.masked;
+    const auto axis = [](view::AxisKind k) { return k == view::AxisKind::Query ? Axis::Query : k == view::AxisKind::Key ? Axis::Key : Axis::Feature; };
+    const auto hover = [&](view::AxisKind k) { return k == view::AxisKind::Query ? s.hoverQuery : k == view::AxisKind::Key ? s.hoverKey : -1; };
+    spec.rowAxis = axis(d.row.kind);
+    spec.colAxis = axis(d.col.kind);
+    spec.rowLabels = d.row.tokens;
+    spec.colLabels = d.col.tokens;
+    spec.highlightRow = hover(d.row.kind);
+    spec.highlightCol = hover(d.col.kind);
+    if (d.headBlock > 0) (d.row.kind == view::AxisKind::Feature ? spec.rowBlock : spec.colBlock) = d.headBlock;
+    if (d.row.kind != view::AxisKind::Feature && d.col.kind != view::AxisKind::Feature) {
+        spec.rowTitle = view::plainText(d.row.title);
+        spec.colTitle = view::plainText(d.col.title);
+        // Padded keys: their labels struck through.
+        const auto& pad = s.doc.session().input.mask.keyPadding;
+        (d.row.kind == view::AxisKind::Key ? spec.rowLabelMarked : spec.colLabelMarked) = pad;
     }
     return spec;
 }
 
-// Scores/weights: Row T×S (queries on rows), Column S×T.
-HeatmapSpec queryKeySpec(const AppState& s, const std::string& key, const attn::Matrix& m, const attn::MaskMatrix& mask,
-                         HeatmapKind kind, const attn::DisplayRange& range)
+// "weights  7×7  [n × n_kv]": the map's name and shape, each axis named by its size.
+std::string shapeTitle(const AppState& s, const view::MapDescription& d)
 {
-    HeatmapSpec spec;
-    spec.key = key;
-    spec.src.values = &m;
-    spec.src.mask = &mask;
-    spec.src.range = range;
-    spec.src.colormap = s.view.colormaps[static_cast<int>(kind)];
-    spec.src.generation = s.doc.resultGeneration() * 4 + static_cast<std::uint64_t>(kind);
-    spec.cellPx = cellSize(s);
-    spec.showValues = s.view.showValues;
-    const auto& pad = s.doc.session().input.mask.keyPadding;
-    if (isColumn(s)) {
-        spec.rowAxis = Axis::Key;
-        spec.colAxis = Axis::Query;
-        spec.rowLabels = keyLabels(s);
-        spec.colLabels = queryLabels(s);
-        spec.highlightRow = s.hoverKey;
-        spec.highlightCol = s.hoverQuery;
-        spec.rowLabelMarked = pad;
-    } else {
-        spec.rowAxis = Axis::Query;
-        spec.colAxis = Axis::Key;
-        spec.rowLabels = queryLabels(s);
-        spec.colLabels = keyLabels(s);
-        spec.highlightRow = s.hoverQuery;
-        spec.highlightCol = s.hoverKey;
-        spec.colLabelMarked = pad;
-    }
-    return spec;
+    const bool sideKeys = s.doc.session().config.mode != attn::Mode::Self;
+    const auto sizeName = [&](const view::AxisDescription& a) {
+        return a.kind == view::AxisKind::Query ? std::string("n") : a.kind == view::AxisKind::Key ? std::string(sideKeys ? "n_kv" : "n")
+                                                                                                   : view::plainText(a.title);
+    };
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%s  %ld×%ld  [%s × %s]", view::plainText(d.name).c_str(), static_cast<long>(d.rows),
+                  static_cast<long>(d.cols), sizeName(d.row).c_str(), sizeName(d.col).c_str());
+    return buf;
 }
 
 // Marks a per-head heatmap as also held in device memory (a result of the CUDA backend), so the GL renderer
@@ -152,7 +174,7 @@ std::pair<int, int> queryKeyOf(const AppState& s, const HeatmapHit& hit)
 }
 
 // -----------------------------------------------------------------------------------------------------
-// [SECTION] Interaction: key padding, custom mask painting, hover, zoom
+// [SECTION] Interaction: key padding, custom mask painting, hover, zoom, focus
 // -----------------------------------------------------------------------------------------------------
 
 void toggleKeyPadding(AppState& s, int key)
@@ -207,11 +229,6 @@ void handleZoom(AppState& s, const HeatmapHit& hit)
     if (hit.zoomWheel != 0) s.view.zoom = std::clamp(s.view.zoom * std::pow(1.25f, hit.zoomWheel), 0.25f, 8.0f);
 }
 
-void title(const char* text)
-{
-    ImGui::TextUnformatted(text);
-}
-
 void arrow()
 {
     ImGui::SameLine();
@@ -220,14 +237,6 @@ void arrow()
     ImGui::TextDisabled("→");
     ImGui::EndGroup();
     ImGui::SameLine();
-}
-
-std::string shapeTitle(const char* name, const attn::Matrix& m, const char* rowName, const char* colName)
-{
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "%s  %ld×%ld  [%s × %s]", name, static_cast<long>(m.rows()), static_cast<long>(m.cols()),
-                  rowName, colName);
-    return buf;
 }
 
 // -----------------------------------------------------------------------------------------------------
@@ -281,6 +290,8 @@ void valueTooltip(const AppState& s, const HeatmapSpec& spec, const HeatmapHit& 
     ImGui::EndTooltip();
 }
 
+// The formula, written for the matrices as shown: in Column layout W^Q is shown h·d_k × d_model and X
+// d_model × n, so Q = W^Q·X (no transpose), and the output W^O·[…].
 std::string formulaText(const AppState& s)
 {
     const attn::AttentionConfig& cfg = s.doc.session().config;
@@ -295,30 +306,577 @@ std::string formulaText(const AppState& s)
     std::string f = col ? "V·softmax(" + sc + ")" : "softmax(" + sc + ")·V";
     const int H = s.doc.session().config.heads;
     if (H > 1) f = "concat over " + std::to_string(H) + " heads of " + f;
-    if (s.doc.present(MatrixId::Wo)) f = col ? "W^Oᵀ·[" + f + "]" : "[" + f + "]·W^O";
+    if (s.doc.present(MatrixId::Wo)) f = col ? "W^O·[" + f + "]" : "[" + f + "]·W^O";
     std::string prefix;
     switch (cfg.mode) {
-    case attn::Mode::Self: prefix = col ? "Q = W^Qᵀ·X, K = W^Kᵀ·X, V = W^Vᵀ·X;   " : "Q = X·W^Q, K = X·W^K, V = X·W^V;   "; break;
-    case attn::Mode::Cross: prefix = col ? "Q = W^Qᵀ·X, K = W^Kᵀ·X_kv, V = W^Vᵀ·X_kv;   " : "Q = X·W^Q, K = X_kv·W^K, V = X_kv·W^V;   "; break;
+    case attn::Mode::Self: prefix = col ? "Q = W^Q·X, K = W^K·X, V = W^V·X;   " : "Q = X·W^Q, K = X·W^K, V = X·W^V;   "; break;
+    case attn::Mode::Cross: prefix = col ? "Q = W^Q·X, K = W^K·X_kv, V = W^V·X_kv;   " : "Q = X·W^Q, K = X_kv·W^K, V = X_kv·W^V;   "; break;
     case attn::Mode::Direct: prefix = "Q, K, V given;   "; break;
     }
     return prefix + "output = " + f;
 }
 
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] One map of the chain
+// -----------------------------------------------------------------------------------------------------
+
+// The maps of the chain, by key: "proj/Q", "proj/K", "proj/V", "scores/h", "weights/h", "headout/h",
+// "concat", "output".
+using view::MapKind;
+
+struct MapRef {
+    MapKind kind = MapKind::Weights;
+    int head = 0;
+};
+
+std::string mapKey(MapRef m)
+{
+    switch (m.kind) {
+    case MapKind::Q: return "proj/Q";
+    case MapKind::K: return "proj/K";
+    case MapKind::V: return "proj/V";
+    case MapKind::Scores: return "scores/" + std::to_string(m.head);
+    case MapKind::Weights: return "weights/" + std::to_string(m.head);
+    case MapKind::HeadOut: return "headout/" + std::to_string(m.head);
+    case MapKind::Concat: return "concat";
+    case MapKind::Output: return "output";
+    default: return "";  // inputs are editors, and per-head Q/K/V blocks are the figures', not maps of the chain
+    }
+}
+
+std::optional<MapRef> mapFromKey(const std::string& key, int heads)
+{
+    const auto headOf = [&](std::size_t prefix) -> std::optional<int> {
+        const int h = std::atoi(key.c_str() + prefix);
+        return h >= 0 && h < heads ? std::optional<int>(h) : std::nullopt;
+    };
+    if (key == "proj/Q") return MapRef{MapKind::Q, 0};
+    if (key == "proj/K") return MapRef{MapKind::K, 0};
+    if (key == "proj/V") return MapRef{MapKind::V, 0};
+    if (key == "concat") return MapRef{MapKind::Concat, 0};
+    if (key == "output") return MapRef{MapKind::Output, 0};
+    if (key.rfind("scores/", 0) == 0) if (auto h = headOf(7)) return MapRef{MapKind::Scores, *h};
+    if (key.rfind("weights/", 0) == 0) if (auto h = headOf(8)) return MapRef{MapKind::Weights, *h};
+    if (key.rfind("headout/", 0) == 0) if (auto h = headOf(8)) return MapRef{MapKind::HeadOut, *h};
+    return std::nullopt;
+}
+
+struct MapStyle {
+    float cell = 24;
+    bool rowLabels = true;     // false: the map to the left shows the same rows
+    bool colorbar = true;      // false: a map of the same range follows (full chain: heads sharing a range)
+    bool reserveColorbar = false;  // no colorbar, but its width kept (heads line up)
+    float maxSize = 420;       // larger maps scroll inside this area
+    float minColBand = 0;      // cells at least this far below the map's top (level with the map to the left)
+    float colorbarWidth = kColorbarWidth;  // fit: 0, packed to its tick labels
+    bool thumb = false;        // a thumbnail: the short title ("scores"), the shape in its tooltip
+};
+
+// Draws one map of the chain at the cursor: its title, the cells, its colorbar; handles hover, tooltips,
+// painting, key padding and the double-click that puts it in focus. Returns the height of its column
+// label band (the cells' offset below the title).
+float drawMap(AppState& state, MapRef m, const MapStyle& style)
+{
+    const attn::AttentionResult& r = state.doc.result();
+    const ResultRanges& rg = state.doc.ranges();
+    const bool col = isColumn(state);
+    const std::string key = mapKey(m);
+    const std::size_t h = static_cast<std::size_t>(m.head);
+    const attn::Expected<view::MapDescription> described = view::describeMap(state.doc.session(), r, m.kind, m.head);
+    if (!described) {
+        ImGui::TextDisabled("%s", described.status().message.c_str());
+        return 0;
+    }
+    const view::MapDescription& d = *described;
+    const std::string name = view::plainText(d.name);
+    const std::string t = shapeTitle(state, d);
+    HeatmapKind kind = HeatmapKind::Output;
+    const attn::DisplayRange* range = &rg.output;
+    switch (m.kind) {
+    case MapKind::Q: kind = HeatmapKind::Projection, range = &rg.q; break;
+    case MapKind::K: kind = HeatmapKind::Projection, range = &rg.k; break;
+    case MapKind::V: kind = HeatmapKind::Projection, range = &rg.v; break;
+    case MapKind::Scores: kind = HeatmapKind::Scores, range = &rg.scores[h]; break;
+    case MapKind::Weights: kind = HeatmapKind::Weights, range = &rg.weights[h]; break;
+    case MapKind::HeadOut: range = &rg.headOut[h]; break;
+    case MapKind::Concat: range = &rg.concat; break;
+    default: break;
+    }
+    HeatmapSpec spec = specFrom(state, key, d, kind, *range, style.cell);
+    if (m.kind == MapKind::Scores) fromDevice(spec, r, attn::DeviceMatrix::Scores, m.head, state.doc.computing());
+    if (m.kind == MapKind::Weights) fromDevice(spec, r, attn::DeviceMatrix::Weights, m.head, state.doc.computing());
+    if (m.kind == MapKind::HeadOut) fromDevice(spec, r, attn::DeviceMatrix::Output, m.head, state.doc.computing());
+    if (!style.rowLabels) spec.rowLabelsShown = false;
+    spec.maxWidth = spec.maxHeight = style.maxSize;
+    spec.minColBand = style.minColBand;
+
+    ImGui::BeginGroup();
+    if (style.thumb) {
+        const std::string shortName = t.substr(0, t.find("  "));
+        ImGui::TextUnformatted(shortName.c_str());
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s (double-click the map to see it whole)", t.c_str());
+    } else {
+        ImGui::TextUnformatted(t.c_str());
+    }
+    const float top = ImGui::GetCursorScreenPos().y;
+    const HeatmapHit hit = drawHeatmap(spec);
+    const bool projection = m.kind == MapKind::Q || m.kind == MapKind::K || m.kind == MapKind::V;
+    state.recordRect("heatmap/" + (projection ? name : key), hit.cellsMin, hit.cellsMax);
+    noteHover(state, spec, hit);
+    handleZoom(state, hit);
+    if (hit.row >= 0) {
+        const float cw = (hit.cellsMax.x - hit.cellsMin.x) / static_cast<float>(spec.src.values->cols());
+        const float ch = (hit.cellsMax.y - hit.cellsMin.y) / static_cast<float>(spec.src.values->rows());
+        const ImVec2 c0(hit.cellsMin.x + cw * static_cast<float>(hit.col), hit.cellsMin.y + ch * static_cast<float>(hit.row));
+        state.recordRect("hover/" + key + "/" + std::to_string(hit.row) + "/" + std::to_string(hit.col), c0, ImVec2(c0.x + cw, c0.y + ch));
+        switch (m.kind) {
+        case MapKind::Scores:
+        case MapKind::Weights: {
+            const auto [q, k] = queryKeyOf(state, hit);
+            hoverWeightTooltip(state, r.heads[h], q, k, m.kind == MapKind::Weights);
+            break;
+        }
+        case MapKind::HeadOut: hoverOutputTooltip(state, r.heads[h], col ? hit.col : hit.row, col ? hit.row : hit.col); break;
+        default: valueTooltip(state, spec, hit, name.c_str()); break;
+        }
+        // Double-click: this map alone fills the window (Esc goes back); again: back.
+        if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) state.chain.focus = state.chain.focus == key ? "" : key;
+    }
+    if (m.kind == MapKind::Weights) paintCustomMask(state, hit);
+    if (m.kind == MapKind::Scores || m.kind == MapKind::Weights) {
+        if (hit.colLabelClicked >= 0 && !col) toggleKeyPadding(state, hit.colLabelClicked);
+        if (hit.rowLabelClicked >= 0 && col) toggleKeyPadding(state, hit.rowLabelClicked);
+    }
+    ImGui::EndGroup();
+    if (style.colorbar || style.reserveColorbar) ImGui::SameLine();
+    if (style.colorbar) {
+        // Level with the cells: below the title line and the column labels.
+        const float dy = hit.cellsMin.y - ImGui::GetCursorScreenPos().y;
+        if (dy > 0) ImGui::SetCursorScreenPos(ImVec2(ImGui::GetCursorScreenPos().x, hit.cellsMin.y));
+        drawColorbar(("cb/" + key).c_str(), spec.src.colormap, spec.src.range,
+                     std::min(style.maxSize, std::max(40.0f, hit.cellsMax.y - hit.cellsMin.y)), style.colorbarWidth);
+    } else if (style.reserveColorbar) {
+        ImGui::Dummy(ImVec2(kColorbarWidth, 1));
+    }
+    return hit.cellsMin.y - top;
+}
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Columns: inputs, Q K V, a head, the final output
+// -----------------------------------------------------------------------------------------------------
+
+const ImVec2 kEditorMax(260, 230);  // wider or taller inputs scroll inside this box
+
+std::vector<MatrixId> inputIds(const AppState& state)
+{
+    const attn::Session& ss = state.doc.session();
+    std::vector<MatrixId> ids;
+    if (ss.config.mode == attn::Mode::Direct) {
+        ids = {MatrixId::Q, MatrixId::K, MatrixId::V};
+    } else {
+        ids.push_back(MatrixId::X);
+        if (ss.config.mode == attn::Mode::Cross) ids.push_back(MatrixId::Xkv);
+        for (MatrixId id : {MatrixId::Wq, MatrixId::Wk, MatrixId::Wv}) ids.push_back(id);
+        for (MatrixId id : {MatrixId::Bq, MatrixId::Bk, MatrixId::Bv})
+            if (state.doc.present(id)) ids.push_back(id);
+    }
+    if (ss.config.score == attn::Score::Additive)
+        for (MatrixId id : {MatrixId::Aq, MatrixId::Ak, MatrixId::Wv_additive}) ids.push_back(id);
+    return ids;
+}
+
+// Full chain: every editor of the inputs (W^O is drawn with the final output).
+void drawInputEditors(AppState& state)
+{
+    ImGui::BeginGroup();
+    for (MatrixId id : inputIds(state)) drawMatrixEditor(state, id, kEditorMax);
+    ImGui::EndGroup();
+}
+
+// Fit: the inputs (W^O included) either open as editors, or collapsed to a strip of their names, each a
+// button that opens (or closes) that one editor beside the strip.
+void drawInputsFit(AppState& state, bool collapsed)
+{
+    std::vector<MatrixId> ids = inputIds(state);
+    for (MatrixId id : {MatrixId::Wo, MatrixId::Bo})
+        if (state.doc.present(id)) ids.push_back(id);
+    ImGui::BeginGroup();
+    if (!collapsed) {
+        for (MatrixId id : ids) drawMatrixEditor(state, id, kEditorMax);
+        ImGui::EndGroup();
+        return;
+    }
+    ImGui::BeginGroup();
+    for (MatrixId id : ids) {
+        const char* name = matrixName(id);
+        bool& open = state.chain.inputOpen[static_cast<int>(id)];
+        if (open) ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
+        if (ImGui::Button(name, ImVec2(kInputsStripWidth, 0))) open = !open;
+        if (open) ImGui::PopStyleColor();
+        state.recordRect(std::string("strip/") + name, ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s: click to %s its editor", matrixTitle(state, id).c_str(), open ? "close" : "open");
+    }
+    ImGui::EndGroup();
+    bool any = false;
+    for (MatrixId id : ids) any = any || state.chain.inputOpen[static_cast<int>(id)];
+    if (any) {
+        ImGui::SameLine();
+        ImGui::BeginGroup();
+        for (MatrixId id : ids)
+            if (state.chain.inputOpen[static_cast<int>(id)]) drawMatrixEditor(state, id, kEditorMax);
+        ImGui::EndGroup();
+    }
+    ImGui::EndGroup();
+}
+
+// The open inputs column's width, from the matrices (not measured from a previous frame, so that the plan
+// never depends on how many frames have been drawn): each editor is its title, or its cells (42 px each,
+// panels/matrix_editor.cpp, plus the row index band) up to kEditorMax and a scrollbar.
+float inputsColumnWidth(const AppState& state)
+{
+    std::vector<MatrixId> ids = inputIds(state);
+    for (MatrixId id : {MatrixId::Wo, MatrixId::Bo})
+        if (state.doc.present(id)) ids.push_back(id);
+    float w = 0;
+    for (MatrixId id : ids) {
+        const int cols = isColumn(state) ? state.doc.rows(id) : state.doc.cols(id);  // as shown
+        const float cells = std::min(kEditorMax.x, 40.0f + 42.0f * static_cast<float>(cols)) + ImGui::GetStyle().ScrollbarSize;
+        w = std::max({w, cells, ImGui::CalcTextSize(matrixTitle(state, id).c_str()).x});
+    }
+    return w;
+}
+
+void drawQkvColumn(AppState& state, const MapStyle& style)
+{
+    ImGui::BeginGroup();
+    for (MapKind k : {MapKind::Q, MapKind::K, MapKind::V}) drawMap(state, {k, 0}, style);
+    ImGui::EndGroup();
+}
+
+// Concat (several heads or W^O) and the final output; in the full chain W^O's editor between them.
+void drawFinalColumn(AppState& state, const MapStyle& style, bool editors)
+{
+    ImGui::BeginGroup();
+    drawMap(state, {MapKind::Concat, 0}, style);
+    if (editors && state.doc.present(MatrixId::Wo)) {
+        drawMatrixEditor(state, MatrixId::Wo, kEditorMax);
+        if (state.doc.present(MatrixId::Bo)) drawMatrixEditor(state, MatrixId::Bo, kEditorMax);
+    }
+    drawMap(state, {MapKind::Output, 0}, style);
+    ImGui::EndGroup();
+}
+
+bool hasFinalColumn(const AppState& state) { return state.doc.result().heads.size() > 1 || state.doc.present(MatrixId::Wo); }
+
+int currentHead(const AppState& state)
+{
+    const int H = static_cast<int>(state.doc.result().heads.size());
+    return std::clamp(state.view.head, 0, std::max(0, H - 1));
+}
+
+// Every head's weights, one shared range; a click makes that head current.
+void drawHeadsGridRow(AppState& state, float cell)
+{
+    const attn::AttentionResult& r = state.doc.result();
+    const ResultRanges& rg = state.doc.ranges();
+    const int H = static_cast<int>(r.heads.size());
+    HeadsGridSpec g;
+    g.id = "heads";
+    g.cellPx = cell;
+    g.current = currentHead(state);
+    g.colormap = state.view.colormaps[static_cast<int>(HeatmapKind::Weights)];
+    std::vector<attn::DisplayRange> ranges;
+    for (int h = 0; h < H; ++h) ranges.push_back(rg.weights[static_cast<std::size_t>(h)]);
+    const attn::DisplayRange shared = attn::unionRange(ranges, symmetricFor(state, HeatmapKind::Weights));
+    g.range = rangeFor(state, HeatmapKind::Weights, "heads", shared);
+    for (int h = 0; h < H; ++h) {
+        const attn::HeadResult& hr = r.heads[static_cast<std::size_t>(h)];
+        HeadsGridItem it;
+        it.key = "grid/weights/" + std::to_string(h);
+        it.label = "head " + std::to_string(h + 1);
+        it.values = &hr.weights;
+        it.mask = &hr.masked;
+        it.generation = resultStamp(state) * 4 + static_cast<std::uint64_t>(HeatmapKind::Weights);
+        g.items.push_back(std::move(it));
+    }
+    ImGui::TextDisabled("all heads' weights (one colour range; click a head to show it above)");
+    const HeadsGridHit hit = drawHeadsGrid(g);
+    for (std::size_t i = 0; i < hit.rects.size(); ++i)
+        state.recordRect("headsgrid/" + std::to_string(i), hit.rects[i].first, hit.rects[i].second);
+    if (hit.clicked >= 0) state.view.head = hit.clicked;
+    if (hit.hovered >= 0 && hit.row >= 0) {
+        const auto [q, k] = isColumn(state) ? std::pair{hit.col, hit.row} : std::pair{hit.row, hit.col};
+        ImGui::BeginTooltip();
+        ImGui::Text("head %d: query '%s', key '%s': weight %s", hit.hovered + 1, axisLabel(queryLabels(state), q).c_str(),
+                    axisLabel(keyLabels(state), k).c_str(),
+                    attn::formatValue(r.heads[static_cast<std::size_t>(hit.hovered)].weights(hit.row, hit.col), 5).c_str());
+        ImGui::EndTooltip();
+    }
+}
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] The fit plan and the sidebar strip
+// -----------------------------------------------------------------------------------------------------
+
+float labelBand(const std::vector<std::string>* labels, int n)
+{
+    float w = 0;
+    for (int i = 0; i < std::min(n, 64); ++i) w = std::max(w, ImGui::CalcTextSize(axisLabel(labels, i).c_str()).x);
+    return std::min(w, 70.0f) + ImGui::GetFontSize();  // + the axis title's line
+}
+
 } // namespace
+
+void planChainLayout(AppState& state)
+{
+    ChainView& v = state.chain;
+    const ImGuiViewport* vp = ImGui::GetMainViewport();
+    v.planned = false;
+    // The model view covers the chain: the chain's plan must not collapse the sidebar under it.
+    const bool modelView = state.model.active && state.model.showView;
+    if (!state.view.fit || modelView || !state.doc.hasResult() || state.doc.result().heads.empty()) {
+        v.plan = FitPlan{};
+        v.plan.sidebarCollapsed = v.sidebar == Collapse::Hidden;
+        return;
+    }
+    const attn::AttentionResult& r = state.doc.result();
+    const attn::HeadResult& hr = r.heads[static_cast<std::size_t>(currentHead(state))];
+    FitInput in;
+    in.width = vp->Size.x;
+    in.height = vp->Size.y;
+    const float pad = 2 * ImGui::GetStyle().WindowPadding.x;
+    in.chainWidth = vp->WorkSize.x - kControlsWidth - pad;
+    // Title lines: the toolbar and the formula (and a possible error line).
+    in.chainHeight = vp->WorkSize.y - kStatusBarHeight - 2 * ImGui::GetStyle().WindowPadding.y - 3 * ImGui::GetFrameHeightWithSpacing();
+    in.sidebarWidth = kControlsWidth - kStripWidth;
+    in.inputsWidth = inputsColumnWidth(state);
+    bool anyOpen = false;
+    for (const auto& [id, open] : v.inputOpen) anyOpen = anyOpen || open;
+    in.stripWidth = kInputsStripWidth + (anyOpen ? in.inputsWidth : 0.0f);
+    in.wRows = static_cast<int>(hr.weights.rows());
+    in.wCols = static_cast<int>(hr.weights.cols());
+    in.wVisible = static_cast<int>(hr.weights.size());
+    if (hr.masked.size() == hr.weights.size()) in.wVisible -= static_cast<int>(hr.masked.cast<int>().sum());
+    in.oRows = static_cast<int>(hr.output.rows());
+    in.oCols = static_cast<int>(hr.output.cols());
+    in.qkvRows = static_cast<int>(r.Q.rows() + r.K.rows() + r.V.rows());
+    in.qkvCols = static_cast<int>(std::max({r.Q.cols(), r.K.cols(), r.V.cols()}));
+    if (hasFinalColumn(state)) {
+        in.finalRows = static_cast<int>(r.output.rows());
+        in.finalCols = static_cast<int>(std::max(r.output.cols(), r.concat.cols()));
+    }
+    in.heads = static_cast<int>(r.heads.size());
+    in.outputLabels = isColumn(state);
+    in.fontSize = ImGui::GetFontSize();
+    in.labelBand = std::max(labelBand(queryLabels(state), in.wRows), labelBand(keyLabels(state), in.wCols));
+    v.plan = planFitLayout(in, v.inputs, v.sidebar);
+    // Focus: the one map gets the whole window, the sidebar too unless the user asked for it.
+    if (!v.focus.empty() && v.sidebar == Collapse::Auto) v.plan.sidebarCollapsed = true;
+    v.planned = true;
+}
+
+float controlsWidth(const AppState& state) { return state.chain.plan.sidebarCollapsed ? kStripWidth : kControlsWidth; }
+
+// The controls sidebar, or the strip it collapses to (one button that brings it back).
+void drawControlsOrStrip(AppState& state)
+{
+    if (!state.chain.plan.sidebarCollapsed) {
+        drawControlsPanel(state);
+        return;
+    }
+    const ImGuiViewport* vp = ImGui::GetMainViewport();
+    ImGui::SetNextWindowPos(vp->WorkPos);
+    ImGui::SetNextWindowSize(ImVec2(kStripWidth, vp->WorkSize.y - kStatusBarHeight));
+    ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(2, 6));
+    ImGui::Begin("##controls strip", nullptr,
+                 ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoBringToFrontOnFocus);
+    if (ImGui::Button("»", ImVec2(kStripWidth - 4, 40))) state.chain.sidebar = Collapse::Shown;
+    state.recordRect("sidebar/expand", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Show the controls (mode, heads, masks, sizes, colormaps)");
+    ImGui::End();
+    ImGui::PopStyleVar();
+}
 
 // -----------------------------------------------------------------------------------------------------
 // [SECTION] drawChainPanel
 // -----------------------------------------------------------------------------------------------------
 
+namespace {
+
+// The toolbar: the sidebar's collapse button, fit / full chain, colour range modes.
+void drawToolbar(AppState& state)
+{
+    ChainView& v = state.chain;
+    const bool collapsed = v.plan.sidebarCollapsed;
+    if (!collapsed) {
+        if (ImGui::SmallButton("«")) v.sidebar = Collapse::Hidden;
+        state.recordRect("sidebar/collapse", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("Hide the controls (more room for the maps)");
+        ImGui::SameLine();
+    }
+    if (ImGui::RadioButton("fit", state.view.fit)) state.view.fit = true;
+    state.recordRect("view/fit", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("The current head's maps sized to the window; double-click a map to focus it");
+    ImGui::SameLine();
+    if (ImGui::RadioButton("full chain", !state.view.fit)) state.view.fit = false;
+    state.recordRect("view/full", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Every head and every input, cells of a fixed size (Ctrl+wheel zooms)");
+    if (state.view.fit) {
+        ImGui::SameLine();
+        bool strip = v.plan.inputsCollapsed;
+        if (ImGui::Checkbox("inputs as a strip", &strip)) v.inputs = strip ? Collapse::Hidden : Collapse::Shown;
+        state.recordRect("view/inputs_strip", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    }
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(110);
+    const char* wModes[] = {"auto", "locked", "0…1"};
+    int wm = static_cast<int>(state.view.weightsRange);
+    if (ImGui::Combo("weights range", &wm, wModes, 3)) {
+        state.view.weightsRange = static_cast<RangeMode>(wm);
+        v.locked.clear();
+    }
+    state.recordRect("view/weights_range", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    ImGui::SameLine();
+    bool lock = state.view.otherRanges == RangeMode::Locked;
+    if (ImGui::Checkbox("lock other ranges", &lock)) {
+        state.view.otherRanges = lock ? RangeMode::Locked : RangeMode::Auto;
+        v.locked.clear();
+    }
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Keep every map's colour range while you edit, so before and after compare");
+}
+
+void drawFocus(AppState& state, MapRef m)
+{
+    // The whole window for one map: the largest cell with which it and its bands fit (at most 160 px).
+    const attn::Expected<view::MapDescription> d = view::describeMap(state.doc.session(), state.doc.result(), m.kind, m.head);
+    if (!d) return;
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    // The widest label band plus an axis title, and the two text lines above the map (this note, its title).
+    const float bands = 70.0f + 2 * ImGui::GetFontSize();
+    const float lines = 2 * ImGui::GetTextLineHeightWithSpacing();
+    const float cw = (avail.x - bands - kColorbarWidth) / std::max<float>(1, static_cast<float>(d->cols));
+    const float ch = (avail.y - bands - lines) / std::max<float>(1, static_cast<float>(d->rows));
+    MapStyle st;
+    st.cell = std::clamp(std::floor(std::min(cw, ch)), 2.0f, 160.0f);
+    st.maxSize = std::max(avail.x - kColorbarWidth - 16, avail.y - 8);
+    ImGui::TextDisabled("focus: %s   (double-click or Esc: back to the chain)", mapKey(m).c_str());
+    drawMap(state, m, st);
+    state.recordRect("focus/" + mapKey(m), ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+}
+
+void drawFit(AppState& state)
+{
+    const FitPlan& p = state.chain.plan;
+    const int head = currentHead(state);
+    const int H = static_cast<int>(state.doc.result().heads.size());
+    // Ctrl+wheel zooms from the fitted sizes (maps then larger than their room scroll inside it).
+    const float zoom = state.view.zoom;
+    MapStyle small;
+    small.cell = p.smallCell * zoom;
+    small.thumb = p.smallCell < ImGui::GetFontSize() * 0.8f;  // thumbnails: no labels, no colorbar
+    small.colorbar = !small.thumb;
+    small.colorbarWidth = 0;
+    drawInputsFit(state, p.inputsCollapsed);
+    arrow();
+    drawQkvColumn(state, small);
+    arrow();
+    ImGui::BeginGroup();
+    if (H > 1) ImGui::TextDisabled("head %d of %d  (click another in the grid below)", head + 1, H);
+    drawMap(state, {MapKind::Scores, head}, small);
+    ImGui::SameLine();
+    MapStyle big;
+    big.cell = p.cell * zoom;
+    big.colorbarWidth = 0;
+    // The plan sized the maps to the window: they need no scrolling box of their own, unless zoomed or
+    // too large even at the smallest cells (thousands of tokens).
+    if (zoom == 1.0f && p.fits) big.maxSize = 1e6f;
+    const float band = drawMap(state, {MapKind::Weights, head}, big);
+    ImGui::SameLine();
+    // Row layout: the output has the weights' rows (queries), level with them and without labels of its
+    // own. Column layout: it has its own rows (features), so its own labels.
+    if (!isColumn(state)) {
+        big.rowLabels = false;
+        big.minColBand = band;
+    }
+    drawMap(state, {MapKind::HeadOut, head}, big);
+    const attn::HeadResult& hr = state.doc.result().heads[static_cast<std::size_t>(head)];
+    if (!hr.fullyMaskedQueries.empty())
+        ImGui::TextColored(ImVec4(1, 0.7f, 0.3f, 1), "%zu quer%s fully masked: weights 0, output 0", hr.fullyMaskedQueries.size(),
+                           hr.fullyMaskedQueries.size() == 1 ? "y" : "ies");
+    if (H > 1) {
+        // The heads grid under the current head: thumbnails as large as the plan's, narrower when many
+        // heads would not fit across the window.
+        const float avail = ImGui::GetContentRegionAvail().x;
+        const float perHead = (avail - static_cast<float>(H) * 24.0f) / static_cast<float>(H * std::max<Eigen::Index>(1, hr.weights.cols()));
+        drawHeadsGridRow(state, std::clamp(std::floor(perHead), 3.0f, p.gridCell));
+    }
+    ImGui::EndGroup();
+    if (hasFinalColumn(state)) {
+        arrow();
+        drawFinalColumn(state, small, false);
+    }
+}
+
+void drawFull(AppState& state)
+{
+    const attn::AttentionResult& r = state.doc.result();
+    const int H = static_cast<int>(r.heads.size());
+    MapStyle st;
+    st.cell = fullCellSize(state);
+    drawInputEditors(state);
+    arrow();
+    drawQkvColumn(state, st);
+    arrow();
+    ImGui::BeginGroup();
+    for (int h = 0; h < H; ++h) {
+        ImGui::PushID(h);
+        if (H > 1) {
+            const int w = static_cast<int>(isColumn(state) ? r.heads[static_cast<std::size_t>(h)].Q.rows() : r.heads[static_cast<std::size_t>(h)].Q.cols());
+            ImGui::TextDisabled("head %d of %d  (%s %d…%d of Q)", h + 1, H, isColumn(state) ? "rows" : "columns", h * w, (h + 1) * w - 1);
+        }
+        // Heads sharing one range show its colorbar once, under the last head; the others keep its room.
+        MapStyle hs = st;
+        hs.colorbar = h == H - 1 || !state.view.sharedRange;
+        hs.reserveColorbar = !hs.colorbar;
+        drawMap(state, {MapKind::Scores, h}, hs);
+        ImGui::SameLine();
+        drawMap(state, {MapKind::Weights, h}, hs);
+        ImGui::SameLine();
+        hs.reserveColorbar = false;
+        drawMap(state, {MapKind::HeadOut, h}, hs);
+        const attn::HeadResult& hr = r.heads[static_cast<std::size_t>(h)];
+        if (!hr.fullyMaskedQueries.empty())
+            ImGui::TextColored(ImVec4(1, 0.7f, 0.3f, 1), "%zu quer%s fully masked: weights 0, output 0",
+                               hr.fullyMaskedQueries.size(), hr.fullyMaskedQueries.size() == 1 ? "y" : "ies");
+        ImGui::PopID();
+    }
+    ImGui::EndGroup();
+    if (hasFinalColumn(state)) {
+        arrow();
+        drawFinalColumn(state, st, true);
+    }
+}
+
+} // namespace
+
 void drawChainPanel(AppState& state)
 {
     const ImGuiViewport* vp = ImGui::GetMainViewport();
-    ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + kControlsWidth, vp->WorkPos.y));
-    ImGui::SetNextWindowSize(ImVec2(vp->WorkSize.x - kControlsWidth, vp->WorkSize.y - kStatusBarHeight));
+    const float left = controlsWidth(state);
+    ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + left, vp->WorkPos.y));
+    ImGui::SetNextWindowSize(ImVec2(vp->WorkSize.x - left, vp->WorkSize.y - kStatusBarHeight));
     ImGui::Begin("Attention chain", nullptr,
                  ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                      ImGuiWindowFlags_HorizontalScrollbar | ImGuiWindowFlags_NoBringToFrontOnFocus);
+    ChainView& v = state.chain;
+    const int H = state.doc.hasResult() ? static_cast<int>(state.doc.result().heads.size()) : 0;
+    std::optional<MapRef> focus = v.focus.empty() ? std::nullopt : mapFromKey(v.focus, H);
+    if (!v.focus.empty() && !focus) v.focus.clear();  // the map is gone (fewer heads)
+    if (focus && keyPressed(ImGuiKey_Escape, false) && !ImGui::GetIO().WantTextInput) {
+        v.focus.clear();
+        focus.reset();
+    }
+    if (!focus) drawToolbar(state);
     const std::string formula = formulaText(state);
     ImGui::TextUnformatted(formula.c_str());
     state.recordRect("formula", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
@@ -327,182 +885,23 @@ void drawChainPanel(AppState& state)
                            state.doc.lastError().message.c_str());
     ImGui::Separator();
 
-    const attn::Session& ss = state.doc.session();
-    const bool direct = ss.config.mode == attn::Mode::Direct;
-    const bool cross = ss.config.mode == attn::Mode::Cross;
-    const ImVec2 editorMax(260, 230);  // wider or taller inputs scroll inside this box
-
-    // ---- Column 1: inputs -------------------------------------------------------------------------------
-    ImGui::BeginGroup();
-    if (direct) {
-        for (MatrixId id : {MatrixId::Q, MatrixId::K, MatrixId::V}) drawMatrixEditor(state, id, editorMax);
-    } else {
-        drawMatrixEditor(state, MatrixId::X, editorMax);
-        if (cross) drawMatrixEditor(state, MatrixId::Xkv, editorMax);
-        for (MatrixId id : {MatrixId::Wq, MatrixId::Wk, MatrixId::Wv}) drawMatrixEditor(state, id, editorMax);
-        for (MatrixId id : {MatrixId::Bq, MatrixId::Bk, MatrixId::Bv})
-            if (state.doc.present(id)) drawMatrixEditor(state, id, editorMax);
-    }
-    if (ss.config.score == attn::Score::Additive)
-        for (MatrixId id : {MatrixId::Aq, MatrixId::Ak, MatrixId::Wv_additive}) drawMatrixEditor(state, id, editorMax);
-    ImGui::EndGroup();
-
     // While the worker computes, the last complete result is shown, unless its shape (sizes, heads, layout…)
     // no longer matches the session's: the panels then wait for the new one rather than mix the two.
-    if (!state.doc.hasResult() || (state.doc.computing() && !state.doc.resultMatchesShape())) {
-        ImGui::SameLine();
+    const bool ready = state.doc.hasResult() && !(state.doc.computing() && !state.doc.resultMatchesShape());
+    if (!ready) {
+        if (!focus) {
+            if (state.view.fit) drawInputsFit(state, v.plan.inputsCollapsed);
+            else drawInputEditors(state);
+            ImGui::SameLine();
+        }
         ImGui::TextDisabled(state.doc.hasResult() ? "(computing…)" : "(no result yet)");
         ImGui::End();
         return;
     }
-    updateRanges(state);
-    const attn::AttentionResult& r = state.doc.result();
-    const bool col = isColumn(state);
-
-    // ---- Column 2: Q, K, V ------------------------------------------------------------------------------
-    arrow();
-    ImGui::BeginGroup();
-    const char* dqName = direct ? "h·d_q" : "h·d_k";
-    struct Proj { const char* name; const attn::Matrix* m; const attn::DisplayRange* range; bool query; const char* tokName; const char* featName; };
-    const Proj projs[3] = {{"Q", &r.Q, &g_ranges.q, true, "n", dqName},
-                           {"K", &r.K, &g_ranges.k, false, cross || direct ? "n_kv" : "n", "h·d_k"},
-                           {"V", &r.V, &g_ranges.v, false, cross || direct ? "n_kv" : "n", "h·d_v"}};
-    for (const Proj& p : projs) {
-        const std::string t = col ? shapeTitle(p.name, *p.m, p.featName, p.tokName) : shapeTitle(p.name, *p.m, p.tokName, p.featName);
-        title(t.c_str());
-        const int H = std::max(1, ss.config.heads);
-        const int block = H > 1 ? static_cast<int>(col ? p.m->rows() : p.m->cols()) / H : 0;
-        HeatmapSpec spec = tokenFeatureSpec(state, std::string("proj/") + p.name, *p.m, HeatmapKind::Projection, *p.range, p.query, block);
-        const HeatmapHit hit = drawHeatmap(spec);
-        state.recordRect(std::string("heatmap/") + p.name, hit.cellsMin, hit.cellsMax);
-        noteHover(state, spec, hit);
-        handleZoom(state, hit);
-        if (hit.row >= 0) valueTooltip(state, spec, hit, p.name);
-        ImGui::SameLine();
-        drawColorbar((std::string("cb/") + p.name).c_str(), spec.src.colormap, *p.range,
-                     std::max(40.0f, static_cast<float>(p.m->rows()) * spec.cellPx));
-    }
-    ImGui::EndGroup();
-
-    // ---- Column 3: per head: scores → weights → output ----------------------------------------------------
-    arrow();
-    ImGui::BeginGroup();
-    const int H = static_cast<int>(r.heads.size());
-    const char* qn = "n";
-    const char* kn = cross || direct ? "n_kv" : "n";
-    for (int h = 0; h < H; ++h) {
-        const attn::HeadResult& hr = r.heads[static_cast<std::size_t>(h)];
-        const std::string hs = std::to_string(h);
-        ImGui::PushID(h);
-        if (H > 1) {
-            const int w = static_cast<int>(col ? hr.Q.rows() : hr.Q.cols());  // this head's block of Q
-            ImGui::TextDisabled("head %d of %d  (%s %d…%d of Q)", h + 1, H, col ? "rows" : "columns", h * w, (h + 1) * w - 1);
-        }
-        // Scores (masked cells hatched: the mask step of the chain).
-        ImGui::BeginGroup();
-        std::string t = shapeTitle("scores", hr.scores, col ? kn : qn, col ? qn : kn);
-        title(t.c_str());
-        HeatmapSpec sspec = queryKeySpec(state, "scores/" + hs, hr.scores, hr.masked, HeatmapKind::Scores, g_ranges.scores[static_cast<std::size_t>(h)]);
-        fromDevice(sspec, r, attn::DeviceMatrix::Scores, h, state.doc.computing());
-        HeatmapHit hit = drawHeatmap(sspec);
-        state.recordRect("heatmap/scores/" + hs, hit.cellsMin, hit.cellsMax);
-        noteHover(state, sspec, hit);
-        handleZoom(state, hit);
-        if (hit.row >= 0) {
-            auto [q, k] = queryKeyOf(state, hit);
-            hoverWeightTooltip(state, hr, q, k, false);
-        }
-        if (hit.colLabelClicked >= 0 && !col) toggleKeyPadding(state, hit.colLabelClicked);
-        if (hit.rowLabelClicked >= 0 && col) toggleKeyPadding(state, hit.rowLabelClicked);
-        ImGui::EndGroup();
-        ImGui::SameLine();
-        if (h == H - 1 || !state.view.sharedRange)
-            drawColorbar("cbs", sspec.src.colormap, sspec.src.range, std::max(40.0f, static_cast<float>(hr.scores.rows()) * sspec.cellPx));
-        else
-            ImGui::Dummy(ImVec2(kColorbarWidth, 1));
-        ImGui::SameLine();
-        // Weights (paint the custom mask here; click a key label to pad it).
-        ImGui::BeginGroup();
-        t = shapeTitle("weights", hr.weights, col ? kn : qn, col ? qn : kn);
-        title(t.c_str());
-        HeatmapSpec wspec = queryKeySpec(state, "weights/" + hs, hr.weights, hr.masked, HeatmapKind::Weights, g_ranges.weights[static_cast<std::size_t>(h)]);
-        fromDevice(wspec, r, attn::DeviceMatrix::Weights, h, state.doc.computing());
-        hit = drawHeatmap(wspec);
-        state.recordRect("heatmap/weights/" + hs, hit.cellsMin, hit.cellsMax);
-        noteHover(state, wspec, hit);
-        handleZoom(state, hit);
-        if (hit.row >= 0) {
-            auto [q, k] = queryKeyOf(state, hit);
-            hoverWeightTooltip(state, hr, q, k, true);
-        }
-        paintCustomMask(state, hit);
-        if (hit.colLabelClicked >= 0 && !col) toggleKeyPadding(state, hit.colLabelClicked);
-        if (hit.rowLabelClicked >= 0 && col) toggleKeyPadding(state, hit.rowLabelClicked);
-        ImGui::EndGroup();
-        ImGui::SameLine();
-        if (h == H - 1 || !state.view.sharedRange)
-            drawColorbar("cbw", wspec.src.colormap, wspec.src.range, std::max(40.0f, static_cast<float>(hr.weights.rows()) * wspec.cellPx));
-        else
-            ImGui::Dummy(ImVec2(kColorbarWidth, 1));
-        ImGui::SameLine();
-        // Head output.
-        ImGui::BeginGroup();
-        t = col ? shapeTitle("output", hr.output, "d_v", qn) : shapeTitle("output", hr.output, qn, "d_v");
-        title(t.c_str());
-        HeatmapSpec ospec = tokenFeatureSpec(state, "headout/" + hs, hr.output, HeatmapKind::Output, g_ranges.headOut[static_cast<std::size_t>(h)], true);
-        fromDevice(ospec, r, attn::DeviceMatrix::Output, h, state.doc.computing());
-        hit = drawHeatmap(ospec);
-        state.recordRect("heatmap/headout/" + hs, hit.cellsMin, hit.cellsMax);
-        noteHover(state, ospec, hit);
-        handleZoom(state, hit);
-        if (hit.row >= 0) hoverOutputTooltip(state, hr, col ? hit.col : hit.row, col ? hit.row : hit.col);
-        ImGui::EndGroup();
-        if (h == H - 1 || !state.view.sharedRange) {
-            ImGui::SameLine();
-            drawColorbar("cbo", ospec.src.colormap, ospec.src.range, std::max(40.0f, static_cast<float>(hr.output.rows()) * ospec.cellPx));
-        }
-        if (!hr.fullyMaskedQueries.empty())
-            ImGui::TextColored(ImVec4(1, 0.7f, 0.3f, 1), "%zu quer%s fully masked: weights 0, output 0",
-                               hr.fullyMaskedQueries.size(), hr.fullyMaskedQueries.size() == 1 ? "y" : "ies");
-        ImGui::PopID();
-    }
-    ImGui::EndGroup();
-
-    // ---- Column 4: concat → W^O → output (with one head and no W^O the head's output is the output) ----------
-    if (H == 1 && !state.doc.present(MatrixId::Wo)) {
-        ImGui::End();
-        return;
-    }
-    arrow();
-    ImGui::BeginGroup();
-    if (H > 1 || state.doc.present(MatrixId::Wo)) {
-        const std::string t = col ? shapeTitle("concat", r.concat, "h·d_v", qn) : shapeTitle("concat", r.concat, qn, "h·d_v");
-        title(t.c_str());
-        const int block = H > 1 ? static_cast<int>(col ? r.concat.rows() : r.concat.cols()) / H : 0;
-        HeatmapSpec spec = tokenFeatureSpec(state, "concat", r.concat, HeatmapKind::Output, g_ranges.concat, true, block);
-        const HeatmapHit hit = drawHeatmap(spec);
-        noteHover(state, spec, hit);
-        if (hit.row >= 0) valueTooltip(state, spec, hit, "concat");
-        ImGui::SameLine();
-        drawColorbar("cbc", spec.src.colormap, g_ranges.concat, std::max(40.0f, static_cast<float>(r.concat.rows()) * spec.cellPx));
-    }
-    if (state.doc.present(MatrixId::Wo)) {
-        drawMatrixEditor(state, MatrixId::Wo, editorMax);
-        if (state.doc.present(MatrixId::Bo)) drawMatrixEditor(state, MatrixId::Bo, editorMax);
-    }
-    {
-        const char* on = state.doc.present(MatrixId::Wo) ? "d_out" : "h·d_v";
-        const std::string t = col ? shapeTitle("output", r.output, on, qn) : shapeTitle("output", r.output, qn, on);
-        title(t.c_str());
-        HeatmapSpec spec = tokenFeatureSpec(state, "output", r.output, HeatmapKind::Output, g_ranges.output, true);
-        const HeatmapHit hit = drawHeatmap(spec);
-        state.recordRect("heatmap/output", hit.cellsMin, hit.cellsMax);
-        noteHover(state, spec, hit);
-        if (hit.row >= 0) valueTooltip(state, spec, hit, "output");
-        ImGui::SameLine();
-        drawColorbar("cbout", spec.src.colormap, g_ranges.output, std::max(40.0f, static_cast<float>(r.output.rows()) * spec.cellPx));
-    }
-    ImGui::EndGroup();
+    updateRangeOptions(state);
+    if (focus) drawFocus(state, *focus);
+    else if (state.view.fit && v.planned) drawFit(state);
+    else drawFull(state);
     ImGui::End();
 }
 

@@ -217,8 +217,9 @@ void drawModelPanel(AppState& state)
     ModelState& m = state.model;
     if (!m.active || !m.showView || !m.model || !m.run) return;
     const ImGuiViewport* vp = ImGui::GetMainViewport();
-    ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + kControlsWidth, vp->WorkPos.y));
-    ImGui::SetNextWindowSize(ImVec2(vp->WorkSize.x - kControlsWidth, vp->WorkSize.y - kStatusBarHeight));
+    const float left = controlsWidth(state);  // the sidebar, or its strip when the user collapsed it
+    ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + left, vp->WorkPos.y));
+    ImGui::SetNextWindowSize(ImVec2(vp->WorkSize.x - left, vp->WorkSize.y - kStatusBarHeight));
     const std::string title = "Model: " + m.model->name + " (" + std::to_string(m.model->config.layers) + " layers × " +
                               std::to_string(m.model->config.heads) + " heads)###model";
     ImGui::SetNextWindowBgAlpha(1.0f);  // opaque: it covers the chain view

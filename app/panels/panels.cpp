@@ -13,7 +13,7 @@ namespace {
 using DrawFn = void (*)(AppState&);
 constexpr DrawFn kPanelRegistry[] = {
     drawMainMenu,
-    drawControlsPanel,
+    drawControlsOrStrip,
     drawChainPanel,
     drawLessonPanels,
     drawModelPanel,
@@ -48,6 +48,7 @@ void drawAllPanels(AppState& state)
     state.nextHoverQuery = -1;
     state.nextHoverKey = -1;
     handleShortcuts(state);
+    planChainLayout(state);
     for (DrawFn f : kPanelRegistry) f(state);
     if (!ImGui::IsMouseDown(ImGuiMouseButton_Left)) state.paintValue = -1;
     state.hoverQuery = state.nextHoverQuery;

@@ -115,6 +115,22 @@ std::string axisLabel(const std::vector<std::string>* labels, int i)
     return std::to_string(i);
 }
 
+std::string cellValueText(float v, float cellPx, float fontSize)
+{
+    if (!std::isfinite(v)) return "";
+    ImFont* font = ImGui::GetFont();
+    const float room = cellPx - 3.0f;
+    for (int digits : {3, 2}) {
+        const std::string t = attn::formatValue(v, digits);
+        if (font->CalcTextSizeA(fontSize, FLT_MAX, 0.0f, t.c_str()).x <= room) return t;
+    }
+    // "0.91" → ".91", "-0.5" → "-.5": the compact form plots use when the cell is narrow.
+    std::string t = attn::formatValue(v, 2);
+    if (t.rfind("0.", 0) == 0) t.erase(0, 1);
+    else if (t.rfind("-0.", 0) == 0) t.erase(1, 1);
+    return font->CalcTextSizeA(fontSize, FLT_MAX, 0.0f, t.c_str()).x <= room ? t : "";
+}
+
 ImU32 contrastingTextColor(attn::Colormap cmap, const attn::DisplayRange& range, float v)
 {
     const attn::Rgb8 c = attn::colormapColor(cmap, attn::normalize(v, range));
@@ -139,8 +155,8 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
 
     // Label bands: row labels on the left, column labels on top (turned when they do not fit across a cell).
     // Labels are left out when cells are smaller than the text (large n): hover still names each cell.
-    const bool rowLabelsFit = cell >= fontH * 0.8f;
-    const bool colLabelsFit = cell >= fontH * 0.8f;
+    const bool rowLabelsFit = spec.rowLabelsShown && cell >= fontH * 0.8f;
+    const bool colLabelsFit = spec.colLabelsShown && cell >= fontH * 0.8f;
     float rowBand = 0, colBand = 0, maxColLabelW = 0;
     // Measuring every label costs O(n) a frame: past kMeasuredLabels the bands take their widest size.
     constexpr int kMeasuredLabels = 512;
@@ -158,6 +174,13 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
         colVertical = maxColLabelW > cell - 2.0f;
         colBand = colVertical ? std::min(maxColLabelW, 60.0f) + 4.0f : fontH + 2.0f;
     }
+    // Axis titles, outside the label bands: the row title turned, left of the row labels.
+    const bool rowTitle = rowLabelsFit && !spec.rowTitle.empty();
+    const bool colTitle = colLabelsFit && !spec.colTitle.empty();
+    const float rowLabelBand = rowBand, colLabelBand = colBand;
+    if (rowTitle) rowBand += fontH + 2.0f;
+    if (colTitle) colBand += fontH + 2.0f;
+    colBand = std::max(colBand, spec.minColBand);
     const ImVec2 full(rowBand + cell * static_cast<float>(cols), colBand + cell * static_cast<float>(rows));
     const bool scroll = full.x > spec.maxWidth || full.y > spec.maxHeight;
     if (scroll) {
@@ -212,12 +235,13 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
     if (g_renderer) g_renderer->drawCells(dl, a, b, spec.key, spec.src);
     else drawCellsCpu(dl, a, b, spec.src);
 
-    // Values in the cells, when they fit (and the cell is on screen).
+    // Values in the cells, when they fit (and the cell is on screen), black or white by the cell's colour.
     const bool hasMask = spec.src.mask && spec.src.mask->size() == m.size();
-    // Cell values use a smaller size of the UI font: 11.5 px fits "0.25" in a 27 px cell.
-    constexpr float kValueFontSize = 11.5f;
+    // Cell values use a smaller size of the UI font, growing with the cell (11.5 px fits "0.25" in a 27 px
+    // cell; at most the UI font's size).
+    const float valueFont = std::clamp(cell * 0.42f, 11.5f, fontH);
     ImFont* font = ImGui::GetFont();
-    if (spec.showValues && cell >= kValueFontSize * 1.8f) {
+    if (spec.showValues && cell >= 11.5f * 1.6f) {
         for (int r = vr0; r < vr1; ++r) {
             const float y = a.y + cell * static_cast<float>(r);
             if (y > clipMax.y || y + cell < clipMin.y) continue;
@@ -225,10 +249,10 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
                 const float x = a.x + cell * static_cast<float>(c);
                 if (x > clipMax.x || x + cell < clipMin.x) continue;
                 if (hasMask && (*spec.src.mask)(r, c)) continue;
-                const std::string t = attn::formatValue(m(r, c), 2);
-                const ImVec2 ts = font->CalcTextSizeA(kValueFontSize, FLT_MAX, 0.0f, t.c_str());
-                if (ts.x > cell - 2.0f) continue;
-                dl->AddText(font, kValueFontSize, ImVec2(x + (cell - ts.x) * 0.5f, y + (cell - ts.y) * 0.5f),
+                const std::string t = cellValueText(m(r, c), cell, valueFont);
+                if (t.empty()) continue;
+                const ImVec2 ts = font->CalcTextSizeA(valueFont, FLT_MAX, 0.0f, t.c_str());
+                dl->AddText(font, valueFont, ImVec2(x + (cell - ts.x) * 0.5f, y + (cell - ts.y) * 0.5f),
                             contrastingTextColor(spec.src.colormap, spec.src.range, m(r, c)), t.c_str());
             }
         }
@@ -242,8 +266,8 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
             const std::string t = axisLabel(spec.rowLabels, r);
             const bool marked = r < static_cast<int>(spec.rowLabelMarked.size()) && spec.rowLabelMarked[static_cast<std::size_t>(r)];
             const ImVec2 ts = ImGui::CalcTextSize(t.c_str());
-            const ImVec2 p(a.x - 4.0f - std::min(ts.x, rowBand - 6.0f), a.y + cell * static_cast<float>(r) + (cell - ts.y) * 0.5f);
-            dl->PushClipRect(ImVec2(origin.x, p.y), ImVec2(a.x, p.y + ts.y), true);
+            const ImVec2 p(a.x - 4.0f - std::min(ts.x, rowLabelBand - 6.0f), a.y + cell * static_cast<float>(r) + (cell - ts.y) * 0.5f);
+            dl->PushClipRect(ImVec2(a.x - rowLabelBand, p.y), ImVec2(a.x, p.y + ts.y), true);
             dl->AddText(p, marked ? markedCol : (r == spec.highlightRow ? IM_COL32(255, 200, 60, 255) : textCol), t.c_str());
             dl->PopClipRect();
         }
@@ -262,15 +286,25 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
             if (colVertical) {
                 addVerticalText(dl, ImVec2(x + (cell - ts.y) * 0.5f, a.y - 3.0f), col, t.c_str());
             } else {
-                dl->AddText(ImVec2(x + (cell - ts.x) * 0.5f, origin.y), col, t.c_str());
+                dl->AddText(ImVec2(x + (cell - ts.x) * 0.5f, a.y - colLabelBand), col, t.c_str());
             }
             if (marked)  // padded key: strike through its label
-                dl->AddLine(ImVec2(x + 2, origin.y + colBand * 0.5f), ImVec2(x + cell - 2, origin.y + colBand * 0.5f), markedCol, 1.5f);
+                dl->AddLine(ImVec2(x + 2, a.y - colLabelBand * 0.5f), ImVec2(x + cell - 2, a.y - colLabelBand * 0.5f), markedCol, 1.5f);
         }
         ImGui::SetCursorScreenPos(ImVec2(a.x, origin.y));
         ImGui::InvisibleButton("collabels", ImVec2(b.x - a.x, std::max(1.0f, colBand)));
         if (ImGui::IsItemClicked())
             hit.colLabelClicked = std::clamp(static_cast<int>((ImGui::GetIO().MousePos.x - a.x) / cell), 0, cols - 1);
+    }
+
+    const ImU32 titleCol = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+    if (rowTitle) {
+        const ImVec2 ts = ImGui::CalcTextSize(spec.rowTitle.c_str());
+        addVerticalText(dl, ImVec2(origin.x, a.y + (b.y - a.y + ts.x) * 0.5f), titleCol, spec.rowTitle.c_str());
+    }
+    if (colTitle) {
+        const ImVec2 ts = ImGui::CalcTextSize(spec.colTitle.c_str());
+        dl->AddText(ImVec2(a.x + (b.x - a.x - ts.x) * 0.5f, origin.y), titleCol, spec.colTitle.c_str());
     }
 
     // Head boundaries in the projections (Q, K, V, concat): a dark line between blocks.
@@ -307,7 +341,7 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
     return hit;
 }
 
-void drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange& range, float height)
+void drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange& range, float height, float minWidth)
 {
     ImGui::PushID(id);
     ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -335,7 +369,7 @@ void drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange&
         dl->AddText(ImVec2(p.x + w + 6, y - ts.y * 0.5f), ImGui::GetColorU32(ImGuiCol_Text), s.c_str());
         labelW = std::max(labelW, ts.x);
     }
-    ImGui::Dummy(ImVec2(std::max(kColorbarWidth, w + 8 + labelW), h));
+    ImGui::Dummy(ImVec2(std::max(minWidth, w + 8 + labelW), h));
     ImGui::PopID();
 }
 

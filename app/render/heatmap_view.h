@@ -70,6 +70,10 @@ struct HeatmapSpec {
     std::vector<std::uint8_t> rowLabelMarked;
     int colBlock = 0, rowBlock = 0;            // > 0: a separator every colBlock columns / rowBlock rows (heads)
     float maxWidth = 420, maxHeight = 420;     // larger maps scroll inside this area (pan); Ctrl+wheel zooms
+    bool rowLabelsShown = true;                // false: no row label band (a map to the left shows these rows)
+    bool colLabelsShown = true;
+    std::string rowTitle, colTitle;            // axis titles ("query", "key"); empty = none
+    float minColBand = 0;                      // the cells start at least this far below the top (rows level with a neighbour's)
 };
 
 struct HeatmapHit {
@@ -90,7 +94,13 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec);
 // (heads sharing one range) line up when they reserve the same width.
 inline constexpr float kColorbarWidth = 64.0f;
 inline constexpr float kColorbarMaxHeight = 420.0f;  // = the default HeatmapSpec::maxHeight
-void drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange& range, float height);
+// `minWidth` below kColorbarWidth packs it to its tick labels (the fit layout, where width is scarce).
+void drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange& range, float height,
+                  float minWidth = kColorbarWidth);
+
+// The text printed in a cell `cellPx` wide for value v: 3 significant digits, else 2, else 2 without the
+// leading zero (".91"), whichever first fits in `fontSize`; "" when none does.
+std::string cellValueText(float v, float cellPx, float fontSize);
 
 // Black or white, whichever reads better on the colour of value v.
 ImU32 contrastingTextColor(attn::Colormap cmap, const attn::DisplayRange& range, float v);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <optional>
 
 namespace app {
 using json = nlohmann::json;
@@ -25,6 +26,16 @@ void addRecent(AppState& state, const std::string& path)
     if (r.size() > AppState::kMaxRecent) r.resize(AppState::kMaxRecent);
     saveUserState(state);
 }
+
+const char* rangeModeName(RangeMode m) { return m == RangeMode::Fixed ? "fixed" : m == RangeMode::Locked ? "locked" : "auto"; }
+std::optional<RangeMode> rangeModeFromName(const std::string& s)
+{
+    if (s == "fixed") return RangeMode::Fixed;
+    if (s == "locked") return RangeMode::Locked;
+    if (s == "auto") return RangeMode::Auto;
+    return std::nullopt;
+}
+
 } // namespace
 
 std::string viewToJson(const ViewOptions& v)
@@ -34,6 +45,10 @@ std::string viewToJson(const ViewOptions& v)
     j["shared_range"] = v.sharedRange;
     j["show_values"] = v.showValues;
     j["zoom"] = v.zoom;
+    j["layout"] = v.fit ? "fit" : "full";
+    j["head"] = v.head;
+    j["weights_range"] = rangeModeName(v.weightsRange);
+    j["ranges"] = rangeModeName(v.otherRanges);
     json open = json::array();
     for (int i = 0; i < kLessonCount; ++i)
         if (v.lessons[i]) open.push_back(lessonName(LessonId(i)));
@@ -56,6 +71,12 @@ ViewOptions viewFromJson(const std::string& text)
     if (j.contains("shared_range") && j["shared_range"].is_boolean()) v.sharedRange = j["shared_range"].get<bool>();
     if (j.contains("show_values") && j["show_values"].is_boolean()) v.showValues = j["show_values"].get<bool>();
     if (j.contains("zoom") && j["zoom"].is_number()) v.zoom = std::clamp(j["zoom"].get<float>(), 0.25f, 8.0f);
+    if (j.contains("layout") && j["layout"].is_string()) v.fit = j["layout"].get<std::string>() != "full";
+    if (j.contains("head") && j["head"].is_number_integer()) v.head = std::max(0, j["head"].get<int>());
+    if (j.contains("weights_range") && j["weights_range"].is_string())
+        if (auto m = rangeModeFromName(j["weights_range"].get<std::string>())) v.weightsRange = *m;
+    if (j.contains("ranges") && j["ranges"].is_string())
+        if (auto m = rangeModeFromName(j["ranges"].get<std::string>()); m && *m != RangeMode::Fixed) v.otherRanges = *m;
     if (j.contains("lesson")) {
         // A name or a list of names; unknown names are ignored (a newer file may name lessons we lack).
         const json names = j["lesson"].is_array() ? j["lesson"] : json::array({j["lesson"]});

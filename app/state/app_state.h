@@ -9,6 +9,7 @@
 #include "state/edit_state.h"
 #include "state/export_state.h"
 #include "state/model_state.h"
+#include "view/chain_view.h"
 
 #include <attnscope/colormap.h>
 
@@ -31,7 +32,11 @@ struct ViewOptions {
                                                attn::Colormap::RdBu};  // signed data defaults to the diverging map
     bool sharedRange = true;     // per-head small multiples share one colour range (else one range per head)
     bool showValues = true;      // print values in cells when they fit
-    float zoom = 1.0f;           // heatmap cell size factor (Ctrl+wheel over a heatmap), 0.25…8
+    float zoom = 1.0f;           // heatmap cell size factor (Ctrl+wheel over a heatmap, full chain), 0.25…8
+    bool fit = true;             // the chain laid out to the window (else the full chain: every head, every editor)
+    int head = 0;                // the head the fit layout shows (0-based; clamped to the session's heads)
+    RangeMode weightsRange = RangeMode::Fixed;  // weights: 0…1 (Fixed), auto-fitted, or locked
+    RangeMode otherRanges = RangeMode::Auto;    // every other map: auto-fitted or locked
     // Open lesson panels ("lesson": "masks" or ["heads", "scaling"] in the file) and the query the vector view
     // starts on ("query": i; -1 = keep the current one).
     bool lessons[kLessonCount] = {};
@@ -74,6 +79,7 @@ struct AppState {
     DocUiState docUi;          // controls panel, main menu and unsaved-changes prompt
     ModelState model;          // the model mode: a trained transformer (docs/model.md)
     EditState edit;            // matrix selection and cell being typed, status bar, path field, file chooser
+    ChainView chain;           // the chain panel's layout, focus, locked ranges (view/chain_view.h)
 
     // Lesson panels: their UI state, and the session in file orientation they read (rebuilt when the
     // document's revision changes: the document stores it row-oriented).

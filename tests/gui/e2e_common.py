@@ -48,7 +48,29 @@ class Session:
         return read_json(self.layout_path)
 
     def rect(self, name):
-        return wait_for(lambda: (l := self.layout()) and l["rects"].get(name), "widget " + name)
+        """The rectangle of widget `name`, revealing it first when the fit layout keeps it collapsed: the
+        controls (control/...) behind the sidebar's strip, a matrix's cells or title behind its button in the
+        inputs strip (strip/<matrix>)."""
+        tried = set()
+
+        def find():
+            l = self.layout()
+            if not l:
+                return None
+            rects = l["rects"]
+            if name in rects:
+                return rects[name]
+            opener = None
+            if name.startswith("control/"):
+                opener = "sidebar/expand"
+            elif name.startswith("cell/") or name.startswith("title/"):
+                opener = "strip/" + name.split("/")[1]
+            if opener in rects and opener not in tried:
+                tried.add(opener)
+                x0, y0, x1, y1 = rects[opener]
+                self.press_at(int((x0 + x1) / 2), int((y0 + y1) / 2))
+            return None
+        return wait_for(find, "widget " + name)
 
     def wait_window(self, pred=lambda l: l.get("generation", 0) >= 1, what="the first frame"):
         """Waits for the first frame (or `pred`), finds the X window and gives it the input focus (there is no
@@ -79,10 +101,24 @@ class Session:
 
     def click(self, name):
         x0, y0, x1, y1 = self.rect(name)
-        self.move(int((x0 + x1) / 2), int((y0 + y1) / 2))
+        self.press_at(int((x0 + x1) / 2), int((y0 + y1) / 2))
+
+    def press_at(self, x, y):
+        self.move(x, y)
         xdo("mousedown", "1")
         time.sleep(0.15)  # held like a finger: ImGui 1.86 polls the button once per frame
         xdo("mouseup", "1")
+        time.sleep(0.3)
+
+    def double_click(self, name):
+        """Two presses at the centre of `name`, within ImGui's double-click time (0.30 s)."""
+        x0, y0, x1, y1 = self.rect(name)
+        self.move(int((x0 + x1) / 2), int((y0 + y1) / 2))
+        for _ in range(2):
+            xdo("mousedown", "1")
+            time.sleep(0.06)  # at 60 Hz: held over 3 frames, well inside the double-click time
+            xdo("mouseup", "1")
+            time.sleep(0.06)
         time.sleep(0.3)
 
     def stop(self):

@@ -101,6 +101,7 @@ def edit_session(app, autosave, stderr_path):
         return app.layout()["generation"]
 
     # ---- 1. edit a cell -----------------------------------------------------------------------------
+    app.rect("cell/X/0/0")  # opens X's editor first when the fit layout keeps the inputs in a strip
     park_mouse()
     before = app.capture()
     gen = generation()

@@ -1,0 +1,110 @@
+// The fit layout's arithmetic (chain_view.h): pure sizes in, cell sizes and collapses out, so that it can
+// be tested without a window.
+#include "view/chain_view.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace app {
+namespace {
+
+// Widths the panel spends besides cells (ImGui's default style, as set up by panels/style.cpp): the
+// spacing between items, an arrow between columns, a colorbar with its tick labels.
+constexpr float kSpacing = 8.0f;
+constexpr float kArrow = 14.0f + 2 * kSpacing;
+// A colorbar packed to its tick labels (12 px bar, 8 px ticks, labels up to "-0.25": about 30 px), plus spacing.
+constexpr float kColorbar = 52.0f + kSpacing;
+constexpr float kTitle = 22.0f;                // a map's title line
+constexpr float kMinSmallCell = 6.0f;          // thumbnails of Q, K, V, scores and the final maps
+constexpr float kThumbTitle = 50.0f;           // a thumbnail's title ("scores", "output") in the UI font
+
+float smallFor(float cell) { return std::clamp(std::round(cell * 0.5f), kMinCell, 24.0f); }
+
+// The main row's width and the panel's height with large cells `c` and small cells `cs`. Small maps whose
+// cells are too small for labels are thumbnails: no label bands and no colorbar (hover names each cell).
+float widthOf(const FitInput& in, float inputsW, float c, float cs)
+{
+    const float band = in.labelBand + 6.0f;
+    const bool thumbs = cs < in.fontSize * 0.8f;
+    // A small map: its cells and bands, or a thumbnail under a short title ("scores": 50 px).
+    const auto small = [&](int cols) { return thumbs ? std::max(cols * cs, kThumbTitle) : band + cols * cs + kColorbar; };
+    float w = inputsW + kArrow + small(in.qkvCols);             // Q, K, V
+    w += kArrow + small(in.wCols);                              // scores
+    w += kSpacing + band + in.wCols * c + kColorbar;            // weights
+    w += kSpacing + (in.outputLabels ? band : 0.0f) + in.oCols * c + kColorbar;  // head output
+    if (in.finalCols > 0) w += kArrow + small(in.finalCols);
+    return w + kSpacing;
+}
+
+float heightOf(const FitInput& in, float c, float cs)
+{
+    const float band = in.labelBand + 6.0f;
+    const bool thumbs = cs < in.fontSize * 0.8f;
+    const float smallBand = thumbs ? 0.0f : band;
+    float h = kTitle + band + std::max(in.wRows, in.oRows) * c;
+    h = std::max(h, 3 * (kTitle + smallBand) + in.qkvRows * cs);
+    if (in.finalRows > 0) h = std::max(h, 2 * (kTitle + smallBand) + 2 * in.finalRows * cs);
+    // The heads grid: its note, labels and thumbnails (its colorbar at least 40 px tall).
+    if (in.heads > 1) h += kSpacing + kTitle + kTitle + std::max(40.0f, in.wRows * gridCellFor(cs));
+    return h;
+}
+
+struct Fit {
+    float cell = 0, small = 0;
+    bool fits = false;
+};
+
+// The largest large cell in [kMinCell, kMaxCell] with which the panel fits, small cells at half of it.
+// When that misses `target`, the small maps shrink (down to kMinSmallCell, thumbnails) first.
+Fit largestCell(const FitInput& in, float avail, float inputsW, float target)
+{
+    const auto fits = [&](float c, float cs) { return widthOf(in, inputsW, c, cs) <= avail && heightOf(in, c, cs) <= in.chainHeight; };
+    Fit f;
+    for (float c = kMaxCell; c >= kMinCell; c -= 1.0f)
+        if (fits(c, smallFor(c))) {
+            f = {c, smallFor(c), true};
+            break;
+        }
+    if (f.fits && f.cell >= target) return f;
+    for (float c = std::min(kMaxCell, std::ceil(target)); c > std::max(f.cell, kMinCell - 1.0f); c -= 1.0f)
+        for (float cs = smallFor(c); cs >= kMinSmallCell; cs -= 1.0f)
+            if (fits(c, cs)) return {c, cs, true};
+    if (!f.fits) f = {kMinCell, kMinSmallCell, false};
+    return f;
+}
+
+} // namespace
+
+FitPlan planFitLayout(const FitInput& in, Collapse inputs, Collapse sidebar)
+{
+    // The cell at which the weights take kTargetShare of the window (capped at the readable maximum).
+    const float area = static_cast<float>(std::max(1, in.wVisible));
+    float target = std::sqrt(kTargetShare * in.width * in.height / area);
+    // A map so small that even the largest cells leave it under its share (seed 000's 4×4 at 1280×800):
+    // comfortable cells are enough, nothing collapses for more.
+    if (target > kMaxCell) target = kComfortCell;
+    struct Option { bool inputsCollapsed, sidebarCollapsed; };
+    const Option order[] = {{false, false}, {true, false}, {true, true}};
+    FitPlan best;
+    bool have = false;
+    for (const Option& o : order) {
+        if ((inputs == Collapse::Shown && o.inputsCollapsed) || (inputs == Collapse::Hidden && !o.inputsCollapsed)) continue;
+        if ((sidebar == Collapse::Shown && o.sidebarCollapsed) || (sidebar == Collapse::Hidden && !o.sidebarCollapsed)) continue;
+        const float avail = in.chainWidth + (o.sidebarCollapsed ? in.sidebarWidth : 0.0f);
+        const Fit f = largestCell(in, avail, o.inputsCollapsed ? in.stripWidth : in.inputsWidth, target);
+        FitPlan p;
+        p.cell = f.cell;
+        p.smallCell = f.small;
+        p.gridCell = gridCellFor(f.small);
+        p.inputsCollapsed = o.inputsCollapsed;
+        p.sidebarCollapsed = o.sidebarCollapsed;
+        p.fits = f.fits;
+        // Past the target, the option with the largest cells (ties: the later one, with more room).
+        if (!have || p.cell >= best.cell) best = p;
+        have = true;
+        if (f.fits && f.cell >= target) return p;
+    }
+    return best;
+}
+
+} // namespace app
