@@ -184,6 +184,46 @@ TEST_F(ModelMode, ABurstOfRequestsCoalescesAndTheLastWins)
     EXPECT_EQ(m.cosine, attn::cosineSimilarity(a->embedding, b->embedding));
 }
 
+// Item: while a model layer is the chain view's session, the controls that would break the link are disabled
+// (a click on "causal" changes nothing) and one line says why; a hand-made session gets them back.
+TEST_F(ModelMode, ControlsThatWouldBreakTheModelLinkAreDisabled)
+{
+    ImGuiIO& io = createHeadlessImGui();
+    m_state.recordRects = true;
+    app::openLayerInChain(m_state, 2);
+    auto frame = [&](bool mouseDown) {
+        io.MouseDown[0] = mouseDown;
+        ImGui::NewFrame();
+        app::drawControlsPanel(m_state);
+        ImGui::Render();
+    };
+    auto clickCausal = [&] {
+        frame(false);
+        ASSERT_EQ(m_state.rects.count("control/causal"), 1u);
+        const app::UiRect r = m_state.rects["control/causal"];
+        io.MousePos = ImVec2((r.x0 + r.x1) / 2, (r.y0 + r.y1) / 2);
+        frame(false);
+        frame(true);
+        frame(false);
+    };
+    clickCausal();
+    EXPECT_EQ(m_state.rects.count("control/model_link"), 1u);
+    EXPECT_FALSE(m_state.doc.session().input.mask.causal);
+    EXPECT_EQ(m_state.model.openLayer, 2);
+    // A hand-made session: the same click sets the causal mask.
+    attn::Session hand;
+    hand.input.X = attn::Matrix::Ones(3, 4);
+    hand.input.Wq = hand.input.Wk = hand.input.Wv = attn::Matrix::Identity(4, 4);
+    m_state.doc.setSession(std::move(hand), "");
+    app::syncModelEdits(m_state);  // the session's shapes left the model's: unlinked
+    EXPECT_EQ(m_state.model.openLayer, -1);
+    m_state.rects.clear();
+    clickCausal();
+    EXPECT_EQ(m_state.rects.count("control/model_link"), 0u);
+    EXPECT_TRUE(m_state.doc.session().input.mask.causal);
+    ImGui::DestroyContext();
+}
+
 TEST_F(ModelMode, BadTextKeepsTheLastGoodRun)
 {
     app::ModelState& m = m_state.model;
