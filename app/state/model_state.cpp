@@ -287,8 +287,10 @@ void takeFinished(ModelState& m)
     if (!f) return;
     m.lastRunMs = f->ms;
     if (!f->status.ok()) {
-        // The last good run stays on screen. A text error is shown until the text is fixed.
+        // The last good run stays on screen. A text error is shown until the text is fixed; with no run yet
+        // the model window is not drawn, so it goes to the message log too.
         m.error = f->status.message;
+        if (!m.run) postError(m.error);
         return;
     }
     m.error.clear();
