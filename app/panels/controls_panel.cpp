@@ -325,6 +325,19 @@ void drawControlsPanel(AppState& state)
     const attn::Session& ss = state.doc.session();
     const attn::AttentionConfig& cfg = ss.config;
     if (!ss.name.empty()) ImGui::TextWrapped("%s", ss.name.c_str());
+    // A model layer opened in the chain view (state/model_state.h): its shape, score function, masks and
+    // tokens are the model's, so the controls that would change them (and break the link) are disabled.
+    const bool modelLayer = state.model.openLayer >= 0 && state.model.model;
+    if (modelLayer) {
+        ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+        ImGui::TextWrapped("layer %d of %s: its shape is the model's", state.model.openLayer, state.model.model->name.c_str());
+        ImGui::PopStyleColor();
+        state.recordRect("control/model_link", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("Layout, mode, heads, score, masks, sizes and tokens are fixed by the model; edit any number\n"
+                              "of X or the weights in the chain view, and the text in the model view.");
+    }
+    ImGui::BeginDisabled(modelLayer);
 
     ImGui::TextUnformatted("layout");
     ImGui::SameLine();
@@ -392,6 +405,7 @@ void drawControlsPanel(AppState& state)
     if (ImGui::CollapsingHeader("Masks", ImGuiTreeNodeFlags_DefaultOpen)) drawMasks(state);
     if (ImGui::CollapsingHeader("Sizes", ImGuiTreeNodeFlags_DefaultOpen)) drawSizes(state);
     if (ImGui::CollapsingHeader("Tokens")) drawTokens(state);
+    ImGui::EndDisabled();
     if (ImGui::CollapsingHeader("Colormaps and view")) drawColormaps(state);
     if (!ss.description.empty() && ImGui::CollapsingHeader("About this session")) ImGui::TextWrapped("%s", ss.description.c_str());
     ImGui::End();

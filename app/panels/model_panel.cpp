@@ -221,7 +221,8 @@ void drawModelPanel(AppState& state)
     ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + left, vp->WorkPos.y));
     ImGui::SetNextWindowSize(ImVec2(vp->WorkSize.x - left, vp->WorkSize.y - kStatusBarHeight));
     const std::string title = "Model: " + m.model->name + " (" + std::to_string(m.model->config.layers) + " layers × " +
-                              std::to_string(m.model->config.heads) + " heads)###model";
+                              std::to_string(m.model->config.heads) + " heads)" +
+                              (m.computing() ? "   computing… " + std::to_string(int(m.computingMs())) + " ms" : "") + "###model";
     ImGui::SetNextWindowBgAlpha(1.0f);  // opaque: it covers the chain view
     ImGui::Begin(title.c_str(), nullptr, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse);
     drawSentenceFields(state);

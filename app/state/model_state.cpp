@@ -5,8 +5,12 @@
 #include "state/app_state.h"
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 
 namespace app {
 
@@ -19,52 +23,237 @@ std::string defaultModelDirectory()
     return (exe.parent_path().parent_path() / "models" / "all-MiniLM-L6-v2").string();
 }
 
+// [SECTION] The worker ----------------------------------------------------------------------------------
+
 namespace {
 
-std::optional<std::string> pairText(const ModelState& m)
+std::optional<std::string> pairText(const std::string& b)
 {
-    return m.textB.empty() ? std::nullopt : std::optional<std::string>(m.textB);
+    return b.empty() ? std::nullopt : std::optional<std::string>(b);
 }
 
-// cos(emb(A), emb(B)) with each sentence run alone (as sentence-transformers compares two sentences),
-// under the current weights and ablations.
-void updateCosine(ModelState& m, int fromLayer)
+// The lowest layer whose result differs between a run of `a` and one of `b` with the same texts (L = none):
+// changed weights (pointer compare: snapshots are immutable), the ablation set, the pin.
+int firstChangedLayer(const ModelRequest& a, const ModelRequest& b, bool withPin)
 {
-    m.hasCosine = false;
-    if (m.textB.empty() || !m.model || !m.run) return;
-    // A and B run alone are kept: after an edit or ablation in layer l only layers l…L−1 are recomputed
-    // (the layers below saw neither), like the pair run itself; a new text or model reruns them whole.
-    bool ok = true;
-    for (auto [side, text] : {std::pair{&m.runA, &m.textA}, {&m.runB, &m.textB}}) {
-        if (fromLayer > 0 && *side && (*side)->hidden.size() == m.run->hidden.size()) {
-            (*side)->ablated = m.run->ablated;
-            ok = ok && attn::recomputeFrom(*m.model, fromLayer, **side).ok();
-        } else {
-            if (!*side) side->emplace();
-            attn::ModelOptions o;
-            o.ablate = m.run->ablated;
-            ok = ok && attn::runModel(*m.model, *text, std::nullopt, o, **side).ok();
+    const int L = static_cast<int>(b.weights.size());
+    int from = L;
+    for (int l = 0; l < L; ++l)
+        if (static_cast<std::size_t>(l) >= a.weights.size() || a.weights[static_cast<std::size_t>(l)] != b.weights[static_cast<std::size_t>(l)]) {
+            from = l;
+            break;
+        }
+    auto has = [](const ModelRequest& r, std::pair<int, int> p) {
+        return std::find(r.ablated.begin(), r.ablated.end(), p) != r.ablated.end();
+    };
+    for (const auto& p : a.ablated) if (!has(b, p)) from = std::min(from, p.first);
+    for (const auto& p : b.ablated) if (!has(a, p)) from = std::min(from, p.first);
+    if (withPin && a.pin != b.pin) {
+        if (a.pin && a.pin->layer >= 0) from = std::min(from, a.pin->layer);
+        if (b.pin && b.pin->layer >= 0) from = std::min(from, b.pin->layer);
+    }
+    return from;
+}
+
+} // namespace
+
+// One complete run, what the views show: the pair run, A and B alone, and the request they come from.
+struct ModelBuffer {
+    std::optional<attn::ModelRun> run, runA, runB;
+    ModelRequest request;
+    bool valid = false;  // false: the buffers hold no run of `request` (none yet, or a failed one)
+};
+
+// Runs model requests on its own thread; the pattern of ComputeWorker (compute_worker.h): one job at a time,
+// a request sent while another waits replaces it, the result waits in the worker's buffer until take()
+// swaps it with the shown one, and the next job reuses the buffer the views let go of (recomputing it from
+// the lowest layer where its request and the new one differ).
+class ModelWorker {
+public:
+    explicit ModelWorker(attn::Model model) : m_model(std::move(model)), m_thread([this] { loop(); }) {}
+    ~ModelWorker()
+    {
+        {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            m_stop = true;
+            m_pending.reset();
+        }
+        m_cv.notify_all();
+        m_thread.join();
+    }
+    ModelWorker(const ModelWorker&) = delete;
+    ModelWorker& operator=(const ModelWorker&) = delete;
+
+    const attn::Model& model() const { return m_model; }  // name, config, tokenizer only (see ModelState::model)
+
+    void submit(ModelRequest r)
+    {
+        {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            m_pending = std::move(r);
+        }
+        m_cv.notify_all();
+    }
+
+    struct Finished {
+        attn::Status status;
+        double ms = 0;
+        std::string why;
+        std::uint64_t id = 0;
+    };
+    // Swaps a finished successful run into `shown` (whose old content the worker reuses). Never waits.
+    std::optional<Finished> take(ModelBuffer& shown)
+    {
+        std::optional<Finished> f;
+        {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            if (!m_finished) return std::nullopt;
+            f = std::move(m_finished);
+            m_finished.reset();
+            if (f->status.ok()) std::swap(shown, m_buffer);  // the worker waits while m_finished is set
+        }
+        m_cv.notify_all();
+        return f;
+    }
+
+    bool busy() const
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        return m_running || m_pending.has_value();
+    }
+    double runningMs() const
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        return m_running ? std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m_started).count() : 0;
+    }
+    // Blocks until no job runs, and none waits unless a finished one waits to be taken.
+    void waitUntilDone()
+    {
+        std::unique_lock<std::mutex> lock(m_mutex);
+        m_cv.wait(lock, [this] { return !m_running && (!m_pending || m_finished); });
+    }
+    long jobsStarted() const
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        return m_jobsStarted;
+    }
+
+private:
+    void loop()
+    {
+        std::unique_lock<std::mutex> lock(m_mutex);
+        for (;;) {
+            m_cv.wait(lock, [this] { return m_stop || (m_pending && !m_finished); });
+            if (m_stop) return;
+            ModelRequest req = std::move(*m_pending);
+            m_pending.reset();
+            m_running = true;
+            m_started = std::chrono::steady_clock::now();
+            ++m_jobsStarted;
+            lock.unlock();
+
+            attn::Status st = runJob(req);
+            const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m_started).count();
+
+            lock.lock();
+            m_running = false;
+            m_finished = Finished{std::move(st), ms, req.why, req.id};
+            m_cv.notify_all();
         }
     }
-    // runModel and recomputeFrom set each layer's X to their run's input: put back the pair run's, which the
-    // chain view shows.
-    for (std::size_t l = 0; l < m.model->layers.size(); ++l) m.model->layers[l].attention.X = m.run->hidden[l];
-    if (!ok) {
-        m.runA.reset();  // left unspecified by the failure: the next change reruns them whole
-        m.runB.reset();
-        return;
-    }
-    m.cosine = attn::cosineSimilarity(m.runA->embedding, m.runB->embedding);
-    m.hasCosine = true;
-}
 
-void noteChange(ModelState& m, const std::string& why, int fromLayer)
-{
-    m.hasCosineBefore = m.hasCosine;
-    m.cosineBefore = m.cosine;
-    updateCosine(m, fromLayer);
-    m.lastChange = why;
-}
+    // Brings m_buffer from the request it holds to `req`. Only this thread touches m_model and m_buffer here.
+    attn::Status runJob(const ModelRequest& req)
+    {
+        // The model's weights follow the request (layers whose snapshot changed since the last job).
+        const std::size_t L = m_model.layers.size();
+        if (req.weights.size() != L) return attn::invalidArgument("model request: expected " + std::to_string(L) + " layers' weights");
+        m_applied.resize(L);
+        for (std::size_t l = 0; l < L; ++l) {
+            if (m_applied[l] == req.weights[l]) continue;
+            const attn::AttentionInput& w = *req.weights[l];
+            attn::AttentionInput& dst = m_model.layers[l].attention;
+            dst.Wq = w.Wq, dst.Wk = w.Wk, dst.Wv = w.Wv, dst.Wo = w.Wo;
+            dst.bq = w.bq, dst.bk = w.bk, dst.bv = w.bv, dst.bo = w.bo;
+            m_applied[l] = req.weights[l];
+        }
+        ModelBuffer& b = m_buffer;
+        const bool whole = !b.valid || !b.run || b.request.textA != req.textA || b.request.textB != req.textB;
+        const int from = whole ? 0 : firstChangedLayer(b.request, req, true);
+        const int fromAlone = whole ? 0 : firstChangedLayer(b.request, req, false);
+        b.valid = false;  // until the whole job succeeded
+        attn::Status st = runPair(req, whole, from);
+        if (st.ok()) st = runAlone(req, whole, fromAlone);
+        if (!st.ok()) return st;
+        b.request = req;
+        b.valid = true;
+        return st;
+    }
+
+    attn::Status runPair(const ModelRequest& req, bool whole, int from)
+    {
+        ModelBuffer& b = m_buffer;
+        const int L = static_cast<int>(m_model.layers.size());
+        const attn::PinnedInput none;
+        const attn::PinnedInput& pin = req.pin ? *req.pin : none;
+        if (whole) {
+            if (!b.run) b.run.emplace();
+            attn::ModelOptions o;
+            o.ablate = req.ablated;
+            if (attn::Status s = attn::runModel(m_model, req.textA, pairText(req.textB), o, *b.run); !s.ok()) return s;
+            return pin.layer >= 0 ? attn::recomputeFrom(m_model, pin.layer, *b.run, pin) : attn::Status::success();
+        }
+        if (from >= L) return attn::Status::success();  // nothing changed
+        b.run->ablated = req.ablated;
+        return attn::recomputeFrom(m_model, from, *b.run, pin);
+    }
+
+    // A and B run alone (as sentence-transformers compares two sentences), under the same weights and
+    // ablations; a pin is an edit of the pair run's hidden states and does not apply to them.
+    attn::Status runAlone(const ModelRequest& req, bool whole, int from)
+    {
+        ModelBuffer& b = m_buffer;
+        if (req.textB.empty()) {
+            b.runA.reset();
+            b.runB.reset();
+            return attn::Status::success();
+        }
+        const int L = static_cast<int>(m_model.layers.size());
+        for (auto [side, text] : {std::pair{&b.runA, &req.textA}, {&b.runB, &req.textB}}) {
+            if (!whole && *side && from >= L) continue;
+            if (!whole && *side) {
+                (*side)->ablated = req.ablated;
+                if (attn::Status s = attn::recomputeFrom(m_model, from, **side); !s.ok()) return s;
+                continue;
+            }
+            if (!*side) side->emplace();
+            attn::ModelOptions o;
+            o.ablate = req.ablated;
+            if (attn::Status s = attn::runModel(m_model, *text, std::nullopt, o, **side); !s.ok()) return s;
+        }
+        return attn::Status::success();
+    }
+
+    attn::Model m_model;                 // this thread's: weights as of the last job, each layer's X
+    std::vector<std::shared_ptr<const attn::AttentionInput>> m_applied;  // the weight snapshots in m_model
+    ModelBuffer m_buffer;
+    mutable std::mutex m_mutex;
+    std::condition_variable m_cv;
+    std::optional<ModelRequest> m_pending;
+    std::optional<Finished> m_finished;
+    bool m_running = false, m_stop = false;
+    std::chrono::steady_clock::time_point m_started;
+    long m_jobsStarted = 0;
+    std::thread m_thread;  // last: starts once every other member is ready
+};
+
+// [SECTION] The model mode -------------------------------------------------------------------------------
+
+bool ModelState::computing() const { return worker && worker->busy(); }
+double ModelState::computingMs() const { return worker ? worker->runningMs() : 0; }
+long ModelState::runsStarted() const { return worker ? worker->jobsStarted() : 0; }
+
+namespace {
 
 void bumpFrom(ModelState& m, int layer)
 {
@@ -72,26 +261,60 @@ void bumpFrom(ModelState& m, int layer)
     for (std::size_t l = static_cast<std::size_t>(std::max(layer, 0)); l < m.layerGeneration.size(); ++l) ++m.layerGeneration[l];
 }
 
+void submit(ModelState& m, const std::string& why)
+{
+    if (!m.worker) return;
+    m.wanted.textA = m.textA;
+    m.wanted.textB = m.textB;
+    m.wanted.why = why;
+    ++m.wanted.id;
+    m.worker->submit(m.wanted);
+}
+
+// Shows a finished run, if any (the frame loop's side of the worker; never waits).
+void takeFinished(ModelState& m)
+{
+    if (!m.worker) return;
+    const bool hadRun = m.run.has_value();
+    const ModelRequest before = m.shown;  // cheap: texts and shared snapshots
+    ModelBuffer shown{std::move(m.run), std::move(m.runA), std::move(m.runB), std::move(m.shown)};
+    shown.valid = hadRun;
+    const std::optional<ModelWorker::Finished> f = m.worker->take(shown);
+    m.run = std::move(shown.run);
+    m.runA = std::move(shown.runA);
+    m.runB = std::move(shown.runB);
+    m.shown = std::move(shown.request);
+    if (!f) return;
+    m.lastRunMs = f->ms;
+    if (!f->status.ok()) {
+        // The last good run stays on screen. A text error is shown until the text is fixed; with no run yet
+        // the model window is not drawn, so it goes to the message log too.
+        m.error = f->status.message;
+        if (!m.run) postError(m.error);
+        return;
+    }
+    m.error.clear();
+    for (const std::string& w : m.run->warnings) postWarning(w);
+    m.embedding = m.run->embedding;
+    // The thumbnails whose layer changed since the run shown before (not since the worker's older buffer).
+    const bool sameText = hadRun && before.textA == m.shown.textA && before.textB == m.shown.textB;
+    bumpFrom(m, sameText ? firstChangedLayer(before, m.shown, true) : 0);
+    m.hasCosineBefore = m.hasCosine;
+    m.cosineBefore = m.cosine;
+    m.hasCosine = m.runA && m.runB;
+    if (m.hasCosine) m.cosine = attn::cosineSimilarity(m.runA->embedding, m.runB->embedding);
+    m.lastChange = f->why;
+}
+
 } // namespace
 
 void rerunModel(AppState& state, const std::string& why)
 {
     ModelState& m = state.model;
-    if (!m.model) return;
-    attn::ModelOptions o;
-    if (m.run) o.ablate = m.run->ablated;
-    auto run = attn::runModel(*m.model, m.textA, pairText(m), o);
-    if (!run) {
-        m.error = run.status().message;  // the last good run stays on screen
-        return;
-    }
-    m.error.clear();
-    for (const std::string& w : run->warnings) postWarning(w);
-    m.run = std::move(*run);
-    m.embedding = m.run->embedding;
+    if (!m.worker) return;
     m.openLayer = -1;  // the chain view's layer belongs to the old text
-    bumpFrom(m, 0);
-    noteChange(m, why, 0);
+    m.wanted.pin.reset();  // so does an edited X
+    submit(m, why);
 }
 
 attn::Status openModel(AppState& state, const std::string& dir)
@@ -102,34 +325,42 @@ attn::Status openModel(AppState& state, const std::string& dir)
         return model.status();
     }
     ModelState& m = state.model;
-    m.model = std::move(*model);
+    m.worker.reset();  // waits for the old model's run to end
+    m.wanted = {};
+    for (const attn::EncoderLayer& layer : model->layers) {
+        auto w = std::make_shared<attn::AttentionInput>(layer.attention);
+        w->X.resize(0, 0);
+        m.wanted.weights.push_back(std::move(w));
+    }
+    auto worker = std::make_shared<ModelWorker>(std::move(*model));
+    // Aliases the worker's model: the UI reads its name, config and tokenizer, fixed after loading.
+    m.model = std::shared_ptr<const attn::Model>(worker, &worker->model());
+    m.worker = std::move(worker);
     m.dir = dir;
     m.run.reset();
+    m.runA.reset();
+    m.runB.reset();
+    m.shown = {};
+    m.openLayer = -1;
     m.active = true;
     m.showView = true;
+    m.hasCosine = m.hasCosineBefore = false;
+    m.layerGeneration.assign(m.model->layers.size(), 0);
     if (m.textA.empty()) m.textA = "The cat sat on the mat.";
-    rerunModel(state, "opened " + m.model->name);
-    m.hasCosineBefore = false;
+    submit(m, "opened " + m.model->name);
     return {};
 }
 
 void toggleAblation(AppState& state, int layer, int head)
 {
     ModelState& m = state.model;
-    if (!m.model || !m.run) return;
-    auto& ab = m.run->ablated;
+    if (!m.worker) return;
+    auto& ab = m.wanted.ablated;
     const auto it = std::find(ab.begin(), ab.end(), std::make_pair(layer, head));
     const bool on = it == ab.end();
     if (on) ab.emplace_back(layer, head);
     else ab.erase(it);
-    if (attn::Status s = attn::recomputeFrom(*m.model, layer, *m.run); !s.ok()) {
-        postError(s.message);
-        return;
-    }
-    m.embedding = m.run->embedding;
-    bumpFrom(m, layer);
-    noteChange(m, std::string(on ? "ablated" : "restored") + " layer " + std::to_string(layer) + " head " +
-                      std::to_string(head), layer);
+    submit(m, std::string(on ? "ablated" : "restored") + " layer " + std::to_string(layer) + " head " + std::to_string(head));
 }
 
 void openLayerInChain(AppState& state, int layer)
@@ -140,11 +371,12 @@ void openLayerInChain(AppState& state, int layer)
     s.name = m.model->name + " layer " + std::to_string(layer);
     s.description = "Layer " + std::to_string(layer) + " of " + m.model->name +
                     ": X is the layer's input (hidden states), W^Q/W^K/W^V/W^O its trained weights. "
-                    "Edits of the weights flow back into the model.";
+                    "Edits flow back into the model: the layers from this one on are recomputed.";
     s.queryTokens = s.keyTokens = m.run->encoding.tokens;
-    s.input = m.model->layers[static_cast<std::size_t>(layer)].attention;
+    s.input = *m.wanted.weights[static_cast<std::size_t>(layer)];
     s.input.X = m.run->hidden[static_cast<std::size_t>(layer)];
     s.config.heads = m.model->config.heads;
+    m.chainX = s.input.X;
     state.doc.resetSession(std::move(s), "");  // no undo to another layer: its weights would flow into this one
     m.openLayer = layer;
     m.showView = false;  // the chain view shows the layer; View → Model view brings the grid back
@@ -154,31 +386,49 @@ void openLayerInChain(AppState& state, int layer)
 void syncModelEdits(AppState& state)
 {
     ModelState& m = state.model;
-    if (m.openLayer < 0 || !m.model || !m.run || state.doc.revision() == m.syncedRevision) return;
+    takeFinished(m);
+    if (m.openLayer < 0 || !m.worker || state.doc.revision() == m.syncedRevision) return;
     m.syncedRevision = state.doc.revision();
     const attn::AttentionInput& in = state.doc.session().input;
-    attn::AttentionInput& dst = m.model->layers[static_cast<std::size_t>(m.openLayer)].attention;
+    const std::size_t l = static_cast<std::size_t>(m.openLayer);
+    const attn::AttentionInput& dst = *m.wanted.weights[l];
     auto same = [](const auto& a, const auto& b) { return a.rows() == b.rows() && a.cols() == b.cols(); };
     if (!same(in.Wq, dst.Wq) || !same(in.Wk, dst.Wk) || !same(in.Wv, dst.Wv) || !same(in.Wo, dst.Wo) ||
         !same(in.bq, dst.bq) || !same(in.bk, dst.bk) || !same(in.bv, dst.bv) || !same(in.bo, dst.bo) ||
-        state.doc.session().config.heads != m.model->config.heads) {
+        !same(in.X, m.chainX) || state.doc.session().config.heads != m.model->config.heads) {
         postWarning("model layer " + std::to_string(m.openLayer) +
                     ": the session's shapes no longer match the model; its edits no longer flow back");
         m.openLayer = -1;
         return;
     }
-    if (in.Wq == dst.Wq && in.Wk == dst.Wk && in.Wv == dst.Wv && in.Wo == dst.Wo && in.bq == dst.bq &&
-        in.bk == dst.bk && in.bv == dst.bv && in.bo == dst.bo)
-        return;  // an X edit, mask or view change: nothing for the model
-    dst.Wq = in.Wq, dst.Wk = in.Wk, dst.Wv = in.Wv, dst.Wo = in.Wo;
-    dst.bq = in.bq, dst.bk = in.bk, dst.bv = in.bv, dst.bo = in.bo;
-    if (attn::Status s = attn::recomputeFrom(*m.model, m.openLayer, *m.run); !s.ok()) {
-        postError(s.message);
-        return;
+    const bool weightsEdited = !(in.Wq == dst.Wq && in.Wk == dst.Wk && in.Wv == dst.Wv && in.Wo == dst.Wo &&
+                                 in.bq == dst.bq && in.bk == dst.bk && in.bv == dst.bv && in.bo == dst.bo);
+    const bool xEdited = in.X != m.chainX;
+    if (!weightsEdited && !xEdited) return;  // a mask or view change: nothing for the model
+    if (weightsEdited) {
+        auto w = std::make_shared<attn::AttentionInput>();
+        w->Wq = in.Wq, w->Wk = in.Wk, w->Wv = in.Wv, w->Wo = in.Wo;
+        w->bq = in.bq, w->bk = in.bk, w->bv = in.bv, w->bo = in.bo;
+        m.wanted.weights[l] = std::move(w);
     }
-    m.embedding = m.run->embedding;
-    bumpFrom(m, m.openLayer);
-    noteChange(m, "edited layer " + std::to_string(m.openLayer) + "'s weights", m.openLayer);
+    if (xEdited) {
+        // Layer l's input pinned to the edited X: layers l…L−1 recompute from it. One pin at a time: an X edit
+        // of another layer moves it there (the layers below that one go back to their own hidden states).
+        m.wanted.pin = std::make_shared<const attn::PinnedInput>(attn::PinnedInput{m.openLayer, in.X});
+        m.chainX = in.X;
+    }
+    const std::string what = weightsEdited && xEdited ? "weights and X" : weightsEdited ? "weights" : "X";
+    submit(m, "edited layer " + std::to_string(m.openLayer) + "'s " + what);
+}
+
+void finishModelRuns(AppState& state)
+{
+    ModelState& m = state.model;
+    while (m.worker) {
+        m.worker->waitUntilDone();
+        takeFinished(m);
+        if (!m.worker->busy()) break;
+    }
 }
 
 void startModelMode(AppState& state, const ModelStartup& startup)
@@ -187,7 +437,10 @@ void startModelMode(AppState& state, const ModelStartup& startup)
     state.model.textB = startup.pair;
     const std::string dir = startup.dir.empty() ? defaultModelDirectory() : startup.dir;
     state.model.dirField = dir;
-    if (openModel(state, dir).ok() && startup.openLayer >= 0) {
+    if (!openModel(state, dir).ok()) return;
+    finishModelRuns(state);  // before the first frame: the window opens on the run
+    if (!state.model.run) return;  // a text error: the message is in the panel
+    if (startup.openLayer >= 0) {
         if (startup.openLayer < static_cast<int>(state.model.model->layers.size())) openLayerInChain(state, startup.openLayer);
         else postError("--model-layer " + std::to_string(startup.openLayer) + ": the model has " +
                        std::to_string(state.model.model->layers.size()) + " layers");

@@ -1,11 +1,18 @@
 // The window's model mode (docs/model.md): a trained transformer, its last run, the sentence fields, the
 // ablation set, the embedding/cosine panel, and the link between a layer opened in the chain view and the
 // model (edits of that layer's weights flow back and recompute the layers from it on).
+//
+// The forwards run on a worker thread (ModelWorker, model_state.cpp), as the chain view's compute does
+// (compute_worker.h): the frame loop sends the whole wanted state as a request (texts, ablation set, every
+// layer's attention weights, a pinned layer input) and never waits; the latest request wins; the views show
+// the last complete run, swapped in whole. The worker owns the model's layers: the UI keeps its own copy of
+// the attention weights (copy-on-write snapshots, shared with the requests) and never reads the worker's.
 #pragma once
 
 #include <attnscope/model.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +20,20 @@
 namespace app {
 
 struct AppState;
+class ModelWorker;
+
+// Everything a model run depends on. A request is complete (not a delta), so a burst of requests can be
+// coalesced into its last one.
+struct ModelRequest {
+    std::string textA, textB;                  // B empty = one sentence
+    std::vector<std::pair<int, int>> ablated;  // (layer, head)
+    // Per layer: W^Q, W^K, W^V, W^O and biases as edited (X unused). Immutable once shared: an edit makes
+    // a new snapshot, so comparing pointers tells which layers changed.
+    std::vector<std::shared_ptr<const attn::AttentionInput>> weights;
+    std::shared_ptr<const attn::PinnedInput> pin;  // an edited layer input (chain view X edits); null = none
+    std::string why;                           // for the cosine panel ("ablated layer 2 head 5")
+    std::uint64_t id = 0;                      // increases with every request
+};
 
 // Where the model is found when no --model-dir is given: $ATTNSCOPE_MODEL_DIR when set, else
 // <exe dir>/../models/all-MiniLM-L6-v2 (build/bin/attnscope → build/models/, where scripts/setup.sh puts it).
@@ -30,9 +51,17 @@ struct ModelState {
     bool showOpenDialog = false;    // File → Open model…
     std::string dirField;           // the open dialog's path field
     std::string dir;
-    std::optional<attn::Model> model;
+    // The loaded model. The UI reads only its name, config and tokenizer (fixed after loading): the layers'
+    // contents belong to the worker, which writes them (the edited weights, each layer's X) while it runs.
+    std::shared_ptr<const attn::Model> model;
+    // The last complete run (what every view shows): the pair, and A and B alone (for the cosine; only with
+    // B given). Swapped in whole when a run finishes.
     std::optional<attn::ModelRun> run;
-    std::optional<attn::ModelRun> runA, runB;  // A and B alone (for the cosine; only with B given)
+    std::optional<attn::ModelRun> runA, runB;
+    ModelRequest shown;             // the request `run` is the result of
+    ModelRequest wanted;            // the latest request sent (its weights are the UI's copy of the model's)
+    std::shared_ptr<ModelWorker> worker;
+    double lastRunMs = 0;           // wall time of the last finished run
     std::string textA, textB;       // the sentence fields (B empty = single sentence)
     std::string error;              // the last failure (load, tokenise), shown in the panel; "" = none
     std::vector<std::uint64_t> layerGeneration;  // +1 when layer l's result changes (thumbnail textures)
@@ -44,20 +73,30 @@ struct ModelState {
     int hoverToken = -1;            // hovered token in the lines view
     int openLayer = -1;             // the layer opened in the chain view (-1 = none)
     std::uint64_t syncedRevision = 0;   // the document revision last copied back into the model
+    attn::Matrix chainX;            // the opened layer's X as last sent (an X edit differs from it)
+
+    bool computing() const;         // a run is under way or waiting
+    double computingMs() const;     // how long the running one has taken so far
+    long runsStarted() const;       // runs the worker started since the model was opened (tests: coalescing)
 };
 
-// Loads the model at `dir` (replacing the current one only on success) and runs it on the fields' text.
+// Loads the model at `dir` (replacing the current one only on success; the load itself is synchronous, a
+// file load) and sends the first run on the fields' text to the worker.
 attn::Status openModel(AppState& state, const std::string& dir);
-// Re-tokenises and reruns everything (after a text change); `why` goes to the cosine panel.
+// Re-tokenises and reruns everything (after a text change); `why` goes to the cosine panel. Asynchronous.
 void rerunModel(AppState& state, const std::string& why);
-// Toggles head (l, h) in the ablation set and recomputes from layer l.
+// Toggles head (l, h) in the ablation set; the worker recomputes from layer l. Asynchronous.
 void toggleAblation(AppState& state, int layer, int head);
-// Opens layer l (all its heads) in the chain view as an editable session: that layer's X and weights.
+// Opens layer l (all its heads) in the chain view as an editable session: that layer's X (from the shown run)
+// and weights.
 void openLayerInChain(AppState& state, int layer);
-// Once per frame: when the opened layer's session was edited, copies its weights back into the model and
-// recomputes layers l…L−1 (X edits stay in the chain view: X is the previous layer's output).
+// Once per frame: sends edits of the opened layer's session to the worker (weights: recompute from layer l;
+// X: layer l's input pinned to the edited X, recompute from l), and takes a finished run (never waits).
 void syncModelEdits(AppState& state);
-// Starts the model mode from the command line (errors go to the message log; the window still opens).
+// Blocks until every sent request has run and its result is shown (start-up, tests, headless tools).
+void finishModelRuns(AppState& state);
+// Starts the model mode from the command line (errors go to the message log; the window still opens) and
+// waits for the first run, so that the first frame shows it.
 void startModelMode(AppState& state, const ModelStartup& startup);
 
 } // namespace app

@@ -433,6 +433,11 @@ Expected<ModelRun> runModel(Model& model, const std::string& a, const std::optio
 
 Status recomputeFrom(Model& model, int fromLayer, ModelRun& run, Backend backend)
 {
+    return recomputeFrom(model, fromLayer, run, PinnedInput{}, backend);
+}
+
+Status recomputeFrom(Model& model, int fromLayer, ModelRun& run, const PinnedInput& pin, Backend backend)
+{
     const int L = model.config.layers;
     if (fromLayer < 0 || fromLayer >= L)
         return invalidArgument("layer " + std::to_string(fromLayer) + " is outside 0.." + std::to_string(L - 1));
@@ -443,9 +448,20 @@ Status recomputeFrom(Model& model, int fromLayer, ModelRun& run, Backend backend
         if (al < 0 || al >= L || ah < 0 || ah >= model.config.heads)
             return invalidArgument("ablate: (" + std::to_string(al) + ", " + std::to_string(ah) +
                                    ") is outside the model's layers × heads");
+    if (pin.layer >= L || pin.layer < -1)
+        return invalidArgument("pinned input: layer " + std::to_string(pin.layer) + " is outside 0.." + std::to_string(L - 1));
+    if (pin.layer >= 0) {
+        const Eigen::Index n = run.hidden[0].rows(), M = model.config.hidden;
+        if (pin.X.rows() != n || pin.X.cols() != M)
+            return invalidArgument("pinned input of layer " + std::to_string(pin.layer) + ": expected " + std::to_string(n) +
+                                   "×" + std::to_string(M) + " (tokens × hidden_size), got " + std::to_string(pin.X.rows()) +
+                                   "×" + std::to_string(pin.X.cols()));
+    }
     const DynamicTeams teams;
-    for (int l = fromLayer; l < L; ++l)
+    for (int l = fromLayer; l < L; ++l) {
+        if (l == pin.layer) run.hidden[static_cast<std::size_t>(l)] = pin.X;
         ATTNSCOPE_RETURN_IF_ERROR(runLayer(model, l, run, backend));
+    }
     updateEmbedding(run);
     return Status::success();
 }

@@ -1,6 +1,7 @@
 // attnscope_model on tiny synthetic models written by the test: safetensors, config.json, tokenizer, forward
 // properties, and every bad-input message (missing files, corrupt safetensors, shapes contradicting
 // config.json, unknown model_type, bad ablation).
+#include <attnscope/attention.h>
 #include <attnscope/model.h>
 #include <attnscope/preset_io.h>
 #include <attnscope/safetensors.h>
@@ -396,6 +397,61 @@ TEST_F(TinyModel, FeedForwardMatchesPlainLoops)
         // LayerNorms of 4 values with eps 1e-12 (which amplify a rounding difference by 1/σ): 1e-5 of values ~1.
         EXPECT_LT((run->hidden[std::size_t(l) + 1] - want).cwiseAbs().maxCoeff(), 1e-5f) << "layer " << l;
     }
+}
+
+// A layer's input pinned to edited hidden states (the chain view's X edits): the result must be a full forward
+// with that input injected, computed here by the naive oracles (the reference attention path and the plain
+// loops above), layer by layer from the pinned one.
+TEST_F(TinyModel, PinnedInputMatchesAFullForwardWithItInjected)
+{
+    auto m = attn::loadModel(m_dir.string());
+    ASSERT_TRUE(m.ok()) << m.status().message;
+    for (int pinLayer = 0; pinLayer < kL; ++pinLayer) {
+        auto run = attn::runModel(*m, "the cat sat", std::string("unbelievable!"), {attn::Backend::Cpu, {{1, 1}}});
+        ASSERT_TRUE(run.ok()) << run.status().message;
+        const attn::Matrix below = run->hidden[0];
+        attn::PinnedInput pin{pinLayer, run->hidden[std::size_t(pinLayer)]};
+        pin.X(0, 0) += 0.75f;
+        pin.X.row(3) *= -1.0f;
+        // From layer 0: the layers below the pin are recomputed as they were, then the pin replaces the input.
+        ASSERT_TRUE(attn::recomputeFrom(*m, 0, *run, pin).ok());
+        if (pinLayer > 0) {
+            EXPECT_EQ(run->hidden[0], below);
+        }
+        EXPECT_EQ(run->hidden[std::size_t(pinLayer)], pin.X);
+
+        attn::Matrix h = pin.X;
+        for (int l = pinLayer; l < kL; ++l) {
+            attn::AttentionInput in = m->layers[std::size_t(l)].attention;
+            in.X = h;
+            attn::AttentionConfig cfg;
+            cfg.heads = 2;
+            cfg.cpuPath = attn::CpuPath::Reference;
+            attn::AttentionResult res;
+            ASSERT_TRUE(attn::compute(in, cfg, res).ok());
+            if (l == 1) {  // head 1 of layer 1 ablated: its slice of the concat is 0 (Hugging Face's head_mask)
+                res.concat.middleCols(kM / 2, kM / 2).setZero();
+                res.output = res.concat * in.Wo;
+                res.output.rowwise() += in.bo.transpose();
+            }
+            h = naiveFeedForward(m->layers[std::size_t(l)], res.output, h, m->config.layerNormEps);
+        }
+        // Float32 Eigen against the reference loops and double sums through LayerNorms (see
+        // FeedForwardMatchesPlainLoops): the same 1e-5 of values ~1.
+        EXPECT_LT((run->hidden[kL] - h).cwiseAbs().maxCoeff(), 1e-5f) << "pinned layer " << pinLayer;
+    }
+}
+
+TEST_F(TinyModel, BadPinnedInputsAreNamed)
+{
+    auto m = attn::loadModel(m_dir.string());
+    ASSERT_TRUE(m.ok());
+    auto run = attn::runModel(*m, "the cat", std::nullopt);
+    ASSERT_TRUE(run.ok());
+    const attn::Status shape = attn::recomputeFrom(*m, 0, *run, attn::PinnedInput{1, attn::Matrix::Zero(4, 3)});
+    EXPECT_EQ(shape.message, "pinned input of layer 1: expected 4×4 (tokens × hidden_size), got 4×3");
+    const attn::Status layer = attn::recomputeFrom(*m, 0, *run, attn::PinnedInput{2, run->hidden[0]});
+    EXPECT_EQ(layer.message, "pinned input: layer 2 is outside 0..1");
 }
 
 TEST_F(TinyModel, ARunReusedForAnotherTextEqualsAFreshOne)

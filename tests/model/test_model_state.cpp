@@ -1,5 +1,6 @@
-// The window's model mode without a window: ModelState (text, ablation, chain-view edits flowing back) and a
-// few headless frames of the model panels (null backend: the CPU heatmap fallback draws the thumbnails).
+// The window's model mode without a window: ModelState (text, ablation, chain-view edits flowing back, the
+// worker thread that runs them) and a few headless frames of the model panels (null backend: the CPU heatmap
+// fallback draws the thumbnails).
 #include "../gui/headless_imgui.h"
 
 #include "panels/model_panels.h"
@@ -23,8 +24,31 @@ protected:
         ASSERT_TRUE(m_state.model.active) << "scripts/setup.sh installs the model into build/models";
         ASSERT_TRUE(m_state.model.run.has_value());
     }
+    // A second copy of the model for synchronous runs (the oracle of the worker's): the window's belongs to
+    // its worker thread.
+    static attn::Model& syncModel()
+    {
+        static attn::Model model = [] {
+            auto m = attn::loadModel(ATTNSCOPE_MODEL_DIR);
+            EXPECT_TRUE(m.ok()) << m.status().message;
+            return m.ok() ? std::move(*m) : attn::Model{};
+        }();
+        return model;
+    }
     app::AppState m_state;
 };
+
+// The shown runs equal synchronous runs of the request they are shown for (same weights: the model's own).
+void expectSameRun(const attn::ModelRun& got, const attn::ModelRun& want, const char* what)
+{
+    ASSERT_EQ(got.encoding.tokens, want.encoding.tokens) << what;
+    ASSERT_EQ(got.hidden.size(), want.hidden.size()) << what;
+    for (std::size_t l = 0; l < got.hidden.size(); ++l) EXPECT_EQ(got.hidden[l], want.hidden[l]) << what << " layer " << l;
+    for (std::size_t l = 0; l < got.attention.size(); ++l)
+        for (std::size_t h = 0; h < got.attention[l].heads.size(); ++h)
+            EXPECT_EQ(got.attention[l].heads[h].weights, want.attention[l].heads[h].weights) << what << " " << l << ":" << h;
+    EXPECT_EQ(got.embedding, want.embedding) << what;
+}
 
 TEST_F(ModelMode, StartsWithThePairAndACosine)
 {
@@ -43,6 +67,7 @@ TEST_F(ModelMode, AblationTogglesAndChangesTheCosineFromThatLayerOn)
     const std::uint64_t gen1 = m.layerGeneration[1];
     const float cos0 = m.cosine;
     app::toggleAblation(m_state, 2, 5);
+    app::finishModelRuns(m_state);
     EXPECT_EQ(m.run->ablated.size(), 1u);
     EXPECT_EQ(m.run->hidden[2], h2);                   // layer 2's input is untouched
     EXPECT_EQ(m.layerGeneration[1], gen1);             // so is layer 1's thumbnail
@@ -52,14 +77,13 @@ TEST_F(ModelMode, AblationTogglesAndChangesTheCosineFromThatLayerOn)
     EXPECT_EQ(m.lastChange, "ablated layer 2 head 5");
     // The cosine came from A and B recomputed from layer 2 on: the same as two whole runs with the ablation.
     {
-        auto a = attn::runModel(*m.model, m.textA, std::nullopt, {attn::Backend::Cpu, {{2, 5}}});
-        auto b = attn::runModel(*m.model, m.textB, std::nullopt, {attn::Backend::Cpu, {{2, 5}}});
+        auto a = attn::runModel(syncModel(), m.textA, std::nullopt, {attn::Backend::Cpu, {{2, 5}}});
+        auto b = attn::runModel(syncModel(), m.textB, std::nullopt, {attn::Backend::Cpu, {{2, 5}}});
         ASSERT_TRUE(a.ok() && b.ok());
         EXPECT_EQ(m.cosine, attn::cosineSimilarity(a->embedding, b->embedding));
-        for (std::size_t l = 0; l < m.model->layers.size(); ++l)  // the chain view's X is the pair run's again
-            m.model->layers[l].attention.X = m.run->hidden[l];
     }
     app::toggleAblation(m_state, 2, 5);
+    app::finishModelRuns(m_state);
     EXPECT_TRUE(m.run->ablated.empty());
     EXPECT_NEAR(m.cosine, cos0, 1e-6f);
 }
@@ -76,7 +100,8 @@ TEST_F(ModelMode, ChainViewEditsFlowBackIntoTheModel)
     const attn::Matrix layer3 = m.run->attention[3].heads[0].weights;
     m_state.doc.edit([](attn::Session& s) { s.input.Wq(0, 0) += 5.0f; s.input.Wk(1, 2) -= 3.0f; });
     app::syncModelEdits(m_state);
-    EXPECT_EQ(m.model->layers[4].attention.Wq, m_state.doc.session().input.Wq);
+    app::finishModelRuns(m_state);
+    EXPECT_EQ(m.wanted.weights[4]->Wq, m_state.doc.session().input.Wq);
     EXPECT_EQ(m.run->hidden[4], h4);
     EXPECT_EQ(m.run->attention[3].heads[0].weights, layer3);  // below the edit: not recomputed
     EXPECT_GT((m.run->hidden[6] - out).cwiseAbs().maxCoeff(), 1e-5f);
@@ -84,7 +109,119 @@ TEST_F(ModelMode, ChainViewEditsFlowBackIntoTheModel)
     // Undo in the chain view flows back as well.
     ASSERT_TRUE(m_state.doc.undo());
     app::syncModelEdits(m_state);
+    app::finishModelRuns(m_state);
     EXPECT_LE((m.run->hidden[6] - out).cwiseAbs().maxCoeff(), 1e-6f);
+}
+
+// Item: an X edit of the opened layer pins that layer's input; layers l…L−1 recompute from it (the core's
+// PinnedInput, checked against a naive forward in test_model_files), the embedding follows, layers below stay.
+TEST_F(ModelMode, ChainViewXEditsFlowOnFromThatLayer)
+{
+    app::ModelState& m = m_state.model;
+    app::openLayerInChain(m_state, 3);
+    const attn::Matrix h2 = m.run->hidden[2], out = m.run->hidden[6];
+    const attn::Vector emb = m.embedding;
+    const std::uint64_t gen2 = m.layerGeneration[2], gen3 = m.layerGeneration[3];
+    m_state.doc.edit([](attn::Session& s) { s.input.X(2, 7) += 4.0f; s.input.X(5, 0) = -3.0f; });
+    app::syncModelEdits(m_state);
+    app::finishModelRuns(m_state);
+    EXPECT_EQ(m.lastChange, "edited layer 3's X");
+    EXPECT_EQ(m.run->hidden[3], m_state.doc.session().input.X);
+    EXPECT_EQ(m.run->hidden[2], h2);
+    EXPECT_EQ(m.layerGeneration[2], gen2);
+    EXPECT_GT(m.layerGeneration[3], gen3);
+    EXPECT_GT((m.run->hidden[6] - out).cwiseAbs().maxCoeff(), 1e-4f);
+    EXPECT_NE(m.embedding, emb);
+    // The same as a synchronous run with that input pinned.
+    auto want = attn::runModel(syncModel(), m.textA, m.textB);
+    ASSERT_TRUE(want.ok());
+    ASSERT_TRUE(attn::recomputeFrom(syncModel(), 3, *want, attn::PinnedInput{3, m_state.doc.session().input.X}).ok());
+    expectSameRun(*m.run, *want, "pinned X");
+    // A later ablation below the pin keeps it: layer 3's input stays the edited X.
+    app::toggleAblation(m_state, 1, 0);
+    app::finishModelRuns(m_state);
+    EXPECT_EQ(m.run->hidden[3], m_state.doc.session().input.X);
+    EXPECT_NE(m.run->hidden[2], h2);
+}
+
+// Item: the runs happen on the worker thread. A burst of requests while the frame loop takes nothing runs at
+// most twice (the one that started, then the last), the last request's state is what ends up shown, and
+// every run shown on the way is a complete, consistent run of the request it is shown for.
+TEST_F(ModelMode, ABurstOfRequestsCoalescesAndTheLastWins)
+{
+    app::ModelState& m = m_state.model;
+    const long before = m.runsStarted();
+    for (int i = 0; i < 20; ++i) app::toggleAblation(m_state, i % 6, i / 6);  // 20 different heads, all on
+    EXPECT_TRUE(m.computing());
+    app::finishModelRuns(m_state);
+    EXPECT_FALSE(m.computing());
+    EXPECT_LE(m.runsStarted() - before, 2);  // a job waits until the finished one is taken: no queue
+    EXPECT_EQ(m.run->ablated.size(), 20u);
+    EXPECT_EQ(m.shown.id, m.wanted.id);
+    EXPECT_EQ(m.lastChange, "ablated layer 1 head 3");  // the last request's
+    attn::ModelOptions o;
+    o.ablate = m.wanted.ablated;
+    auto want = attn::runModel(syncModel(), m.textA, m.textB, o);
+    ASSERT_TRUE(want.ok());
+    expectSameRun(*m.run, *want, "after the burst");
+    // Frames that take whatever finished between requests: each shown run matches its own request.
+    for (int frame = 0; frame < 6; ++frame) {
+        app::toggleAblation(m_state, 5, frame);
+        app::syncModelEdits(m_state);  // a frame: takes a finished run, if any
+        ASSERT_TRUE(m.run.has_value());
+        EXPECT_EQ(m.run->ablated, m.shown.ablated) << frame;
+        for (const auto& [l, h] : m.run->ablated)
+            EXPECT_EQ(m.run->attention[std::size_t(l)].heads[std::size_t(h)].weights.cwiseAbs().maxCoeff(), 0.0f);
+    }
+    app::finishModelRuns(m_state);
+    o.ablate = m.wanted.ablated;
+    auto last = attn::runModel(syncModel(), m.textA, m.textB, o);
+    ASSERT_TRUE(last.ok());
+    expectSameRun(*m.run, *last, "after the frames");
+    auto a = attn::runModel(syncModel(), m.textA, std::nullopt, o);
+    auto b = attn::runModel(syncModel(), m.textB, std::nullopt, o);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(m.cosine, attn::cosineSimilarity(a->embedding, b->embedding));
+}
+
+// Item: while a model layer is the chain view's session, the controls that would break the link are disabled
+// (a click on "causal" changes nothing) and one line says why; a hand-made session gets them back.
+TEST_F(ModelMode, ControlsThatWouldBreakTheModelLinkAreDisabled)
+{
+    ImGuiIO& io = createHeadlessImGui();
+    m_state.recordRects = true;
+    app::openLayerInChain(m_state, 2);
+    auto frame = [&](bool mouseDown) {
+        io.MouseDown[0] = mouseDown;
+        ImGui::NewFrame();
+        app::drawControlsPanel(m_state);
+        ImGui::Render();
+    };
+    auto clickCausal = [&] {
+        frame(false);
+        ASSERT_EQ(m_state.rects.count("control/causal"), 1u);
+        const app::UiRect r = m_state.rects["control/causal"];
+        io.MousePos = ImVec2((r.x0 + r.x1) / 2, (r.y0 + r.y1) / 2);
+        frame(false);
+        frame(true);
+        frame(false);
+    };
+    clickCausal();
+    EXPECT_EQ(m_state.rects.count("control/model_link"), 1u);
+    EXPECT_FALSE(m_state.doc.session().input.mask.causal);
+    EXPECT_EQ(m_state.model.openLayer, 2);
+    // A hand-made session: the same click sets the causal mask.
+    attn::Session hand;
+    hand.input.X = attn::Matrix::Ones(3, 4);
+    hand.input.Wq = hand.input.Wk = hand.input.Wv = attn::Matrix::Identity(4, 4);
+    m_state.doc.setSession(std::move(hand), "");
+    app::syncModelEdits(m_state);  // the session's shapes left the model's: unlinked
+    EXPECT_EQ(m_state.model.openLayer, -1);
+    m_state.rects.clear();
+    clickCausal();
+    EXPECT_EQ(m_state.rects.count("control/model_link"), 0u);
+    EXPECT_TRUE(m_state.doc.session().input.mask.causal);
+    ImGui::DestroyContext();
 }
 
 TEST_F(ModelMode, BadTextKeepsTheLastGoodRun)
@@ -93,6 +230,7 @@ TEST_F(ModelMode, BadTextKeepsTheLastGoodRun)
     const auto tokens = m.run->encoding.tokens;
     m.textA = "bad \xff utf-8";
     app::rerunModel(m_state, "edited the text");
+    app::finishModelRuns(m_state);
     EXPECT_EQ(m.error, "text: invalid UTF-8 at byte 4");
     EXPECT_EQ(m.run->encoding.tokens, tokens);
 }

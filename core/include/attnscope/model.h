@@ -94,6 +94,17 @@ Status runModel(Model& model, const std::string& a, const std::optional<std::str
 // run.ablated; layers below keep their results. `run` must come from runModel on this model.
 Status recomputeFrom(Model& model, int fromLayer, ModelRun& run, Backend backend = Backend::Cpu);
 
+// A layer's input replaced by given hidden states (an edit of that layer's X in the chain view).
+struct PinnedInput {
+    int layer = -1;  // the layer whose input is replaced; −1 = none
+    Matrix X;        // n×M, the run's token count × hidden_size
+};
+// The same with `pin`: when fromLayer ≤ pin.layer, run.hidden[pin.layer] becomes pin.X before that layer
+// runs, so layers pin.layer…L−1 see the edited input (a full forward with that input injected). A pin below
+// fromLayer is already in run.hidden and is left as it is. InvalidArgument for a pin outside 0..L−1 or of
+// the wrong shape ("pinned input of layer 3: expected 17×384 (tokens × hidden_size), got 17×383").
+Status recomputeFrom(Model& model, int fromLayer, ModelRun& run, const PinnedInput& pin, Backend backend = Backend::Cpu);
+
 // Parses "L:H[,L:H…]" (e.g. "0:3,5:11") into pairs, checked against the model's L and H.
 Expected<std::vector<std::pair<int, int>>> parseAblation(const std::string& text, int layers, int heads);
 
