@@ -200,7 +200,7 @@ private:
             if (!b.run) b.run.emplace();
             attn::ModelOptions o;
             o.ablate = req.ablated;
-            if (attn::Status s = attn::runModel(m_model, req.textA, pairText(req.textB), o, *b.run); !s.ok()) return s;
+            ATTNSCOPE_RETURN_IF_ERROR(attn::runModel(m_model, req.textA, pairText(req.textB), o, *b.run));
             return pin.layer >= 0 ? attn::recomputeFrom(m_model, pin.layer, *b.run, pin) : attn::Status::success();
         }
         if (from >= L) return attn::Status::success();  // nothing changed
@@ -223,13 +223,13 @@ private:
             if (!whole && *side && from >= L) continue;
             if (!whole && *side) {
                 (*side)->ablated = req.ablated;
-                if (attn::Status s = attn::recomputeFrom(m_model, from, **side); !s.ok()) return s;
+                ATTNSCOPE_RETURN_IF_ERROR(attn::recomputeFrom(m_model, from, **side));
                 continue;
             }
             if (!*side) side->emplace();
             attn::ModelOptions o;
             o.ablate = req.ablated;
-            if (attn::Status s = attn::runModel(m_model, *text, std::nullopt, o, **side); !s.ok()) return s;
+            ATTNSCOPE_RETURN_IF_ERROR(attn::runModel(m_model, *text, std::nullopt, o, **side));
         }
         return attn::Status::success();
     }
