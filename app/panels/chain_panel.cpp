@@ -98,7 +98,7 @@ const std::vector<std::string>* keyLabels(const AppState& s)
 float fullCellSize(const AppState& s)
 {
     const Sizes z = s.doc.sizes();
-    const int n = std::max({z.n, z.nkv, 1});
+    const int n = std::max({z.T, z.S, 1});
     return std::clamp(200.0f / static_cast<float>(n), 3.0f, 25.0f) * s.view.zoom;
 }
 
@@ -197,19 +197,19 @@ void paintCustomMask(AppState& s, const HeatmapHit& hit)
     const auto [q, k] = queryKeyOf(s, hit);
     if (!s.paintMask || q < 0) return;
     const Sizes z = s.doc.sizes();
-    const int S = s.doc.session().config.mode == attn::Mode::Self ? z.n : z.nkv;
+    const int S = s.doc.session().config.mode == attn::Mode::Self ? z.T : z.S;
     const attn::MaskMatrix& cur = s.doc.session().input.mask.custom;
     if (hit.pressed) {
-        const bool was = cur.rows() == z.n && cur.cols() == S && cur(q, k);
+        const bool was = cur.rows() == z.T && cur.cols() == S && cur(q, k);
         s.paintValue = was ? 0 : 1;
         s.doc.beginGesture();
     }
     if (s.paintValue < 0 || !hit.held) return;
-    const bool now = cur.rows() == z.n && cur.cols() == S && cur(q, k);
+    const bool now = cur.rows() == z.T && cur.cols() == S && cur(q, k);
     if (now == (s.paintValue == 1)) return;
     s.doc.applyInGesture([&](attn::Session& ss) {
         auto& m = ss.input.mask.custom;
-        if (m.rows() != z.n || m.cols() != S) m = attn::MaskMatrix::Zero(z.n, S);
+        if (m.rows() != z.T || m.cols() != S) m = attn::MaskMatrix::Zero(z.T, S);
         m(q, k) = static_cast<std::uint8_t>(s.paintValue);
     });
 }

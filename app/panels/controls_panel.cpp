@@ -60,9 +60,9 @@ void drawSizes(AppState& state)
     const bool direct = cfg.mode == attn::Mode::Direct;
     Sizes nz = z;
     int v = 0;
-    if (sizeField(state, "n (queries)", z.n, 1, kMaxTokens, &v)) { nz.n = v; if (cfg.mode == attn::Mode::Self) nz.nkv = v; applySizes(state, nz); return; }
-    if (cfg.mode != attn::Mode::Self && sizeField(state, "n_kv (keys)", z.nkv, 1, kMaxTokens, &v)) { nz.nkv = v; applySizes(state, nz); return; }
-    if (!direct && sizeField(state, "d_model", z.dModel, 1, kMaxWidth, &v)) { nz.dModel = v; applySizes(state, nz); return; }
+    if (sizeField(state, "n (queries)", z.T, 1, kMaxTokens, &v)) { nz.T = v; if (cfg.mode == attn::Mode::Self) nz.S = v; applySizes(state, nz); return; }
+    if (cfg.mode != attn::Mode::Self && sizeField(state, "n_kv (keys)", z.S, 1, kMaxTokens, &v)) { nz.S = v; applySizes(state, nz); return; }
+    if (!direct && sizeField(state, "d_model", z.M, 1, kMaxWidth, &v)) { nz.M = v; applySizes(state, nz); return; }
     if (direct && cfg.score == attn::Score::Additive && sizeField(state, "d_q (per head)", z.dq, 1, kMaxWidth, &v)) { nz.dq = v; applySizes(state, nz); return; }
     if (sizeField(state, "d_k (per head)", z.dk, 1, kMaxWidth, &v)) {
         nz.dk = v;
@@ -71,8 +71,8 @@ void drawSizes(AppState& state)
         return;
     }
     if (sizeField(state, "d_v (per head)", z.dv, 1, kMaxWidth, &v)) { nz.dv = v; applySizes(state, nz); return; }
-    if (state.doc.present(MatrixId::Wo) && sizeField(state, "d_out", z.dOut, 1, kMaxWidth, &v)) { nz.dOut = v; applySizes(state, nz); return; }
-    if (cfg.score == attn::Score::Additive && sizeField(state, "a (additive)", z.additive, 1, kMaxWidth, &v)) { nz.additive = v; applySizes(state, nz); return; }
+    if (state.doc.present(MatrixId::Wo) && sizeField(state, "d_out", z.O, 1, kMaxWidth, &v)) { nz.O = v; applySizes(state, nz); return; }
+    if (cfg.score == attn::Score::Additive && sizeField(state, "a (additive)", z.A, 1, kMaxWidth, &v)) { nz.A = v; applySizes(state, nz); return; }
     errorLine(state.docUi.sizeError);
 }
 
@@ -107,7 +107,7 @@ void drawTokens(AppState& state)
     const bool selfMode = ss.config.mode == attn::Mode::Self;
     auto editList = [&](const char* id, bool keys) {
         const auto& list = keys ? ss.keyTokens : ss.queryTokens;
-        const int n = keys ? state.doc.sizes().nkv : state.doc.sizes().n;
+        const int n = keys ? state.doc.sizes().S : state.doc.sizes().T;
         ImGui::PushID(id);
         for (int i = 0; i < n; ++i) {
             std::string label = i < static_cast<int>(list.size()) ? list[static_cast<std::size_t>(i)] : std::to_string(i);
@@ -222,7 +222,7 @@ void drawMasks(AppState& state)
     const attn::Session& ss = state.doc.session();
     const attn::MaskSpec& m = ss.input.mask;
     const Sizes z = state.doc.sizes();
-    const int S = ss.config.mode == attn::Mode::Self ? z.n : z.nkv;
+    const int S = ss.config.mode == attn::Mode::Self ? z.T : z.S;
     bool causal = m.causal;
     if (ImGui::Checkbox("causal", &causal)) state.doc.edit([&](attn::Session& s) { s.input.mask.causal = causal; });
     state.recordRect("control/causal", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
@@ -232,7 +232,7 @@ void drawMasks(AppState& state)
     bool valid = !m.validLens.empty();
     if (ImGui::Checkbox("valid lengths", &valid))
         state.doc.edit([&](attn::Session& s) {
-            if (valid) s.input.mask.validLens.assign(static_cast<std::size_t>(z.n), S);
+            if (valid) s.input.mask.validLens.assign(static_cast<std::size_t>(z.T), S);
             else s.input.mask.validLens.clear();
         });
     state.recordRect("control/valid_lengths", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
@@ -258,7 +258,7 @@ void drawMasks(AppState& state)
                 } else {
                     state.docUi.validError.clear();
                     state.doc.edit([&](attn::Session& s) {
-                        if (s.input.mask.validLens.size() == 1) s.input.mask.validLens.assign(static_cast<std::size_t>(z.n), s.input.mask.validLens[0]);
+                        if (s.input.mask.validLens.size() == 1) s.input.mask.validLens.assign(static_cast<std::size_t>(z.T), s.input.mask.validLens[0]);
                         s.input.mask.validLens[static_cast<std::size_t>(i)] = v;
                     });
                 }

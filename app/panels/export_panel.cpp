@@ -91,7 +91,7 @@ void drawFigureOptions(AppState& state, ExportState& st)
             if (ImGui::Selectable(fig::toString(k), k == fo.panel)) fo.panel = k;
         ImGui::EndCombo();
     }
-    const int heads = state.doc.sizes().heads;
+    const int heads = state.doc.sizes().H;
     label("Head");
     const std::string headText = fo.head < 0 ? std::string(fo.panel == fig::PanelKind::Chain ? "all (chain: head 0)" : "all")
                                              : std::to_string(fo.head);

@@ -225,24 +225,24 @@ Sizes Document::sizes() const
     const attn::AttentionInput& in = m_session.input;
     const attn::AttentionConfig& cfg = m_session.config;
     Sizes z;
-    z.heads = std::max(1, cfg.heads);
+    z.H = std::max(1, cfg.heads);
     if (cfg.mode == attn::Mode::Direct) {
-        z.n = static_cast<int>(in.Q.rows());
-        z.nkv = static_cast<int>(in.K.rows());
-        z.dq = static_cast<int>(in.Q.cols()) / z.heads;
-        z.dk = static_cast<int>(in.K.cols()) / z.heads;
-        z.dv = static_cast<int>(in.V.cols()) / z.heads;
-        z.dModel = static_cast<int>(in.X.cols());
+        z.T = static_cast<int>(in.Q.rows());
+        z.S = static_cast<int>(in.K.rows());
+        z.dq = static_cast<int>(in.Q.cols()) / z.H;
+        z.dk = static_cast<int>(in.K.cols()) / z.H;
+        z.dv = static_cast<int>(in.V.cols()) / z.H;
+        z.M = static_cast<int>(in.X.cols());
     } else {
-        z.n = static_cast<int>(in.X.rows());
-        z.nkv = cfg.mode == attn::Mode::Cross ? static_cast<int>(in.Xkv.rows()) : z.n;
-        z.dModel = static_cast<int>(in.X.cols());
-        z.dk = static_cast<int>(in.Wk.cols()) / z.heads;
+        z.T = static_cast<int>(in.X.rows());
+        z.S = cfg.mode == attn::Mode::Cross ? static_cast<int>(in.Xkv.rows()) : z.T;
+        z.M = static_cast<int>(in.X.cols());
+        z.dk = static_cast<int>(in.Wk.cols()) / z.H;
         z.dq = z.dk;
-        z.dv = static_cast<int>(in.Wv.cols()) / z.heads;
+        z.dv = static_cast<int>(in.Wv.cols()) / z.H;
     }
-    z.dOut = static_cast<int>(in.Wo.cols());
-    z.additive = cfg.score == attn::Score::Additive ? static_cast<int>(in.additive.wv.size()) : 0;
+    z.O = static_cast<int>(in.Wo.cols());
+    z.A = cfg.score == attn::Score::Additive ? static_cast<int>(in.additive.wv.size()) : 0;
     return z;
 }
 
@@ -315,15 +315,15 @@ attn::Status Document::setSizes(const Sizes& z)
         return attn::invalidArgument(std::string(what) + ": expected an integer in [" + std::to_string(lo) + ", " +
                                      std::to_string(hi) + "], got " + std::to_string(v));
     };
-    if (z.n < 1 || z.n > kMaxTokens) return bad("n", z.n, 1, kMaxTokens);
-    if (z.nkv < 1 || z.nkv > kMaxTokens) return bad("n_kv", z.nkv, 1, kMaxTokens);
-    if (z.dModel < 1 || z.dModel > kMaxWidth) return bad("d_model", z.dModel, 1, kMaxWidth);
-    if (z.heads < 1 || z.heads > kMaxHeads) return bad("heads", z.heads, 1, kMaxHeads);
-    if (z.dk < 1 || z.heads * z.dk > kMaxWidth) return bad("d_k", z.dk, 1, kMaxWidth / z.heads);
-    if (z.dq < 1 || z.heads * z.dq > kMaxWidth) return bad("d_q", z.dq, 1, kMaxWidth / z.heads);
-    if (z.dv < 1 || z.heads * z.dv > kMaxWidth) return bad("d_v", z.dv, 1, kMaxWidth / z.heads);
-    if (z.dOut < 0 || z.dOut > kMaxWidth) return bad("d_out", z.dOut, 0, kMaxWidth);
-    if (z.additive < 0 || z.additive > kMaxWidth) return bad("additive width", z.additive, 0, kMaxWidth);
+    if (z.T < 1 || z.T > kMaxTokens) return bad("n", z.T, 1, kMaxTokens);
+    if (z.S < 1 || z.S > kMaxTokens) return bad("n_kv", z.S, 1, kMaxTokens);
+    if (z.M < 1 || z.M > kMaxWidth) return bad("d_model", z.M, 1, kMaxWidth);
+    if (z.H < 1 || z.H > kMaxHeads) return bad("heads", z.H, 1, kMaxHeads);
+    if (z.dk < 1 || z.H * z.dk > kMaxWidth) return bad("d_k", z.dk, 1, kMaxWidth / z.H);
+    if (z.dq < 1 || z.H * z.dq > kMaxWidth) return bad("d_q", z.dq, 1, kMaxWidth / z.H);
+    if (z.dv < 1 || z.H * z.dv > kMaxWidth) return bad("d_v", z.dv, 1, kMaxWidth / z.H);
+    if (z.O < 0 || z.O > kMaxWidth) return bad("d_out", z.O, 0, kMaxWidth);
+    if (z.A < 0 || z.A > kMaxWidth) return bad("additive width", z.A, 0, kMaxWidth);
 
     const Sizes old = sizes();
     pushUndo();
@@ -331,21 +331,21 @@ attn::Status Document::setSizes(const Sizes& z)
     attn::AttentionInput& in = s.input;
     const bool direct = s.config.mode == attn::Mode::Direct;
     const bool cross = s.config.mode == attn::Mode::Cross;
-    const int S = (direct || cross) ? z.nkv : z.n;
+    const int S = (direct || cross) ? z.S : z.T;
     // Heads removed keep their blocks for a later increase; heads added get them back or seeded weights.
-    // A block counts only when the matrix has exactly old.heads blocks of the old width (else it is new).
+    // A block counts only when the matrix has exactly old.H blocks of the old width (else it is new).
     auto resizeHeads = [&](attn::Matrix& m, MatrixId id, int rows, int oldD, int d) {
-        const bool blocks = m.cols() == old.heads * oldD;
-        if (blocks && z.heads < old.heads) stashHeads(m, id, z.heads, old.heads, oldD, false);
-        resizeHeadBlocks(m, rows, old.heads, oldD, z.heads, d);
-        if (blocks && z.heads > old.heads) fillNewHeads(m, id, old.heads, z.heads, d, false);
+        const bool blocks = m.cols() == old.H * oldD;
+        if (blocks && z.H < old.H) stashHeads(m, id, z.H, old.H, oldD, false);
+        resizeHeadBlocks(m, rows, old.H, oldD, z.H, d);
+        if (blocks && z.H > old.H) fillNewHeads(m, id, old.H, z.H, d, false);
     };
     if (!direct) {
-        resizeKeep(in.X, z.n, z.dModel);
-        if (cross) resizeKeep(in.Xkv, S, z.dModel);
-        resizeHeads(in.Wq, MatrixId::Wq, z.dModel, old.dk, z.dk);
-        resizeHeads(in.Wk, MatrixId::Wk, z.dModel, old.dk, z.dk);
-        resizeHeads(in.Wv, MatrixId::Wv, z.dModel, old.dv, z.dv);
+        resizeKeep(in.X, z.T, z.M);
+        if (cross) resizeKeep(in.Xkv, S, z.M);
+        resizeHeads(in.Wq, MatrixId::Wq, z.M, old.dk, z.dk);
+        resizeHeads(in.Wk, MatrixId::Wk, z.M, old.dk, z.dk);
+        resizeHeads(in.Wv, MatrixId::Wv, z.M, old.dv, z.dv);
         // Biases as 1×width rows, so removed heads' biases come back too (new ones start at zero).
         auto resizeBias = [&](attn::Vector& v, MatrixId id, int oldD, int d) {
             if (v.size() == 0) return;  // absent stays absent
@@ -358,39 +358,39 @@ attn::Status Document::setSizes(const Sizes& z)
         resizeBias(in.bv, MatrixId::Bv, old.dv, z.dv);
     } else {
         attn::Matrix q = in.Q, k = in.K, v = in.V;
-        resizeHeads(q, MatrixId::Q, z.n, old.dq, z.dq);
+        resizeHeads(q, MatrixId::Q, z.T, old.dq, z.dq);
         resizeHeads(k, MatrixId::K, S, old.dk, z.dk);
         resizeHeads(v, MatrixId::V, S, old.dv, z.dv);
         in.Q.swap(q);
         in.K.swap(k);
         in.V.swap(v);
     }
-    if (z.dOut > 0) {
+    if (z.O > 0) {
         if (in.Wo.size() == 0) {
-            in.Wo = makeFilled(FillKind::Identity, z.heads * z.dv, z.dOut, 0);
+            in.Wo = makeFilled(FillKind::Identity, z.H * z.dv, z.O, 0);
         } else {
             // W^O's rows are the heads' value blocks: resized as head blocks of its transpose.
-            const bool blocks = in.Wo.rows() == old.heads * old.dv;
-            if (blocks && z.heads < old.heads) stashHeads(in.Wo, MatrixId::Wo, z.heads, old.heads, old.dv, true);
+            const bool blocks = in.Wo.rows() == old.H * old.dv;
+            if (blocks && z.H < old.H) stashHeads(in.Wo, MatrixId::Wo, z.H, old.H, old.dv, true);
             attn::Matrix woT = in.Wo.transpose();
-            resizeHeadBlocks(woT, z.dOut, old.heads, old.dv, z.heads, z.dv);
+            resizeHeadBlocks(woT, z.O, old.H, old.dv, z.H, z.dv);
             in.Wo = woT.transpose();
-            if (blocks && z.heads > old.heads) fillNewHeads(in.Wo, MatrixId::Wo, old.heads, z.heads, z.dv, true);
+            if (blocks && z.H > old.H) fillNewHeads(in.Wo, MatrixId::Wo, old.H, z.H, z.dv, true);
         }
-        resizeKeep(in.bo, z.dOut);
+        resizeKeep(in.bo, z.O);
     } else {
         in.Wo.resize(0, 0);
         in.bo.resize(0);
     }
     if (s.config.score == attn::Score::Additive) {
-        const int a = std::max(1, z.additive);
+        const int a = std::max(1, z.A);
         resizeKeep(in.additive.Aq, direct ? z.dq : z.dk, a);
         resizeKeep(in.additive.Ak, z.dk, a);
         if (in.additive.wv.size() == 0) in.additive.wv = attn::Vector::Ones(a);
         else resizeKeep(in.additive.wv, a);
     }
-    s.config.heads = z.heads;
-    resizeTokens(s.queryTokens, z.n, direct ? "q" : "x");
+    s.config.heads = z.H;
+    resizeTokens(s.queryTokens, z.T, direct ? "q" : "x");
     if (cross || direct) resizeTokens(s.keyTokens, S, direct ? "k" : "y");
     else s.keyTokens = s.queryTokens;
     fitMaskAndTokens();
@@ -435,13 +435,13 @@ attn::Status Document::setHeads(int heads, bool keepWidths)
         return attn::invalidArgument("heads: expected an integer in [1, " + std::to_string(kMaxHeads) + "], got " +
                                      std::to_string(heads));
     const Sizes z = sizes();
-    if (heads == z.heads) return {};
+    if (heads == z.H) return {};
     if (!keepWidths) {
         Sizes nz = z;
-        nz.heads = heads;
+        nz.H = heads;
         return setSizes(nz);
     }
-    const int tq = z.heads * z.dq, tk = z.heads * z.dk, tv = z.heads * z.dv;
+    const int tq = z.H * z.dq, tk = z.H * z.dk, tv = z.H * z.dv;
     if (tq % heads != 0 || tk % heads != 0 || tv % heads != 0)
         return attn::invalidArgument("heads: keeping d_model×d_model splits the projections' widths (Q·K " +
                                      std::to_string(tk) + ", V " + std::to_string(tv) + ") into " +
@@ -464,12 +464,12 @@ void Document::fitMaskAndTokens()
     const Sizes z = sizes();
     attn::MaskSpec& m = m_session.input.mask;
     const bool selfMode = m_session.config.mode == attn::Mode::Self;
-    const int S = selfMode ? z.n : z.nkv;
+    const int S = selfMode ? z.T : z.S;
     if (!m.keyPadding.empty()) m.keyPadding.resize(static_cast<std::size_t>(S), 0);
-    if (m.validLens.size() > 1) m.validLens.resize(static_cast<std::size_t>(z.n), S);
-    if (m.custom.size() > 0 && (m.custom.rows() != z.n || m.custom.cols() != S)) {
-        attn::MaskMatrix c = attn::MaskMatrix::Zero(z.n, S);
-        const int r = std::min<int>(z.n, static_cast<int>(m.custom.rows()));
+    if (m.validLens.size() > 1) m.validLens.resize(static_cast<std::size_t>(z.T), S);
+    if (m.custom.size() > 0 && (m.custom.rows() != z.T || m.custom.cols() != S)) {
+        attn::MaskMatrix c = attn::MaskMatrix::Zero(z.T, S);
+        const int r = std::min<int>(z.T, static_cast<int>(m.custom.rows()));
         const int k = std::min<int>(S, static_cast<int>(m.custom.cols()));
         if (r > 0 && k > 0) c.topLeftCorner(r, k) = m.custom.topLeftCorner(r, k);
         m.custom.swap(c);
@@ -594,9 +594,9 @@ attn::Status Document::setTokensFromSentence(const std::string& sentence, bool k
     for (Target& t : targets) t.old = *matrixPtr(t.id);
     const std::vector<std::string> oldWords = keySide ? m_session.keyTokens : m_session.queryTokens;
 
-    if (keySide) z.nkv = static_cast<int>(words.size());
-    else z.n = static_cast<int>(words.size());
-    if (selfMode) z.nkv = z.n;
+    if (keySide) z.S = static_cast<int>(words.size());
+    else z.T = static_cast<int>(words.size());
+    if (selfMode) z.S = z.T;
     attn::Status st = setSizes(z);  // one undo step for the resize...
     if (!st.ok()) return st;
     // ...and the rows and labels join it (no separate step: the user did one thing).
@@ -700,7 +700,7 @@ void Document::setPresent(MatrixId id, bool on)
     const Sizes z = sizes();
     if (id == MatrixId::Wo) {
         Sizes nz = z;
-        nz.dOut = on ? z.heads * z.dv : 0;
+        nz.O = on ? z.H * z.dv : 0;
         setSizes(nz);
         return;
     }
@@ -709,9 +709,9 @@ void Document::setPresent(MatrixId id, bool on)
         if (!v) return;
         if (!on) { v->resize(0); return; }
         int n = 0;
-        if (id == MatrixId::Bq || id == MatrixId::Bk) n = z.heads * z.dk;
-        else if (id == MatrixId::Bv) n = z.heads * z.dv;
-        else if (id == MatrixId::Bo) n = z.dOut;
+        if (id == MatrixId::Bq || id == MatrixId::Bk) n = z.H * z.dk;
+        else if (id == MatrixId::Bv) n = z.H * z.dv;
+        else if (id == MatrixId::Bo) n = z.O;
         if (n > 0) *v = attn::Vector::Zero(n);
     });
 }
@@ -737,7 +737,7 @@ Document::ShapeKey Document::shapeKey() const
 {
     const Sizes z = sizes();
     const attn::AttentionConfig& c = m_session.config;
-    return {z.n, z.nkv, z.dModel, z.heads, z.dq, z.dk, z.dv, z.dOut, z.additive, static_cast<int>(c.mode), static_cast<int>(c.score),
+    return {z.T, z.S, z.M, z.H, z.dq, z.dk, z.dv, z.O, z.A, static_cast<int>(c.mode), static_cast<int>(c.score),
             static_cast<int>(c.layout), static_cast<int>(backend)};
 }
 

@@ -27,17 +27,20 @@ namespace app {
 using MatrixId = attn::InputMatrix;  // X, Xkv, Wq, ..., Wv_additive; names in attnscope/matrix_names.h
 const char* matrixName(MatrixId id);  // "X", "X_kv", "W^Q", ..., "b^Q", "w_v"
 
-// The sizes a user can change. Per-head widths: projected widths are heads·dk etc.
+// The sizes a user can change. Per-head widths: projected widths are H·dk etc.
+// The session's sizes as its matrices state them, named as core's attn::Dims (T, S, M, H, d_q, d_k, d_v, O, A).
+// Unlike Dims (what validate() returns for a consistent input) these are read from a session being edited,
+// which may disagree with itself mid-edit, and O = 0 says "no W^O" (Dims::O is then H·d_v).
 struct Sizes {
-    int n = 1;       // T: queries (rows of X, or of Q in direct mode)
-    int nkv = 1;     // S: keys/values (rows of X_kv in cross mode, of K/V in direct mode; n in self mode)
-    int dModel = 1;  // M: width of X and X_kv (self, cross)
-    int heads = 1;   // H
+    int T = 1;       // queries (rows of X, or of Q in direct mode)
+    int S = 1;       // keys/values (rows of X_kv in cross mode, of K/V in direct mode; T in self mode)
+    int M = 1;       // d_model: width of X and X_kv (self, cross)
+    int H = 1;       // heads
     int dq = 1;      // per-head query width (= dk except in direct mode with the additive score)
     int dk = 1;      // per-head key width
     int dv = 1;      // per-head value width
-    int dOut = 0;    // O: columns of W^O; 0 = no W^O (the output is the concat)
-    int additive = 0;  // A: hidden width of the additive score (0 unless score is additive)
+    int O = 0;       // columns of W^O; 0 = no W^O (the output is the concat)
+    int A = 0;       // hidden width of the additive score (0 unless score is additive)
 };
 // Limits on sizes typed in the window (beyond these the UI gets unusable; core has its own memory budget).
 inline constexpr int kMaxTokens = 8192;  // heatmaps keep full resolution to here (tiled textures)

@@ -180,13 +180,13 @@ TEST(ComputeWorker, ResultOfAnOtherShapeIsFlagged)
     d.waitForCompute();
     EXPECT_TRUE(d.resultMatchesShape());
     app::Sizes z = d.sizes();
-    z.n += 1;
+    z.T += 1;
     ASSERT_TRUE(d.setSizes(z).ok());
     // Until the new result is shown, the old one has the old number of tokens: panels must not mix them.
     EXPECT_FALSE(d.resultMatchesShape());
     d.waitForCompute();
     EXPECT_TRUE(d.resultMatchesShape());
-    EXPECT_EQ(d.result().output.rows(), z.n);
+    EXPECT_EQ(d.result().output.rows(), z.T);
 }
 
 TEST(ComputeWorker, ErrorKeepsTheLastResult)

@@ -83,11 +83,11 @@ TEST(Document, ResizeKeepsValues)
     app::Document d;
     d.setSession(seed000(), "");
     app::Sizes z = d.sizes();
-    EXPECT_EQ(z.n, 4);
-    EXPECT_EQ(z.dModel, 4);
+    EXPECT_EQ(z.T, 4);
+    EXPECT_EQ(z.M, 4);
     EXPECT_EQ(z.dk, 3);
-    z.n = 6;
-    z.dModel = 5;
+    z.T = 6;
+    z.M = 5;
     ASSERT_TRUE(d.setSizes(z).ok());
     EXPECT_EQ(d.rows(app::MatrixId::X), 6);
     EXPECT_EQ(d.cols(app::MatrixId::Wq), 3);
@@ -98,7 +98,7 @@ TEST(Document, ResizeKeepsValues)
     EXPECT_EQ(d.session().keyTokens.size(), 6u);
     d.recomputeIfNeeded();
     EXPECT_TRUE(d.lastError().ok()) << d.lastError().message;
-    z.n = 0;
+    z.T = 0;
     const auto st = d.setSizes(z);
     EXPECT_EQ(st.message, "n: expected an integer in [1, 8192], got 0");
 }
@@ -109,7 +109,7 @@ TEST(Document, HeadsKeepHeadBlocks)
     attn::Session s = seed000();
     d.setSession(s, "");
     app::Sizes z = d.sizes();
-    z.heads = 2;  // d_k stays 3 per head: widths grow to 6, head 0 keeps its columns
+    z.H = 2;  // d_k stays 3 per head: widths grow to 6, head 0 keeps its columns
     ASSERT_TRUE(d.setSizes(z).ok());
     EXPECT_EQ(d.cols(app::MatrixId::Wq), 6);
     for (int r = 0; r < 4; ++r)
@@ -164,7 +164,7 @@ TEST(Document, TokensFromSentence)
     app::Document d;
     d.setSession(seed000(), "");
     ASSERT_TRUE(d.setTokensFromSentence("the cat sat", false).ok());
-    EXPECT_EQ(d.sizes().n, 3);
+    EXPECT_EQ(d.sizes().T, 3);
     EXPECT_EQ(d.session().keyTokens, (std::vector<std::string>{"the", "cat", "sat"}));
     EXPECT_EQ(d.setTokensFromSentence("   ", false).message, "tokens: the sentence has no words");
 }
@@ -333,13 +333,13 @@ TEST(Document, HeadsRoundTrip1To2To3To1KeepsEveryWeight)
 
     // Every change was one undo step: 2 → 1 → 3 → 2 → 1.
     ASSERT_TRUE(d.undo());
-    EXPECT_EQ(d.sizes().heads, 1);
+    EXPECT_EQ(d.sizes().H, 1);
     ASSERT_TRUE(d.undo());
-    EXPECT_EQ(d.sizes().heads, 3);
+    EXPECT_EQ(d.sizes().H, 3);
     EXPECT_EQ(headBlock(d, app::MatrixId::Wq, 1, 3), newWq) << "undo restores removed heads";
     ASSERT_TRUE(d.undo());
     ASSERT_TRUE(d.undo());
-    EXPECT_EQ(d.sizes().heads, 1);
+    EXPECT_EQ(d.sizes().H, 1);
     EXPECT_EQ(whole(d, app::MatrixId::Wq), s.input.Wq);
     EXPECT_FALSE(d.undo());
 }
@@ -394,15 +394,15 @@ TEST(Document, KeepDModelSplitsTheSameMatrices)
     const attn::Session s = preset("seed003_block_identity_heads.json");  // W 6×6, 3 heads of 2
     d.setSession(s, "");
     ASSERT_TRUE(d.setHeads(2, true).ok());
-    EXPECT_EQ(d.sizes().heads, 2);
+    EXPECT_EQ(d.sizes().H, 2);
     EXPECT_EQ(d.sizes().dk, 3);
     EXPECT_EQ(whole(d, app::MatrixId::Wq), s.input.Wq) << "d_model×d_model kept, every value kept";
     const attn::Status st = d.setHeads(4, true);
     ASSERT_FALSE(st.ok());
     EXPECT_NE(st.message.find("not divisible by 4"), std::string::npos) << st.message;
-    EXPECT_EQ(d.sizes().heads, 2) << "a refused change changes nothing";
+    EXPECT_EQ(d.sizes().H, 2) << "a refused change changes nothing";
     ASSERT_TRUE(d.undo());
-    EXPECT_EQ(d.sizes().heads, 3);
+    EXPECT_EQ(d.sizes().H, 3);
     EXPECT_FALSE(d.undo()) << "the refused change added no undo step";
     EXPECT_EQ(d.setHeads(0, false).message, "heads: expected an integer in [1, 64], got 0");
 }

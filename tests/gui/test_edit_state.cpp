@@ -324,7 +324,7 @@ TEST(EditState, ACellBeyondAShrunkMatrixIsDropped)
     s.edit.focus.editing = true;
     s.edit.focus.text = "2";
     app::Sizes z = s.doc.sizes();
-    z.dModel -= 1;
+    z.M -= 1;
     ASSERT_TRUE(s.doc.setSizes(z).ok());
     ASSERT_EQ(s.doc.rows(MatrixId::Wq), rows - 1);
     ImGui::NewFrame();

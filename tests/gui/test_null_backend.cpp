@@ -78,7 +78,7 @@ TEST_F(NullBackend, TogglesKeepComputing)
     state.doc.setMode(attn::Mode::Self);
     state.doc.setScore(attn::Score::Dot);
     app::Sizes z = state.doc.sizes();
-    z.heads = 3;
+    z.H = 3;
     ASSERT_TRUE(state.doc.setSizes(z).ok());
     check("3 heads");
     state.doc.setPresent(app::MatrixId::Wo, true);
