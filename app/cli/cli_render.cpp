@@ -7,6 +7,7 @@
 #include "figure/figure.h"
 #include "figure/figure_render.h"
 #include "lessons/lesson_figure.h"
+#include "view/heatmap_description.h"
 
 #include <CLI/CLI.hpp>
 
@@ -141,6 +142,7 @@ void addRenderCommand(CLI::App& root, CommandAction& action)
             int rc = kExitOk;
             std::optional<LoadedSession> ls = loadForFigure(*opt, rc);
             if (!ls) return rc;
+            fo.fixedWeightsRange = view::viewFixesWeightsRange(ls->session.viewJson);  // as the window draws it
             attn::Expected<fig::Figure> f = fig::buildFigure(ls->session, ls->result, fo);
             if (!f) return printError(opt->session + ": " + f.status().message), kExitBadInput;
             return writeOrReport(*f, opt->out, *format, opt->scale);

@@ -82,10 +82,14 @@ attn::Expected<Heatmap> panelOf(const attn::Session& s, const attn::AttentionRes
     return h;
 }
 
-void setRange(Heatmap& h, attn::Colormap cmap)
+// The range as the window draws the same map (view::drawnRange: weights over 0…1 unless the view says auto).
+void setRange(Heatmap& h, attn::Colormap cmap, PanelKind k, const FigureOptions& opt)
 {
     h.cmap = cmap;
-    h.range = attn::displayRange(h.values, h.masked.size() > 0 ? &h.masked : nullptr, attn::isDiverging(cmap));
+    const attn::DisplayRange data =
+        attn::displayRange(h.values, h.masked.size() > 0 ? &h.masked : nullptr, attn::isDiverging(cmap));
+    h.range = view::drawnRange(k == PanelKind::Weights ? view::MapKind::Weights : view::MapKind::Output, data,
+                               opt.fixedWeightsRange);
 }
 
 } // namespace
@@ -164,7 +168,7 @@ attn::Expected<Figure> buildFigure(const attn::Session& s, const attn::Attention
         for (PanelKind k : kinds) {
             attn::Expected<Heatmap> h = panelOf(s, result, k, head);
             if (!h) return h.status();
-            setRange(*h, opt.cmap ? *opt.cmap : defaultColormap(k));
+            setRange(*h, opt.cmap ? *opt.cmap : defaultColormap(k), k, opt);
             h->title = info(k).panelTitle;
             if (k == PanelKind::Scores) {
                 const bool col = s.config.layout == attn::Layout::Column;
@@ -195,7 +199,7 @@ attn::Expected<Figure> buildFigure(const attn::Session& s, const attn::Attention
     for (int head : heads) {
         attn::Expected<Heatmap> h = panelOf(s, result, opt.panel, head);
         if (!h) return h.status();
-        setRange(*h, cmap);
+        setRange(*h, cmap, opt.panel, opt);
         if (ki.perHead && (heads.size() > 1 || H > 1)) h->title = "head " + std::to_string(head);
         ranges.push_back(h->range);
         f.panels.push_back(std::move(*h));

@@ -69,6 +69,7 @@ struct FigureOptions {
     int head = -1;                          // -1 = all heads as a grid (chain: head 0); else one head (0-based)
     std::optional<attn::Colormap> cmap;     // default: defaultColormap(panel)
     bool sharedRange = true;                // grid: one colour range and colorbar for all heads
+    bool fixedWeightsRange = true;          // weights over 0…1, as the window draws them (view::drawnRange)
     bool annotate = false;                  // cell values printed in the cells
     std::optional<std::string> title;       // default: a title naming the panel; "" = no title
 };

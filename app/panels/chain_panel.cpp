@@ -73,7 +73,7 @@ std::uint64_t resultStamp(AppState& s)
 attn::DisplayRange rangeFor(AppState& s, HeatmapKind kind, const std::string& key, const attn::DisplayRange& autoRange)
 {
     const RangeMode mode = kind == HeatmapKind::Weights ? s.view.weightsRange : s.view.otherRanges;
-    if (mode == RangeMode::Fixed && kind == HeatmapKind::Weights) return attn::DisplayRange{0.0f, 1.0f, autoRange.nonFinite};
+    if (mode == RangeMode::Fixed && kind == HeatmapKind::Weights) return view::drawnRange(view::MapKind::Weights, autoRange, true);
     if (mode != RangeMode::Locked) return autoRange;
     auto [it, added] = s.chain.locked.try_emplace(key, autoRange);
     (void)added;

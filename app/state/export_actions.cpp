@@ -57,9 +57,10 @@ attn::Expected<ExportSource> exportSource(const Document& doc)
     return src;
 }
 
-fig::FigureOptions figureOptions(const ExportState& st)
+fig::FigureOptions figureOptions(const ExportState& st, bool fixedWeightsRange)
 {
     fig::FigureOptions o = st.figure;
+    o.fixedWeightsRange = fixedWeightsRange;
     if (st.titleDefault) o.title.reset();
     else o.title = st.title;
     return o;

@@ -1,5 +1,7 @@
 #include "view/heatmap_description.h"
 
+#include <nlohmann/json.hpp>
+
 #include <utility>
 
 namespace app::view {
@@ -141,6 +143,23 @@ attn::Expected<MapDescription> describeMap(const attn::Session& s, const attn::A
     d.row = std::move(rowAx);
     d.col = std::move(colAx);
     return d;
+}
+
+attn::DisplayRange drawnRange(MapKind kind, const attn::DisplayRange& data, bool fixedWeights)
+{
+    if (kind != MapKind::Weights || !fixedWeights) return data;
+    attn::DisplayRange r = data;
+    r.lo = 0.0f;
+    r.hi = 1.0f;
+    return r;
+}
+
+bool viewFixesWeightsRange(const std::string& viewJson)
+{
+    const nlohmann::json j = nlohmann::json::parse(viewJson, nullptr, false);
+    if (!j.is_object()) return true;
+    const auto it = j.find("weights_range");
+    return it == j.end() || !it->is_string() || (*it != "auto" && *it != "locked");
 }
 
 } // namespace app::view

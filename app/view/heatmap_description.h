@@ -5,6 +5,7 @@
 // cannot disagree on orientation, labels, axes or masks. No GUI types: attnscope_export uses it headless.
 #pragma once
 
+#include <attnscope/colormap.h>
 #include <attnscope/preset_io.h>
 #include <attnscope/status.h>
 #include <attnscope/types.h>
@@ -44,6 +45,14 @@ struct MapDescription {
 // Errors (InvalidArgument) name the map: "panel xkv: the session is not in cross mode", "panel wq: direct
 // mode has no projection weights", "panel wo: the session has no W_O", "head 3: the result has 2 heads".
 attn::Expected<MapDescription> describeMap(const attn::Session& s, const attn::AttentionResult& result, MapKind kind, int head);
+
+// The colour range map `kind` is drawn with, in the window and in figures: the weights (probabilities) over
+// their whole domain 0…1 when `fixedWeights` (the view's "weights_range": "fixed", the default), else `data`,
+// the range of the numbers shown (attn::displayRange). The non-finite flags of `data` are kept.
+attn::DisplayRange drawnRange(MapKind kind, const attn::DisplayRange& data, bool fixedWeights);
+// Whether a session's "view" object (Session::viewJson) draws the weights over 0…1: true unless its
+// "weights_range" is "auto" or "locked" (a figure has no earlier range to keep, so locked draws the data's).
+bool viewFixesWeightsRange(const std::string& viewJson);
 
 // "d_{k}" → "d_k", "W_{Q}" → "W_Q", "x^{2}" → "x^2": figure rich text as plain text for the window.
 std::string plainText(const std::string& rich);

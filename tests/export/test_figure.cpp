@@ -3,6 +3,7 @@
 #include "figure/figure.h"
 #include "figure/figure_render.h"
 #include "lessons/lesson_figure.h"
+#include "view/heatmap_description.h"
 
 #include <attnscope/attention.h>
 #include <attnscope/colormap.h>
@@ -228,6 +229,36 @@ TEST(Figure, ChainAndGridLayouts)
     EXPECT_EQ(f->panels[0].range.lo, f->panels[1].range.lo);
     EXPECT_EQ(f->panels[0].range.hi, f->panels[1].range.hi);
     EXPECT_GT(layoutFigure(*f).colorbar.w, 0);
+}
+
+// Figures draw the weights as the window does (view::drawnRange): over 0…1 by default, over the data's own
+// range when the session's view says "weights_range": "auto"; other maps keep their data's range.
+TEST(Figure, WeightsRangeFollowsTheWindowsView)
+{
+    const Loaded L = load("seed004_translation_cross");
+    FigureOptions o;
+    o.panel = PanelKind::Weights;
+    attn::Expected<Figure> f = buildFigure(L.s, L.r, o);
+    ASSERT_TRUE(f.ok()) << f.status().message;
+    EXPECT_EQ(f->panels[0].range.lo, 0.0f);
+    EXPECT_EQ(f->panels[0].range.hi, 1.0f);
+    o.fixedWeightsRange = false;
+    f = buildFigure(L.s, L.r, o);
+    ASSERT_TRUE(f.ok());
+    const float hi = f->panels[0].values.maxCoeff();
+    EXPECT_FLOAT_EQ(f->panels[0].range.hi, hi) << "auto: the weights' own maximum";
+    EXPECT_LT(hi, 1.0f);
+    o.panel = PanelKind::Scores;
+    o.fixedWeightsRange = true;
+    f = buildFigure(L.s, L.r, o);
+    ASSERT_TRUE(f.ok());
+    EXPECT_GT(f->panels[0].range.hi - f->panels[0].range.lo, 1.0f) << "scores keep their data's range";
+
+    EXPECT_TRUE(app::view::viewFixesWeightsRange("{}"));
+    EXPECT_TRUE(app::view::viewFixesWeightsRange("{\"weights_range\": \"fixed\"}"));
+    EXPECT_FALSE(app::view::viewFixesWeightsRange("{\"weights_range\": \"auto\"}"));
+    EXPECT_FALSE(app::view::viewFixesWeightsRange("{\"weights_range\": \"locked\"}"));
+    EXPECT_TRUE(app::view::viewFixesWeightsRange("not json")) << "a malformed view keeps the default";
 }
 
 TEST(Figure, BadRequestsGiveClearMessages)

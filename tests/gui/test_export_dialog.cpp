@@ -82,7 +82,7 @@ TEST_F(ExportDialog, FigureToPngSvgPdf)
 {
     app::ExportState st;
     st.figure.head = 0;
-    const fig::FigureOptions o = app::figureOptions(st);
+    const fig::FigureOptions o = app::figureOptions(st, true);
     // The expected PNG size: the figure's layout at scale 1.5.
     auto src = app::exportSource(doc);
     ASSERT_TRUE(src.ok()) << src.status().message;
