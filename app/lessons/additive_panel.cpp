@@ -44,9 +44,7 @@ void drawAdditivePanel(const LessonInputs& in, LessonState& st, bool* open)
 
     noteText("Hover a score cell to choose the (query, key) pair. Queries and keys may have different sizes: "
              "A_q and A_k map both to the hidden size first.");
-    GridOptions so;
-    so.symmetric = true;
-    so.colormap = attn::Colormap::RdBu;
+    GridOptions so = gridOptions(in, LessonMap::Scores);
     so.highlightRow = rowLayout ? st.query : st.key;
     so.highlightCol = rowLayout ? st.key : st.query;
     so.rowLabels = rowLayout ? s.queryTokens : s.keyTokens;
@@ -63,12 +61,10 @@ void drawAdditivePanel(const LessonInputs& in, LessonState& st, bool* open)
         ImGui::End();
         return;
     }
-    ImGui::Text("score(%s, %s) = w_v^T tanh(q A_q + k A_k) = %s   (computed by attention: %s)",
+    textWrapped("score(%s, %s) = w_v^T tanh(q A_q + k A_k) = %s   (computed by attention: %s)",
                 tokenLabel(s.queryTokens, st.query).c_str(), tokenLabel(s.keyTokens, st.key).c_str(),
                 attn::formatValue(b->score, 5).c_str(), attn::formatValue(b->resultScore, 5).c_str());
-    GridOptions vo;
-    vo.symmetric = true;
-    vo.colormap = attn::Colormap::RdBu;
+    GridOptions vo = gridOptions(in, LessonMap::Projection);
     vo.cell = 44.0f;
     const std::string qTitle = "q  (d_q = " + std::to_string(b->q.size()) + ")";
     const std::string kTitle = "k  (d_k = " + std::to_string(b->k.size()) + ")";

@@ -12,18 +12,28 @@ namespace app {
 
 namespace {
 
-GridOptions blocks(const std::vector<attn::HeadBlock>& hb, char which)
+GridOptions blocks(const LessonInputs& in, const std::vector<attn::HeadBlock>& hb, char which)
 {
-    GridOptions o;
+    GridOptions o = gridOptions(in, LessonMap::Projection);
     o.cell = 26.0f;
-    o.symmetric = true;
-    o.colormap = attn::Colormap::RdBu;
     for (const attn::HeadBlock& b : hb) {
         if (which == 'q') o.colBlocks.push_back({b.qBegin, b.qEnd});
         if (which == 'k') o.colBlocks.push_back({b.kBegin, b.kEnd});
         if (which == 'v') o.colBlocks.push_back({b.vBegin, b.vEnd});
     }
     return o;
+}
+
+// A grid in its own group, beside the previous one (`spacing` pixels apart) when it still fits the panel's
+// width, else on a new line.
+GridHit gridBeside(bool first, float spacing, const char* id, const std::string& title, const attn::Matrix& m,
+                   const GridOptions& o)
+{
+    if (!first) sameLineIfFits(gridWidth(title.c_str(), m, o), spacing);
+    ImGui::BeginGroup();
+    const GridHit hit = drawMatrixGrid(id, title.c_str(), m, o);
+    ImGui::EndGroup();
+    return hit;
 }
 
 } // namespace
@@ -44,29 +54,17 @@ void drawHeadsPanel(const LessonInputs& in, LessonState& st, bool* open)
     }
     const auto hb = attn::headBlocks(*d);
     const attn::Layout L = s.config.layout;
-    ImGui::Text("H = %d heads of d_k = %d, d_v = %d (colour strip: which head owns each column)", d->H, d->dk, d->dv);
+    textWrapped("H = %d heads of d_k = %d, d_v = %d (colour strip: which head owns each column)", d->H, d->dk, d->dv);
 
     sectionTitle("Column blocks per head");
     if (s.config.mode != attn::Mode::Direct) {
-        drawMatrixGrid("Wq", "W^Q", attn::tokenRows(s.input.Wq, L), blocks(hb, 'q'));
-        ImGui::SameLine(0, 20);
-        ImGui::BeginGroup();
-        drawMatrixGrid("Wk", "W^K", attn::tokenRows(s.input.Wk, L), blocks(hb, 'k'));
-        ImGui::EndGroup();
-        ImGui::SameLine(0, 20);
-        ImGui::BeginGroup();
-        drawMatrixGrid("Wv", "W^V", attn::tokenRows(s.input.Wv, L), blocks(hb, 'v'));
-        ImGui::EndGroup();
+        gridBeside(true, 20, "Wq", "W^Q", attn::tokenRows(s.input.Wq, L), blocks(in, hb, 'q'));
+        gridBeside(false, 20, "Wk", "W^K", attn::tokenRows(s.input.Wk, L), blocks(in, hb, 'k'));
+        gridBeside(false, 20, "Wv", "W^V", attn::tokenRows(s.input.Wv, L), blocks(in, hb, 'v'));
     }
-    drawMatrixGrid("Q", "Q", attn::tokenRows(r.Q, L), blocks(hb, 'q'));
-    ImGui::SameLine(0, 20);
-    ImGui::BeginGroup();
-    drawMatrixGrid("K", "K", attn::tokenRows(r.K, L), blocks(hb, 'k'));
-    ImGui::EndGroup();
-    ImGui::SameLine(0, 20);
-    ImGui::BeginGroup();
-    drawMatrixGrid("V", "V", attn::tokenRows(r.V, L), blocks(hb, 'v'));
-    ImGui::EndGroup();
+    gridBeside(true, 20, "Q", "Q", attn::tokenRows(r.Q, L), blocks(in, hb, 'q'));
+    gridBeside(false, 20, "K", "K", attn::tokenRows(r.K, L), blocks(in, hb, 'k'));
+    gridBeside(false, 20, "V", "V", attn::tokenRows(r.V, L), blocks(in, hb, 'v'));
 
     sectionTitle("Seed 003's block identity: Q W_h = Q_h");
     clampSelection(r, st);
@@ -74,15 +72,12 @@ void drawHeadsPanel(const LessonInputs& in, LessonState& st, bool* open)
     const int width = d->H * d->dq;
     auto sel = attn::headSelector(width, d->H, st.head);
     if (sel) {
-        GridOptions o;
+        GridOptions o = gridOptions(in, LessonMap::Projection);
         o.cell = 18.0f;
         o.values = false;
-        drawMatrixGrid("Wh", ("W_" + std::to_string(st.head + 1) + "  [H d_k, d_k]").c_str(), *sel, o);
-        ImGui::SameLine(0, 20);
-        ImGui::BeginGroup();
-        drawMatrixGrid("Qh", ("Q_" + std::to_string(st.head + 1) + " = Q W_" + std::to_string(st.head + 1)).c_str(),
-                       attn::tokenRows(r.heads[st.head].Q, L), GridOptions{});
-        ImGui::EndGroup();
+        gridBeside(true, 20, "Wh", "W_" + std::to_string(st.head + 1) + "  [H d_k, d_k]", *sel, o);
+        gridBeside(false, 20, "Qh", "Q_" + std::to_string(st.head + 1) + " = Q W_" + std::to_string(st.head + 1),
+                   attn::tokenRows(r.heads[st.head].Q, L), gridOptions(in, LessonMap::Projection));
     } else {
         errorText(sel.status().message);
     }
@@ -94,17 +89,12 @@ void drawHeadsPanel(const LessonInputs& in, LessonState& st, bool* open)
         errorText(st.contributions.error);
     } else {
         for (std::size_t h = 0; h < c->perHead.size(); ++h) {
-            if (h) ImGui::SameLine(0, 16);
-            ImGui::BeginGroup();
             const std::string title = "head " + std::to_string(h + 1) + "  |.| = " + attn::formatValue(c->norms[h], 3);
-            GridOptions o;
+            GridOptions o = gridOptions(in, LessonMap::Output);
             o.cell = 26.0f;
-            o.symmetric = true;
-            o.colormap = attn::Colormap::RdBu;
-            drawMatrixGrid(("c" + std::to_string(h)).c_str(), title.c_str(), c->perHead[h], o);
-            ImGui::EndGroup();
+            gridBeside(h == 0, 16, ("c" + std::to_string(h)).c_str(), title, c->perHead[h], o);
         }
-        ImGui::Text("sum of contributions + b_o vs output: max |difference| = %s",
+        textWrapped("sum of contributions + b_o vs output: max |difference| = %s",
                     attn::formatValue(c->maxAbsDiff, 3).c_str());
         noteText(s.input.Wo.size() > 0 ? "contribution_h = O_h W^O[rows of head h]: the output is their sum plus b_o."
                                        : "No W^O: each head's contribution is its block of the concatenation.");
@@ -123,12 +113,10 @@ void drawHeadsPanel(const LessonInputs& in, LessonState& st, bool* open)
         if (!cmp) {
             errorText(st.headCounts.error);
         } else {
-            drawMatrixGrid("one", "1 head: output", cmp->oneHead.output, GridOptions{});
-            ImGui::SameLine(0, 20);
-            ImGui::BeginGroup();
-            drawMatrixGrid("many", (std::to_string(cmp->heads) + " heads: output").c_str(), cmp->multiHead.output, GridOptions{});
-            ImGui::EndGroup();
-            ImGui::Text("QK^T vs sum_h Q_h K_h^T: max |difference| = %s; outputs differ by up to %s",
+            gridBeside(true, 20, "one", "1 head: output", cmp->oneHead.output, gridOptions(in, LessonMap::Output));
+            gridBeside(false, 20, "many", std::to_string(cmp->heads) + " heads: output", cmp->multiHead.output,
+                       gridOptions(in, LessonMap::Output));
+            textWrapped("QK^T vs sum_h Q_h K_h^T: max |difference| = %s; outputs differ by up to %s",
                         attn::formatValue(cmp->maxAbsDecompositionDiff, 3).c_str(),
                         attn::formatValue(cmp->maxAbsOutputDiff, 3).c_str());
             noteText("One head scores with all of Q and K, so its scores are the sum of every head's Q_h K_h^T "

@@ -115,7 +115,7 @@ void drawImagePatchesPanel(const LessonInputs& in, LessonState& st, bool* open)
         return;
     }
     const attn::PatchGrid& g = *st.grid;
-    ImGui::Text("%d×%d patches of %d×%d pixels = %d tokens of 3·p² = %d values%s", g.cols, g.rows, g.patch, g.patch,
+    textWrapped("%d×%d patches of %d×%d pixels = %d tokens of 3·p² = %d values%s", g.cols, g.rows, g.patch, g.patch,
                 g.cols * g.rows, int(g.tokens.cols()),
                 (g.usedWidth != g.originalWidth || g.usedHeight != g.originalHeight) ? " (image cropped to whole patches)" : "");
     noteText("Click a patch: the overlay shows its attention weights over all patches.");
@@ -144,7 +144,7 @@ void drawImagePatchesPanel(const LessonInputs& in, LessonState& st, bool* open)
         const attn::DisplayRange range = attn::displayRange(*weights, nullptr, false);
         for (int r = 0; r < g.rows; ++r)
             for (int c = 0; c < g.cols; ++c) {
-                const attn::Rgb8 col = attn::colormapColor(attn::Colormap::Magma, attn::normalize((*weights)(r, c), range));
+                const attn::Rgb8 col = attn::colormapColor(in.colormap(LessonMap::Weights), attn::normalize((*weights)(r, c), range));
                 // Alpha 150 of 255: the patch's pixels stay visible under its weight colour.
                 dl->AddRectFilled(ImVec2(o.x + float(c) * patchPx, o.y + float(r) * patchPx),
                                   ImVec2(o.x + float(c + 1) * patchPx, o.y + float(r + 1) * patchPx), toImColor(col, 150));

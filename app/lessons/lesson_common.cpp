@@ -5,13 +5,15 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdarg>
 
 namespace app {
 
 bool beginLessonPanel(LessonId id, ImVec2 firstSize, bool* open)
 {
     ImGui::SetNextWindowSize(firstSize, ImGuiCond_FirstUseEver);
-    if (ImGui::Begin(lesson(id).title, open)) return true;
+    // Content wider than the panel scrolls with a visible scrollbar instead of being cut at the right edge.
+    if (ImGui::Begin(lesson(id).title, open, ImGuiWindowFlags_HorizontalScrollbar)) return true;
     ImGui::End();
     return false;
 }
@@ -43,17 +45,50 @@ std::string tokenLabel(const std::vector<std::string>& labels, int i)
     return "#" + std::to_string(i);
 }
 
+std::string fitLabel(const std::string& label, float width)
+{
+    if (ImGui::CalcTextSize(label.c_str()).x <= width) return label;
+    // U+2026 when the font has it (the DejaVu font loads U+2000…U+206F), else three dots.
+    const char* ellipsis = ImGui::GetFont()->FindGlyphNoFallback(0x2026) ? "\u2026" : "...";
+    std::size_t end = label.size();
+    while (end > 0) {
+        do --end;
+        while (end > 0 && (static_cast<unsigned char>(label[end]) & 0xC0) == 0x80);  // UTF-8 continuation byte
+        std::string text = label.substr(0, end) + ellipsis;
+        if (ImGui::CalcTextSize(text.c_str()).x <= width) return end > 0 ? text : std::string();
+    }
+    return std::string();
+}
+
+void sameLineIfFits(float width, float spacing)
+{
+    const float gap = spacing >= 0.0f ? spacing : ImGui::GetStyle().ItemSpacing.x;
+    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    if (ImGui::GetItemRectMax().x + gap + width <= right) ImGui::SameLine(0.0f, gap);
+}
+
+void textWrapped(const char* fmt, ...)
+{
+    // Window-local wrap position of the visible content edge; ImGui subtracts the horizontal scroll itself.
+    ImGui::PushTextWrapPos(ImGui::GetWindowContentRegionMax().x + ImGui::GetScrollX());
+    va_list args;
+    va_start(args, fmt);
+    ImGui::TextV(fmt, args);
+    va_end(args);
+    ImGui::PopTextWrapPos();
+}
+
 void errorText(const std::string& message)
 {
     ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(230, 80, 70, 255));
-    ImGui::TextWrapped("%s", message.c_str());
+    textWrapped("%s", message.c_str());
     ImGui::PopStyleColor();
 }
 
 void noteText(const std::string& text)
 {
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-    ImGui::TextWrapped("%s", text.c_str());
+    textWrapped("%s", text.c_str());
     ImGui::PopStyleColor();
 }
 
@@ -91,6 +126,24 @@ ImU32 textOn(attn::Rgb8 c)
 
 } // namespace
 
+GridOptions gridOptions(const LessonInputs& in, LessonMap kind)
+{
+    GridOptions o;
+    o.colormap = in.colormap(kind);
+    o.symmetric = attn::isDiverging(o.colormap);
+    return o;
+}
+
+namespace {
+constexpr float kRowLabelWidth = 56.0f;   // room for short token labels (longer ones end in an ellipsis)
+}
+
+float gridWidth(const char* title, const attn::Matrix& m, const GridOptions& o)
+{
+    const float cells = (o.rowLabels.empty() ? 0.0f : kRowLabelWidth) + o.cell * float(m.cols());
+    return std::max(cells, title && *title ? ImGui::CalcTextSize(title).x : 0.0f);
+}
+
 GridHit drawMatrixGrid(const char* id, const char* title, const attn::Matrix& m, const GridOptions& o)
 {
     GridHit hit;
@@ -102,7 +155,7 @@ GridHit drawMatrixGrid(const char* id, const char* title, const attn::Matrix& m,
         ImGui::PopID();
         return hit;
     }
-    const float labelW = o.rowLabels.empty() ? 0.0f : 56.0f;   // room for short token labels
+    const float labelW = o.rowLabels.empty() ? 0.0f : kRowLabelWidth;
     const float labelH = o.colLabels.empty() ? 0.0f : ImGui::GetTextLineHeight() + 2.0f;
     const float blockH = o.colBlocks.empty() ? 0.0f : 5.0f;    // the head-colour strip above the columns
     const ImVec2 origin = ImGui::GetCursorScreenPos();
@@ -119,11 +172,10 @@ GridHit drawMatrixGrid(const char* id, const char* title, const attn::Matrix& m,
         dl->AddRectFilled(ImVec2(cells.x + o.cell * float(begin), origin.y + labelH),
                           ImVec2(cells.x + o.cell * float(end), origin.y + labelH + blockH - 1.0f), headColor(int(b)));
     }
-    for (int c = 0; c < C && !o.colLabels.empty() && c < int(o.colLabels.size()); ++c) {
-        const std::string& l = c < int(o.colLabels.size()) ? o.colLabels[c] : std::string();
-        dl->PushClipRect(ImVec2(cells.x + o.cell * float(c), origin.y), ImVec2(cells.x + o.cell * float(c + 1), origin.y + labelH), true);
+    // Labels wider than their cell end in an ellipsis (never run into the next one); hovering shows them whole.
+    for (int c = 0; c < C && c < int(o.colLabels.size()); ++c) {
+        const std::string l = fitLabel(o.colLabels[c], o.cell - 3.0f);
         dl->AddText(ImVec2(cells.x + o.cell * float(c) + 2.0f, origin.y), ImGui::GetColorU32(ImGuiCol_Text), l.c_str());
-        dl->PopClipRect();
     }
     // Only the cells inside the window's clip rectangle are drawn: a 5×128 matrix would otherwise emit ~80k
     // vertices per frame for cells nobody can see.
@@ -134,11 +186,9 @@ GridHit drawMatrixGrid(const char* id, const char* title, const attn::Matrix& m,
     const int r1 = std::clamp(int(std::ceil((clipMax.y - cells.y) / o.cell)), 0, R);
     for (int r = r0; r < r1; ++r) {
         if (!o.rowLabels.empty()) {
-            const std::string& l = r < int(o.rowLabels.size()) ? o.rowLabels[r] : std::string();
-            dl->PushClipRect(ImVec2(origin.x, cells.y + o.cell * float(r)), ImVec2(cells.x - 2.0f, cells.y + o.cell * float(r + 1)), true);
+            const std::string l = r < int(o.rowLabels.size()) ? fitLabel(o.rowLabels[r], labelW - 4.0f) : std::string();
             dl->AddText(ImVec2(origin.x, cells.y + o.cell * float(r) + (o.cell - ImGui::GetTextLineHeight()) * 0.5f),
                         ImGui::GetColorU32(ImGuiCol_Text), l.c_str());
-            dl->PopClipRect();
         }
         for (int c = c0; c < c1; ++c) {
             const ImVec2 a(cells.x + o.cell * float(c), cells.y + o.cell * float(r));
@@ -173,11 +223,22 @@ GridHit drawMatrixGrid(const char* id, const char* title, const attn::Matrix& m,
     if (hovered) {
         const ImVec2 mp = ImGui::GetMousePos();
         const int c = int(std::floor((mp.x - cells.x) / o.cell)), r = int(std::floor((mp.y - cells.y) / o.cell));
+        const auto label = [](const std::vector<std::string>& labels, int i) {
+            return i >= 0 && i < int(labels.size()) ? labels[i] : std::string();
+        };
         if (r >= 0 && r < R && c >= 0 && c < C) {
             hit.row = r;
             hit.col = c;
             hit.clicked = clicked;
-            ImGui::SetTooltip("[%d, %d] = %s", r, c, attn::formatValue(m(r, c), 6).c_str());
+            const std::string rl = label(o.rowLabels, r), cl = label(o.colLabels, c);
+            if (rl.empty() && cl.empty())
+                ImGui::SetTooltip("[%d, %d] = %s", r, c, attn::formatValue(m(r, c), 6).c_str());
+            else
+                ImGui::SetTooltip("[%d, %d] = %s\nrow: %s\ncolumn: %s", r, c, attn::formatValue(m(r, c), 6).c_str(), rl.c_str(), cl.c_str());
+        } else if (r < 0 && c >= 0 && c < C && !label(o.colLabels, c).empty()) {
+            ImGui::SetTooltip("%s", label(o.colLabels, c).c_str());   // over a column label
+        } else if (c < 0 && r >= 0 && r < R && !label(o.rowLabels, r).empty()) {
+            ImGui::SetTooltip("%s", label(o.rowLabels, r).c_str());   // over a row label
         }
     }
     ImGui::PopID();
@@ -194,11 +255,15 @@ void drawWeightBars(const char* id, const attn::Vector& w, const std::vector<std
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     const int n = int(w.size());
     ImGui::Dummy(ImVec2(width, rowH * float(n)));
+    if (ImGui::IsItemHovered()) {   // the whole label of the hovered row (it may be shortened below)
+        const int j = int(std::floor((ImGui::GetMousePos().y - origin.y) / rowH));
+        if (j >= 0 && j < n) ImGui::SetTooltip("%s: %s", tokenLabel(labels, j).c_str(), attn::formatValue(w[j], 6).c_str());
+    }
     ImDrawList* dl = ImGui::GetWindowDrawList();
     for (int j = 0; j < n; ++j) {
         const float y = origin.y + rowH * float(j);
         const bool isMasked = masked && j < int(masked->size()) && (*masked)[j];
-        dl->AddText(ImVec2(origin.x, y), ImGui::GetColorU32(ImGuiCol_Text), tokenLabel(labels, j).c_str());
+        dl->AddText(ImVec2(origin.x, y), ImGui::GetColorU32(ImGuiCol_Text), fitLabel(tokenLabel(labels, j), labelW - 6.0f).c_str());
         const float v = std::isfinite(w[j]) ? std::clamp(w[j], 0.0f, 1.0f) : 0.0f;
         const ImVec2 a(origin.x + labelW, y + 2.0f);
         dl->AddRectFilled(a, ImVec2(a.x + barW, y + rowH - 2.0f), IM_COL32(60, 60, 60, 80));
@@ -226,11 +291,13 @@ void drawHistogram(const char* id, const attn::Histogram& h, const std::vector<f
             dl->AddRectFilled(ImVec2(o.x + bw * float(b), o.y + size.y * (1.0f - t)), ImVec2(o.x + bw * float(b + 1), o.y + size.y), color);
         }
         if (curve && int(curve->size()) == n) {
+            // The theme's text colour: light on the dark theme, dark on a light one (a fixed black vanished).
+            const ImU32 curveColor = ImGui::GetColorU32(ImGuiCol_Text);
             ImVec2 prev;
             for (int b = 0; b < n; ++b) {
                 const float t = std::min(1.0f, (*curve)[b] / maxCount);
                 const ImVec2 p(o.x + bw * (float(b) + 0.5f), o.y + size.y * (1.0f - t));
-                if (b > 0) dl->AddLine(prev, p, IM_COL32(20, 20, 20, 255), 2.0f);
+                if (b > 0) dl->AddLine(prev, p, curveColor, 2.0f);
                 prev = p;
             }
         }

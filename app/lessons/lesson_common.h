@@ -19,6 +19,11 @@
 
 namespace app {
 
+// The kinds of data a lesson heatmap shows, in the order of the main view's HeatmapKind (app_state.h): each
+// kind takes the colormap the user chose for it in "Colormaps and view", so lessons and chain agree.
+enum class LessonMap { Projection, Scores, Weights, Output };
+inline constexpr int kLessonMapKinds = 4;
+
 // What every lesson panel reads from the window. The session and result belong to the document; a panel
 // that wants to change the session (an edit, a preset) calls applySession, and the document decides.
 struct LessonInputs {
@@ -28,6 +33,10 @@ struct LessonInputs {
     std::string presetDir;                          // assets/presets, for the lesson preset buttons
     std::string imageDir;                           // assets/images, for the sample image
     std::uint64_t revision = 0;                     // changes whenever the session changes (cache key)
+    // The main view's colormap per LessonMap kind (its defaults: signed data diverging, weights viridis).
+    attn::Colormap colormaps[kLessonMapKinds] = {attn::Colormap::RdBu, attn::Colormap::RdBu, attn::Colormap::Viridis,
+                                                 attn::Colormap::RdBu};
+    attn::Colormap colormap(LessonMap kind) const { return colormaps[static_cast<int>(kind)]; }
 };
 
 // A lesson value computed for one document revision and parameter set, or the error that prevented it.
@@ -114,6 +123,17 @@ void clampSelection(const attn::AttentionResult& r, LessonState& st);
 // The label of token i (the session's label, or "#i").
 std::string tokenLabel(const std::vector<std::string>& labels, int i);
 
+// `label` as drawn in `width` pixels: whole when it fits, else its longest prefix (whole UTF-8 characters)
+// followed by an ellipsis, else empty. Callers show the whole label in a tooltip.
+std::string fitLabel(const std::string& label, float width);
+// ImGui::SameLine() when an item `width` pixels wide still fits on the current line of the window, else
+// nothing (the next item starts a new line): rows of checkboxes or grids wrap instead of running off the panel.
+void sameLineIfFits(float width, float spacing = -1.0f);
+
+// ImGui::TextWrapped, wrapping at the panel's visible right edge. (ImGui's own wrap width is the window's
+// content width when the window scrolls horizontally: once anything is wide, wrapped text would follow it.)
+void textWrapped(const char* fmt, ...) IM_FMTARGS(1);
+
 // One message line in the panel's colour for errors (kept visible; also mirrored by the window's log).
 void errorText(const std::string& message);
 // A short grey explanation wrapped to the panel width.
@@ -142,6 +162,10 @@ struct GridHit {
     int row = -1, col = -1;
     bool clicked = false;
 };
+// Grid options for one kind of data: the main view's colormap for it, centred at 0 when that map is diverging.
+GridOptions gridOptions(const LessonInputs& in, LessonMap kind);
+// The width drawMatrixGrid takes for `m` (cells, row labels, and the title when wider), for sameLineIfFits.
+float gridWidth(const char* title, const attn::Matrix& m, const GridOptions& o);
 GridHit drawMatrixGrid(const char* id, const char* title, const attn::Matrix& m, const GridOptions& o);
 
 // Horizontal bars for values in [0, 1] (weights), with labels and the value printed; masked bars grey.

@@ -128,6 +128,9 @@ void drawLessonPanels(AppState& state)
     in.result = doc.hasResult() ? &doc.result() : nullptr;
     in.presetDir = state.presetsDir;
     in.imageDir = imagesDirectory(state.presetsDir);
+    static_assert(kLessonMapKinds == kHeatmapKinds && int(LessonMap::Output) == int(HeatmapKind::Output) &&
+                  int(LessonMap::Weights) == int(HeatmapKind::Weights) && int(LessonMap::Scores) == int(HeatmapKind::Scores));
+    for (int k = 0; k < kLessonMapKinds; ++k) in.colormaps[k] = state.view.colormaps[k];
     // The caches key on this: a new revision (an edit) or a new result (the recompute that follows it).
     in.revision = doc.revision() * 1000003u + doc.resultGeneration();
     in.applySession = [&state](attn::Session s) {

@@ -52,11 +52,13 @@ void drawMasksPanel(const LessonInputs& in, LessonState& st, bool* open)
         changed = true;
     }
     if (padding && int(edited.input.mask.keyPadding.size()) == S) {
+        const ImGuiStyle& style = ImGui::GetStyle();
         for (int j = 0; j < S; ++j) {
-            ImGui::SameLine();
+            const std::string label = tokenLabel(s.keyTokens, j);
+            sameLineIfFits(ImGui::GetFrameHeight() + style.ItemInnerSpacing.x + ImGui::CalcTextSize(label.c_str()).x);
             bool on = edited.input.mask.keyPadding[j] != 0;
             ImGui::PushID(j);
-            if (ImGui::Checkbox(tokenLabel(s.keyTokens, j).c_str(), &on)) {
+            if (ImGui::Checkbox(label.c_str(), &on)) {
                 edited.input.mask.keyPadding[j] = on ? 1 : 0;
                 changed = true;
             }
@@ -70,7 +72,7 @@ void drawMasksPanel(const LessonInputs& in, LessonState& st, bool* open)
     }
     if (lens && int(edited.input.mask.validLens.size()) == T) {
         for (int i = 0; i < T; ++i) {
-            ImGui::SameLine();
+            sameLineIfFits(70.0f);
             ImGui::PushID(1000 + i);
             ImGui::SetNextItemWidth(70);
             if (ImGui::InputInt("##len", &edited.input.mask.validLens[i])) {
@@ -88,17 +90,19 @@ void drawMasksPanel(const LessonInputs& in, LessonState& st, bool* open)
     attn::MaskSpec rowMask = m;
     if (!rowLayout) rowMask.custom = attn::MaskMatrix(m.custom.transpose());
     auto ms = attn::maskedSoftmax(scores, rowMask);
-    GridOptions go;
+    GridOptions go = gridOptions(in, LessonMap::Scores);
     go.mask = &h.masked;
     go.rowLabels = rowLayout ? s.queryTokens : s.keyTokens;
     go.colLabels = rowLayout ? s.keyTokens : s.queryTokens;
     ImGui::BeginGroup();
     drawMatrixGrid("scores", "scores (x = masked)", h.scores, go);
     ImGui::EndGroup();
-    ImGui::SameLine(0, 30);
-    ImGui::BeginGroup();
     GridOptions wo = go;
+    wo.colormap = in.colormap(LessonMap::Weights);
+    wo.symmetric = false;
     wo.range = attn::DisplayRange{0.0f, 1.0f, 0};
+    sameLineIfFits(gridWidth("weights", h.weights, wo), 30);
+    ImGui::BeginGroup();
     drawMatrixGrid("weights", "weights", h.weights, wo);
     ImGui::EndGroup();
     if (!ms) {

@@ -74,8 +74,8 @@ void drawSampling(LessonState& st)
         }
         st.histsKey = histsKey;
     }
-    ImGui::TextUnformatted("q.k (blue) and q.k/sqrt(d_k) (orange); black lines: normal with the predicted mean and variance");
-    const float w = std::min(560.0f, ImGui::GetContentRegionAvail().x - 90.0f);
+    textWrapped("q.k (blue) and q.k/sqrt(d_k) (orange); lines: normal with the predicted mean and variance");
+    const float w = std::max(160.0f, std::min(560.0f, ImGui::GetContentRegionAvail().x - 90.0f));
     for (std::size_t i = 0; i < all.size(); ++i) {
         const LessonState::HistPair& p = st.hists[i];
         float maxCount = 1.0f;
@@ -176,11 +176,11 @@ void drawRow(const LessonInputs& in, LessonState& st)
     }
     ImGui::Checkbox("split form: (q / d_k^(1/4)) . (k / d_k^(1/4))", &st.splitForm);
     if (st.splitForm)
-        ImGui::Text("split vs scaled scores: max |difference| = %s (float rounding): identical results",
+        textWrapped("split vs scaled scores: max |difference| = %s (float rounding): identical results",
                     attn::formatValue(d->maxAbsSplitDiff, 3).c_str());
     const attn::Vector& scaledScores = st.splitForm ? d->splitScores : d->scaledScores;
     drawSoftmaxColumn("without scaling: softmax(q.k)", d->rawScores, d->unscaled, d->naiveUnscaled);
-    ImGui::SameLine(0, 40);
+    sameLineIfFits(300.0f, 40);   // the second column's weight bars are 300 px wide
     drawSoftmaxColumn(st.splitForm ? "split form: softmax(q/d^(1/4) . k/d^(1/4))" : "scaled: softmax(q.k / sqrt(d_k))",
                       scaledScores, d->scaled, d->naiveScaled);
     noteText("Seed 002: exp overflows float past 88.7, so a softmax without max-subtraction turns large scores into "

@@ -89,14 +89,16 @@ void drawTwoFormulasPanel(const LessonInputs& in, LessonState& st, bool* open)
     const attn::LayoutComparison* cmp = &*st.layouts.value;
     ImGui::Text("This session stores tokens as %s.", s.config.layout == attn::Layout::Row ? "ROWS" : "COLUMNS");
     sectionTitle("The same data, both formulas");
+    const GridOptions out = gridOptions(in, LessonMap::Output);
     ImGui::BeginGroup();
-    drawMatrixGrid("row", "softmax(QK^T/sqrt(d_k)) V, tokens as rows  [T, O]", cmp->row.output, GridOptions{});
+    drawMatrixGrid("row", "softmax(QK^T/sqrt(d_k)) V, tokens as rows  [T, O]", cmp->row.output, out);
     ImGui::EndGroup();
-    ImGui::SameLine(0, 30);
+    const char* colTitle = "V softmax(K^TQ/sqrt(d_k)), tokens as columns  [O, T]";
+    sameLineIfFits(gridWidth(colTitle, cmp->column.output, out), 30);
     ImGui::BeginGroup();
-    drawMatrixGrid("col", "V softmax(K^TQ/sqrt(d_k)), tokens as columns  [O, T]", cmp->column.output, GridOptions{});
+    drawMatrixGrid("col", colTitle, cmp->column.output, out);
     ImGui::EndGroup();
-    ImGui::Text("max |row result - (column result)^T| = %s: the results are transposes of each other.",
+    textWrapped("max |row result - (column result)^T| = %s: the results are transposes of each other.",
                 attn::formatValue(cmp->maxAbsDiffOutput, 3).c_str());
 
     // The mistakes.
@@ -110,26 +112,29 @@ void drawTwoFormulasPanel(const LessonInputs& in, LessonState& st, bool* open)
     }
     const attn::WrongFormulaDemo* demo = &*st.wrongFormula.value;
     sectionTitle("Mistake (a): softmax along the wrong axis");
-    GridOptions w;
+    GridOptions w = gridOptions(in, LessonMap::Weights);
     w.range = attn::DisplayRange{0.0f, 1.0f, 0};
     ImGui::BeginGroup();
     drawMatrixGrid("right", "right weights", demo->rightWeightsInLayout, w);
     ImGui::EndGroup();
-    ImGui::SameLine(0, 30);
+    sameLineIfFits(gridWidth("wrong-axis weights", demo->wrongWeightsInLayout, w), 30);
     ImGui::BeginGroup();
     drawMatrixGrid("wrong", "wrong-axis weights", demo->wrongWeightsInLayout, w);
     ImGui::EndGroup();
-    ImGui::TextWrapped("%s", wrongAxisParagraph(*demo).c_str());
-    ImGui::Text("each query's weights sum to:  right %s   wrong %s", sums(demo->rightSumsOverKeys).c_str(),
+    textWrapped("%s", wrongAxisParagraph(*demo).c_str());
+    textWrapped("each query's weights sum to:  right %s   wrong %s", sums(demo->rightSumsOverKeys).c_str(),
                 sums(demo->wrongSumsOverKeys).c_str());
 
     sectionTitle("Mistake (b): the other formula applied literally");
-    for (const attn::ProductShape& p : demo->literalSteps) ImGui::BulletText("%s", p.text.c_str());
+    for (const attn::ProductShape& p : demo->literalSteps) {
+        ImGui::Bullet();   // BulletText does not wrap: a long shape line would widen the panel
+        textWrapped("%s", p.text.c_str());
+    }
     if (demo->literal == attn::LiteralFormula::Applies) {
         errorText("Runs without error, and is wrong:");
-        drawMatrixGrid("literal", "literal other formula", demo->literalOutput, GridOptions{});
+        drawMatrixGrid("literal", "literal other formula", demo->literalOutput, out);
     }
-    ImGui::TextWrapped("%s", literalFormulaParagraph(*demo).c_str());
+    textWrapped("%s", literalFormulaParagraph(*demo).c_str());
     ImGui::End();
 }
 

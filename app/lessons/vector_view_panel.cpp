@@ -13,7 +13,10 @@ void drawShapes(const attn::Session& s)
     if (!d) return;
     sectionTitle("Shapes of every product");
     const auto steps = attn::productShapes(*d, s.config.layout, s.config.mode, s.input.Wo.size() > 0, s.config.score);
-    for (const attn::ProductShape& p : steps) ImGui::BulletText("%s", p.text.c_str());
+    for (const attn::ProductShape& p : steps) {
+        ImGui::Bullet();   // BulletText does not wrap: a long shape line would widen the panel
+        textWrapped("%s", p.text.c_str());
+    }
 }
 
 } // namespace
@@ -36,7 +39,7 @@ void drawVectorViewPanel(const LessonInputs& in, LessonState& st, bool* open)
     }
     const int S = int(v->weights.size());
     const std::string qLabel = tokenLabel(s.queryTokens, st.query);
-    ImGui::Text("Query %d (%s):  o_%d = sum_j softmax_j(q_%d . k_j / sqrt(d_k)) v_j,  scale = %s", st.query, qLabel.c_str(),
+    textWrapped("Query %d (%s):  o_%d = sum_j softmax_j(q_%d . k_j / sqrt(d_k)) v_j,  scale = %s", st.query, qLabel.c_str(),
                 st.query, st.query, attn::formatValue(v->scale, 4).c_str());
     noteText("Click a row of the weight matrix to choose the query. The vector version (left) and row i of the "
              "matrix version (right) are computed separately and agree to float rounding.");
@@ -85,22 +88,24 @@ void drawVectorViewPanel(const LessonInputs& in, LessonState& st, bool* open)
     sectionTitle("Matrix version");
     const attn::HeadResult& h = r.heads[st.head];
     const bool rowLayout = r.layout == attn::Layout::Row;
-    GridOptions wo;
+    GridOptions wo = gridOptions(in, LessonMap::Weights);
     wo.highlightRow = rowLayout ? st.query : -1;
     wo.highlightCol = rowLayout ? -1 : st.query;
     wo.mask = &h.masked;
     wo.rowLabels = rowLayout ? s.queryTokens : s.keyTokens;
     wo.colLabels = rowLayout ? s.keyTokens : s.queryTokens;
+    ImGui::BeginGroup();
     GridHit hit = drawMatrixGrid("weights", rowLayout ? "softmax(QK^T/sqrt(d_k))  [T, S]" : "softmax(K^TQ/sqrt(d_k))  [S, T]",
                                  h.weights, wo);
+    ImGui::EndGroup();
     if (hit.clicked) st.query = rowLayout ? hit.row : hit.col;
-    ImGui::SameLine();
-    GridOptions oo;
+    GridOptions oo = gridOptions(in, LessonMap::Output);
     oo.highlightRow = rowLayout ? st.query : -1;
     oo.highlightCol = rowLayout ? -1 : st.query;
-    oo.range = attn::displayRange(h.output, nullptr, false);
+    const char* outTitle = rowLayout ? "head output  [T, d_v]" : "head output  [d_v, T]";
+    sameLineIfFits(gridWidth(outTitle, h.output, oo));
     ImGui::BeginGroup();
-    drawMatrixGrid("output", rowLayout ? "head output  [T, d_v]" : "head output  [d_v, T]", h.output, oo);
+    drawMatrixGrid("output", outTitle, h.output, oo);
     ImGui::EndGroup();
     ImGui::Text("vector version vs matrix row: max |difference| = %s", attn::formatValue(v->maxAbsDiff, 3).c_str());
 
