@@ -489,7 +489,7 @@ attn::Expected<cairo_surface_t*> rasterize(const Figure& f, double scale)
 {
     const FullLayout L = computeLayout(f);
     int w = 0, h = 0;
-    if (attn::Status st = checkScale(scale, L.pub, w, h); !st.ok()) return st;
+    ATTNSCOPE_RETURN_IF_ERROR(checkScale(scale, L.pub, w, h));
     cairo_surface_t* surface = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, w, h);
     if (cairo_surface_status(surface) != CAIRO_STATUS_SUCCESS) {
         cairo_surface_destroy(surface);

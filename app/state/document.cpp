@@ -597,8 +597,7 @@ attn::Status Document::setTokensFromSentence(const std::string& sentence, bool k
     if (keySide) z.S = static_cast<int>(words.size());
     else z.T = static_cast<int>(words.size());
     if (selfMode) z.S = z.T;
-    attn::Status st = setSizes(z);  // one undo step for the resize...
-    if (!st.ok()) return st;
+    ATTNSCOPE_RETURN_IF_ERROR(setSizes(z));  // one undo step for the resize...
     // ...and the rows and labels join it (no separate step: the user did one thing).
     std::map<std::string, int> oldRow;  // a word's first row before
     for (int i = static_cast<int>(oldWords.size()) - 1; i >= 0; --i) oldRow[oldWords[static_cast<std::size_t>(i)]] = i;
