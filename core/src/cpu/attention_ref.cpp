@@ -35,19 +35,26 @@ void projectCol(const Matrix& W, const Matrix& A, const Vector& bias, Matrix& ou
         }
 }
 
+// Buffers for one softmax line, reused over the lines of a head (no allocation per query).
+struct LineBuffers {
+    std::vector<double> line, weights;
+    std::vector<std::uint8_t> flags;
+};
+
 // The softmax of one line of n scores read with a stride (a row in Row layout, a column in Column layout),
 // through the shared attn::softmaxLine. Returns false when every entry is masked with fill = -inf.
 template <class Get, class Masked, class Put>
-bool softmaxStrided(int n, float fill, Get score, Masked masked, Put put)
+bool softmaxStrided(LineBuffers& b, int n, float fill, Get score, Masked masked, Put put)
 {
-    std::vector<double> line(std::size_t(n), 0.0), weights(std::size_t(n), 0.0);
-    std::vector<std::uint8_t> flags(std::size_t(n), 0);
+    b.line.resize(std::size_t(n));
+    b.weights.resize(std::size_t(n));
+    b.flags.resize(std::size_t(n));
     for (int j = 0; j < n; ++j) {
-        line[std::size_t(j)] = score(j);
-        flags[std::size_t(j)] = masked(j) ? 1 : 0;
+        b.line[std::size_t(j)] = score(j);
+        b.flags[std::size_t(j)] = masked(j) ? 1 : 0;
     }
-    const bool ok = attn::softmaxLine(line, flags, fill, weights);
-    for (int j = 0; j < n; ++j) put(j, static_cast<float>(weights[std::size_t(j)]));
+    const bool ok = attn::softmaxLine(b.line, b.flags, fill, b.weights);
+    for (int j = 0; j < n; ++j) put(j, static_cast<float>(b.weights[std::size_t(j)]));
     return ok;
 }
 
@@ -107,9 +114,10 @@ void computeRow(const AttentionInput& in, const AttentionConfig& cfg, const Dims
         r.masked = masked;
         r.weights.resize(d.T, d.S);
         r.fullyMaskedQueries.clear();
+        LineBuffers lb;
         for (int i = 0; i < d.T; ++i) {
             const bool ok = softmaxStrided(
-                d.S, in.mask.fill, [&](int j) { return double(r.scores(i, j)); },
+                lb, d.S, in.mask.fill, [&](int j) { return double(r.scores(i, j)); },
                 [&](int j) { return masked(i, j) != 0; }, [&](int j, float v) { r.weights(i, j) = v; });
             if (!ok) r.fullyMaskedQueries.push_back(i);
         }
@@ -167,9 +175,10 @@ void computeColumn(const AttentionInput& in, const AttentionConfig& cfg, const D
         r.masked = maskedRow.transpose();
         r.weights.resize(d.S, d.T);
         r.fullyMaskedQueries.clear();
+        LineBuffers lb;
         for (int i = 0; i < d.T; ++i) {  // softmax down each column: over the keys of query i
             const bool ok = softmaxStrided(
-                d.S, in.mask.fill, [&](int j) { return double(r.scores(j, i)); },
+                lb, d.S, in.mask.fill, [&](int j) { return double(r.scores(j, i)); },
                 [&](int j) { return r.masked(j, i) != 0; }, [&](int j, float v) { r.weights(j, i) = v; });
             if (!ok) r.fullyMaskedQueries.push_back(i);
         }
