@@ -510,9 +510,11 @@ void drawInputsFit(AppState& state, bool collapsed)
     for (MatrixId id : ids) {
         const char* name = matrixName(id);
         bool& open = state.chain.inputOpen[static_cast<int>(id)];
-        if (open) ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
+        // The click toggles `open` between the push and the pop: pop what was pushed.
+        const bool highlighted = open;
+        if (highlighted) ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
         if (ImGui::Button(name, ImVec2(kInputsStripWidth, 0))) open = !open;
-        if (open) ImGui::PopStyleColor();
+        if (highlighted) ImGui::PopStyleColor();
         state.recordRect(std::string("strip/") + name, ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
         if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s: click to %s its editor", matrixTitle(state, id).c_str(), open ? "close" : "open");
     }

@@ -5,6 +5,9 @@
    weights and output are drawn, head 1's are not).
 2. Focus mode: double-clicking the current weights map gives it the whole window (its cells grow several
    times and the other maps are gone); hovering a cell there still names it (a tooltip); Esc goes back.
+3. Inputs strip: the fit layout keeps the inputs in a strip of buttons; clicking X opens its editor, clicking
+   again closes it (the button is highlighted while open: its style push and pop must pair up even in the frame
+   the click toggles it, or ImGui aborts).
 
 Helpers (layout.json rectangles, pointer moves held over frames) in e2e_common.py.
 """
@@ -69,6 +72,18 @@ def run(app):
     if abs(area(back) - area(before)) > 0.05 * area(before):
         fail("after Esc the weights map is %s, before focus %s" % (back, before))
     print("Esc: back to the chain")
+
+    # ---- 3. the inputs strip: open and close X's editor ---------------------------------------------------
+    if "strip/X" not in app.layout()["rects"]:
+        fail("the fit layout at 1280x800 should keep the inputs in a strip, got %s"
+             % sorted(k for k in app.layout()["rects"] if k.startswith(("strip/", "title/"))))
+    app.click("strip/X")
+    wait_for(lambda: (l := app.layout()) and "title/X" in l["rects"], "X's editor opened from the strip")
+    app.click("strip/X")
+    wait_for(lambda: (l := app.layout()) and "title/X" not in l["rects"], "X's editor closed from the strip")
+    if app.proc.poll() is not None:
+        fail("the window exited with %s after the strip clicks" % app.proc.returncode)
+    print("strip: X's editor opens and closes")
 
 
 if __name__ == "__main__":

@@ -126,6 +126,11 @@ def main():
         report = sanitizer_report(stderr_path)
         if report:
             print(report, file=sys.stderr)
+        else:
+            # No sanitizer report: an abort (assertion, uncaught exception) says why in its last lines.
+            with open(stderr_path, errors="replace") as f:
+                tail = f.read()[-3000:]
+            print("the window's stderr ends with:\n" + tail, file=sys.stderr)
         print("replay: %s --seed %d (events: %s)" % (" ".join(sys.argv[:1]), a.seed, os.path.join(a.work, "events.txt")),
               file=sys.stderr)
         if proc.poll() is None:
