@@ -14,6 +14,16 @@
 namespace attn {
 namespace {
 
+// Eigen's products run on one thread each: core's own thread teams (attention_eigen.cpp, the model's forward)
+// split the work into blocks that do not depend on the team's size. Eigen's own parallel product splits and
+// blocks its sums by the thread count, so a product left outside a team (a small one, the model's ablation
+// product) would sum in another order whenever the count changes, and the model sizes its teams by the
+// machine's load: the same run would differ in its last bits from one call to the next.
+const bool kEigenProductsOnOneThread = [] {
+    Eigen::setNbThreads(1);
+    return true;
+}();
+
 std::string humanBytes(std::size_t b)
 {
     char buf[64];

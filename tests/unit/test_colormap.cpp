@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <initializer_list>
+#include <random>
 
 namespace attn {
 namespace {
@@ -62,6 +64,48 @@ TEST(DisplayRange, SkipsMaskedAndNonFinite)
     DisplayRange s = displayRange(Matrix{{-3, 1}}, nullptr, true);
     EXPECT_EQ(s.lo, -3);
     EXPECT_EQ(s.hi, 3);
+}
+
+// The chunked fast path (whole chunks through Eigen's min/max, masked chunks skipped) against a plain loop,
+// on matrices large enough for every kind of chunk: unmasked, fully masked (a causal mask's upper right),
+// mixed (its diagonal), and chunks holding a NaN or an infinity.
+TEST(DisplayRange, LargeMatricesMatchAPlainLoop)
+{
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    for (int n : {255, 256, 700, 1031}) {
+        Matrix m(n, n);
+        for (Eigen::Index k = 0; k < m.size(); ++k) m.data()[k] = normal(rng);
+        MaskMatrix causal(n, n);
+        for (int i = 0; i < n; ++i)
+            for (int j = 0; j < n; ++j) causal(i, j) = j > i;
+        // Extremes where the mask hides them (must not count), and non-finite values in visible cells.
+        m(0, n - 1) = 1e30f;
+        m(1, n - 2) = -1e30f;
+        m(n - 1, 3) = NAN;
+        m(n / 2, n / 3) = INFINITY;
+        m(n - 2, 0) = -INFINITY;
+        for (const MaskMatrix* mask : std::initializer_list<const MaskMatrix*>{nullptr, &causal}) {
+            float lo = INFINITY, hi = -INFINITY;
+            int bad = 0;
+            for (int i = 0; i < n; ++i)
+                for (int j = 0; j < n; ++j) {
+                    if (mask && (*mask)(i, j)) continue;
+                    if (!std::isfinite(m(i, j))) {
+                        ++bad;
+                        continue;
+                    }
+                    lo = std::min(lo, m(i, j));
+                    hi = std::max(hi, m(i, j));
+                }
+            const DisplayRange r = displayRange(m, mask, false);
+            EXPECT_EQ(r.lo, lo) << "n=" << n << (mask ? " causal" : "");
+            EXPECT_EQ(r.hi, hi) << "n=" << n << (mask ? " causal" : "");
+            EXPECT_EQ(r.nonFinite, bad) << "n=" << n << (mask ? " causal" : "");
+            if (!mask) EXPECT_EQ(r.hi, 1e30f);  // the masked extremes count only without the mask
+            else EXPECT_LT(r.hi, 1e29f);
+        }
+    }
 }
 
 TEST(DisplayRange, DegenerateInputsHaveDefinedRanges)

@@ -262,14 +262,11 @@ bool runBlock(const HeadJob& job, AttentionResult& out, int h, int i0, int i1, S
 
 // Queries per task. Eigen packs the block's K_h (and V_h) once per product, so the products need enough
 // rows to amortise that: 2·rows multiply-adds per packed value. Measured with `attnscope bench --n 4096`
-// on one thread (task-clock, under load): 16 rows 1580 ms, 64 rows 1150 ms, 128 rows 987 ms. At 128 rows
-// the block's scores and weights (1 KiB per key) leave L2 for the shared L3 at S = 4096, which cost less
-// than the packing did.
-int blockRows(const Dims& d)
-{
-    (void)d;
-    return 128;
-}
+// on one thread (task-clock, under load): 16 rows 1580 ms, 64 rows 1150 ms, 128 rows 987 ms; on two idle
+// threads, 3 runs each alternating: 128 rows 217 ms median, 256 rows 200 ms (scores 84 → 72 ms, PV 74 → 69).
+// At n=1024, 256 rows leave 4 blocks a head, too few tasks to even out two threads (24 ms against 20), so
+// blocks grow to 256 rows only from 2048 queries on.
+int blockRows(const Dims& d) { return d.T >= 2048 ? 256 : 128; }
 
 // A thread team costs tens of microseconds to start, and its idle threads then spin for a while (libgomp's
 // default wait policy), taking a core from the window's render thread. Below ~1M multiply-adds (about
@@ -358,8 +355,11 @@ Status computeHeadsT(const AttentionInput& in, const AttentionConfig& cfg, const
 // instead of Eigen's internal parallel GEMM: that one splits the work statically and synchronises its
 // threads, so on a loaded machine (other processes on the cores) a descheduled thread stalls the other
 // (measured under load 5 on 2 cores: projections 84 ms instead of ~6 ms at n=1024). Each task packs its
-// W once per 256 rows, 512 multiply-adds per packed value: the packing is ~1% of the task.
-constexpr int kProjectionRows = 256;
+// W once per block of rows, 2·rows multiply-adds per packed value: ~1% of the task at 256 rows.
+// Shorter inputs get two blocks (of at least 32 rows), so that both threads work: at 128 tokens (the model's
+// layers) 256 rows made one task per product, and W^O ran on one thread. The blocks depend on the rows alone,
+// never on the team's size, so every run sums in the same order.
+int projectionRows(int rows) { return rows >= 512 ? 256 : std::max(32, (rows / 2 + 15) / 16 * 16); }
 
 // dst.row(i) = a.row(i)·b (+ bias) for every i, as tasks of row blocks; `tasks` lists the products.
 template <int Order>
@@ -375,12 +375,13 @@ void runRowProducts(const std::vector<RowProduct<Order>>& products, bool team)
 {
     std::vector<std::pair<int, int>> tasks;  // (product, first row)
     for (int p = 0; p < int(products.size()); ++p)
-        for (int r = 0; r < products[p].a.rows(); r += kProjectionRows) tasks.emplace_back(p, r);
+        for (int r = 0, step = projectionRows(int(products[p].a.rows())); r < products[p].a.rows(); r += step)
+            tasks.emplace_back(p, r);
 #pragma omp parallel for schedule(dynamic, 1) if (team && tasks.size() > 1)
     for (int k = 0; k < int(tasks.size()); ++k) {
         const RowProduct<Order>& p = products[std::size_t(tasks[std::size_t(k)].first)];
         const int r0 = tasks[std::size_t(k)].second;
-        const int n = std::min<int>(kProjectionRows, int(p.a.rows()) - r0);
+        const int n = std::min<int>(projectionRows(int(p.a.rows())), int(p.a.rows()) - r0);
         View<Order> whole = p.dst;  // a Map is a view: copying it copies no values
         auto dst = whole.middleRows(r0, n);
         dst.noalias() = p.a.middleRows(r0, n) * p.b;
