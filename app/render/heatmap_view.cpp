@@ -124,11 +124,15 @@ std::string cellValueText(float v, float cellPx, float fontSize)
         const std::string t = attn::formatValue(v, digits);
         if (font->CalcTextSizeA(fontSize, FLT_MAX, 0.0f, t.c_str()).x <= room) return t;
     }
-    // "0.91" → ".91", "-0.5" → "-.5": the compact form plots use when the cell is narrow.
-    std::string t = attn::formatValue(v, 2);
-    if (t.rfind("0.", 0) == 0) t.erase(0, 1);
-    else if (t.rfind("-0.", 0) == 0) t.erase(1, 1);
-    return font->CalcTextSizeA(fontSize, FLT_MAX, 0.0f, t.c_str()).x <= room ? t : "";
+    // "0.91" → ".91", "-0.5" → "-.5": the compact form plots use when the cell is narrow; then one significant
+    // digit ("-0.0955" → "-.1"), so that a small negative value is not the one blank cell of a map.
+    for (int digits : {2, 1}) {
+        std::string t = attn::formatValue(v, digits);
+        if (t.rfind("0.", 0) == 0) t.erase(0, 1);
+        else if (t.rfind("-0.", 0) == 0) t.erase(1, 1);
+        if (font->CalcTextSizeA(fontSize, FLT_MAX, 0.0f, t.c_str()).x <= room) return t;
+    }
+    return "";
 }
 
 ImU32 contrastingTextColor(attn::Colormap cmap, const attn::DisplayRange& range, float v)

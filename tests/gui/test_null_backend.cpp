@@ -2,11 +2,16 @@
 // all (no platform or renderer backend; heatmaps use the CPU fallback), over every preset and the toggles.
 #include "headless_imgui.h"
 #include "panels/panels.h"
+#include "render/heatmap_view.h"
 #include "state/paths.h"
 
 #include <imgui.h>
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
 
 namespace {
 
@@ -233,3 +238,22 @@ TEST_F(NullBackend, BadFileLeavesSessionUntouched)
 }
 
 } // namespace
+
+// Cell values: the values a map of this size commonly holds all get a label, close to the value, and never wider
+// than the cell. At the fit layout's 34 px output cells, -0.0955 was the one blank cell of the causal preset's
+// output map (its 2-digit compact form "-.096" was too wide): it now reads "-.1".
+TEST_F(NullBackend, CellValuesFitTheCellAndStayCloseToTheValue)
+{
+    ImGui::NewFrame();  // a current font for the measurements
+    const float cell = 34.0f, font = std::clamp(cell * 0.42f, 11.5f, ImGui::GetFontSize());
+    for (float v : {-0.0955f, 0.91f, -0.5f, 0.033f, 1.09f, -1.7f, 0.0f, 12.5f}) {
+        const std::string t = app::cellValueText(v, cell, font);
+        ASSERT_FALSE(t.empty()) << v;
+        EXPECT_LE(ImGui::GetFont()->CalcTextSizeA(font, 1e9f, 0.0f, t.c_str()).x, cell - 3.0f) << t;
+        // One significant digit at worst: within half a unit of the value's leading digit.
+        const float lead = v == 0.0f ? 1.0f : std::pow(10.0f, std::floor(std::log10(std::fabs(v))));
+        EXPECT_NEAR(std::stof(t), v, 0.5f * lead + 1e-6f) << v << " shown as " << t;
+    }
+    EXPECT_TRUE(app::cellValueText(NAN, cell, font).empty());
+    ImGui::EndFrame();
+}
