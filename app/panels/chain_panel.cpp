@@ -450,11 +450,15 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
     ImGui::EndGroup();
     if (style.colorbar || style.reserveColorbar) ImGui::SameLine();
     if (style.colorbar) {
-        // Level with the cells: below the title line and the column labels.
+        // Level with the cells: below the title line and the column labels. A spacer in a group, not a moved
+        // cursor: the line then keeps its top, so a map drawn SameLine after this one starts level with this
+        // one (a moved cursor put the next map a label band lower, and the line below it lower still).
+        ImGui::BeginGroup();
         const float dy = hit.cellsMin.y - ImGui::GetCursorScreenPos().y;
-        if (dy > 0) ImGui::SetCursorScreenPos(ImVec2(ImGui::GetCursorScreenPos().x, hit.cellsMin.y));
+        if (dy > ImGui::GetStyle().ItemSpacing.y) ImGui::Dummy(ImVec2(1.0f, dy - ImGui::GetStyle().ItemSpacing.y));
         drawColorbar(("cb/" + key).c_str(), spec.src.colormap, spec.src.range,
                      std::min(style.maxSize, std::max(40.0f, hit.cellsMax.y - hit.cellsMin.y)), style.colorbarWidth);
+        ImGui::EndGroup();
     } else if (style.reserveColorbar) {
         ImGui::Dummy(ImVec2(kColorbarWidth, 1));
     }
