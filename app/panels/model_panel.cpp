@@ -17,6 +17,7 @@
 #include <imgui_stdlib.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 
 namespace app {
@@ -250,8 +251,9 @@ void drawModelOpenDialog(AppState& state)
     syncModelEdits(state);
     if (!m.showOpenDialog) return;
     if (m.dirField.empty()) m.dirField = defaultModelDirectory();
-    ImGui::SetNextWindowSize(ImVec2(560, 0), ImGuiCond_Appearing);
-    if (ImGui::Begin("Open model", &m.showOpenDialog, ImGuiWindowFlags_NoCollapse)) {
+    // 560 pixels wide; as tall as its lines (a "loading" line or an error comes and goes).
+    ImGui::SetNextWindowSizeConstraints(ImVec2(560, 0), ImVec2(560, FLT_MAX));
+    if (ImGui::Begin("Open model", &m.showOpenDialog, ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_AlwaysAutoResize)) {
         ImGui::TextWrapped("A Hugging Face BERT directory: config.json, model.safetensors and tokenizer.json (or vocab.txt).");
         ImGui::SetNextItemWidth(-1);
         const bool enter = ImGui::InputText("##dir", &m.dirField, ImGuiInputTextFlags_EnterReturnsTrue);
