@@ -269,7 +269,7 @@ public:
     bool done() const
     {
         std::lock_guard<std::mutex> lock(m_mutex);
-        return m_result.has_value();
+        return m_done;
     }
     // The load's result once it is done (once), else nothing. Never waits.
     std::optional<attn::Expected<attn::Model>> take()
@@ -286,12 +286,14 @@ private:
         attn::Expected<attn::Model> r = attn::loadModel(m_dir);
         std::lock_guard<std::mutex> lock(m_mutex);
         m_result.emplace(std::move(r));
+        m_done = true;  // stays true after take(): a retired load is dropped once done, taken or not
     }
 
     const std::string m_dir;
     const std::chrono::steady_clock::time_point m_started;
     mutable std::mutex m_mutex;
     std::optional<attn::Expected<attn::Model>> m_result;
+    bool m_done = false;
     std::thread m_thread;  // last: starts once every other member is ready
 };
 

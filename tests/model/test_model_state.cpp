@@ -412,6 +412,15 @@ TEST_F(ModelMode, OfTwoOpenRequestsTheSecondWins)
     EXPECT_FALSE(m.loading());
     EXPECT_FALSE(app::pollOpenModel(m_state).has_value());
     EXPECT_EQ(m.model, second);
+    // Frames drop the discarded loads once they have finished (a minute bounds a hang, as above).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!m.retiredLoads.empty() && std::chrono::steady_clock::now() < deadline) {
+        app::syncModelEdits(m_state);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    EXPECT_TRUE(m.retiredLoads.empty());
+    EXPECT_FALSE(m.loading());
+    EXPECT_EQ(m.model, second);
 }
 
 // Item: a failed request leaves the dialog open with its message in it (the log's toast goes away).
