@@ -202,7 +202,7 @@ int runWindow(const WindowOptions& opt)
         if (g_terminate) platform.requestClose();
         // Wait for events when idle (a few frames after the last input, so ImGui settles), else poll.
         const bool busy = screenshotMode || !opt.testHooksDir.empty() || idleFrames < 3 || state.doc.computing() ||
-                          state.model.computing();
+                          state.model.computing() || state.model.loading();
         platform.pollEvents(busy ? 0.0 : 0.1);
         const double now = nowSeconds();
         setMessageClock(ImGui::GetTime());

@@ -17,6 +17,7 @@
 #include <imgui_stdlib.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 
 namespace app {
@@ -222,7 +223,8 @@ void drawModelPanel(AppState& state)
     ImGui::SetNextWindowSize(ImVec2(vp->WorkSize.x - left, vp->WorkSize.y - kStatusBarHeight));
     const std::string title = "Model: " + m.model->name + " (" + std::to_string(m.model->config.layers) + " layers × " +
                               std::to_string(m.model->config.heads) + " heads)" +
-                              (m.computing() ? "   computing… " + std::to_string(int(m.computingMs())) + " ms" : "") + "###model";
+                              (m.computing() ? "   computing… " + std::to_string(int(m.computingMs())) + " ms" : "") +
+                              (m.loading() ? "   loading " + m.loadingDir() + "…" : "") + "###model";
     ImGui::SetNextWindowBgAlpha(1.0f);  // opaque: it covers the chain view
     ImGui::Begin(title.c_str(), nullptr, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse);
     drawSentenceFields(state);
@@ -244,21 +246,40 @@ void drawModelPanel(AppState& state)
 void drawModelOpenDialog(AppState& state)
 {
     ModelState& m = state.model;
-    syncModelEdits(state);  // once per frame: chain-view edits of the opened layer flow back into the model
+    // Once per frame: installs a model whose files finished reading, and chain-view edits of the opened layer
+    // flow back into the model.
+    syncModelEdits(state);
     if (!m.showOpenDialog) return;
     if (m.dirField.empty()) m.dirField = defaultModelDirectory();
-    ImGui::SetNextWindowSize(ImVec2(560, 0), ImGuiCond_Appearing);
-    if (ImGui::Begin("Open model", &m.showOpenDialog, ImGuiWindowFlags_NoCollapse)) {
+    // 560 pixels wide; as tall as its lines (a "loading" line or an error comes and goes).
+    ImGui::SetNextWindowSizeConstraints(ImVec2(560, 0), ImVec2(560, FLT_MAX));
+    if (ImGui::Begin("Open model", &m.showOpenDialog, ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_AlwaysAutoResize)) {
         ImGui::TextWrapped("A Hugging Face BERT directory: config.json, model.safetensors and tokenizer.json (or vocab.txt).");
         ImGui::SetNextItemWidth(-1);
         const bool enter = ImGui::InputText("##dir", &m.dirField, ImGuiInputTextFlags_EnterReturnsTrue);
-        if (ImGui::Button("Open") || enter) {
-            if (openModel(state, m.dirField).ok()) m.showOpenDialog = false;
-        }
+        state.recordRect("model/open_dir", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        // The files are read in the background (the window keeps drawing): Open again for the same directory
+        // would only restart that read; another directory replaces the request.
+        const bool same = m.loading() && m.loadingDir() == m.dirField;
+        ImGui::BeginDisabled(same);
+        const bool open = ImGui::Button("Open");
+        ImGui::EndDisabled();
+        state.recordRect("model/open", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        if ((open || enter) && !same) requestOpenModel(state, m.dirField);
         ImGui::SameLine();
         if (ImGui::Button("Cancel")) m.showOpenDialog = false;
+        if (m.loading()) {
+            ImGui::TextDisabled("loading %s… %.1f s", m.loadingDir().c_str(), m.loadingMs() / 1000.0);
+            state.recordRect("model/open_loading", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        } else if (!m.openError.empty()) {
+            ImGui::PushTextWrapPos(0);
+            ImGui::TextColored(ImVec4(0.85f, 0.2f, 0.2f, 1), "%s", m.openError.c_str());
+            ImGui::PopTextWrapPos();
+            state.recordRect("model/open_error", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        }
     }
     ImGui::End();
+    if (!m.showOpenDialog) cancelOpenModel(state);  // closed (Cancel or its ×) while reading: the request ends
 }
 
 } // namespace app

@@ -247,6 +247,73 @@ private:
     std::thread m_thread;  // last: starts once every other member is ready
 };
 
+// [SECTION] Opening a model in the background --------------------------------------------------------------
+
+// One open request: attn::loadModel(dir) on a thread of its own. Nothing else touches the thread's result
+// until it is done; the destructor joins (at most one load's time: loadModel cannot be interrupted).
+class ModelLoad {
+public:
+    explicit ModelLoad(std::string dir)
+        : m_dir(std::move(dir)), m_started(std::chrono::steady_clock::now()), m_thread([this] { read(); })
+    {
+    }
+    ~ModelLoad() { m_thread.join(); }
+    ModelLoad(const ModelLoad&) = delete;
+    ModelLoad& operator=(const ModelLoad&) = delete;
+
+    const std::string& dir() const { return m_dir; }
+    double elapsedMs() const
+    {
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m_started).count();
+    }
+    bool done() const
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        return m_done;
+    }
+    // The load's result once it is done (once), else nothing. Never waits.
+    std::optional<attn::Expected<attn::Model>> take()
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        std::optional<attn::Expected<attn::Model>> r = std::move(m_result);
+        m_result.reset();
+        return r;
+    }
+
+private:
+    void read()
+    {
+        attn::Expected<attn::Model> r = attn::loadModel(m_dir);
+        std::lock_guard<std::mutex> lock(m_mutex);
+        m_result.emplace(std::move(r));
+        m_done = true;  // stays true after take(): a retired load is dropped once done, taken or not
+    }
+
+    const std::string m_dir;
+    const std::chrono::steady_clock::time_point m_started;
+    mutable std::mutex m_mutex;
+    std::optional<attn::Expected<attn::Model>> m_result;
+    bool m_done = false;
+    std::thread m_thread;  // last: starts once every other member is ready
+};
+
+bool ModelState::loading() const { return load != nullptr; }
+std::string ModelState::loadingDir() const { return load ? load->dir() : std::string(); }
+double ModelState::loadingMs() const { return load ? load->elapsedMs() : 0; }
+
+namespace {
+
+// Moves the request in flight, if any, to the retired ones (its result is discarded) and drops the retired
+// ones that have finished (their threads join at once).
+void retireLoad(ModelState& m)
+{
+    if (m.load) m.retiredLoads.push_back(std::move(m.load));
+    m.load.reset();
+    std::erase_if(m.retiredLoads, [](const std::shared_ptr<ModelLoad>& l) { return l->done(); });
+}
+
+} // namespace
+
 // [SECTION] The model mode -------------------------------------------------------------------------------
 
 bool ModelState::computing() const { return worker && worker->busy(); }
@@ -317,22 +384,21 @@ void rerunModel(AppState& state, const std::string& why)
     submit(m, why);
 }
 
-attn::Status openModel(AppState& state, const std::string& dir)
+namespace {
+
+// Makes `model` (read from `dir`) the window's: a new worker, the UI's copy of its weights, no run yet, then
+// the first run on the fields' text. The one install path of openModel and pollOpenModel.
+void installModel(AppState& state, attn::Model model, const std::string& dir)
 {
-    auto model = attn::loadModel(dir);
-    if (!model) {
-        postError(model.status().message);
-        return model.status();
-    }
     ModelState& m = state.model;
     m.worker.reset();  // waits for the old model's run to end
     m.wanted = {};
-    for (const attn::EncoderLayer& layer : model->layers) {
+    for (const attn::EncoderLayer& layer : model.layers) {
         auto w = std::make_shared<attn::AttentionInput>(layer.attention);
         w->X.resize(0, 0);
         m.wanted.weights.push_back(std::move(w));
     }
-    auto worker = std::make_shared<ModelWorker>(std::move(*model));
+    auto worker = std::make_shared<ModelWorker>(std::move(model));
     // Aliases the worker's model: the UI reads its name, config and tokenizer, fixed after loading.
     m.model = std::shared_ptr<const attn::Model>(worker, &worker->model());
     m.worker = std::move(worker);
@@ -348,7 +414,49 @@ attn::Status openModel(AppState& state, const std::string& dir)
     m.layerGeneration.assign(m.model->layers.size(), 0);
     if (m.textA.empty()) m.textA = "The cat sat on the mat.";
     submit(m, "opened " + m.model->name);
+}
+
+} // namespace
+
+attn::Status openModel(AppState& state, const std::string& dir)
+{
+    retireLoad(state.model);  // the latest request wins
+    auto model = attn::loadModel(dir);
+    if (!model) {
+        postError(model.status().message);
+        return model.status();
+    }
+    installModel(state, std::move(*model), dir);
     return {};
+}
+
+void requestOpenModel(AppState& state, const std::string& dir)
+{
+    ModelState& m = state.model;
+    retireLoad(m);
+    m.openError.clear();
+    m.load = std::make_shared<ModelLoad>(dir);
+}
+
+void cancelOpenModel(AppState& state) { retireLoad(state.model); }
+
+std::optional<attn::Status> pollOpenModel(AppState& state)
+{
+    ModelState& m = state.model;
+    std::erase_if(m.retiredLoads, [](const std::shared_ptr<ModelLoad>& l) { return l->done(); });
+    if (!m.load) return std::nullopt;
+    std::optional<attn::Expected<attn::Model>> r = m.load->take();
+    if (!r) return std::nullopt;
+    const std::string dir = m.load->dir();
+    m.load.reset();  // done: joins at once
+    if (!r->ok()) {
+        m.openError = r->status().message;
+        postError(m.openError);
+        return r->status();
+    }
+    installModel(state, std::move(**r), dir);
+    m.showOpenDialog = false;
+    return attn::Status::success();
 }
 
 void toggleAblation(AppState& state, int layer, int head)
@@ -386,6 +494,7 @@ void openLayerInChain(AppState& state, int layer)
 void syncModelEdits(AppState& state)
 {
     ModelState& m = state.model;
+    pollOpenModel(state);
     takeFinished(m);
     if (m.openLayer < 0 || !m.worker || state.doc.revision() == m.syncedRevision) return;
     m.syncedRevision = state.doc.revision();

@@ -7,6 +7,10 @@
 // layer's attention weights, a pinned layer input) and never waits; the latest request wins; the views show
 // the last complete run, swapped in whole. The worker owns the model's layers: the UI keeps its own copy of
 // the attention weights (copy-on-write snapshots, shared with the requests) and never reads the worker's.
+//
+// Opening a model from the window (File → Open model…) reads its files on a thread of its own (ModelLoad,
+// model_state.cpp; ~90 MB of safetensors): the frame loop polls it and installs the model when it is read,
+// the previous model staying usable until then. Start-up and the tests open synchronously (openModel).
 #pragma once
 
 #include <attnscope/model.h>
@@ -21,6 +25,7 @@ namespace app {
 
 struct AppState;
 class ModelWorker;
+class ModelLoad;
 
 // Everything a model run depends on. A request is complete (not a delta), so a burst of requests can be
 // coalesced into its last one.
@@ -50,6 +55,7 @@ struct ModelState {
     bool showView = true;           // the model window is shown over the chain view (View → Model view)
     bool showOpenDialog = false;    // File → Open model…
     std::string dirField;           // the open dialog's path field
+    std::string openError;          // why the last open request failed, shown in the dialog; "" = none
     std::string dir;
     // The loaded model. The UI reads only its name, config and tokenizer (fixed after loading): the layers'
     // contents belong to the worker, which writes them (the edited weights, each layer's X) while it runs.
@@ -78,11 +84,32 @@ struct ModelState {
     bool computing() const;         // a run is under way or waiting
     double computingMs() const;     // how long the running one has taken so far
     long runsStarted() const;       // runs the worker started since the model was opened (tests: coalescing)
+
+    // The open request in flight (requestOpenModel): its files are read on its own thread; null = none.
+    std::shared_ptr<ModelLoad> load;
+    // Older requests a newer one replaced while they were still reading: their results are discarded; each is
+    // dropped (its thread joined) once it has finished, so that replacing a request never waits.
+    std::vector<std::shared_ptr<ModelLoad>> retiredLoads;
+    bool loading() const;           // an open request is in flight (until pollOpenModel installs or rejects it)
+    std::string loadingDir() const; // its directory ("" = none)
+    double loadingMs() const;       // how long it has been reading
 };
 
 // Loads the model at `dir` (replacing the current one only on success; the load itself is synchronous, a
-// file load) and sends the first run on the fields' text to the worker.
+// file load) and sends the first run on the fields' text to the worker. Replaces an open request in flight.
+// On failure: the message is posted (log, toast, stderr) and returned; the current model stays.
 attn::Status openModel(AppState& state, const std::string& dir);
+// Starts loading the model at `dir` on a background thread and returns at once (File → Open model…). The
+// latest request wins: one still in flight is discarded. The current model stays usable until the new one is
+// read; pollOpenModel installs it as openModel does.
+void requestOpenModel(AppState& state, const std::string& dir);
+// Discards the open request in flight, if any (the dialog closed while it read).
+void cancelOpenModel(AppState& state);
+// Once per frame (syncModelEdits calls it; never waits): when the request in flight has finished, installs its
+// model (and closes the open dialog) or, on failure, posts the same error as openModel, keeps the current
+// model and leaves the message in openError for the dialog. Returns the request's outcome when it finished
+// in this call, else nothing.
+std::optional<attn::Status> pollOpenModel(AppState& state);
 // Re-tokenises and reruns everything (after a text change); `why` goes to the cosine panel. Asynchronous.
 void rerunModel(AppState& state, const std::string& why);
 // Toggles head (l, h) in the ablation set; the worker recomputes from layer l. Asynchronous.
@@ -90,8 +117,9 @@ void toggleAblation(AppState& state, int layer, int head);
 // Opens layer l (all its heads) in the chain view as an editable session: that layer's X (from the shown run)
 // and weights.
 void openLayerInChain(AppState& state, int layer);
-// Once per frame: sends edits of the opened layer's session to the worker (weights: recompute from layer l;
-// X: layer l's input pinned to the edited X, recompute from l), and takes a finished run (never waits).
+// Once per frame: polls an open request (pollOpenModel), sends edits of the opened layer's session to the
+// worker (weights: recompute from layer l; X: layer l's input pinned to the edited X, recompute from l), and
+// takes a finished run (never waits).
 void syncModelEdits(AppState& state);
 // Blocks until every sent request has run and its result is shown (start-up, tests, headless tools).
 void finishModelRuns(AppState& state);

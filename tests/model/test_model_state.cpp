@@ -3,6 +3,7 @@
 // fallback draws the thumbnails).
 #include "../gui/headless_imgui.h"
 
+#include "messages.h"
 #include "panels/model_panels.h"
 #include "panels/panels.h"
 #include "state/app_state.h"
@@ -11,7 +12,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <optional>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -283,6 +287,159 @@ TEST_F(ModelMode, PanelsDrawHeadless)
     ImGui::Render();
     ImGui::DestroyContext();
     SUCCEED();
+}
+
+// [SECTION] Opening a model in the background (File → Open model…)
+
+// Frames until the open request in flight has finished: the outcome pollOpenModel returned, or nothing when
+// none came within a minute (a generous bound: the load takes well under a second; it only guards a hang).
+std::optional<attn::Status> pollUntilOpened(app::AppState& state)
+{
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (std::optional<attn::Status> st = app::pollOpenModel(state)) return st;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a frame's pause, not a wait for the result
+    }
+    return std::nullopt;
+}
+
+std::size_t errorsLogged()
+{
+    const auto& log = app::messageLog();
+    return static_cast<std::size_t>(std::count_if(log.begin(), log.end(), [](const app::Message& msg) {
+        return msg.level == app::MessageLevel::Error;
+    }));
+}
+
+// Item: the request returns at once and says it is loading while the previous model stays usable; polling
+// installs the new model (a new worker, the first run on the fields' text) and closes the dialog.
+TEST_F(ModelMode, OpenRequestLoadsInTheBackgroundAndInstallsOnPoll)
+{
+    app::ModelState& m = m_state.model;
+    const std::shared_ptr<const attn::Model> before = m.model;
+    m.showOpenDialog = true;
+    app::requestOpenModel(m_state, ATTNSCOPE_MODEL_DIR);
+    EXPECT_TRUE(m.loading());  // until a poll takes the result, however fast the read
+    EXPECT_EQ(m.loadingDir(), ATTNSCOPE_MODEL_DIR);
+    EXPECT_EQ(m.model, before);
+    // The previous model still runs while the new one is read.
+    app::toggleAblation(m_state, 1, 2);
+    app::finishModelRuns(m_state);
+    EXPECT_EQ(m.model, before);
+    ASSERT_EQ(m.run->ablated.size(), 1u);
+    const std::optional<attn::Status> st = pollUntilOpened(m_state);
+    ASSERT_TRUE(st.has_value()) << "the load did not finish";
+    EXPECT_TRUE(st->ok()) << st->message;
+    EXPECT_FALSE(m.loading());
+    EXPECT_FALSE(m.showOpenDialog);
+    EXPECT_TRUE(m.openError.empty());
+    ASSERT_NE(m.model, before);
+    EXPECT_EQ(m.dir, ATTNSCOPE_MODEL_DIR);
+    EXPECT_EQ(m.model->layers.size(), 6u);
+    // A run of the new model follows, on the fields' text, with no ablation (a fresh model).
+    EXPECT_FALSE(m.run.has_value());
+    app::finishModelRuns(m_state);
+    ASSERT_TRUE(m.run.has_value());
+    EXPECT_TRUE(m.run->ablated.empty());
+    EXPECT_EQ(m.lastChange, "opened " + m.model->name);
+    auto want = attn::runModel(syncModel(), m.textA, m.textB);
+    ASSERT_TRUE(want.ok());
+    expectSameRun(*m.run, *want, "after the background open");
+    EXPECT_FALSE(app::pollOpenModel(m_state).has_value());  // nothing more in flight
+}
+
+// Item: a directory that does not load ends with openModel's message (posted and kept for the dialog, which
+// stays open) and the previous model still installed, with its run.
+TEST_F(ModelMode, OpenRequestOfABadDirectoryKeepsThePreviousModel)
+{
+    app::ModelState& m = m_state.model;
+    const std::shared_ptr<const attn::Model> before = m.model;
+    const auto tokens = m.run->encoding.tokens;
+    m.showOpenDialog = true;
+    const std::size_t errors = errorsLogged();
+    app::requestOpenModel(m_state, "no/such/model");
+    const std::optional<attn::Status> st = pollUntilOpened(m_state);
+    ASSERT_TRUE(st.has_value()) << "the load did not finish";
+    EXPECT_FALSE(st->ok());
+    EXPECT_EQ(m.openError.rfind("model directory no/such/model does not exist", 0), 0u) << m.openError;
+    EXPECT_EQ(st->message, m.openError);
+    ASSERT_EQ(errorsLogged(), errors + 1);
+    EXPECT_EQ(app::messageLog().back().text, m.openError);
+    EXPECT_TRUE(m.showOpenDialog);
+    EXPECT_FALSE(m.loading());
+    EXPECT_EQ(m.model, before);
+    EXPECT_EQ(m.dir, ATTNSCOPE_MODEL_DIR);
+    ASSERT_TRUE(m.run.has_value());
+    EXPECT_EQ(m.run->encoding.tokens, tokens);
+    // The synchronous path says the same.
+    EXPECT_EQ(app::openModel(m_state, "no/such/model").message, m.openError);
+    EXPECT_EQ(m.model, before);
+    // A new request clears the old message.
+    app::requestOpenModel(m_state, ATTNSCOPE_MODEL_DIR);
+    EXPECT_TRUE(m.openError.empty());
+    ASSERT_TRUE(pollUntilOpened(m_state).has_value());
+}
+
+// Item: two requests in a row, the second wins: the first one's result is discarded, whether it fails (no
+// error shown) or succeeds (not installed), and the first finishing early changes nothing.
+TEST_F(ModelMode, OfTwoOpenRequestsTheSecondWins)
+{
+    app::ModelState& m = m_state.model;
+    const std::shared_ptr<const attn::Model> before = m.model;
+    const std::size_t errors = errorsLogged();
+    app::requestOpenModel(m_state, "no/such/model");
+    app::requestOpenModel(m_state, ATTNSCOPE_MODEL_DIR);
+    EXPECT_EQ(m.loadingDir(), ATTNSCOPE_MODEL_DIR);
+    std::optional<attn::Status> st = pollUntilOpened(m_state);
+    ASSERT_TRUE(st.has_value());
+    EXPECT_TRUE(st->ok()) << st->message;
+    EXPECT_EQ(errorsLogged(), errors);  // the bad directory's failure was never shown
+    EXPECT_TRUE(m.openError.empty());
+    EXPECT_NE(m.model, before);
+    // The other way round: the good directory's model, read first, is not installed.
+    const std::shared_ptr<const attn::Model> second = m.model;
+    app::requestOpenModel(m_state, ATTNSCOPE_MODEL_DIR);
+    app::requestOpenModel(m_state, "no/such/model");
+    st = pollUntilOpened(m_state);
+    ASSERT_TRUE(st.has_value());
+    EXPECT_FALSE(st->ok());
+    EXPECT_EQ(m.openError.rfind("model directory no/such/model does not exist", 0), 0u) << m.openError;
+    EXPECT_EQ(m.model, second);
+    // A cancelled request ends with nothing installed either (its load, maybe still reading, is joined when it
+    // has finished or, at the latest, when the state goes away: the end of this test).
+    app::requestOpenModel(m_state, ATTNSCOPE_MODEL_DIR);
+    app::cancelOpenModel(m_state);
+    EXPECT_FALSE(m.loading());
+    EXPECT_FALSE(app::pollOpenModel(m_state).has_value());
+    EXPECT_EQ(m.model, second);
+    // Frames drop the discarded loads once they have finished (a minute bounds a hang, as above).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!m.retiredLoads.empty() && std::chrono::steady_clock::now() < deadline) {
+        app::syncModelEdits(m_state);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    EXPECT_TRUE(m.retiredLoads.empty());
+    EXPECT_FALSE(m.loading());
+    EXPECT_EQ(m.model, second);
+}
+
+// Item: a failed request leaves the dialog open with its message in it (the log's toast goes away).
+TEST_F(ModelMode, OpenDialogShowsWhyARequestFailed)
+{
+    createHeadlessImGui();
+    m_state.recordRects = true;
+    app::ModelState& m = m_state.model;
+    m.showOpenDialog = true;
+    app::requestOpenModel(m_state, "no/such/model");
+    ASSERT_TRUE(pollUntilOpened(m_state).has_value());
+    ImGui::NewFrame();
+    app::drawModelOpenDialog(m_state);
+    ImGui::Render();
+    ImGui::DestroyContext();
+    EXPECT_TRUE(m.showOpenDialog);
+    EXPECT_EQ(m_state.rects.count("model/open"), 1u);
+    EXPECT_EQ(m_state.rects.count("model/open_error"), 1u);
+    EXPECT_EQ(m_state.rects.count("model/open_loading"), 0u);
 }
 
 } // namespace
