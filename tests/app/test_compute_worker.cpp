@@ -189,6 +189,41 @@ TEST(ComputeWorker, ResultOfAnOtherShapeIsFlagged)
     EXPECT_EQ(d.result().output.rows(), z.T);
 }
 
+// After a result of new shapes is taken, the worker gives the buffer it got back those shapes in the background
+// (its memory mapped before the first edit needs it), and the next compute into it is still exact.
+TEST(ComputeWorker, TheBufferGivenBackTakesTheNewShapes)
+{
+    app::ComputeWorker w;
+    const attn::Session s = seed000();
+    const attn::AttentionConfig cfg = s.config;
+    auto shownAfter = [&](const attn::AttentionInput& in, attn::AttentionResult& shown) {
+        w.submit(in, cfg, 1);
+        w.waitUntilDone();
+        const auto f = w.take(shown);
+        ASSERT_TRUE(f.has_value());
+        ASSERT_TRUE(f->status.ok()) << f->status.message;
+        w.waitUntilDone();  // and the reshaping that taking it started
+    };
+    const attn::AttentionInput small = s.input;
+    attn::AttentionResult shown;
+    shownAfter(small, shown);
+    // More tokens (a document does it through setSizes; here directly): 9 rows of X.
+    attn::AttentionInput large = small;
+    large.X = attn::Matrix::Random(9, small.X.cols());
+    shownAfter(large, shown);
+    ASSERT_EQ(shown.heads.size(), std::size_t(cfg.heads));
+    EXPECT_EQ(shown.heads[0].weights.rows(), 9);
+    EXPECT_NE(small.X.rows(), 9);
+    EXPECT_TRUE(w.bufferShapedLike(shown));  // it held the smaller result before
+    // The next compute lands in the reshaped buffer and equals a compute of its own.
+    large.X(2, 1) += 0.5f;
+    shownAfter(large, shown);
+    attn::AttentionResult want;
+    ASSERT_TRUE(attn::compute(large, cfg, want).ok());
+    EXPECT_EQ(shown.output, want.output);
+    for (std::size_t h = 0; h < shown.heads.size(); ++h) EXPECT_EQ(shown.heads[h].weights, want.heads[h].weights);
+}
+
 TEST(ComputeWorker, ErrorKeepsTheLastResult)
 {
     app::Document d;
