@@ -55,11 +55,14 @@ void drawMainMenu(AppState& state)
 {
     followDocumentView(state);  // the menu is drawn first each frame: undo across an open brings its view back
     if (!ImGui::BeginMainMenuBar()) return;
-    if (ImGui::BeginMenu("File")) {
+    const bool fileOpen = ImGui::BeginMenu("File");
+    state.recordRect("menu/file", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (fileOpen) {
         if (ImGui::MenuItem("Open / save…", "Ctrl+O")) state.showFilePanel = true;
         if (ImGui::MenuItem("Save", "Ctrl+S", false, !state.doc.path().empty())) saveSessionAs(state, state.doc.path());
         if (ImGui::MenuItem("Export…", "Ctrl+E")) state.exportDialog.open = true;
         if (ImGui::MenuItem("Open model…")) state.model.showOpenDialog = true;
+        state.recordRect("menu/open_model", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
         if (ImGui::BeginMenu("Recent", !state.recentFiles.empty())) {
             for (const std::string& r : std::vector<std::string>(state.recentFiles))
                 if (ImGui::MenuItem(r.c_str())) requestOpen(state, r);
