@@ -17,12 +17,16 @@ import numpy as np
 from PIL import Image
 
 
-def parse_args():
-    """--exe (attnscope), --work (a folder the test owns; emptied first), --session (a session file)."""
+def parse_args(*extra, session=True):
+    """--exe (attnscope), --work (a folder the test owns; emptied first), --session (a session file, unless
+    session=False), and the further required options named in `extra` (e.g. "--model-dir")."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--exe", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--session", required=True)
+    if session:
+        ap.add_argument("--session", required=True)
+    for name in extra:
+        ap.add_argument(name, required=True)
     a = ap.parse_args()
     shutil.rmtree(a.work, ignore_errors=True)
     os.makedirs(a.work)

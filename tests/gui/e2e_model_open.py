@@ -10,22 +10,13 @@ The model's files are read on a background thread while the window keeps drawing
 
 Helpers (layout.json rectangles, pointer moves held over frames) in e2e_common.py.
 """
-import argparse
 import os
-import shutil
 
-from e2e_common import Session, fail, key, wait_for, xdo
+from e2e_common import Session, fail, key, parse_args, wait_for, xdo
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--exe", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--session", required=True)
-    ap.add_argument("--model-dir", required=True)
-    a = ap.parse_args()
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
+    a = parse_args("--model-dir")
     if not os.path.isfile(os.path.join(a.model_dir, "model.safetensors")):
         fail("no model in %s (scripts/setup.sh installs it)" % a.model_dir)
     app = Session([a.exe, a.session, "--size", "1280x800", "--no-autosave", "--no-restore"], a.work)

@@ -4,25 +4,17 @@ xdg-desktop-portal (fake_portal): the file panel shows "Browse…" beside the pa
 answer; clicking it asks the portal (OpenFile), and the chosen file opens (as typed + Enter).
 Without a portal (every other GUI test) the button is absent: e2e_select_drop.py uses the field alone.
 """
-import argparse
 import os
 import shutil
 import signal
 import subprocess
 import sys
 
-from e2e_common import Session, fail, wait_for
+from e2e_common import Session, fail, parse_args, wait_for
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--exe", required=True)
-    ap.add_argument("--fake-portal", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--session", required=True)
-    a = ap.parse_args()
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
+    a = parse_args("--fake-portal")
     if not os.environ.get("DBUS_SESSION_BUS_ADDRESS"):
         fail("run this under dbus-run-session")
     chosen = os.path.join(a.work, "chosen session.json")  # a space: the portal's URI is percent-encoded

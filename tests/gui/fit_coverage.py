@@ -8,15 +8,15 @@ Viridis pixels: those within 8 levels (per channel) of the viridis polyline, the
 
 usage: fit_coverage.py --exe attnscope --presets assets/presets --work DIR
 """
-import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import numpy as np
 from PIL import Image
+
+from e2e_common import parse_args
 
 VIRIDIS = [0x440154, 0x482878, 0x3E4989, 0x31688E, 0x26828E, 0x1F9E89, 0x35B779, 0x6ECE58, 0xB5DE2B, 0xFDE725]
 SIZES = [(900, 600), (1280, 800), (1600, 1000)]
@@ -43,13 +43,7 @@ def viridis_mask(img, tol=8):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--exe", required=True)
-    ap.add_argument("--presets", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
+    a = parse_args("--presets", session=False)
     failures = []
     for preset in PRESETS:
         for w, h in SIZES:
