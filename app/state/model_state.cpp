@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -249,52 +250,35 @@ private:
 
 // [SECTION] Opening a model in the background --------------------------------------------------------------
 
-// One open request: attn::loadModel(dir) on a thread of its own. Nothing else touches the thread's result
-// until it is done; the destructor joins (at most one load's time: loadModel cannot be interrupted).
+// One open request: attn::loadModel(dir) on a thread of its own (std::async). Its future is read only once the
+// load is done; like every std::async future it waits for the load when destroyed (at most one load's time:
+// loadModel cannot be interrupted).
 class ModelLoad {
 public:
     explicit ModelLoad(std::string dir)
-        : m_dir(std::move(dir)), m_started(std::chrono::steady_clock::now()), m_thread([this] { read(); })
+        : m_dir(std::move(dir)), m_started(std::chrono::steady_clock::now()),
+          m_result(std::async(std::launch::async, [d = m_dir] { return attn::loadModel(d); }))
     {
     }
-    ~ModelLoad() { m_thread.join(); }
-    ModelLoad(const ModelLoad&) = delete;
-    ModelLoad& operator=(const ModelLoad&) = delete;
 
     const std::string& dir() const { return m_dir; }
     double elapsedMs() const
     {
         return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m_started).count();
     }
-    bool done() const
-    {
-        std::lock_guard<std::mutex> lock(m_mutex);
-        return m_done;
-    }
+    // Also after take(): a retired load is dropped once done, taken or not.
+    bool done() const { return !m_result.valid() || m_result.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
     // The load's result once it is done (once), else nothing. Never waits.
     std::optional<attn::Expected<attn::Model>> take()
     {
-        std::lock_guard<std::mutex> lock(m_mutex);
-        std::optional<attn::Expected<attn::Model>> r = std::move(m_result);
-        m_result.reset();
-        return r;
+        if (!m_result.valid() || !done()) return std::nullopt;
+        return m_result.get();
     }
 
 private:
-    void read()
-    {
-        attn::Expected<attn::Model> r = attn::loadModel(m_dir);
-        std::lock_guard<std::mutex> lock(m_mutex);
-        m_result.emplace(std::move(r));
-        m_done = true;  // stays true after take(): a retired load is dropped once done, taken or not
-    }
-
     const std::string m_dir;
     const std::chrono::steady_clock::time_point m_started;
-    mutable std::mutex m_mutex;
-    std::optional<attn::Expected<attn::Model>> m_result;
-    bool m_done = false;
-    std::thread m_thread;  // last: starts once every other member is ready
+    std::future<attn::Expected<attn::Model>> m_result;
 };
 
 bool ModelState::loading() const { return load != nullptr; }
