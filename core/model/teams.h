@@ -1,0 +1,108 @@
+// Thread teams sized for the load of the machine, shared by the model families' forwards (core/model/).
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace attn {
+
+// The forward's thread teams leave out the cores that other processes keep busy. On this 2-core machine,
+// shared with builds, a 2-thread team whose other thread is descheduled waits a scheduler slice at every
+// barrier: with one core kept busy by another process the forward at 128 tokens took 65 ms with 2 threads and
+// 24 ms with one (`attnscope model --bench`); on an idle machine 2 threads take 15 ms. The load is what the
+// whole machine used minus what this process used (/proc/stat and /proc/self/stat) over the last quarter
+// second or more, so the forward's own threads never count as load (libgomp's OMP_DYNAMIC used the 15-minute
+// load average, which the forward itself raised: after a few minutes of editing it ran on one thread on an
+// idle machine). Scoped to the forward, the attention core's teams inside it included; the caller's thread
+// count is restored. OMP_NUM_THREADS or OMP_DYNAMIC set in the environment is a user's choice and stands.
+class TeamsForTheLoad {
+public:
+    TeamsForTheLoad()
+    {
+#ifdef _OPENMP
+        if (std::getenv("OMP_NUM_THREADS") != nullptr || std::getenv("OMP_DYNAMIC") != nullptr) return;
+        m_saved = omp_get_max_threads();
+        omp_set_num_threads(threadsForTheLoad(m_saved));
+#endif
+    }
+    ~TeamsForTheLoad()
+    {
+#ifdef _OPENMP
+        if (m_saved > 0) omp_set_num_threads(m_saved);
+#endif
+    }
+    TeamsForTheLoad(const TeamsForTheLoad&) = delete;
+    TeamsForTheLoad& operator=(const TeamsForTheLoad&) = delete;
+
+private:
+#ifdef _OPENMP
+    // Clock ticks: the machine's busy and total time summed over its CPUs, and this process's CPU time.
+    struct Sample {
+        bool ok = false;
+        double busy = 0, total = 0, self = 0;
+    };
+    static Sample sample()
+    {
+        Sample s;
+        if (FILE* f = std::fopen("/proc/stat", "r")) {
+            unsigned long long v[8] = {};  // user nice system idle iowait irq softirq steal
+            if (std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                            &v[6], &v[7]) == 8) {
+                s.busy = double(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]);
+                s.total = s.busy + double(v[3] + v[4]);
+                s.ok = true;
+            }
+            std::fclose(f);
+        }
+        if (!s.ok) return s;
+        s.ok = false;
+        if (FILE* f = std::fopen("/proc/self/stat", "r")) {
+            // pid (comm) state ... : comm may hold spaces and parentheses, so fields are counted after the last ')'.
+            char buf[1024];
+            const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+            buf[n] = 0;
+            if (const char* p = std::strrchr(buf, ')')) {
+                unsigned long long utime = 0, stime = 0;
+                // After ')': state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime
+                if (std::sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) == 2) {
+                    s.self = double(utime + stime);
+                    s.ok = true;
+                }
+            }
+            std::fclose(f);
+        }
+        return s;
+    }
+    static int threadsForTheLoad(int maxThreads)
+    {
+        static std::mutex mutex;
+        static Sample last;
+        static int decided = 0;
+        const std::lock_guard<std::mutex> lock(mutex);
+        if (decided == 0) decided = maxThreads;
+        const Sample now = sample();
+        const int cpus = std::max(1, omp_get_num_procs());
+        // 25 clock ticks per CPU: a quarter second at the usual 100 Hz, enough ticks for a load to show.
+        if (now.ok && last.ok && now.total - last.total >= 25.0 * cpus) {
+            const double elapsedPerCpu = (now.total - last.total) / cpus;
+            const double others = std::max(0.0, (now.busy - last.busy) - (now.self - last.self)) / elapsedPerCpu;
+            decided = std::clamp(cpus - static_cast<int>(others + 0.5), 1, maxThreads);
+            last = now;
+        } else if (now.ok && !last.ok) {
+            last = now;
+        }
+        return decided;
+    }
+#endif
+
+    int m_saved = 0;
+};
+
+} // namespace attn
