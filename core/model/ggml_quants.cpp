@@ -315,11 +315,12 @@ void dequantQ6_K(const std::uint8_t* b, float* y)
             const float dl = d * float(scales[h * 8 + sub]);
             const int r0 = sub * 16;
             const int lowShift = 4 * (r0 / 64), highShift = 2 * (r0 / 32);
+            const std::uint8_t* lo = ql + 64 * h + r0 % 64;  // a sub-block never straddles a 32 boundary
+            const std::uint8_t* hi = qh + 32 * h + r0 % 32;
             float* out = y + h * 128 + r0;
             for (int l = 0; l < 16; ++l) {
-                const int r = r0 + l;
-                const int low = (ql[64 * h + r % 64] >> lowShift) & 0x0f;
-                const int high = (qh[32 * h + r % 32] >> highShift) & 3;
+                const int low = (lo[l] >> lowShift) & 0x0f;
+                const int high = (hi[l] >> highShift) & 3;
                 out[l] = dl * float((low | (high << 4)) - 32);
             }
         }
