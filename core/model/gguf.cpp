@@ -173,6 +173,12 @@ std::int64_t GgufTensorInfo::elements() const
 
 std::int64_t GgufTensorInfo::rows() const { return dims.empty() || dims[0] == 0 ? 0 : elements() / dims[0]; }
 
+std::size_t GgufTensorInfo::rowBytes() const
+{
+    const std::int64_t bs = ggmlBlockSize(type);
+    return dims.empty() || bs == 0 ? 0 : std::size_t(dims[0] / bs) * ggmlBlockBytes(type);
+}
+
 // [SECTION] parser
 
 class GgufParser {
@@ -612,7 +618,7 @@ Status GgufFile::dequantize(const GgufTensorInfo& info, float* out, std::size_t 
                              ") is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, "
                              "Q3_K, Q4_K, Q5_K, Q6_K)");
     const std::int64_t cols = info.dims[0];
-    const std::size_t rowBytes = std::size_t(cols / ggmlBlockSize(info.type)) * ggmlBlockBytes(info.type);
+    const std::size_t rowBytes = info.rowBytes();
     const std::uint8_t* src = rawData(info);
     const std::int64_t rows = info.rows();
     for (std::int64_t r = 0; r < rows; ++r) {

@@ -318,7 +318,8 @@ TEST(GgufFile, SmolLM2MetadataAndRows)
         EXPECT_EQ(t->dims, r["dims"].get<std::vector<std::int64_t>>());
         const std::int64_t cols = t->dims[0], row = r["row"];
         ASSERT_EQ(cols, r["n"].get<std::int64_t>());
-        const std::size_t rowBytes = std::size_t(cols / attn::ggmlBlockSize(t->type)) * attn::ggmlBlockBytes(t->type);
+        const std::size_t rowBytes = t->rowBytes();
+        EXPECT_EQ(rowBytes * std::size_t(t->rows()), t->bytes);
         std::vector<float> got(static_cast<std::size_t>(cols)), want(got.size());
         ASSERT_TRUE(attn::dequantizeRow(t->type, f->rawData(*t) + std::size_t(row) * rowBytes, rowBytes, got.data(), cols).ok());
         std::memcpy(want.data(), bin.data() + r["offset"].get<std::size_t>(), want.size() * 4);
@@ -443,6 +444,10 @@ TEST(GgufHostile, MetadataLies)
     deep.header(0, 1).str("deep").u32(9);
     for (int d = 0; d < 6; ++d) deep.u32(9).u64(1);
     EXPECT_REFUSED(deep.b + pad, StatusCode::ParseError, "deep[0][0][0][0]: arrays nested more than 4 deep");
+    Writer wide;  // 65537 empty arrays inside one: each really there, but more than the cap of 65536
+    wide.header(0, 1).str("wide").u32(9).u32(9).u64(attn::kMaxGgufNestedValues + 1);
+    for (std::uint64_t k = 0; k <= attn::kMaxGgufNestedValues; ++k) wide.u32(0).u64(0);
+    EXPECT_REFUSED(wide.b, StatusCode::ParseError, "wide: nested arrays hold more than 65536 arrays in all");
     EXPECT_REFUSED(Writer().header(0, 1).kvU32("general.alignment", 48).b, StatusCode::ParseError, "general.alignment: expected a power of two, got 48");
     EXPECT_REFUSED(Writer().header(0, 1).kvU32("general.alignment", 0).b, StatusCode::ParseError, "general.alignment: expected a power of two, got 0");
     EXPECT_REFUSED(Writer().header(0, 1).str("general.alignment").u32(8).str("32").b, StatusCode::ParseError,

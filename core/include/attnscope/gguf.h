@@ -105,11 +105,12 @@ struct GgufTensorInfo {
 
     std::int64_t elements() const;   // product of dims
     std::int64_t rows() const;       // elements() / dims[0]
+    std::size_t rowBytes() const;    // bytes of one row of dims[0] values (row r starts at r × rowBytes())
 };
 
 // Limits on what a file may claim, beyond "it fits in the file".
 inline constexpr int kMaxGgufArrayDepth = 4;                        // arrays of arrays of ...: ggml allows none
-inline constexpr std::uint64_t kMaxGgufNestedValues = 1u << 20;     // total elements of nested arrays in a file
+inline constexpr std::uint64_t kMaxGgufNestedValues = 1u << 16;     // arrays inside arrays, in all (real files: none)
 inline constexpr int kMaxGgufDims = 4;                              // GGML_MAX_DIMS
 
 // A GGUF file: header, metadata and tensor infos parsed and checked; tensor data read in place.
