@@ -30,11 +30,11 @@ cudaError_t launchMaskedSoftmax(const float* scores, const std::uint8_t* mask, f
     return cudaGetLastError();
 }
 
-cudaError_t launchAdditiveScores(const float* qa, const float* ka, const float* wv, float* scores, int H, int T,
-                                 int S, int A, bool columnMajor, cudaStream_t stream)
+cudaError_t launchAdditiveScores(const float* qa, const float* ka, const float* wv, float* scores, int H, int group,
+                                 int T, int S, int A, bool columnMajor, cudaStream_t stream)
 {
     const LaunchShape s = additiveShape(H, T, S);
-    additiveScoresKernel<<<s.grid, s.block, 0, stream>>>(qa, ka, wv, scores, H, T, S, A, columnMajor);
+    additiveScoresKernel<<<s.grid, s.block, 0, stream>>>(qa, ka, wv, scores, H, group, T, S, A, columnMajor);
     return cudaGetLastError();
 }
 

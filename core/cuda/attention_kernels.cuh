@@ -137,9 +137,9 @@ __device__ __forceinline__ long long at2(int r, int a, int rows, int A, bool col
 }
 
 // One 16×16 tile of (query i = tile row, key j = tile column) scores per block. Heads (z) and query tiles
-// (y) beyond the grid's 65535 limit are looped over.
-__global__ void additiveScoresKernel(const float* qa, const float* ka, const float* wv, float* scores, int H, int T,
-                                     int S, int A, bool columnMajor)
+// (y) beyond the grid's 65535 limit are looped over. Query head h reads the keys of KV head h / group.
+__global__ void additiveScoresKernel(const float* qa, const float* ka, const float* wv, float* scores, int H, int group,
+                                     int T, int S, int A, bool columnMajor)
 {
     __shared__ float qs[kAddTile][kAddChunk + 1];  // +1: threads of a warp read different rows, no bank clash
     __shared__ float ks[kAddTile][kAddChunk + 1];
@@ -152,7 +152,7 @@ __global__ void additiveScoresKernel(const float* qa, const float* ka, const flo
         for (int tile = blockIdx.y; tile < tilesT; tile += gridDim.y) {
             const int i0 = tile * kAddTile, i = i0 + ty;
             const float* q = qa + static_cast<long long>(h) * T * A;
-            const float* k = ka + static_cast<long long>(h) * S * A;
+            const float* k = ka + static_cast<long long>(h / group) * S * A;
             float acc = 0.0f;
             for (int a0 = 0; a0 < A; a0 += kAddChunk) {
                 for (int e = tid; e < kAddTile * kAddChunk; e += kAddTile * kAddTile) {

@@ -6,6 +6,10 @@
 // (one strided batched GEMM straight into the concat) → W^O (cuBLAS) → download. All device memory lives in
 // the persistent Workspace (workspace.h).
 //
+// Grouped-query attention (H_kv < H): K and V hold H_kv heads; the score and P·V GEMMs run once per KV head,
+// batched over the H / H_kv query heads of its group with the KV head's block shared (batch stride 0), so no
+// K or V is copied per query head. With H_kv = H that is the one GEMM batched over every head, as before.
+//
 // Layouts: every logical matrix (Row-layout meaning) is stored in the session's order: row-major in
 // Layout::Row, column-major in Layout::Column (the Column layout's transposed matrices, row-major, are
 // exactly that). cuBLAS is column-major, so Column maps onto it directly and Row computes Cᵀ = Bᵀ·Aᵀ. The
@@ -99,7 +103,9 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
 {
     const Storage st{cfg.layout == Layout::Column};
     const int T = d.T, S = d.S, H = d.H, M = d.M, O = d.O, A = d.A;
-    const int wq = H * d.dq, wk = H * d.dk, wv = H * d.dv;
+    const int Hkv = d.kvHeads(), group = d.group();
+    // Widths: Q and the concatenation have H heads, K and V H_kv heads.
+    const int wq = H * d.dq, wk = Hkv * d.dk, wv = Hkv * d.dv, wc = H * d.dv;
     const std::size_t TS = std::size_t(T) * S;
     const bool direct = cfg.mode == Mode::Direct;
     const bool additive = cfg.score == Score::Additive;
@@ -119,8 +125,9 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
         std::size_t bytes = 2 * f * TS * H + (anyMask ? TS : 0);                                  // scores, weights, mask
         bytes += f * (std::size_t(T) * wq + std::size_t(S) * wk + std::size_t(S) * wv);          // Q, K, V
         bytes += f * (in.X.size() + in.Xkv.size() + in.Wq.size() + in.Wk.size() + in.Wv.size()); // inputs
-        bytes += f * (in.Wo.size() + std::size_t(T) * wv + (hasWo ? std::size_t(T) * O : 0));     // W^O, concat, output
-        if (additive) bytes += f * (std::size_t(H) * (T + S) * A + in.additive.Aq.size() + in.additive.Ak.size());
+        bytes += f * (in.Wo.size() + std::size_t(T) * wc + (hasWo ? std::size_t(T) * O : 0));     // W^O, concat, output
+        if (additive)
+            bytes += f * ((std::size_t(H) * T + std::size_t(Hkv) * S) * A + in.additive.Aq.size() + in.additive.Ak.size());
         ATTNSCOPE_RETURN_IF_ERROR(ws.checkFits(bytes, std::to_string(H) + " head(s) × " + std::to_string(T) + " queries × " +
                                                      std::to_string(S) + " keys"));
     }
@@ -193,7 +200,7 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     float *dScores = nullptr, *dWeights = nullptr, *dConcat = nullptr, *dOutput = nullptr;
     ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Scores, TS * H, dScores));
     ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Weights, TS * H, dWeights));
-    ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Concat, std::size_t(T) * wv, dConcat));
+    ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Concat, std::size_t(T) * wc, dConcat));
     if (hasWo) ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Output, std::size_t(T) * O, dOutput));
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(1), stream));
 
@@ -205,21 +212,29 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     }
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(2), stream));
 
-    // [scores] per head h: Q_h (T×d_q) is the column block h of Q, K_h likewise.
+    // [scores] per head h: Q_h (T×d_q) is the column block h of Q; K_h is the block h / group of K.
     if (additive) {
         float *dQa = nullptr, *dKa = nullptr;
         ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Qa, std::size_t(H) * T * A, dQa));
-        ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Ka, std::size_t(H) * S * A, dKa));
-        // Q_h·A_q (T×A) and K_h·A_k (S×A) for every head; A_q, A_k are shared (batch stride 0).
+        ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Ka, std::size_t(Hkv) * S * A, dKa));
+        // Q_h·A_q (T×A) for every query head and K_g·A_k (S×A) for every KV head; A_q, A_k are shared (batch
+        // stride 0).
         ATTNSCOPE_RETURN_IF_ERROR(gemm(blas, st, false, false, T, A, d.dq, 1.0f, dQ, st.ld(T, wq), st.headStride(d.dq, T),
                                   dAq, st.ld(d.dq, A), 0, dQa, st.ld(T, A), (long long)T * A, H));
         ATTNSCOPE_RETURN_IF_ERROR(gemm(blas, st, false, false, S, A, d.dk, 1.0f, dK, st.ld(S, wk), st.headStride(d.dk, S),
-                                  dAk, st.ld(d.dk, A), 0, dKa, st.ld(S, A), (long long)S * A, H));
-        ATTNSCOPE_CUDA_TRY(launchAdditiveScores(dQa, dKa, dWvec, dScores, H, T, S, A, st.col, stream));
-    } else {
+                                  dAk, st.ld(d.dk, A), 0, dKa, st.ld(S, A), (long long)S * A, Hkv));
+        ATTNSCOPE_CUDA_TRY(launchAdditiveScores(dQa, dKa, dWvec, dScores, H, group, T, S, A, st.col, stream));
+    } else if (group == 1) {
         // scores_h (T×S) = s·Q_h·K_hᵀ, the scale folded into the GEMM (scores are stored after scaling).
         ATTNSCOPE_RETURN_IF_ERROR(gemm(blas, st, false, true, T, S, d.dk, out.scale, dQ, st.ld(T, wq), st.headStride(d.dq, T),
                                   dK, st.ld(S, wk), st.headStride(d.dk, S), dScores, st.ld(T, S), (long long)TS, H));
+    } else {
+        // The same per KV head g, batched over its group's query heads, K_g shared.
+        for (int g = 0; g < Hkv; ++g)
+            ATTNSCOPE_RETURN_IF_ERROR(gemm(blas, st, false, true, T, S, d.dk, out.scale,
+                                      dQ + (long long)g * group * st.headStride(d.dq, T), st.ld(T, wq),
+                                      st.headStride(d.dq, T), dK + (long long)g * st.headStride(d.dk, S), st.ld(S, wk), 0,
+                                      dScores + (long long)g * group * (long long)TS, st.ld(T, S), (long long)TS, group));
     }
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(3), stream));
 
@@ -227,13 +242,19 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     ATTNSCOPE_CUDA_TRY(launchMaskedSoftmax(dScores, dMask, in.mask.fill, dWeights, H, T, S, st.col, stream));
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(4), stream));
 
-    // [pv] O_h (T×d_v) = P_h·V_h, written as column block h of the concat.
-    ATTNSCOPE_RETURN_IF_ERROR(gemm(blas, st, false, false, T, d.dv, S, 1.0f, dWeights, st.ld(T, S), (long long)TS, dV,
-                              st.ld(S, wv), st.headStride(d.dv, S), dConcat, st.ld(T, wv), st.headStride(d.dv, T), H));
+    // [pv] O_h (T×d_v) = P_h·V_h, written as column block h of the concat; per KV head when grouped.
+    for (int g = 0; g < (group == 1 ? 1 : Hkv); ++g) {
+        const int first = g * group, batch = group == 1 ? H : group;
+        ATTNSCOPE_RETURN_IF_ERROR(gemm(blas, st, false, false, T, d.dv, S, 1.0f, dWeights + (long long)first * (long long)TS,
+                                  st.ld(T, S), (long long)TS, dV + (long long)g * st.headStride(d.dv, S), st.ld(S, wv),
+                                  group == 1 ? st.headStride(d.dv, S) : 0,
+                                  dConcat + (long long)first * st.headStride(d.dv, T), st.ld(T, wc),
+                                  st.headStride(d.dv, T), batch));
+    }
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(5), stream));
 
     // [output] concat·W^O + b^O
-    if (hasWo) ATTNSCOPE_RETURN_IF_ERROR(project(ws, st, dConcat, dWo, dBo, T, wv, O, dOutput));
+    if (hasWo) ATTNSCOPE_RETURN_IF_ERROR(project(ws, st, dConcat, dWo, dBo, T, wc, O, dOutput));
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(6), stream));
 
     // [download] straight into the result's buffers (Eigen's resize keeps them when the shape is unchanged).
@@ -257,7 +278,7 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
         ATTNSCOPE_RETURN_IF_ERROR(download(ws, r.scores.data(), dScores + h * TS, TS));
         ATTNSCOPE_RETURN_IF_ERROR(download(ws, r.weights.data(), dWeights + h * TS, TS));
     }
-    st.resize(out.concat, T, wv);
+    st.resize(out.concat, T, wc);
     ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.concat.data(), dConcat, out.concat.size()));
     if (hasWo) {
         st.resize(out.output, T, O);
@@ -281,13 +302,13 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
         HeadResult& r = out.heads[h];
         if (st.col) {
             r.Q = out.Q.middleRows(h * d.dq, d.dq);
-            r.K = out.K.middleRows(h * d.dk, d.dk);
-            r.V = out.V.middleRows(h * d.dv, d.dv);
+            r.K = out.K.middleRows(d.kvHead(h) * d.dk, d.dk);
+            r.V = out.V.middleRows(d.kvHead(h) * d.dv, d.dv);
             r.output = out.concat.middleRows(h * d.dv, d.dv);
         } else {
             r.Q = out.Q.middleCols(h * d.dq, d.dq);
-            r.K = out.K.middleCols(h * d.dk, d.dk);
-            r.V = out.V.middleCols(h * d.dv, d.dv);
+            r.K = out.K.middleCols(d.kvHead(h) * d.dk, d.dk);
+            r.V = out.V.middleCols(d.kvHead(h) * d.dv, d.dv);
             r.output = out.concat.middleCols(h * d.dv, d.dv);
         }
         r.masked = maskStored;

@@ -24,10 +24,11 @@ cudaError_t launchAddBias(float* c, const float* bias, int tokens, int features,
 cudaError_t launchMaskedSoftmax(const float* scores, const std::uint8_t* mask, float fill, float* weights, int H,
                                 int T, int S, bool columnMajor, cudaStream_t stream);
 
-// Additive (Bahdanau) scores: scores_h(i, j) = Σ_a wv[a]·tanh(qa_h(i, a) + ka_h(j, a)) for H heads.
-// qa: H blocks of T×A, ka: H blocks of S×A, scores: H blocks of T×S, all in the given storage order.
-cudaError_t launchAdditiveScores(const float* qa, const float* ka, const float* wv, float* scores, int H, int T,
-                                 int S, int A, bool columnMajor, cudaStream_t stream);
+// Additive (Bahdanau) scores: scores_h(i, j) = Σ_a wv[a]·tanh(qa_h(i, a) + ka_g(j, a)) for H heads, where
+// g = h / group is the KV head of query head h (group = H / H_kv; 1 without grouped-query attention).
+// qa: H blocks of T×A, ka: H / group blocks of S×A, scores: H blocks of T×S, all in the given storage order.
+cudaError_t launchAdditiveScores(const float* qa, const float* ka, const float* wv, float* scores, int H, int group,
+                                 int T, int S, int A, bool columnMajor, cudaStream_t stream);
 
 // Checks that this binary holds kernels the current device can run (cudaErrorNoKernelImageForDevice when
 // it was built for other architectures).

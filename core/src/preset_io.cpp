@@ -369,6 +369,8 @@ Session parseSessionJson(const json& j)
     if (j.contains("mode"))
         cfg.mode = readEnum<Mode>(j["mode"], "mode", {{"self", Mode::Self}, {"cross", Mode::Cross}, {"direct", Mode::Direct}});
     if (j.contains("heads")) cfg.heads = readInt(j["heads"], "heads", 1, 4096);
+    // Grouped-query attention: absent = as many KV heads as heads; validate() checks that it divides heads.
+    if (j.contains("kv_heads")) cfg.kvHeads = readInt(j["kv_heads"], "kv_heads", 1, 4096);
     if (j.contains("score"))
         cfg.score = readEnum<Score>(j["score"], "score",
                                     {{"scaled_dot", Score::ScaledDot}, {"dot", Score::Dot}, {"additive", Score::Additive}});
@@ -522,6 +524,7 @@ std::string sessionToJson(const Session& s)
     j["layout"] = toString(c.layout);
     j["mode"] = toString(c.mode);
     j["heads"] = c.heads;
+    if (c.kvHeads > 0 && c.kvHeads != c.heads) j["kv_heads"] = c.kvHeads;  // written only for grouped-query attention
     j["score"] = toString(c.score);
     if (c.scale) j["scale"] = *c.scale;
     if (!s.queryTokens.empty() || !s.keyTokens.empty()) {

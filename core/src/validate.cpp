@@ -83,8 +83,22 @@ Status validateInto(const AttentionInput& in, const AttentionConfig& cfg, Dims& 
     if (cfg.heads < 1) return invalidArgument("heads: expected at least 1, got " + std::to_string(cfg.heads));
     ATTNSCOPE_RETURN_IF_ERROR(checkDim("heads", cfg.heads));
     d.H = cfg.heads;
+    if (cfg.kvHeads < 0)
+        return invalidArgument("kv_heads: expected at least 1 (or 0 for as many as heads), got " +
+                               std::to_string(cfg.kvHeads));
+    d.Hkv = cfg.kvHeads == 0 ? d.H : cfg.kvHeads;
+    if (d.Hkv > d.H)
+        return invalidArgument("kv_heads: expected at most heads = " + std::to_string(d.H) + ", got " +
+                               std::to_string(d.Hkv));
+    if (d.H % d.Hkv != 0)
+        return invalidArgument("kv_heads: " + std::to_string(d.Hkv) + " does not divide heads = " +
+                               std::to_string(d.H));
+    // With grouped-query attention the key/value widths count H_kv heads; messages say which.
+    const bool grouped = d.Hkv != d.H;
+    const char* kWidth = grouped ? "H_kv·d_k" : "H·d_k";
+    const char* vWidth = grouped ? "H_kv·d_v" : "H·d_v";
 
-    long wq = 0, wk = 0, wv = 0;  // projected widths H·d_q, H·d_k, H·d_v
+    long wq = 0, wk = 0, wv = 0;  // projected widths H·d_q, H_kv·d_k, H_kv·d_v
     if (cfg.mode == Mode::Direct) {
         ATTNSCOPE_RETURN_IF_ERROR(requireNonEmpty("Q", in.Q, "in direct mode"));
         ATTNSCOPE_RETURN_IF_ERROR(requireNonEmpty("K", in.K, "in direct mode"));
@@ -97,7 +111,7 @@ Status validateInto(const AttentionInput& in, const AttentionConfig& cfg, Dims& 
         wq = lcols(in.Q, L);
         wk = lcols(in.K, L);
         wv = lcols(in.V, L);
-        ATTNSCOPE_RETURN_IF_ERROR(checkShape("V", in.V, d.S, wv, "n_k", "H·d_v", L));
+        ATTNSCOPE_RETURN_IF_ERROR(checkShape("V", in.V, d.S, wv, "n_k", vWidth, L));
         ATTNSCOPE_RETURN_IF_ERROR(checkFinite("Q", in.Q));
         ATTNSCOPE_RETURN_IF_ERROR(checkFinite("K", in.K));
         ATTNSCOPE_RETURN_IF_ERROR(checkFinite("V", in.V));
@@ -123,11 +137,11 @@ Status validateInto(const AttentionInput& in, const AttentionConfig& cfg, Dims& 
         wk = lcols(in.Wk, L);
         wv = lcols(in.Wv, L);
         ATTNSCOPE_RETURN_IF_ERROR(checkShape("Wq", in.Wq, d.M, wq, "d_model", "H·d_k", L));
-        ATTNSCOPE_RETURN_IF_ERROR(checkShape("Wk", in.Wk, d.M, wk, "d_model", "H·d_k", L));
-        ATTNSCOPE_RETURN_IF_ERROR(checkShape("Wv", in.Wv, d.M, wv, "d_model", "H·d_v", L));
+        ATTNSCOPE_RETURN_IF_ERROR(checkShape("Wk", in.Wk, d.M, wk, "d_model", kWidth, L));
+        ATTNSCOPE_RETURN_IF_ERROR(checkShape("Wv", in.Wv, d.M, wv, "d_model", vWidth, L));
         ATTNSCOPE_RETURN_IF_ERROR(checkVector("bq", in.bq, wq, "H·d_k"));
-        ATTNSCOPE_RETURN_IF_ERROR(checkVector("bk", in.bk, wk, "H·d_k"));
-        ATTNSCOPE_RETURN_IF_ERROR(checkVector("bv", in.bv, wv, "H·d_v"));
+        ATTNSCOPE_RETURN_IF_ERROR(checkVector("bk", in.bk, wk, kWidth));
+        ATTNSCOPE_RETURN_IF_ERROR(checkVector("bv", in.bv, wv, vWidth));
         ATTNSCOPE_RETURN_IF_ERROR(checkFinite("X", in.X));
         if (cfg.mode == Mode::Cross) ATTNSCOPE_RETURN_IF_ERROR(checkFinite("X_kv", in.Xkv));
         ATTNSCOPE_RETURN_IF_ERROR(checkFinite("Wq", in.Wq));
@@ -139,7 +153,7 @@ Status validateInto(const AttentionInput& in, const AttentionConfig& cfg, Dims& 
     }
 
     // Queries and keys must have the same width for dot products; the additive score maps both to A.
-    if (cfg.score != Score::Additive && wq != wk) {
+    if (cfg.score != Score::Additive && !grouped && wq != wk) {
         const char* kName = cfg.mode == Mode::Direct ? "K" : "Wk";
         return invalidArgument(std::string(kName) + ": expected width H·d_k = " + std::to_string(wq) +
                                " (the width of " + (cfg.mode == Mode::Direct ? "Q" : "Wq") +
@@ -153,19 +167,37 @@ Status validateInto(const AttentionInput& in, const AttentionConfig& cfg, Dims& 
         return invalidArgument("heads: " + std::to_string(d.H) + " does not divide " + what + " = " +
                                std::to_string(width) + " (the width of " + src + ")");
     };
+    auto kvDivides = [&](long width, const char* what, const char* src) -> Status {
+        if (width % d.Hkv == 0) return {};
+        return invalidArgument("kv_heads: " + std::to_string(d.Hkv) + " does not divide " + what + " = " +
+                               std::to_string(width) + " (the width of " + src + ")");
+    };
     ATTNSCOPE_RETURN_IF_ERROR(divides(wq, "H·d_q", qSrc));
-    ATTNSCOPE_RETURN_IF_ERROR(divides(wk, "H·d_k", kSrc));
-    ATTNSCOPE_RETURN_IF_ERROR(divides(wv, "H·d_v", vSrc));
+    if (grouped && cfg.score != Score::Additive && wk != d.Hkv * (wq / d.H)) {
+        // Each KV head is as wide as a query head: K (or Wk) must be H_kv·d_q wide.
+        const long want = d.Hkv * (wq / d.H);
+        if (cfg.mode == Mode::Direct) return checkShape("K", in.K, d.S, want, "n_k", kWidth, L);
+        return checkShape("Wk", in.Wk, d.M, want, "d_model", kWidth, L);
+    }
+    if (grouped) {
+        ATTNSCOPE_RETURN_IF_ERROR(kvDivides(wk, kWidth, kSrc));
+        ATTNSCOPE_RETURN_IF_ERROR(kvDivides(wv, vWidth, vSrc));
+    } else {
+        ATTNSCOPE_RETURN_IF_ERROR(divides(wk, "H·d_k", kSrc));
+        ATTNSCOPE_RETURN_IF_ERROR(divides(wv, "H·d_v", vSrc));
+    }
     d.dq = static_cast<int>(wq / d.H);
-    d.dk = static_cast<int>(wk / d.H);
-    d.dv = static_cast<int>(wv / d.H);
+    d.dk = static_cast<int>(wk / d.Hkv);
+    d.dv = static_cast<int>(wv / d.Hkv);
 
-    // Output projection.
-    d.O = static_cast<int>(wv);
+    // Output projection: it reads the concatenation of the H query heads' outputs, H·d_v wide.
+    const long wConcat = long(d.H) * d.dv;
+    ATTNSCOPE_RETURN_IF_ERROR(checkDim("H·d_v", wConcat));
+    d.O = static_cast<int>(wConcat);
     if (in.Wo.size() > 0) {
         d.O = static_cast<int>(lcols(in.Wo, L));
         ATTNSCOPE_RETURN_IF_ERROR(checkDim("Wo", std::max(in.Wo.rows(), in.Wo.cols())));
-        ATTNSCOPE_RETURN_IF_ERROR(checkShape("Wo", in.Wo, wv, d.O, "H·d_v", "d_out", L));
+        ATTNSCOPE_RETURN_IF_ERROR(checkShape("Wo", in.Wo, wConcat, d.O, "H·d_v", "d_out", L));
         ATTNSCOPE_RETURN_IF_ERROR(checkVector("bo", in.bo, d.O, "d_out"));
         ATTNSCOPE_RETURN_IF_ERROR(checkFinite("Wo", in.Wo));
         ATTNSCOPE_RETURN_IF_ERROR(checkFinite("bo", in.bo));
@@ -240,7 +272,9 @@ std::size_t estimateBytes(const Dims& d)
     // Per head: scores, weights (float) and the mask (1 byte) of T×S, plus a T×S float temporary in softmax.
     const Z perHeadTS = T * S * (4 + 4 + 1);
     const Z shared = T * S * (4 + 1);
-    const Z proj = 4 * 2 * (T * H * d.dq + S * H * d.dk + S * H * d.dv);  // full + per-head copies
+    // Full projections plus the per-head copies; every query head keeps a copy of its KV head's K and V.
+    const Z Hkv = Z(d.kvHeads());
+    const Z proj = 4 * (T * H * d.dq + S * Hkv * d.dk + S * Hkv * d.dv) + 4 * (T * H * d.dq + S * H * d.dk + S * H * d.dv);
     const Z outs = 4 * (2 * T * H * d.dv + T * Z(d.O) + 2 * T * H * d.dv);
     const Z additive = d.A > 0 ? 4 * (T + S) * Z(d.A) + 4 * S * Z(d.A) : 0;
     return H * perHeadTS + shared + proj + outs + additive;

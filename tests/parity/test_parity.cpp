@@ -142,7 +142,8 @@ void makeInLayout(const ProblemSpec& p, Layout layout, AttentionInput& in, Atten
 std::string describe(const ProblemSpec& p, Layout layout)
 {
     std::ostringstream s;
-    s << toString(layout) << " " << toString(p.mode) << " H=" << p.heads << " " << toString(p.score) << " T=" << p.T
+    s << toString(layout) << " " << toString(p.mode) << " H=" << p.heads << " H_kv=" << (p.kvHeads ? p.kvHeads : p.heads)
+      << " " << toString(p.score) << " T=" << p.T
       << " S=" << p.S << " causal=" << p.causal << " keypad=" << p.keyPadding << " validlens=" << p.validLens
       << " custom=" << p.custom << " fill=" << p.fill << " biases=" << p.biases << " Wo=" << p.wo;
     return s.str();
@@ -179,6 +180,58 @@ TEST(Parity, EveryCombinationMatchesTheReference)
                         EXPECT_TRUE(sameResult(runGpu(in, cfg), runRef(in, cfg), p.fill));
                     }
     EXPECT_EQ(count, 2 * 3 * 2 * 3 * 7);
+}
+
+// Grouped-query attention: H query heads over H_kv key/value heads (multi-query at H_kv = 1). Checks that
+// the per-KV-head GEMMs and the additive kernel read each query head's KV head, and that the concat and W^O
+// keep H heads.
+TEST(Parity, GroupedQueryAttentionMatchesTheReference)
+{
+    int count = 0;
+    for (Layout layout : {Layout::Row, Layout::Column})
+        for (Mode mode : {Mode::Self, Mode::Cross, Mode::Direct})
+            for (auto [heads, kvHeads] : {std::pair{4, 1}, std::pair{6, 2}, std::pair{6, 3}})
+                for (Score score : {Score::ScaledDot, Score::Additive})
+                    for (bool masks : {false, true}) {
+                        ProblemSpec p;
+                        p.mode = mode;
+                        p.heads = heads;
+                        p.kvHeads = kvHeads;
+                        p.score = score;
+                        p.T = 7;
+                        p.S = mode == Mode::Self ? 7 : 10;
+                        p.causal = p.keyPadding = p.custom = masks;
+                        p.biases = mode != Mode::Direct;
+                        p.wo = true;  // the decoder's case: direct Q/K/V, a causal mask and W^O
+                        p.seed = 400 + count;
+                        ++count;
+                        AttentionInput in;
+                        AttentionConfig cfg;
+                        makeInLayout(p, layout, in, cfg);
+                        SCOPED_TRACE(describe(p, layout));
+                        EXPECT_TRUE(sameResult(runGpu(in, cfg), runRef(in, cfg), p.fill));
+                    }
+    EXPECT_EQ(count, 2 * 3 * 3 * 2 * 2);
+    // A larger grouped problem: many blocks per head, a SmolLM2-like 9 query heads over 3 KV heads.
+    for (Layout layout : {Layout::Row, Layout::Column}) {
+        ProblemSpec p;
+        p.mode = Mode::Direct;
+        p.heads = 9;
+        p.kvHeads = 3;
+        p.T = p.S = 300;
+        p.dk = p.dv = 64;
+        p.causal = true;
+        p.wo = true;
+        p.seed = 499;
+        AttentionInput in;
+        AttentionConfig cfg;
+        makeInLayout(p, layout, in, cfg);
+        // Scores O(1) at d_k = 64, as a model's would be (see LargeRandomProblems).
+        in.Q *= 1.0f / std::sqrt(8.0f);
+        in.Wo *= 1.0f / std::sqrt(float(p.heads * p.dv));
+        SCOPED_TRACE(describe(p, layout));
+        EXPECT_TRUE(sameResult(runGpu(in, cfg), runRef(in, cfg), p.fill));
+    }
 }
 
 TEST(Parity, ScaleOverrideAndFullyMaskedQueries)

@@ -74,6 +74,9 @@ struct Case {
     Mode mode;
     int maskKind;  // 0 causal + key padding + valid lengths, 1 key padding + finite fill, 2 none
     bool skipCausal = false;  // AttentionConfig::skipCausalMaskedScores
+    // 0: 3 heads (multi-head); else 6 query heads sharing kvHeads KV heads. With 3 KV heads the two edits a
+    // result is behind dirty at most 4 of the 6 heads, so every edit stays incremental.
+    int kvHeads = 0;
 };
 
 class RandomEdits : public ::testing::TestWithParam<Case> {};
@@ -85,7 +88,8 @@ TEST_P(RandomEdits, IncrementalEqualsFullRecompute)
     const Case c = GetParam();
     ProblemSpec p;
     p.mode = c.mode;
-    p.heads = 3;
+    p.heads = c.kvHeads ? 6 : 3;
+    p.kvHeads = c.kvHeads;
     p.T = 24;
     p.S = c.mode == Mode::Self ? 24 : 19;
     p.M = 10;
@@ -111,7 +115,7 @@ TEST_P(RandomEdits, IncrementalEqualsFullRecompute)
     ASSERT_TRUE(compute(in, cfg, buffers[0]).ok());
     ASSERT_TRUE(compute(in, cfg, buffers[1]).ok());
     int served = 0;
-    const int edits = 400;  // × 7 cases = 2800 edits
+    const int edits = 400;  // × 10 cases = 4000 edits
     for (int e = 0; e < edits; ++e) {
         const int kind = std::uniform_int_distribution<int>(0, 9)(rng);
         std::string what;
@@ -157,14 +161,20 @@ std::string caseName(const ::testing::TestParamInfo<Case>& info)
 {
     static const char* masks[] = {"causal_keypad_validlens", "keypad_finitefill", "nomask"};
     return std::string(toString(info.param.layout)) + "_" + toString(info.param.mode) + "_" + masks[info.param.maskKind] +
-           (info.param.skipCausal ? "_skipcausal" : "");
+           (info.param.skipCausal ? "_skipcausal" : "") +
+           (info.param.kvHeads ? "_kv" + std::to_string(info.param.kvHeads) : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, RandomEdits,
                          ::testing::Values(Case{Layout::Row, Mode::Self, 0}, Case{Layout::Column, Mode::Self, 0, true},
                                            Case{Layout::Row, Mode::Self, 0, true}, Case{Layout::Row, Mode::Cross, 1},
                                            Case{Layout::Column, Mode::Cross, 1}, Case{Layout::Row, Mode::Direct, 2},
-                                           Case{Layout::Column, Mode::Direct, 0}),
+                                           Case{Layout::Column, Mode::Direct, 0},
+                                           // Grouped-query attention: a W^K/W^V/b^K/b^V edit reaches both
+                                           // query heads of its KV head.
+                                           Case{Layout::Row, Mode::Self, 0, false, 3},
+                                           Case{Layout::Column, Mode::Cross, 1, false, 3},
+                                           Case{Layout::Row, Mode::Direct, 0, false, 3}),
                          caseName);
 
 // ---- Fallbacks: what incremental can't serve is a full compute, with the right result ----

@@ -103,3 +103,55 @@ TEST(LessonHeads, OneHeadScoresAreTheSumOfPerHeadScores)
     EXPECT_EQ(c->multiHead.heads.size(), 3u);
     EXPECT_FALSE(compareHeadCounts(s.input, s.config, 4).ok());  // 4 does not divide 6
 }
+
+TEST(LessonHeads, GroupedQueryBlocksAndText)
+{
+    // 6 query heads of d_k = 2 sharing 2 KV heads (d_v = 3): W^K 4 wide, W^V 6 wide.
+    Session s;
+    s.input.X = uniformMatrix(4, 5, 71);
+    s.input.Wq = uniformMatrix(5, 12, 72);
+    s.input.Wk = uniformMatrix(5, 4, 73);
+    s.input.Wv = uniformMatrix(5, 6, 74);
+    s.config.heads = 6;
+    s.config.kvHeads = 2;
+    AttentionResult r = mustCompute(s.input, s.config);
+    auto d = validate(s.input, s.config);
+    ASSERT_TRUE(d.ok()) << d.status().message;
+    auto blocks = headBlocks(*d);
+    ASSERT_EQ(blocks.size(), 6u);
+    for (const HeadBlock& b : blocks) {
+        EXPECT_EQ(b.kvHead, b.head / 3);
+        EXPECT_EQ(b.kEnd - b.kBegin, 2);
+        EXPECT_EQ(b.vEnd - b.vBegin, 3);
+        EXPECT_EQ(b.oBegin, b.head * 3);  // the concat keeps 6 heads
+        // The head's K and V are its KV head's columns of the shared projections.
+        EXPECT_EQ(r.heads[b.head].K, Matrix(r.K.middleCols(b.kBegin, 2)));
+        EXPECT_EQ(r.heads[b.head].V, Matrix(r.V.middleCols(b.vBegin, 3)));
+        EXPECT_EQ(r.heads[b.head].output, Matrix(r.concat.middleCols(b.oBegin, 3)));
+    }
+    const std::string text = groupedQueryText(*d);
+    EXPECT_NE(text.find("Grouped-query attention (GQA): the 6 query heads share H_kv = 2 key/value heads, 3 query heads"),
+              std::string::npos) << text;
+    EXPECT_NE(text.find("are 4 and 6 wide instead of 12 and 18"), std::string::npos) << text;
+    EXPECT_NE(text.find("shrink 3×"), std::string::npos) << text;
+    s.config.kvHeads = 1;
+    s.input.Wk = uniformMatrix(5, 2, 73);
+    s.input.Wv = uniformMatrix(5, 3, 74);
+    auto mqa = validate(s.input, s.config);
+    ASSERT_TRUE(mqa.ok()) << mqa.status().message;
+    EXPECT_EQ(groupedQueryText(*mqa).rfind("Multi-query attention (MQA): the 6 query heads share H_kv = 1 key/value head,", 0), 0u)
+        << groupedQueryText(*mqa);
+    // Multi-head: says what grouping would do. The one-vs-h comparison refuses a grouped session clearly.
+    auto c = compareHeadCounts(s.input, s.config, 3);
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.status().message.rfind("kv_heads: the one-vs-h-heads decomposition", 0), 0u) << c.status().message;
+    s.config.kvHeads = 0;
+    s.config.heads = 2;
+    s.input.Wq = uniformMatrix(5, 4, 72);
+    s.input.Wk = uniformMatrix(5, 4, 73);
+    s.input.Wv = uniformMatrix(5, 6, 74);
+    auto mha = validate(s.input, s.config);
+    ASSERT_TRUE(mha.ok()) << mha.status().message;
+    EXPECT_EQ(groupedQueryText(*mha).rfind("Multi-head attention: each of the 2 query heads has its own key and value head", 0), 0u)
+        << groupedQueryText(*mha);
+}

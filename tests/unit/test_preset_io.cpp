@@ -129,6 +129,46 @@ TEST(RoundTrip, EveryFieldSurvivesSaveAndLoad)
     fs::remove(path);
 }
 
+TEST(RoundTrip, KvHeadsSurvivesAndDefaultsToHeads)
+{
+    // 4 query heads of d_k = 1 sharing 2 KV heads: Wk and Wv are 2 columns wide.
+    Session s;
+    s.config.heads = 4;
+    s.config.kvHeads = 2;
+    s.input.X = Matrix{{1, 0}, {0.5f, 2}, {-1, 1}};
+    s.input.Wq = Matrix{{1, 2, 3, 4}, {0, 1, 0, -1}};
+    s.input.Wk = Matrix{{1, 0}, {0, 1}};
+    s.input.Wv = Matrix{{2, 1}, {1, 3}};
+    s.input.bk = Vector::Constant(2, 0.5f);
+    const std::string text = sessionToJson(s);
+    EXPECT_NE(text.find("\"kv_heads\": 2"), std::string::npos) << text;
+    Expected<Session> back = parseSession(text, "s.json");
+    ASSERT_TRUE(back.ok()) << back.status().message;
+    EXPECT_EQ(back->config.heads, 4);
+    EXPECT_EQ(back->config.kvHeads, 2);
+    EXPECT_EQ(back->input.Wk, s.input.Wk);
+    EXPECT_EQ(sessionToJson(*back), text);
+    EXPECT_TRUE(compute(back->input, back->config).ok());
+
+    // Absent: as many KV heads as heads, and a multi-head session is written without the field.
+    Session mha = s;
+    mha.config.kvHeads = 0;
+    EXPECT_EQ(sessionToJson(mha).find("kv_heads"), std::string::npos);
+    mha.config.kvHeads = 4;
+    EXPECT_EQ(sessionToJson(mha).find("kv_heads"), std::string::npos);
+}
+
+TEST(Parse, KvHeadsMessages)
+{
+    EXPECT_EQ(parseError(R"({"attnscope": 1, "kv_heads": 0})"), "s.json: kv_heads: expected an integer in [1, 4096], got 0");
+    EXPECT_EQ(parseError(R"({"attnscope": 1, "kv_heads": "two"})").rfind("s.json: kv_heads: expected an integer", 0), 0u)
+        << parseError(R"({"attnscope": 1, "kv_heads": "two"})");
+    // Its relation to heads and the widths is validate()'s, with the file name in front.
+    std::string t = kMinimal;
+    t.insert(t.size() - 1, R"(, "heads": 1, "kv_heads": 2)");
+    EXPECT_EQ(parseError(t), "s.json: kv_heads: expected at most heads = 1, got 2");
+}
+
 TEST(Write, AtomicWriteLeavesNoPartialFile)
 {
     Status bad = writeFileAtomic("/nonexistent/dir/out.json", "{}");

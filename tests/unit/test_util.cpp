@@ -21,23 +21,25 @@ void makeProblem(const ProblemSpec& p, AttentionInput& in, AttentionConfig& cfg)
     cfg.mode = p.mode;
     cfg.score = p.score;
     cfg.heads = p.heads;
+    cfg.kvHeads = p.kvHeads;
     const int S = p.mode == Mode::Self ? p.T : p.S;
     const int H = p.heads;
+    const int Hkv = p.kvHeads > 0 ? p.kvHeads : p.heads;
     const int dq = p.score == Score::Additive && p.mode == Mode::Direct ? p.dqAdditive : p.dk;
     if (p.mode == Mode::Direct) {
         in.Q = randomMatrix(rng, p.T, H * dq);
-        in.K = randomMatrix(rng, S, H * p.dk);
-        in.V = randomMatrix(rng, S, H * p.dv);
+        in.K = randomMatrix(rng, S, Hkv * p.dk);
+        in.V = randomMatrix(rng, S, Hkv * p.dv);
     } else {
         in.X = randomMatrix(rng, p.T, p.M);
         if (p.mode == Mode::Cross) in.Xkv = randomMatrix(rng, S, p.M);
         in.Wq = randomMatrix(rng, p.M, H * p.dk, 0.5f);
-        in.Wk = randomMatrix(rng, p.M, H * p.dk, 0.5f);
-        in.Wv = randomMatrix(rng, p.M, H * p.dv, 0.5f);
+        in.Wk = randomMatrix(rng, p.M, Hkv * p.dk, 0.5f);
+        in.Wv = randomMatrix(rng, p.M, Hkv * p.dv, 0.5f);
         if (p.biases) {
             in.bq = randomMatrix(rng, H * p.dk, 1).col(0);
-            in.bk = randomMatrix(rng, H * p.dk, 1).col(0);
-            in.bv = randomMatrix(rng, H * p.dv, 1).col(0);
+            in.bk = randomMatrix(rng, Hkv * p.dk, 1).col(0);
+            in.bv = randomMatrix(rng, Hkv * p.dv, 1).col(0);
         }
     }
     if (p.wo) {

@@ -17,6 +17,7 @@ struct ProblemSpec {
     Mode mode = Mode::Self;
     Score score = Score::ScaledDot;
     int heads = 1;
+    int kvHeads = 0;  // H_kv (grouped-query attention): K, V, W^K, W^V and their biases are H_kv heads wide; 0 = heads
     int T = 5, S = 5, M = 6, dk = 3, dv = 2, dqAdditive = 4, A = 3;
     bool biases = false;
     bool wo = false;

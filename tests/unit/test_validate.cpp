@@ -131,9 +131,110 @@ INSTANTIATE_TEST_SUITE_P(
                  in.additive.wv = Vector::Ones(2);
              },
              "scale: only applies to the scaled_dot and dot scores, not additive"},
+        // Grouped-query attention: H_kv divides H, and K/V count H_kv heads as wide as the query heads.
+        Case{"KvHeadsNotDividing", [](auto&, auto& cfg) { cfg.heads = 6; cfg.kvHeads = 4; },
+             "kv_heads: 4 does not divide heads = 6"},
+        Case{"KvHeadsAboveHeads", [](auto&, auto& cfg) { cfg.heads = 3; cfg.kvHeads = 6; },
+             "kv_heads: expected at most heads = 3, got 6"},
+        Case{"KvHeadsNegative", [](auto&, auto& cfg) { cfg.kvHeads = -1; },
+             "kv_heads: expected at least 1 (or 0 for as many as heads), got -1"},
+        Case{"GroupedWkWidth",
+             [](auto& in, auto& cfg) {
+                 cfg.heads = 3;
+                 cfg.kvHeads = 1;
+                 in.Wk = Matrix::Ones(4, 2);
+             },
+             "Wk: expected 4×1 (d_model × H_kv·d_k), got 4×2"},
+        Case{"GroupedWkFullWidth",
+             [](auto& in, auto& cfg) {
+                 cfg.heads = 6;
+                 cfg.kvHeads = 2;
+                 in.Wq = Matrix::Ones(4, 6);
+                 in.Wv = Matrix::Ones(4, 2);
+                 in.Wk = Matrix::Ones(4, 6);
+             },
+             "Wk: expected 4×2 (d_model × H_kv·d_k), got 4×6"},
+        Case{"GroupedWkColumnLayout",
+             [](auto& in, auto& cfg) {
+                 in = test::transposed(in);
+                 in.Wk = Matrix::Ones(3, 4);
+                 cfg.layout = Layout::Column;
+                 cfg.heads = 3;
+                 cfg.kvHeads = 1;
+             },
+             "Wk: expected 1×4 (H_kv·d_k × d_model), got 3×4"},
+        Case{"GroupedDirectK",
+             [](auto& in, auto& cfg) {
+                 cfg.mode = Mode::Direct;
+                 cfg.heads = 4;
+                 cfg.kvHeads = 2;
+                 in.Q = Matrix::Ones(2, 8);
+                 in.K = Matrix::Ones(5, 8);
+                 in.V = Matrix::Ones(5, 4);
+             },
+             "K: expected 5×4 (n_k × H_kv·d_k), got 5×8"},
+        Case{"GroupedWvNotDividing",
+             [](auto& in, auto& cfg) {
+                 cfg.heads = 6;
+                 cfg.kvHeads = 2;
+                 in.Wq = Matrix::Ones(4, 6);
+                 in.Wk = Matrix::Ones(4, 2);
+                 in.Wv = Matrix::Ones(4, 3);
+             },
+             "kv_heads: 2 does not divide H_kv·d_v = 3 (the width of Wv)"},
+        Case{"GroupedBiasLength",
+             [](auto& in, auto& cfg) {
+                 cfg.heads = 3;
+                 cfg.kvHeads = 1;
+                 in.Wk = Matrix::Ones(4, 1);
+                 in.Wv = Matrix::Ones(4, 1);
+                 in.bv = Vector::Zero(3);
+             },
+             "bv: expected 1 values (H_kv·d_v), got 3"},
+        Case{"GroupedWo",
+             [](auto& in, auto& cfg) {
+                 cfg.heads = 3;
+                 cfg.kvHeads = 1;
+                 in.Wk = Matrix::Ones(4, 1);
+                 in.Wv = Matrix::Ones(4, 2);
+                 in.Wo = Matrix::Ones(2, 5);  // H_kv·d_v rows: the concatenation is H·d_v = 6 wide
+             },
+             "Wo: expected 6×5 (H·d_v × d_out), got 2×5"},
         Case{"AbsurdSize", [](auto& in, auto&) { in.X.resize(1, (1 << 20) + 1); },
              "X: 1048577 is too large (at most 1048576)"}),
     [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Validate, DimsOfAGroupedQueryProblem)
+{
+    AttentionInput in = base();
+    in.Wq = Matrix::Ones(4, 12);  // 6 query heads of d_k = 2
+    in.Wk = Matrix::Ones(4, 4);   // 2 KV heads of d_k = 2
+    in.Wv = Matrix::Ones(4, 6);   // 2 KV heads of d_v = 3
+    AttentionConfig cfg;
+    cfg.heads = 6;
+    cfg.kvHeads = 2;
+    Expected<Dims> d = validate(in, cfg);
+    ASSERT_TRUE(d.ok()) << d.status().message;
+    EXPECT_EQ(d->H, 6);
+    EXPECT_EQ(d->Hkv, 2);
+    EXPECT_EQ(d->group(), 3);
+    EXPECT_EQ(d->dq, 2);
+    EXPECT_EQ(d->dk, 2);
+    EXPECT_EQ(d->dv, 3);
+    EXPECT_EQ(d->O, 18);  // no Wo: the output is the concatenation of the 6 heads
+    EXPECT_EQ(d->kvHead(0), 0);
+    EXPECT_EQ(d->kvHead(2), 0);
+    EXPECT_EQ(d->kvHead(3), 1);
+    EXPECT_EQ(d->kvHead(5), 1);
+    // kv_heads 0 (the default) is as many as heads.
+    cfg.heads = 2;
+    cfg.kvHeads = 0;
+    in.Wq = Matrix::Ones(4, 4);
+    Expected<Dims> mha = validate(in, cfg);
+    ASSERT_TRUE(mha.ok()) << mha.status().message;
+    EXPECT_EQ(mha->Hkv, 2);
+    EXPECT_EQ(mha->group(), 1);
+}
 
 TEST(Validate, DimsOfAValidProblem)
 {

@@ -16,16 +16,23 @@ struct Dims {
     int S = 0;   // keys / values
     int M = 0;   // d_model (0 in Direct mode)
     int H = 1;   // heads
+    int Hkv = 0; // key/value heads, dividing H (H / Hkv query heads share each); validate() sets it, 0 = H
     int dq = 0;  // per-head query width
     int dk = 0;  // per-head key width
     int dv = 0;  // per-head value width
     int O = 0;   // output width (H·d_v when there is no Wo)
     int A = 0;   // additive hidden width (0 unless Score::Additive)
+
+    // H_kv (H when Hkv is 0), the query heads per KV head, and the KV head that query head h reads.
+    int kvHeads() const { return Hkv > 0 ? Hkv : H; }
+    int group() const { return H / kvHeads(); }
+    int kvHead(int h) const { return h / group(); }
 };
 
 // Checks every field needed by cfg.mode / cfg.score against the others and returns the sizes.
 // Errors (InvalidArgument) name the field with expected vs actual, e.g.
 //   "Wk: expected 4×3 (d_model × H·d_k), got 4×2"; "heads: 2 does not divide H·d_k = 3";
+//   "kv_heads: 4 does not divide heads = 6"; "Wk: expected 4×2 (d_model × H_kv·d_k), got 4×6";
 //   "X[1][2]: value is NaN"; "mask.valid_lens: expected 1 or T = 4 values, got 3".
 Expected<Dims> validate(const AttentionInput& in, const AttentionConfig& cfg);
 

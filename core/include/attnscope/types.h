@@ -3,6 +3,7 @@
 // Dimension letters, used in every comment and message of the project:
 //   T  number of queries (n_q)         S  number of keys/values (n_k)
 //   H  number of heads                 D  head width: d_k for queries/keys, d_v for values
+//   H_kv  number of key/value heads (grouped-query attention): query head h reads KV head h / (H / H_kv)
 //   M  d_model (width of X and X_kv)   O  d_out (width of the output after W^O)
 //   A  hidden width of the additive (Bahdanau) score
 //
@@ -58,10 +59,10 @@ struct AdditiveParams {
 
 // Everything that goes into one attention computation. Which fields are needed depends on the Mode:
 //   Self:   X, Wq, Wk, Wv                Cross: X, Xkv, Wq, Wk, Wv           Direct: Q, K, V
-// Row-layout shapes (Column stores each matrix transposed):
-//   X T×M, Xkv S×M, Wq M×(H·d_k), Wk M×(H·d_k), Wv M×(H·d_v), Wo (H·d_v)×O (optional, empty = none)
-//   bq H·d_k, bk H·d_k, bv H·d_v, bo O (each optional, empty = none)
-//   Direct: Q T×(H·d_q), K S×(H·d_k), V S×(H·d_v); d_q may differ from d_k only with Score::Additive.
+// Row-layout shapes (Column stores each matrix transposed), with H_kv = AttentionConfig::kvHeads (H when 0):
+//   X T×M, Xkv S×M, Wq M×(H·d_k), Wk M×(H_kv·d_k), Wv M×(H_kv·d_v), Wo (H·d_v)×O (optional, empty = none)
+//   bq H·d_k, bk H_kv·d_k, bv H_kv·d_v, bo O (each optional, empty = none)
+//   Direct: Q T×(H·d_q), K S×(H_kv·d_k), V S×(H_kv·d_v); d_q may differ from d_k only with Score::Additive.
 struct AttentionInput {
     Matrix X, Xkv;
     Matrix Wq, Wk, Wv, Wo;
@@ -74,7 +75,10 @@ struct AttentionInput {
 struct AttentionConfig {
     Layout layout = Layout::Row;          // default Row
     Mode mode = Mode::Self;               // default Self
-    int heads = 1;                        // H ≥ 1; must divide every projected width; default 1
+    int heads = 1;                        // H ≥ 1; must divide the query width; default 1
+    // H_kv, the key/value heads (grouped-query attention): 1 ≤ H_kv, H_kv divides H, and query head h uses KV
+    // head h / (H / H_kv). H_kv = H is multi-head attention, H_kv = 1 multi-query. 0 = H (the default).
+    int kvHeads = 0;
     Score score = Score::ScaledDot;       // default scaled dot product
     std::optional<float> scale;           // overrides the ScaledDot factor 1/√d_k; default none
     Backend backend = Backend::Cpu;       // default Cpu
@@ -91,7 +95,7 @@ struct AttentionConfig {
 
 // One head's intermediate results, in the session's layout.
 struct HeadResult {
-    Matrix Q, K, V;      // Row: T×d_q, S×d_k, S×d_v; Column: transposed
+    Matrix Q, K, V;      // Row: T×d_q, S×d_k, S×d_v; Column: transposed. K, V: this query head's KV head
     Matrix scores;       // before masking, after scaling. Row: T×S (query i, key j); Column: S×T (KᵀQ).
                          // Entries hidden by the causal mask are 0 when AttentionConfig::skipCausalMaskedScores
                          // let the fast CPU path skip them.
@@ -139,7 +143,7 @@ public:
 struct AttentionResult {
     Layout layout = Layout::Row;
     float scale = 1.0f;           // the factor applied to q·k (1 for Dot and Additive)
-    Matrix Q, K, V;               // full projections (all heads side by side): Row T×H·d_q etc.
+    Matrix Q, K, V;               // full projections (all heads side by side): Row T×H·d_q, S×H_kv·d_k, S×H_kv·d_v
     std::vector<HeadResult> heads;
     Matrix concat;                // Row: T×H·d_v; Column: H·d_v×T
     Matrix output;                // concat·Wo + bo when Wo is given, else concat

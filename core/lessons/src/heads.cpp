@@ -14,9 +14,39 @@ using namespace lessons_detail;
 std::vector<HeadBlock> headBlocks(const Dims& d)
 {
     std::vector<HeadBlock> blocks;
-    for (int h = 0; h < d.H; ++h)
-        blocks.push_back({h, h * d.dq, (h + 1) * d.dq, h * d.dk, (h + 1) * d.dk, h * d.dv, (h + 1) * d.dv});
+    for (int h = 0; h < d.H; ++h) {
+        const int g = d.kvHead(h);
+        blocks.push_back({h, g, h * d.dq, (h + 1) * d.dq, g * d.dk, (g + 1) * d.dk, g * d.dv, (g + 1) * d.dv, h * d.dv,
+                          (h + 1) * d.dv});
+    }
     return blocks;
+}
+
+std::string groupedQueryText(const Dims& d)
+{
+    const int H = d.H, Hkv = d.kvHeads(), group = d.group();
+    const std::string kvK = std::to_string(Hkv * d.dk), kvV = std::to_string(Hkv * d.dv);
+    const std::string mhaK = std::to_string(H * d.dk), mhaV = std::to_string(H * d.dv);
+    if (Hkv == H)
+        return "Multi-head attention: each of the " + std::to_string(H) +
+               " query heads has its own key and value head (H_kv = H = " + std::to_string(H) +
+               "), so K and V are " + mhaK + " and " + mhaV +
+               " wide. Grouped-query attention (GQA) lets groups of query heads share one key/value head: with "
+               "H_kv dividing H, query head h reads KV head ⌊h / (H / H_kv)⌋ (from 0), and K and V shrink to H_kv·d_k and "
+               "H_kv·d_v. H_kv = 1 is multi-query attention (MQA): one K and one V for every head. Set \"KV heads\" "
+               "beside the heads to try it.";
+    std::string s = std::string(Hkv == 1 ? "Multi-query attention (MQA)" : "Grouped-query attention (GQA)") + ": the " +
+                    std::to_string(H) + " query heads share H_kv = " + std::to_string(Hkv) + " key/value head" +
+                    (Hkv == 1 ? "" : "s") + ", " + std::to_string(group) + " query heads per KV head (heads 1–" +
+                    std::to_string(group) + " read KV head 1";
+    if (Hkv > 1) s += ", heads " + std::to_string(group + 1) + "–" + std::to_string(2 * group) + " KV head 2";
+    if (Hkv > 2) s += ", …";
+    s += "). W^K and W^V (or K and V) are " + kvK + " and " + kvV + " wide instead of " + mhaK + " and " + mhaV +
+         ": the keys and values a decoder caches per token shrink " + std::to_string(group) +
+         "×, while every query head keeps its own W^Q block and its own attention weights. Heads of one group "
+         "score the same keys with different queries. H_kv = H would be multi-head attention; H_kv = 1 "
+         "multi-query attention.";
+    return s;
 }
 
 Expected<Matrix> headSelector(int width, int heads, int head)
@@ -91,9 +121,14 @@ Expected<HeadsComparison> compareHeadCounts(const AttentionInput& in, const Atte
     if (cfg.score == Score::Additive)
         return invalidArgument("score: the one-vs-h-heads decomposition QKᵀ = Σ_h Q_h·K_hᵀ needs a dot-product "
                                "score, got additive");
+    if (cfg.kvHeads > 0 && cfg.kvHeads != cfg.heads)
+        return invalidArgument("kv_heads: the one-vs-h-heads decomposition splits Q and K into the same heads; it needs "
+                               "multi-head attention (kv_heads = heads = " + std::to_string(cfg.heads) + "), got kv_heads = " +
+                               std::to_string(cfg.kvHeads));
     AttentionConfig one = cfg, many = cfg;
     one.heads = 1;
     many.heads = heads;
+    one.kvHeads = many.kvHeads = 0;
     auto a = compute(in, one);
     if (!a) return a.status();
     auto b = compute(in, many);

@@ -167,7 +167,7 @@ struct HeadJob {
     MaskDesc md;
     float scale;
     bool writeMask;
-    const std::vector<Matrix>* keysA;  // additive: per head K_h·A_k (S×A), else empty
+    const std::vector<Matrix>* keysA;  // additive: per KV head K_h·A_k (S×A), else empty
     IncrementalState* st;
 };
 
@@ -207,11 +207,13 @@ bool runBlock(const HeadJob& job, AttentionResult& out, int h, int i0, int i1, S
     }
     RowBlock sb(sPtr, rows, S, Eigen::OuterStride<>(S));
     RowBlock wb(wPtr, rows, S, Eigen::OuterStride<>(S));
+    // Grouped-query attention: the head reads its KV head's columns of the shared K and V (no copies).
+    const int kv = d.kvHead(h);
     const auto Qb = Q.block(i0, h * d.dq, rows, d.dq);
-    const auto Kh = K.block(0, h * d.dk, kEnd, d.dk);
+    const auto Kh = K.block(0, kv * d.dk, kEnd, d.dk);
     if (job.cfg->score == Score::Additive) {
         const AdditiveParams& p = job.in->additive;
-        const Matrix& ka = (*job.keysA)[h];
+        const Matrix& ka = (*job.keysA)[kv];
         if constexpr (Order == Eigen::RowMajor) sc.qa.noalias() = Qb * p.Aq;
         else sc.qa.noalias() = Qb * p.Aq.transpose();  // Column stores A_q transposed (A×d_q)
         for (int i = 0; i < rows; ++i) {
@@ -249,7 +251,7 @@ bool runBlock(const HeadJob& job, AttentionResult& out, int h, int i0, int i1, S
     View<Order> Oh(r.output.data(), d.T, d.dv);
     View<Order> concat(out.concat.data(), d.T, d.H * d.dv);
     auto ob = Oh.middleRows(i0, rows);
-    ob.noalias() = wb.leftCols(kLive) * V.block(0, h * d.dv, kLive, d.dv);
+    ob.noalias() = wb.leftCols(kLive) * V.block(0, kv * d.dv, kLive, d.dv);
     concat.block(i0, h * d.dv, rows, d.dv) = ob;
     if constexpr (Order == Eigen::ColMajor) {
         View<Order>(r.scores.data(), d.T, S).middleRows(i0, rows) = sb;
@@ -285,11 +287,15 @@ Status computeHeadsT(const AttentionInput& in, const AttentionConfig& cfg, const
     HeadJob job{&in, &cfg, &d, describeMask(in.mask, cfg.layout, d.T, d.S), out.scale, writeMask, nullptr, &st};
     std::vector<Matrix> keysA;
     if (cfg.score == Score::Additive) {
-        keysA.resize(d.H);
+        keysA.resize(std::size_t(d.kvHeads()));
+        std::vector<char> done(keysA.size(), 0);
         const CView<Order> K = cview<Order>(out.K);
         for (int h : heads) {
-            if constexpr (Order == Eigen::RowMajor) keysA[h].noalias() = K.middleCols(h * d.dk, d.dk) * in.additive.Ak;
-            else keysA[h].noalias() = K.middleCols(h * d.dk, d.dk) * in.additive.Ak.transpose();
+            const int kv = d.kvHead(h);  // once per KV head, shared by its group
+            if (done[std::size_t(kv)]) continue;
+            done[std::size_t(kv)] = 1;
+            if constexpr (Order == Eigen::RowMajor) keysA[kv].noalias() = K.middleCols(kv * d.dk, d.dk) * in.additive.Ak;
+            else keysA[kv].noalias() = K.middleCols(kv * d.dk, d.dk) * in.additive.Ak.transpose();
         }
         job.keysA = &keysA;
     }
@@ -299,10 +305,11 @@ Status computeHeadsT(const AttentionInput& in, const AttentionConfig& cfg, const
         view<Order>(r.weights, d.T, d.S);
         if (writeMask) view<Order>(r.masked, d.T, d.S);
         view<Order>(r.output, d.T, d.dv);
-        // The head's Q, K, V (kept in the result for the views) are column blocks of the full projections.
+        // The head's Q, K, V (kept in the result for the views) are column blocks of the full projections;
+        // K and V are those of its KV head.
         view<Order>(r.Q, d.T, d.dq) = cview<Order>(out.Q).middleCols(h * d.dq, d.dq);
-        view<Order>(r.K, d.S, d.dk) = cview<Order>(out.K).middleCols(h * d.dk, d.dk);
-        view<Order>(r.V, d.S, d.dv) = cview<Order>(out.V).middleCols(h * d.dv, d.dv);
+        view<Order>(r.K, d.S, d.dk) = cview<Order>(out.K).middleCols(d.kvHead(h) * d.dk, d.dk);
+        view<Order>(r.V, d.S, d.dv) = cview<Order>(out.V).middleCols(d.kvHead(h) * d.dv, d.dv);
     }
     const int br = blockRows(d);
     const int blocks = (d.T + br - 1) / br;
@@ -413,8 +420,8 @@ void projectionsT(const AttentionInput& in, const AttentionConfig& cfg, const Di
     const CView<Order> X = cview<Order>(in.X);
     const CView<Order> Xkv = cview<Order>(cfg.mode == Mode::Cross ? in.Xkv : in.X);
     View<Order> Q = view<Order>(out.Q, d.T, d.H * d.dq);
-    View<Order> K = view<Order>(out.K, d.S, d.H * d.dk);
-    View<Order> V = view<Order>(out.V, d.S, d.H * d.dv);
+    View<Order> K = view<Order>(out.K, d.S, d.kvHeads() * d.dk);
+    View<Order> V = view<Order>(out.V, d.S, d.kvHeads() * d.dv);
     const std::size_t work = std::size_t(std::max(d.T, d.S)) * std::size_t(d.M) * std::size_t(d.H * std::max(d.dk, d.dv));
     runRowProducts<Order>({{X, cview<Order>(in.Wq), Q, &in.bq},
                            {Xkv, cview<Order>(in.Wk), K, &in.bk},

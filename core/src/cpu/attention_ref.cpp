@@ -2,6 +2,7 @@
 // It is the oracle every fast path (Eigen, CUDA) is tested against, so clarity beats speed here.
 // Row layout:    Q = X·Wq + bq,  scores = Q_h·K_hᵀ·s,  P = softmax over each row,     O_h = P·V_h
 // Column layout: Q = Wq·X + bq,  scores = K_hᵀ·Q_h·s,  P = softmax over each column,  O_h = V_h·P
+// Grouped-query attention: K_h and V_h are the slices of query head h's KV head, h / (H / H_kv).
 #include "attnscope/attention.h"
 
 #include <cmath>
@@ -98,8 +99,8 @@ void computeRow(const AttentionInput& in, const AttentionConfig& cfg, const Dims
     for (int h = 0; h < d.H; ++h) {
         HeadResult& r = out.heads[h];
         r.Q = out.Q.middleCols(h * d.dq, d.dq);
-        r.K = out.K.middleCols(h * d.dk, d.dk);
-        r.V = out.V.middleCols(h * d.dv, d.dv);
+        r.K = out.K.middleCols(d.kvHead(h) * d.dk, d.dk);
+        r.V = out.V.middleCols(d.kvHead(h) * d.dv, d.dv);
         r.scores.resize(d.T, d.S);
         for (int i = 0; i < d.T; ++i)
             for (int j = 0; j < d.S; ++j) {
@@ -158,8 +159,8 @@ void computeColumn(const AttentionInput& in, const AttentionConfig& cfg, const D
     for (int h = 0; h < d.H; ++h) {
         HeadResult& r = out.heads[h];
         r.Q = out.Q.middleRows(h * d.dq, d.dq);
-        r.K = out.K.middleRows(h * d.dk, d.dk);
-        r.V = out.V.middleRows(h * d.dv, d.dv);
+        r.K = out.K.middleRows(d.kvHead(h) * d.dk, d.dk);
+        r.V = out.V.middleRows(d.kvHead(h) * d.dv, d.dv);
         // scores = K_hᵀ·Q_h: entry (j, i) pairs key j with query i.
         r.scores.resize(d.S, d.T);
         for (int j = 0; j < d.S; ++j)

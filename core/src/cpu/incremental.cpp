@@ -2,7 +2,9 @@
 // update only what the changed cells reach.
 //   X row i (Self)          → Q, K, V row i; in every head: score row i and column i, the softmax of every
 //                             row that sees key i, output rows by a rank-|R| correction (below); W^O product.
-//   W^Q/W^K/W^V/bias column → that head's Q/K/V columns, then the whole head (its scores all change).
+//   W^Q/W^K/W^V/bias column → that head's Q/K/V columns, then the whole head (its scores all change); a
+//                             W^K/W^V/b^K/b^V column of a KV head shared by a group (grouped-query
+//                             attention) reaches every query head of the group.
 //   W^O, b^O                → the final product only.
 // Anything else (sizes, config, masks, additive parameters, too many rows, every head) → a full compute.
 //
@@ -44,14 +46,14 @@ bool sameMask(const MaskSpec& a, const MaskSpec& b)
 
 bool sameConfig(const AttentionConfig& a, const AttentionConfig& b)
 {
-    return a.layout == b.layout && a.mode == b.mode && a.heads == b.heads && a.score == b.score && a.scale == b.scale &&
-           a.skipCausalMaskedScores == b.skipCausalMaskedScores;
+    return a.layout == b.layout && a.mode == b.mode && a.heads == b.heads && a.kvHeads == b.kvHeads &&
+           a.score == b.score && a.scale == b.scale && a.skipCausalMaskedScores == b.skipCausalMaskedScores;
 }
 
 bool sameDims(const Dims& a, const Dims& b)
 {
-    return a.T == b.T && a.S == b.S && a.M == b.M && a.H == b.H && a.dq == b.dq && a.dk == b.dk && a.dv == b.dv &&
-           a.O == b.O && a.A == b.A;
+    return a.T == b.T && a.S == b.S && a.M == b.M && a.H == b.H && a.kvHeads() == b.kvHeads() && a.dq == b.dq &&
+           a.dk == b.dk && a.dv == b.dv && a.O == b.O && a.A == b.A;
 }
 
 // Marks in `flags` the indices along one axis of the stored matrix where now and was differ: the storage rows
@@ -101,7 +103,8 @@ std::vector<int> indicesOf(const std::vector<char>& flags)
 struct Change {
     std::vector<int> rowsQ;   // queries whose Q row changed
     std::vector<int> rowsKV;  // keys whose K or V row changed
-    std::vector<char> headDirty;
+    std::vector<char> headDirty;  // per query head: its scores all change
+    std::vector<char> kvDirty;    // per KV head: its K or V columns change (its whole group is headDirty)
     bool wo = false;
     bool any() const
     {
@@ -124,6 +127,7 @@ bool diff(const AttentionInput& in, const IncrementalState& st, const AttentionC
         return false;
     if (!sameMask(in.mask, was.mask)) return false;
     ch.headDirty.assign(std::size_t(d.H), 0);
+    ch.kvDirty.assign(std::size_t(d.kvHeads()), 0);
     std::vector<char> q(std::size_t(d.T), 0), kv(std::size_t(d.S), 0);
     if (cfg.mode == Mode::Direct) {
         changedTokens(in.Q, was.Q, l, q);
@@ -133,7 +137,8 @@ bool diff(const AttentionInput& in, const IncrementalState& st, const AttentionC
         changedTokens(in.X, was.X, l, q);
         if (cfg.mode == Mode::Self) changedTokens(in.X, was.X, l, kv);
         else changedTokens(in.Xkv, was.Xkv, l, kv);
-        std::vector<char> fq(std::size_t(d.H) * d.dq, 0), fk(std::size_t(d.H) * d.dk, 0), fv(std::size_t(d.H) * d.dv, 0);
+        const std::size_t Hkv = std::size_t(d.kvHeads());
+        std::vector<char> fq(std::size_t(d.H) * d.dq, 0), fk(Hkv * d.dk, 0), fv(Hkv * d.dv, 0);
         changedFeatures(in.Wq, was.Wq, l, fq);
         changedFeatures(in.Wk, was.Wk, l, fk);
         changedFeatures(in.Wv, was.Wv, l, fv);
@@ -141,8 +146,10 @@ bool diff(const AttentionInput& in, const IncrementalState& st, const AttentionC
         changedEntries(in.bk, was.bk, fk);
         changedEntries(in.bv, was.bv, fv);
         for (int c : indicesOf(fq)) ch.headDirty[std::size_t(c / d.dq)] = 1;
-        for (int c : indicesOf(fk)) ch.headDirty[std::size_t(c / d.dk)] = 1;
-        for (int c : indicesOf(fv)) ch.headDirty[std::size_t(c / d.dv)] = 1;
+        for (int c : indicesOf(fk)) ch.kvDirty[std::size_t(c / d.dk)] = 1;
+        for (int c : indicesOf(fv)) ch.kvDirty[std::size_t(c / d.dv)] = 1;
+        for (int h = 0; h < d.H; ++h)
+            if (ch.kvDirty[std::size_t(d.kvHead(h))]) ch.headDirty[std::size_t(h)] = 1;
     }
     ch.rowsQ = indicesOf(q);
     ch.rowsKV = indicesOf(kv);
@@ -181,17 +188,22 @@ void updateProjections(const AttentionInput& in, const AttentionConfig& cfg, con
         if (in.bk.size()) K.row(j) += in.bk.transpose();
         if (in.bv.size()) V.row(j) += in.bv.transpose();
     }
+    // A dirty query head's Q columns, and the K and V columns of its KV head (once per KV head).
+    std::vector<char> kvDone(std::size_t(d.kvHeads()), 0);
     for (int h = 0; h < d.H; ++h) {
         if (!ch.headDirty[std::size_t(h)]) continue;
         auto q = Q.middleCols(h * d.dq, d.dq);
-        auto k = K.middleCols(h * d.dk, d.dk);
-        auto v = V.middleCols(h * d.dv, d.dv);
         q.noalias() = X * Wq.middleCols(h * d.dq, d.dq);
-        k.noalias() = Xkv * Wk.middleCols(h * d.dk, d.dk);
-        v.noalias() = Xkv * Wv.middleCols(h * d.dv, d.dv);
         if (in.bq.size()) q.rowwise() += in.bq.segment(h * d.dq, d.dq).transpose();
-        if (in.bk.size()) k.rowwise() += in.bk.segment(h * d.dk, d.dk).transpose();
-        if (in.bv.size()) v.rowwise() += in.bv.segment(h * d.dv, d.dv).transpose();
+        const int g = d.kvHead(h);
+        if (kvDone[std::size_t(g)]) continue;
+        kvDone[std::size_t(g)] = 1;
+        auto k = K.middleCols(g * d.dk, d.dk);
+        auto v = V.middleCols(g * d.dv, d.dv);
+        k.noalias() = Xkv * Wk.middleCols(g * d.dk, d.dk);
+        v.noalias() = Xkv * Wv.middleCols(g * d.dv, d.dv);
+        if (in.bk.size()) k.rowwise() += in.bk.segment(g * d.dk, d.dk).transpose();
+        if (in.bv.size()) v.rowwise() += in.bv.segment(g * d.dv, d.dv).transpose();
     }
 }
 
@@ -203,9 +215,10 @@ bool updateHead(const AttentionInput& in, const AttentionConfig& cfg, const Dims
 {
     HeadResult& r = out.heads[h];
     const int T = d.T, S = d.S;
+    const int g = d.kvHead(h);  // the KV head this query head reads
     const auto Q = cview<Order>(out.Q).middleCols(h * d.dq, d.dq);
-    const auto K = cview<Order>(out.K).middleCols(h * d.dk, d.dk);
-    const auto V = cview<Order>(out.V).middleCols(h * d.dv, d.dv);
+    const auto K = cview<Order>(out.K).middleCols(g * d.dk, d.dk);
+    const auto V = cview<Order>(out.V).middleCols(g * d.dv, d.dv);
     View<Order> Sc(r.scores.data(), T, S), W(r.weights.data(), T, S), O(r.output.data(), T, d.dv);
     View<Order> concat(out.concat.data(), T, d.H * d.dv);
     const bool skip = skipsCausal(cfg, in.mask);
@@ -314,7 +327,7 @@ bool updateHead(const AttentionInput& in, const AttentionConfig& cfg, const Dims
             O.row(i).noalias() = W.row(i).head(kLive) * V.topRows(kLive);
         } else {
             corr.setZero();
-            for (std::size_t k = 0; k < R; ++k) corr += oldW(i, Eigen::Index(k)) * oldV.row(Eigen::Index(k)).segment(h * d.dv, d.dv);
+            for (std::size_t k = 0; k < R; ++k) corr += oldW(i, Eigen::Index(k)) * oldV.row(Eigen::Index(k)).segment(g * d.dv, d.dv);
             O.row(i) = scaleOf[i] * (O.row(i) - corr);
             for (int j : ch.rowsKV) O.row(i) += W(i, j) * V.row(j);
         }
@@ -341,8 +354,8 @@ bool tryIncrementalT(const AttentionInput& in, const AttentionConfig& cfg, const
     if (!ch.any()) return true;
 
     auto t0 = Clock::now();
-    // Old V rows of the changed keys (all heads), for the output correction.
-    Mat<Eigen::RowMajor> oldV(static_cast<Eigen::Index>(ch.rowsKV.size()), d.H * d.dv);
+    // Old V rows of the changed keys (all KV heads), for the output correction.
+    Mat<Eigen::RowMajor> oldV(static_cast<Eigen::Index>(ch.rowsKV.size()), d.kvHeads() * d.dv);
     for (std::size_t k = 0; k < ch.rowsKV.size(); ++k)
         oldV.row(Eigen::Index(k)) = cview<Order>(out.V).row(ch.rowsKV[k]);
     updateProjections<Order>(in, cfg, d, ch, out);

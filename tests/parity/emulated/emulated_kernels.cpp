@@ -38,11 +38,11 @@ cudaError_t launchMaskedSoftmax(const float* scores, const std::uint8_t* mask, f
     return cudaSuccess;
 }
 
-cudaError_t launchAdditiveScores(const float* qa, const float* ka, const float* wv, float* scores, int H, int T,
-                                 int S, int A, bool columnMajor, cudaStream_t)
+cudaError_t launchAdditiveScores(const float* qa, const float* ka, const float* wv, float* scores, int H, int group,
+                                 int T, int S, int A, bool columnMajor, cudaStream_t)
 {
     const LaunchShape s = additiveShape(H, T, S, kEmulatedGridCap);
-    emu::launch(s.grid, s.block, [&] { additiveScoresKernel(qa, ka, wv, scores, H, T, S, A, columnMajor); });
+    emu::launch(s.grid, s.block, [&] { additiveScoresKernel(qa, ka, wv, scores, H, group, T, S, A, columnMajor); });
     return cudaSuccess;
 }
 

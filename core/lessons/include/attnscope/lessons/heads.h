@@ -9,19 +9,28 @@
 #include "attnscope/status.h"
 #include "attnscope/types.h"
 
+#include <string>
 #include <vector>
 
 namespace attn {
 
 // Which columns of W^Q/W^K/W^V and Q/K/V (Row layout; rows in Column layout) and which rows of W^O
-// (columns in Column layout) belong to a head: [begin, end) ranges.
+// (columns in Column layout) belong to a head: [begin, end) ranges. With grouped-query attention the K and
+// V ranges are those of the head's KV head, shared by its group.
 struct HeadBlock {
     int head = 0;
+    int kvHead = 0;             // the KV head it reads (= head for multi-head attention)
     int qBegin = 0, qEnd = 0;   // in W^Q and Q (width H·d_q)
-    int kBegin = 0, kEnd = 0;   // in W^K and K (width H·d_k)
-    int vBegin = 0, vEnd = 0;   // in W^V, V and concat (width H·d_v); also W^O's rows (Row layout)
+    int kBegin = 0, kEnd = 0;   // in W^K and K (width H_kv·d_k)
+    int vBegin = 0, vEnd = 0;   // in W^V and V (width H_kv·d_v)
+    int oBegin = 0, oEnd = 0;   // in concat (width H·d_v); also W^O's rows (Row layout)
 };
 std::vector<HeadBlock> headBlocks(const Dims& d);
+
+// A few sentences on grouped-query attention with the session's numbers: how many query heads share each
+// key/value head, which KV head a query head reads, how much narrower K and V (and a decoder's KV cache) are
+// than with multi-head attention; for a multi-head session, what grouping would do.
+std::string groupedQueryText(const Dims& d);
 
 // Seed 003's block-identity matrix W_h: width × (width/heads), the identity in rows
 // [h·width/heads, (h+1)·width/heads) and zero elsewhere, so that Q·W_h = Q_h (head h's columns).
@@ -56,7 +65,8 @@ struct HeadsComparison {
     float maxAbsDecompositionDiff = 0.0f;  // max |Q·Kᵀ − Σ_h Q_h·K_hᵀ|: float rounding only
     float maxAbsOutputDiff = 0.0f;         // max |oneHead.output − multiHead.output|: how much heads change
 };
-// Errors (InvalidArgument): heads < 1, Additive score (no QKᵀ to decompose), and whatever compute()
+// Errors (InvalidArgument): heads < 1, Additive score (no QKᵀ to decompose), grouped-query attention
+// (cfg.kvHeads set below heads: one head and h heads would need Q and K of equal width), and whatever compute()
 // returns for either head count (e.g. heads not dividing a width).
 Expected<HeadsComparison> compareHeadCounts(const AttentionInput& in, const AttentionConfig& cfg, int heads);
 
