@@ -3,11 +3,13 @@
 #include "cli/backend_option.h"
 #include "cli/cli.h"
 #include "cli/cli_model.h"
+#include "cli/cli_decoder.h"
 #include "figure/figure_render.h"
 #include "figure/model_figure.h"
 #include "state/model_state.h"
 
 #include <attnscope/attention.h>
+#include <attnscope/decoder.h>
 #include <attnscope/model.h>
 #include <attnscope/preset_io.h>
 
@@ -23,9 +25,6 @@
 #include <sstream>
 
 namespace app {
-namespace {
-
-using json = nlohmann::ordered_json;  // keys in the documented order
 
 // Matrices are written straight as text (shortest round-trip floats): at 512 tokens the weights and scores
 // of every head are 38 M numbers, too many to hold as JSON values in memory.
@@ -54,13 +53,6 @@ void appendMatrix(std::string& out, const attn::Matrix& m)
     out += ']';
 }
 
-struct ModelOptionsCli {
-    std::string text, pair, ablate, modelDir, layers, out;
-    std::string backend = "cpu";
-    bool bench = false, textGiven = false;
-    int repeats = 20;
-};
-
 // "0,2,5" → layer indices checked against L (empty text = all).
 attn::Expected<std::vector<int>> parseLayers(const std::string& text, int L)
 {
@@ -80,6 +72,10 @@ attn::Expected<std::vector<int>> parseLayers(const std::string& text, int L)
     }
     return out;
 }
+
+namespace {
+
+using json = nlohmann::ordered_json;  // keys in the documented order
 
 // Times the forward (every layer's weights kept) at 128 and 512 tokens, into a reused run (as the window
 // reruns) and into a fresh one (allocating everything, as `attnscope model`), and an edit of the last layer:
@@ -148,6 +144,11 @@ int runModelCommand(const ModelOptionsCli& opt)
     const std::string dir = opt.modelDir.empty() ? defaultModelDirectory() : opt.modelDir;
     const attn::Backend backend = parseBackend(opt.backend);
     if (int rc = checkBackendUsable(backend); rc != kExitOk) return rc;
+    // A .gguf file or a gpt2 / llama / mistral / qwen2 directory is a decoder; a BERT directory the encoder below.
+    if (attn::isDecoderModelPath(dir) || dir.ends_with(".gguf")) return runDecoderCommand(opt, dir);
+    if (opt.chat || opt.generate > 0 || opt.logits)
+        return printError("model: --chat, --generate and --logits are for decoder models (a .gguf file or a gpt2, llama, "
+                          "mistral or qwen2 directory); " + dir + " is an encoder"), kExitBadInput;
     auto model = attn::loadModel(dir);
     if (!model) {
         printError(model.status().message);
@@ -176,6 +177,14 @@ int runModelCommand(const ModelOptionsCli& opt)
     if (!layers) {
         printError(layers.status().message);
         return kExitBadInput;
+    }
+    // The JSON is estimated before the forward (a 2000-word text wrote 456 MB): tokens from the tokenizer alone.
+    if (auto enc = model->tokenizer.encode(opt.text, opt.pair.empty() ? std::nullopt : std::optional<std::string>(opt.pair),
+                                           model->config.maxPositions)) {
+        const std::uint64_t n = enc->ids.size();
+        const std::uint64_t values = std::uint64_t(layers->size()) * std::uint64_t(model->config.heads) * n * n * 2 +
+                                     n * std::uint64_t(model->config.hidden) * 2;
+        if (!jsonEstimateFits(values, opt.maxOutputMb, "model")) return kExitBadInput;
     }
     auto run = attn::runModel(*model, opt.text, opt.pair.empty() ? std::nullopt : std::optional<std::string>(opt.pair), mo);
     if (!run) {
@@ -326,12 +335,25 @@ int renderModelFromCli(const ModelRenderCli& o, const std::string& panel, const 
 void addModelCommand(CLI::App& root, CommandAction& action)
 {
     auto opt = std::make_shared<ModelOptionsCli>();
-    CLI::App* cmd = root.add_subcommand("model", "Run a trained transformer (default all-MiniLM-L6-v2) on text and "
-                                                 "write every layer's and head's attention as JSON");
+    CLI::App* cmd = root.add_subcommand("model", "Run a trained transformer (default all-MiniLM-L6-v2; or a decoder LM from a .gguf file or a "
+                                                 "Hugging Face directory) on text and write every layer's and head's attention as JSON");
     cmd->add_option("--text", opt->text, "Sentence A")->each([opt](const std::string&) { opt->textGiven = true; });
     cmd->add_option("--pair", opt->pair, "Sentence B ([CLS] A [SEP] B [SEP])");
     cmd->add_option("--ablate", opt->ablate, "Heads to ablate (weights × 0), LAYER:HEAD[,LAYER:HEAD…], from 0");
-    cmd->add_option("--model-dir", opt->modelDir, "A Hugging Face BERT directory (default: build/models/all-MiniLM-L6-v2)");
+    cmd->add_option("--model,--model-dir", opt->modelDir,
+                    "A .gguf file or a Hugging Face directory: bert (an encoder), gpt2, llama, mistral or qwen2 "
+                    "(decoders) (default: build/models/all-MiniLM-L6-v2)");
+    cmd->add_flag("--chat", opt->chat, "Decoders: wrap the text as one user turn of the model's chat template");
+    cmd->add_option("--top-k", opt->topK, "Decoders: how many next-token predictions to list (default 10)")
+        ->check(CLI::Range(1, 1000));
+    cmd->add_option("--temperature", opt->temperature, "Decoders: softmax temperature of the predictions (default 1)")
+        ->check(CLI::Range(0.01, 100.0));
+    cmd->add_flag("--logits", opt->logits, "Decoders: write the last position's logits");
+    cmd->add_option("--generate", opt->generate, "Decoders: append N tokens, each the most probable (greedy)")
+        ->check(CLI::Range(0, 4096));
+    cmd->add_option("--max-output-mb", opt->maxOutputMb,
+                    "Refuse to write a JSON larger than this estimate, in MB (default 256; --layers writes less)")
+        ->check(CLI::PositiveNumber);
     cmd->add_option("--layers", opt->layers, "Write only these layers, e.g. 0,5 (default: all)");
     cmd->add_option("-o,--output", opt->out, "Output JSON file (- for stdout)");
     cmd->add_flag("--bench", opt->bench, "Time the forward at 128 and 512 tokens and a last-layer edit (JSON on stdout)");

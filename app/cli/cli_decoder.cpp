@@ -1,0 +1,142 @@
+// `attnscope model --model FILE.gguf|DIR` for decoder language models: every layer's and head's attention, the
+// next-token predictions, how surprised the model was by each token, greedy generation (docs/model.md).
+#include "cli/backend_option.h"
+#include "cli/cli.h"
+#include "cli/cli_decoder.h"
+#include "cli/cli_session.h"  // humanSize
+
+#include <attnscope/decoder.h>
+#include <attnscope/model.h>  // parseAblation
+#include <attnscope/preset_io.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+namespace app {
+
+using json = nlohmann::ordered_json;  // keys in the documented order
+
+bool jsonEstimateFits(std::uint64_t values, double maxMb, const std::string& what)
+{
+    // ~20 bytes of text a number (shortest round-trip float and a comma), measured on the encoder's output.
+    const std::uint64_t bytes = values * 20;
+    if (double(bytes) <= maxMb * 1024.0 * 1024.0) return true;
+    printError(what + ": the JSON would be about " + humanSize(bytes) + " (" + std::to_string(values) +
+               " numbers), over --max-output-mb " + std::to_string(static_cast<long long>(maxMb)) +
+               "; write fewer layers (--layers 0,5) or raise --max-output-mb");
+    return false;
+}
+
+int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path)
+{
+    const attn::Backend backend = parseBackend(opt.backend);
+    if (!opt.pair.empty()) return printError("model: --pair is for encoder models; a decoder reads one text"), kExitBadInput;
+    if (opt.bench) return printError("model: --bench times the encoder; decoders are not benchmarked yet"), kExitBadInput;
+    if (opt.out.empty()) return printError("model: -o OUT.json is required"), kExitBadInput;
+    if (!opt.textGiven) return printError("model: --text TEXT is required"), kExitBadInput;
+    auto model = attn::loadDecoder(path);
+    if (!model) {
+        printError(model.status().message);
+        return model.status().code == attn::StatusCode::Internal ? kExitFailure : kExitBadInput;
+    }
+    const attn::DecoderConfig& c = model->config;
+    attn::DecoderOptions mo;
+    mo.backend = backend;
+    if (!opt.ablate.empty()) {
+        auto ab = attn::parseAblation(opt.ablate, c.layers, c.heads);
+        if (!ab) return printError(ab.status().message), kExitBadInput;
+        mo.ablate = *ab;
+    }
+    auto layers = parseLayers(opt.layers, c.layers);
+    if (!layers) return printError(layers.status().message), kExitBadInput;
+    auto enc = attn::encodeForDecoder(*model, opt.text, opt.chat);
+    if (!enc) return printError(enc.status().message), kExitBadInput;
+    const std::uint64_t n = std::min<std::uint64_t>(enc->ids.size() + std::uint64_t(opt.generate), std::uint64_t(c.maxPositions));
+    const std::uint64_t values = std::uint64_t(layers->size()) * std::uint64_t(c.heads) * n * n * 2 + n * std::uint64_t(c.hidden) +
+                                 (opt.logits ? std::uint64_t(c.vocab) : 0);
+    if (!jsonEstimateFits(values, opt.maxOutputMb, "model")) return kExitBadInput;
+
+    auto run = attn::runDecoder(*model, enc->ids, mo);
+    if (!run) {
+        printError(run.status().message);
+        return run.status().code == attn::StatusCode::Internal ? kExitFailure : kExitBadInput;
+    }
+    std::vector<int> generated;
+    for (int g = 0; g < opt.generate && static_cast<int>(run->encoding.ids.size()) < c.maxPositions; ++g) {
+        const auto top = attn::topTokens(*model, run->lastLogits, 1, 1.0f);
+        if (top.empty()) break;
+        generated.push_back(top[0].id);
+        if (attn::Status s = attn::appendTokens(*model, {top[0].id}, *run, backend); !s.ok())
+            return printError(s.message), kExitFailure;
+        if (top[0].id == model->tokenizer.eos()) break;
+    }
+    for (const std::string& w : enc->warnings) std::fprintf(stderr, "attnscope: warning: %s\n", w.c_str());
+    for (const std::string& w : run->warnings) std::fprintf(stderr, "attnscope: warning: %s\n", w.c_str());
+
+    json head;
+    head["attnscope"] = 1;
+    head["model"] = {{"name", model->name}, {"family", attn::toString(c.family)}, {"architecture", c.architecture},
+                     {"layers", c.layers}, {"heads", c.heads}, {"kv_heads", c.kvHeads}, {"d_model", c.hidden},
+                     {"vocab", c.vocab}};
+    head["token_ids"] = run->encoding.ids;
+    head["tokens"] = run->encoding.tokens;
+    json ablated = json::array();
+    for (const auto& [l, h] : run->ablated) ablated.push_back({l, h});
+    head["ablated"] = ablated;
+    json next = json::array();
+    for (const auto& t : attn::topTokens(*model, run->lastLogits, opt.topK, opt.temperature))
+        next.push_back({{"id", t.id}, {"token", t.token}, {"p", t.p}});
+    head["next"] = next;
+    head["temperature"] = opt.temperature;
+    json surprise = json::array();
+    for (float s : run->surprise) surprise.push_back(std::isfinite(s) ? json(s) : json(nullptr));
+    head["surprise"] = surprise;
+    if (!generated.empty()) {
+        json toks = json::array();
+        for (int id : generated) toks.push_back(model->tokenizer.tokenText(id));
+        head["generated"] = {{"ids", generated}, {"tokens", toks}, {"text", model->tokenizer.decode(generated)}};
+    }
+    std::vector<std::string> warnings = enc->warnings;
+    warnings.insert(warnings.end(), run->warnings.begin(), run->warnings.end());
+    if (!warnings.empty()) head["warnings"] = warnings;
+    std::string text = head.dump(-1, ' ', false, json::error_handler_t::replace);
+    text.pop_back();  // the closing brace: the large arrays follow
+    text += ",\"layers\":[";
+    bool firstLayer = true;
+    for (int l : *layers) {
+        text += firstLayer ? "{\"layer\":" : ",{\"layer\":";
+        firstLayer = false;
+        text += std::to_string(l) + ",\"heads\":[";
+        const auto& heads = run->attention[static_cast<std::size_t>(l)].heads;
+        for (std::size_t h = 0; h < heads.size(); ++h) {
+            text += h ? ",{\"weights\":" : "{\"weights\":";
+            appendMatrix(text, heads[h].weights);
+            text += ",\"scores\":";
+            appendMatrix(text, heads[h].scores);
+            text += '}';
+        }
+        text += "]}";
+    }
+    text += "],\"hidden\":";
+    appendMatrix(text, run->finalHidden);
+    if (opt.logits) {
+        text += ",\"logits\":[";
+        for (Eigen::Index i = 0; i < run->lastLogits.size(); ++i) {
+            if (i) text += ',';
+            appendFloat(text, run->lastLogits[i]);
+        }
+        text += ']';
+    }
+    text += "}\n";
+    if (opt.out == "-") {
+        std::cout << text;
+        return std::cout.good() ? kExitOk : kExitCannotWrite;
+    }
+    if (attn::Status w = attn::writeFileAtomic(opt.out, text); !w.ok()) return printError(w.message), kExitCannotWrite;
+    return kExitOk;
+}
+
+} // namespace app

@@ -1,0 +1,39 @@
+// `attnscope model` for decoder language models (GGUF files and Hugging Face gpt2 / llama / mistral / qwen2
+// directories), beside the BERT encoder of cli_model.cpp: predictions, surprise, generation (docs/model.md).
+#pragma once
+
+#include <attnscope/status.h>
+#include <attnscope/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace app {
+
+// The options of `attnscope model`, shared by the encoder and the decoder paths.
+struct ModelOptionsCli {
+    std::string text, pair, ablate, modelDir, layers, out;
+    std::string backend = "cpu";
+    bool bench = false, textGiven = false;
+    int repeats = 20;
+    // Decoders
+    bool chat = false, logits = false;
+    int topK = 10, generate = 0;
+    float temperature = 1.0f;
+    double maxOutputMb = 256;  // the JSON is refused above this estimate (use --layers)
+};
+
+// Runs a decoder model at `path` (a .gguf file or a decoder directory). Returns the exit code.
+int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path);
+
+// False, with the message printed, when a JSON of `values` numbers would exceed `maxMb` megabytes.
+bool jsonEstimateFits(std::uint64_t values, double maxMb, const std::string& what);
+
+// JSON text helpers shared by both paths: shortest round-trip floats (null for NaN/Inf), a matrix as rows.
+void appendFloat(std::string& out, float v);
+void appendMatrix(std::string& out, const attn::Matrix& m);
+// "0,2,5" → layer indices checked against L (empty text = all).
+attn::Expected<std::vector<int>> parseLayers(const std::string& text, int L);
+
+} // namespace app

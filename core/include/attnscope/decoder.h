@@ -1,0 +1,140 @@
+// Decoder language models (GPT-2, and the llama family: Llama, Mistral, Qwen2, SmolLM2) run through the attention
+// core, opened from a GGUF file or a Hugging Face directory.
+//
+// Part of attnscope_model (core/model/), documented in docs/model.md ("Decoder models"). Seams (STYLE.md §8):
+//   weight formats  core/model/weight_source.*: safetensors (single or sharded) and GGUF, one interface;
+//   families        core/model/family_llama.cpp, core/model/family_gpt2.cpp: config, tensor names, one layer's
+//                   forward, each block a function named as the checkpoint names it;
+//   tokenizers      attnscope/bpe_tokenizer.h (byte-level BPE from tokenizer.json or GGUF metadata).
+// Shapes: n tokens, M = d_model, H query heads, H_kv key/value heads (H_kv divides H), D = head width,
+// F = feed-forward width, V = vocabulary, L layers. Weights are stored in the attention core's convention (x·W,
+// W is in×out: the transpose of a PyTorch Linear weight).
+#pragma once
+
+#include "attnscope/bpe_tokenizer.h"
+#include "attnscope/status.h"
+#include "attnscope/tokenizer.h"
+#include "attnscope/types.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace attn {
+
+enum class DecoderFamily { Llama, Gpt2 };
+const char* toString(DecoderFamily f);
+
+// The architectures this build opens, for messages: "gpt2, llama, mistral, qwen2".
+const char* supportedDecoderArchitectures();
+
+struct DecoderConfig {
+    std::string architecture;     // config.json model_type / GGUF general.architecture: gpt2, llama, mistral, qwen2
+    DecoderFamily family = DecoderFamily::Llama;
+    int layers = 0;               // L
+    int heads = 0;                // H
+    int kvHeads = 0;              // H_kv (= H for GPT-2)
+    int hidden = 0;               // M
+    int headDim = 0;              // D
+    int intermediate = 0;         // F
+    int vocab = 0;                // V
+    int maxPositions = 0;         // the context the model was trained for; longer texts are truncated
+    float normEps = 1e-5f;        // RMSNorm (llama family) or LayerNorm (GPT-2) epsilon
+    float ropeTheta = 10000.0f;   // llama family
+    bool tiedEmbeddings = false;  // the LM head is the token embedding matrix
+    int slidingWindow = 0;        // Mistral's sliding window (0 = none): keys more than this far back are masked
+    // Llama 3's RoPE frequency scaling: per pair i, inv_freq[i] is divided by ropeFreqFactors[i] (empty = none).
+    std::vector<float> ropeFreqFactors;
+};
+
+// One decoder block. Llama family: RMSNorm (gamma only), projections (biases only in Qwen2), SwiGLU feed-forward.
+// GPT-2: LayerNorm (gamma, beta), projections and W^O with biases, GELU (tanh) feed-forward with biases.
+struct DecoderLayer {
+    Vector attnNormGamma, attnNormBeta;  // M (beta empty for RMSNorm)
+    Matrix Wq, Wk, Wv;                   // M×H·D, M×H_kv·D, M×H_kv·D
+    Vector bq, bk, bv;                   // H·D, H_kv·D, H_kv·D, or empty
+    Matrix Wo;                           // H·D×M
+    Vector bo;                           // M or empty
+    Vector ffnNormGamma, ffnNormBeta;    // M (beta empty for RMSNorm)
+    Matrix Wgate, Wup;                   // llama: M×F each
+    Matrix Wdown;                        // llama: F×M
+    Matrix Wfc;  Vector bfc;             // gpt2: M×F, F
+    Matrix Wproj; Vector bproj;          // gpt2: F×M, M
+};
+
+struct DecoderModel {
+    std::string name;            // file or directory name, e.g. "SmolLM2-135M-Instruct.Q4_1.gguf"
+    std::string path;            // as opened
+    std::string format;          // "gguf" or "safetensors"
+    DecoderConfig config;
+    BpeTokenizer tokenizer;
+    std::string chatTemplate;    // the model's Jinja chat template ("" when it has none)
+    Matrix tokenEmbeddings;      // V×M
+    Matrix positionEmbeddings;   // GPT-2: maxPositions×M; empty for the llama family (RoPE)
+    Vector finalNormGamma, finalNormBeta;
+    Matrix lmHead;               // V×M, empty when tied (tokenEmbeddings is the unembedding)
+    std::vector<DecoderLayer> layers;
+
+    const Matrix& unembedding() const { return lmHead.size() > 0 ? lmHead : tokenEmbeddings; }
+};
+
+// True when `path` is something loadDecoder opens: a .gguf file, or a directory whose config.json names a decoder
+// model_type (a BERT directory is not one).
+bool isDecoderModelPath(const std::string& path);
+
+// Loads a GGUF file or a Hugging Face directory (config.json + model.safetensors or the sharded
+// model-0000k-of-0000n.safetensors with model.safetensors.index.json + tokenizer.json; the chat template from
+// tokenizer_config.json). Errors: IoError naming a missing file, Unsupported naming an architecture, tensor type or
+// tokenizer this build does not handle (and what it does), ParseError for corrupt files, InvalidArgument for a
+// tensor missing or whose shape contradicts the metadata ("blk.3.attn_k.weight: expected 192×576 (H_kv·D ×
+// d_model), got 576×576").
+Expected<DecoderModel> loadDecoder(const std::string& path);
+
+// The text as token ids: the tokenizer's own special tokens (a BOS when the model asks for one); with `chat`, the
+// text is first wrapped as one user turn by the model's chat template (ChatML or Llama 3; another → Unsupported).
+Expected<Encoding> encodeForDecoder(const DecoderModel& model, const std::string& text, bool chat);
+
+// One forward, everything kept for the views.
+struct DecoderRun {
+    Encoding encoding;                          // ids and each token's decoded text
+    std::vector<std::pair<int, int>> ablated;   // (layer, query head) pairs whose context is zeroed before W^O
+    std::vector<Matrix> hidden;                 // L+1 residual streams n×M: hidden[l] enters layer l, hidden[L]
+                                                // leaves the last layer (before the final norm)
+    std::vector<AttentionResult> attention;     // L results: per query head Q, K, V (after RoPE), scores, weights
+    Matrix finalHidden;                         // n×M: hidden[L] after the final norm (what the LM head reads)
+    Vector lastLogits;                          // V: the last position's logits
+    std::vector<float> surprise;                // n: −log p(token i | tokens < i) in nats; NaN for token 0
+    std::vector<std::string> warnings;          // truncation, backend fallback
+};
+
+struct DecoderOptions {
+    std::vector<std::pair<int, int>> ablate;    // (layer, query head) pairs; default none
+    Backend backend = Backend::Cpu;             // the attention core's backend; default Cpu
+};
+
+// Runs the model over `ids` (at most config.maxPositions: longer inputs are truncated with a warning).
+// InvalidArgument for an empty input, an id outside 0..V−1, or an ablation outside L×H.
+Status runDecoder(DecoderModel& model, const std::vector<int>& ids, const DecoderOptions& options, DecoderRun& run);
+Expected<DecoderRun> runDecoder(DecoderModel& model, const std::vector<int>& ids, const DecoderOptions& options = {});
+
+// Recomputes layers fromLayer…L−1 and the predictions after an edit of that layer's weights or of run.ablated.
+Status recomputeDecoderFrom(DecoderModel& model, int fromLayer, DecoderRun& run, Backend backend = Backend::Cpu);
+
+// Appends tokens to a run: only the new positions are computed (every layer's K and V of the old ones are kept
+// in run.attention), the maps gain rows and columns; the result equals a whole forward over the longer input.
+Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun& run, Backend backend = Backend::Cpu);
+
+struct TokenProbability {
+    int id = 0;
+    std::string token;   // decoded text, e.g. " Paris"
+    float logit = 0;
+    float p = 0;         // softmax(logits / temperature)
+};
+
+// The k most probable next tokens (probabilities at `temperature` > 0; 1 = the model's own distribution).
+std::vector<TokenProbability> topTokens(const DecoderModel& model, const Vector& logits, int k, float temperature = 1.0f);
+
+// log softmax(logits)[id], in nats.
+float logProbability(const Vector& logits, int id);
+
+} // namespace attn

@@ -1,0 +1,614 @@
+// Decoder language models: loading (format × family), the run loop, predictions, appending tokens.
+// See attnscope/decoder.h for the contract and docs/model.md ("Decoder models").
+//
+// [SECTION] Loading
+// [SECTION] Shared numerics
+// [SECTION] Forward
+// [SECTION] Appending tokens
+// [SECTION] Predictions
+#include "attnscope/decoder.h"
+
+#include "attnscope/attention.h"
+#include "attnscope/gguf.h"
+#include "attnscope/preset_io.h"  // readFile, checkJsonDepth, clipForMessage
+#include "decoder_family.h"
+#include "teams.h"
+#include "weight_source.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <sys/stat.h>
+
+namespace attn {
+using json = nlohmann::json;
+using namespace detail;
+
+const char* toString(DecoderFamily f) { return f == DecoderFamily::Gpt2 ? "gpt2" : "llama"; }
+
+const char* supportedDecoderArchitectures() { return "gpt2, llama, mistral, qwen2"; }
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Loading
+// -----------------------------------------------------------------------------------------------------
+
+namespace {
+
+bool isDir(const std::string& p)
+{
+    struct stat st {};
+    return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool isFile(const std::string& p)
+{
+    struct stat st {};
+    return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool endsWith(const std::string& s, const std::string& suffix)
+{
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string baseName(std::string p)
+{
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
+    const auto slash = p.find_last_of('/');
+    return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+// The model_type of a directory's config.json ("" when it has none or is not JSON).
+std::string modelTypeOf(const std::string& dir)
+{
+    auto text = readFile(dir + "/config.json", 1 << 20);
+    if (!text || !checkJsonDepth(*text, 32, "config.json").ok()) return "";
+    const json j = json::parse(*text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return "";
+    auto it = j.find("model_type");
+    return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+bool isDecoderArchitecture(const std::string& a) { return a == "gpt2" || a == "llama" || a == "mistral" || a == "qwen2"; }
+
+Status checkModel(const DecoderModel& m)
+{
+    if (m.tokenizer.vocabSize() > m.config.vocab)
+        return invalidArgument(m.path + ": the tokenizer has " + std::to_string(m.tokenizer.vocabSize()) +
+                               " tokens, more than the model's vocabulary of " + std::to_string(m.config.vocab));
+    return Status::success();
+}
+
+Expected<DecoderModel> loadGguf(const std::string& path)
+{
+    auto file = GgufFile::open(path);
+    if (!file) return file.status();
+    DecoderModel m;
+    m.path = path;
+    m.name = baseName(path);
+    m.format = "gguf";
+    auto arch = file->getString("general.architecture");
+    if (!arch) return arch.status();
+    m.config.architecture = *arch;
+    if (*arch == "llama" || *arch == "qwen2") {
+        ATTNSCOPE_RETURN_IF_ERROR(llamaConfigFromGguf(*file, *arch, m.config));
+    } else if (*arch == "gpt2") {
+        ATTNSCOPE_RETURN_IF_ERROR(gpt2ConfigFromGguf(*file, m.config));
+    } else {
+        return makeError(StatusCode::Unsupported, path + ": general.architecture \"" + clipForMessage(*arch) +
+                                                      "\" is not supported (supported: gpt2, llama, qwen2)");
+    }
+    // Tokenizer: tokenizer.ggml.model "gpt2" is byte-level BPE; "llama" (SentencePiece) and others are not here.
+    auto tokModel = file->getString("tokenizer.ggml.model");
+    if (!tokModel) return tokModel.status();
+    if (*tokModel != "gpt2")
+        return makeError(StatusCode::Unsupported, path + ": tokenizer.ggml.model \"" + clipForMessage(*tokModel) +
+                                                      "\" is not supported (supported: gpt2, byte-level BPE)");
+    BpeVocabSpec spec;
+    auto tokens = file->getStringArray("tokenizer.ggml.tokens");
+    if (!tokens) return tokens.status();
+    spec.tokens = std::move(*tokens);
+    auto merges = file->getStringArray("tokenizer.ggml.merges");
+    if (!merges) return merges.status();
+    spec.merges = std::move(*merges);
+    if (file->has("tokenizer.ggml.token_type")) {
+        auto types = file->getIntArray("tokenizer.ggml.token_type");
+        if (!types) return types.status();
+        spec.tokenTypes.assign(types->begin(), types->end());
+    }
+    spec.pre = file->has("tokenizer.ggml.pre") ? file->getString("tokenizer.ggml.pre").value() : "default";
+    auto optionalId = [&](const char* key, int& out) -> Status {
+        if (!file->has(key)) return Status::success();
+        auto v = file->getUint(key);
+        if (!v) return v.status();
+        if (*v >= spec.tokens.size())
+            return invalidArgument(path + ": " + key + ": " + std::to_string(*v) + " is outside the vocabulary of " +
+                                   std::to_string(spec.tokens.size()) + " tokens");
+        out = static_cast<int>(*v);
+        return Status::success();
+    };
+    ATTNSCOPE_RETURN_IF_ERROR(optionalId("tokenizer.ggml.bos_token_id", spec.bos));
+    ATTNSCOPE_RETURN_IF_ERROR(optionalId("tokenizer.ggml.eos_token_id", spec.eos));
+    if (file->has("tokenizer.ggml.add_bos_token")) {
+        auto b = file->getBool("tokenizer.ggml.add_bos_token");
+        if (!b) return b.status();
+        spec.addBos = *b;
+    }
+    auto tok = BpeTokenizer::fromSpec(spec);
+    if (!tok) return makeError(tok.status().code, path + ": " + tok.status().message);
+    m.tokenizer = std::move(*tok);
+    if (file->has("tokenizer.chat_template")) m.chatTemplate = file->getString("tokenizer.chat_template").value();
+
+    GgufSource src(*file);
+    if (m.config.family == DecoderFamily::Gpt2) ATTNSCOPE_RETURN_IF_ERROR(gpt2Tensors(src, true, m));
+    // llama.cpp's converter permutes Q and K of architecture llama only (qwen2 keeps Hugging Face's order).
+    else ATTNSCOPE_RETURN_IF_ERROR(llamaTensors(src, true, *arch == "llama", m));
+    ATTNSCOPE_RETURN_IF_ERROR(checkModel(m));
+    return m;
+}
+
+Expected<DecoderModel> loadDirectory(const std::string& dirIn)
+{
+    std::string dir = dirIn;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    DecoderModel m;
+    m.path = dir;
+    m.name = baseName(dir);
+    m.format = "safetensors";
+    const std::string cfgPath = dir + "/config.json";
+    auto cfgText = readFile(cfgPath, 1 << 20);
+    if (!cfgText) return cfgText.status();
+    m.config.architecture = modelTypeOf(dir);
+    const std::string& arch = m.config.architecture;
+    if (arch == "gpt2") {
+        ATTNSCOPE_RETURN_IF_ERROR(gpt2ConfigFromJson(*cfgText, cfgPath, m.config));
+    } else if (arch == "llama" || arch == "mistral" || arch == "qwen2") {
+        ATTNSCOPE_RETURN_IF_ERROR(llamaConfigFromJson(*cfgText, cfgPath, m.config));
+    } else {
+        return makeError(StatusCode::Unsupported, cfgPath + ": model_type \"" + clipForMessage(arch) +
+                                                      "\" is not a supported decoder (supported: " +
+                                                      supportedDecoderArchitectures() + "; and bert as an encoder)");
+    }
+    const std::string tokPath = dir + "/tokenizer.json";
+    if (!isFile(tokPath)) return makeError(StatusCode::IoError, dir + ": tokenizer.json is not there");
+    auto tokText = readFile(tokPath, 256u << 20);
+    if (!tokText) return tokText.status();
+    auto tok = BpeTokenizer::fromTokenizerJson(*tokText);
+    if (!tok) return makeError(tok.status().code, tokPath + ": " + tok.status().message);
+    m.tokenizer = std::move(*tok);
+    // The chat template lives in tokenizer_config.json (or a chat_template.jinja beside it, in newer exports).
+    if (isFile(dir + "/tokenizer_config.json")) {
+        auto t = readFile(dir + "/tokenizer_config.json", 64u << 20);
+        if (t && checkJsonDepth(*t, 64, "tokenizer_config.json").ok()) {
+            const json j = json::parse(*t, nullptr, false);
+            if (j.is_object() && j.contains("chat_template") && j["chat_template"].is_string())
+                m.chatTemplate = j["chat_template"].get<std::string>();
+        }
+    }
+    if (m.chatTemplate.empty() && isFile(dir + "/chat_template.jinja")) {
+        auto t = readFile(dir + "/chat_template.jinja", 1 << 20);
+        if (t) m.chatTemplate = *t;
+    }
+    auto src = SafetensorsSource::open(dir);
+    if (!src) return src.status();
+    if (m.config.family == DecoderFamily::Gpt2) ATTNSCOPE_RETURN_IF_ERROR(gpt2Tensors(**src, false, m));
+    else ATTNSCOPE_RETURN_IF_ERROR(llamaTensors(**src, false, false, m));
+    ATTNSCOPE_RETURN_IF_ERROR(checkModel(m));
+    return m;
+}
+
+} // namespace
+
+bool isDecoderModelPath(const std::string& path)
+{
+    if (isFile(path)) return endsWith(path, ".gguf");
+    return isDir(path) && isDecoderArchitecture(modelTypeOf(path));
+}
+
+Expected<DecoderModel> loadDecoder(const std::string& path)
+{
+    if (isDir(path)) return loadDirectory(path);
+    if (isFile(path)) {
+        if (!endsWith(path, ".gguf"))
+            return makeError(StatusCode::Unsupported, path + ": not a .gguf file or a Hugging Face model directory");
+        return loadGguf(path);
+    }
+    return makeError(StatusCode::IoError, path + " does not exist (expected a .gguf file or a Hugging Face model directory)");
+}
+
+Expected<Encoding> encodeForDecoder(const DecoderModel& model, const std::string& text, bool chat)
+{
+    if (!chat) return model.tokenizer.encode(text, true);
+    if (model.chatTemplate.empty())
+        return makeError(StatusCode::Unsupported, model.name + " has no chat template: run without --chat");
+    auto wrapped = applyChatTemplate(model.chatTemplate, text);
+    if (!wrapped) return wrapped.status();
+    // The template writes the special tokens itself (e.g. <|im_start|>), matched whole in the text.
+    return model.tokenizer.encode(*wrapped, false);
+}
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Shared numerics
+// -----------------------------------------------------------------------------------------------------
+
+namespace detail {
+
+namespace {
+// Columns per task of a product: wide enough that each task's packing of the left operand pays off.
+constexpr Eigen::Index kProductCols = 128;
+// Below this many multiply-adds one thread does the product (a team costs more than it saves).
+constexpr double kTeamWork = double(1 << 22);
+} // namespace
+
+void product(const Matrix& a, const Matrix& b, Matrix& out)
+{
+    out.resize(a.rows(), b.cols());
+    const Eigen::Index tasks = (b.cols() + kProductCols - 1) / kProductCols;
+#pragma omp parallel for schedule(dynamic, 1) if (double(a.rows()) * double(a.cols()) * double(b.cols()) >= kTeamWork)
+    for (Eigen::Index t = 0; t < tasks; ++t) {
+        const Eigen::Index c0 = t * kProductCols, cols = std::min(kProductCols, b.cols() - c0);
+        out.middleCols(c0, cols).noalias() = a * b.middleCols(c0, cols);
+    }
+}
+
+void rmsNormRows(const Matrix& x, const Vector& gamma, float eps, Matrix& out)
+{
+    out.resize(x.rows(), x.cols());
+    const float invM = 1.0f / static_cast<float>(x.cols());
+    for (Eigen::Index i = 0; i < x.rows(); ++i) {
+        const float ms = x.row(i).squaredNorm() * invM;
+        out.row(i) = x.row(i).cwiseProduct(gamma.transpose()) * (1.0f / std::sqrt(ms + eps));
+    }
+}
+
+void layerNormRows(const Matrix& x, const Vector& gamma, const Vector& beta, float eps, Matrix& out)
+{
+    out.resize(x.rows(), x.cols());
+    const float invM = 1.0f / static_cast<float>(x.cols());
+    for (Eigen::Index i = 0; i < x.rows(); ++i) {
+        auto r = x.row(i).array();
+        const float mean = r.sum() * invM;
+        const float var = (r - mean).square().sum() * invM;
+        out.row(i).array() = (r - mean) * (gamma.transpose().array() / std::sqrt(var + eps)) + beta.transpose().array();
+    }
+}
+
+void attentionInputs(const DecoderModel& m, const DecoderLayer& L, const Matrix& x, int pos0, Matrix& normed, Matrix& Q,
+                     Matrix& K, Matrix& V)
+{
+    if (m.config.family == DecoderFamily::Gpt2) gpt2AttentionInputs(m, L, x, normed, Q, K, V);
+    else llamaAttentionInputs(m, L, x, pos0, normed, Q, K, V);
+}
+
+void afterAttention(const DecoderModel& m, const DecoderLayer& L, const Matrix& attnOut, const Matrix& x, BlockScratch& s,
+                    Matrix& out)
+{
+    if (m.config.family == DecoderFamily::Gpt2) gpt2AfterAttention(m, L, attnOut, x, s, out);
+    else llamaAfterAttention(m, L, attnOut, x, s, out);
+}
+
+void finalNorm(const DecoderModel& m, const Matrix& x, Matrix& out)
+{
+    if (m.config.family == DecoderFamily::Gpt2) layerNormRows(x, m.finalNormGamma, m.finalNormBeta, m.config.normEps, out);
+    else rmsNormRows(x, m.finalNormGamma, m.config.normEps, out);
+}
+
+} // namespace detail
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Forward
+// -----------------------------------------------------------------------------------------------------
+
+namespace {
+
+Status checkAblation(const DecoderConfig& c, const std::vector<std::pair<int, int>>& ablate)
+{
+    for (const auto& [l, h] : ablate) {
+        if (l < 0 || l >= c.layers)
+            return invalidArgument("ablate: layer " + std::to_string(l) + " is outside 0.." + std::to_string(c.layers - 1));
+        if (h < 0 || h >= c.heads)
+            return invalidArgument("ablate: head " + std::to_string(h) + " is outside 0.." + std::to_string(c.heads - 1));
+    }
+    return Status::success();
+}
+
+// The attention core's configuration for one layer: Q, K, V given (Direct mode, after RoPE), causal, grouped-query.
+AttentionConfig layerConfig(const DecoderConfig& c, Backend backend)
+{
+    AttentionConfig cfg;
+    cfg.mode = Mode::Direct;
+    cfg.heads = c.heads;
+    cfg.kvHeads = c.kvHeads;
+    cfg.backend = backend;
+    cfg.incremental = false;  // every input changes when a layer below is recomputed
+    return cfg;
+}
+
+// Mistral's sliding window: key j is hidden from query i when i − j ≥ window (on top of causality).
+void slidingWindowMask(const DecoderConfig& c, int queries, int pos0, int keys, MaskSpec& mask)
+{
+    mask.custom.resize(0, 0);
+    if (c.slidingWindow <= 0 || pos0 + queries <= c.slidingWindow) return;
+    mask.custom = MaskMatrix::Zero(queries, keys);
+    for (int i = 0; i < queries; ++i)
+        for (int j = 0; j <= pos0 + i - c.slidingWindow && j < keys; ++j) mask.custom(i, j) = 1;
+}
+
+// Zeroes the context of ablated heads before W^O (as a hook on the output projection's input would), and
+// redoes concat·W^O (+ b^O) when any head of this layer is ablated.
+void ablateHeads(const DecoderModel& m, int l, const std::vector<std::pair<int, int>>& ablated, Eigen::Index row0,
+                 AttentionResult& res)
+{
+    const DecoderLayer& L = m.layers[static_cast<std::size_t>(l)];
+    const int D = m.config.headDim;
+    bool any = false;
+    for (const auto& [al, ah] : ablated) {
+        if (al != l) continue;
+        any = true;
+        HeadResult& h = res.heads[static_cast<std::size_t>(ah)];
+        h.output.bottomRows(h.output.rows() - row0).setZero();
+        res.concat.block(row0, ah * D, res.concat.rows() - row0, D).setZero();
+    }
+    if (!any) return;
+    auto out = res.output.bottomRows(res.output.rows() - row0);
+    out.noalias() = res.concat.bottomRows(res.concat.rows() - row0) * L.Wo;
+    if (L.bo.size() > 0) out.rowwise() += L.bo.transpose();
+}
+
+struct LayerBuffers {
+    Matrix normed;
+    BlockScratch block;
+};
+
+Status runLayer(DecoderModel& m, int l, DecoderRun& run, Backend backend, LayerBuffers& buf)
+{
+    const DecoderConfig& c = m.config;
+    const DecoderLayer& L = m.layers[static_cast<std::size_t>(l)];
+    const Matrix& x = run.hidden[static_cast<std::size_t>(l)];
+    const int n = static_cast<int>(x.rows());
+    AttentionInput in;
+    attentionInputs(m, L, x, 0, buf.normed, in.Q, in.K, in.V);
+    in.Wo = L.Wo;
+    in.bo = L.bo;
+    in.mask.causal = true;
+    slidingWindowMask(c, n, 0, n, in.mask);
+    AttentionResult& res = run.attention[static_cast<std::size_t>(l)];
+    if (auto s = compute(in, layerConfig(c, backend), res); !s.ok())
+        return makeError(s.code, "layer " + std::to_string(l) + ": " + s.message);
+    ablateHeads(m, l, run.ablated, 0, res);
+    afterAttention(m, L, res.output, x, buf.block, run.hidden[static_cast<std::size_t>(l) + 1]);
+    return Status::success();
+}
+
+// Row blocks of the LM head over all positions: the logits of a block are made, reduced to the log-probability
+// of the next token and dropped, so that n×V logits never exist at once (8192 × 49152 floats would be 1.6 GB).
+constexpr Eigen::Index kLogitRows = 64;
+
+void predictions(const DecoderModel& m, DecoderRun& run, Eigen::Index from)
+{
+    const Matrix& E = m.unembedding();
+    finalNorm(m, run.hidden.back(), run.finalHidden);
+    const Eigen::Index n = run.finalHidden.rows();
+    run.surprise.resize(static_cast<std::size_t>(n));
+    if (from == 0 && n > 0) run.surprise[0] = std::numeric_limits<float>::quiet_NaN();
+    // Position i's logits predict token i + 1; the last position's are kept whole.
+    const Eigen::Index first = std::max<Eigen::Index>(from - 1, 0);
+    Matrix logits;
+    const Matrix Et = E.transpose();  // M×V: the product's right operand, split by columns over the team
+    for (Eigen::Index r0 = first; r0 < n; r0 += kLogitRows) {
+        const Eigen::Index rows = std::min(kLogitRows, n - r0);
+        product(run.finalHidden.middleRows(r0, rows), Et, logits);
+        for (Eigen::Index i = 0; i < rows; ++i) {
+            const Eigen::Index pos = r0 + i;
+            if (pos + 1 < n) {
+                const Vector row = logits.row(i).transpose();
+                run.surprise[static_cast<std::size_t>(pos + 1)] =
+                    -logProbability(row, run.encoding.ids[static_cast<std::size_t>(pos + 1)]);
+            } else {
+                run.lastLogits = logits.row(i).transpose();
+            }
+        }
+    }
+}
+
+} // namespace
+
+Status runDecoder(DecoderModel& model, const std::vector<int>& idsIn, const DecoderOptions& options, DecoderRun& run)
+{
+    const DecoderConfig& c = model.config;
+    ATTNSCOPE_RETURN_IF_ERROR(checkAblation(c, options.ablate));
+    if (idsIn.empty()) return invalidArgument("the text has no tokens: type some text");
+    for (std::size_t i = 0; i < idsIn.size(); ++i)
+        if (idsIn[i] < 0 || idsIn[i] >= c.vocab)
+            return invalidArgument("token " + std::to_string(i) + ": id " + std::to_string(idsIn[i]) + " is outside 0.." +
+                                   std::to_string(c.vocab - 1));
+    std::vector<int> ids = idsIn;
+    run.warnings.clear();
+    if (static_cast<int>(ids.size()) > c.maxPositions) {
+        run.warnings.push_back("the text has " + std::to_string(ids.size()) + " tokens; the model's context is " +
+                               std::to_string(c.maxPositions) + ": truncated to the first " + std::to_string(c.maxPositions));
+        ids.resize(static_cast<std::size_t>(c.maxPositions));
+    }
+    run.encoding.ids = ids;
+    run.encoding.tokens.clear();
+    for (int id : ids) run.encoding.tokens.push_back(model.tokenizer.tokenText(id));
+    run.encoding.typeIds.assign(ids.size(), 0);
+    run.ablated = options.ablate;
+    const int n = static_cast<int>(ids.size());
+    run.hidden.resize(static_cast<std::size_t>(c.layers) + 1);
+    run.attention.resize(static_cast<std::size_t>(c.layers));
+    Matrix& x = run.hidden[0];
+    x.resize(n, c.hidden);
+    for (int i = 0; i < n; ++i) {
+        x.row(i) = model.tokenEmbeddings.row(ids[static_cast<std::size_t>(i)]);
+        if (model.positionEmbeddings.size() > 0) x.row(i) += model.positionEmbeddings.row(i);
+    }
+    return recomputeDecoderFrom(model, 0, run, options.backend);
+}
+
+Expected<DecoderRun> runDecoder(DecoderModel& model, const std::vector<int>& ids, const DecoderOptions& options)
+{
+    DecoderRun run;
+    ATTNSCOPE_RETURN_IF_ERROR(runDecoder(model, ids, options, run));
+    return run;
+}
+
+Status recomputeDecoderFrom(DecoderModel& model, int fromLayer, DecoderRun& run, Backend backend)
+{
+    const int L = model.config.layers;
+    if (fromLayer < 0 || fromLayer >= L)
+        return invalidArgument("layer " + std::to_string(fromLayer) + " is outside 0.." + std::to_string(L - 1));
+    if (static_cast<int>(run.hidden.size()) != L + 1 || static_cast<int>(run.attention.size()) != L)
+        return invalidArgument("recompute: the run does not come from this model (" + std::to_string(run.attention.size()) +
+                               " layers, the model has " + std::to_string(L) + ")");
+    ATTNSCOPE_RETURN_IF_ERROR(checkAblation(model.config, run.ablated));
+    const TeamsForTheLoad teams;
+    LayerBuffers buf;
+    for (int l = fromLayer; l < L; ++l) ATTNSCOPE_RETURN_IF_ERROR(runLayer(model, l, run, backend, buf));
+    predictions(model, run, 0);
+    return Status::success();
+}
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Appending tokens
+// -----------------------------------------------------------------------------------------------------
+
+namespace {
+
+// Grows a square per-head map (old n×n) to (n+m)×(n+m): old rows keep their values and gain zero columns (those
+// keys are in their future), the new rows come from `rows` (m×(n+m)).
+template <class M>
+void growSquare(M& map, const M& rows, typename M::Scalar fill)
+{
+    const Eigen::Index n = map.rows(), total = rows.cols();
+    map.conservativeResize(total, total);
+    map.topRightCorner(n, total - n).setConstant(fill);
+    map.bottomRows(total - n) = rows;
+}
+
+template <class M>
+void appendRows(M& dst, const M& rows)
+{
+    const Eigen::Index n = dst.rows();
+    dst.conservativeResize(n + rows.rows(), Eigen::NoChange);
+    dst.bottomRows(rows.rows()) = rows;
+}
+
+} // namespace
+
+Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun& run, Backend backend)
+{
+    const DecoderConfig& c = model.config;
+    const int L = c.layers;
+    if (static_cast<int>(run.hidden.size()) != L + 1 || static_cast<int>(run.attention.size()) != L || run.encoding.ids.empty())
+        return invalidArgument("append: the run does not come from this model");
+    if (ids.empty()) return Status::success();
+    const int n = static_cast<int>(run.encoding.ids.size()), m = static_cast<int>(ids.size());
+    if (n + m > c.maxPositions)
+        return invalidArgument("append: " + std::to_string(n + m) + " tokens would exceed the model's context of " +
+                               std::to_string(c.maxPositions));
+    for (int id : ids)
+        if (id < 0 || id >= c.vocab)
+            return invalidArgument("append: id " + std::to_string(id) + " is outside 0.." + std::to_string(c.vocab - 1));
+    const TeamsForTheLoad teams;
+    Matrix x(m, c.hidden);
+    for (int i = 0; i < m; ++i) {
+        x.row(i) = model.tokenEmbeddings.row(ids[static_cast<std::size_t>(i)]);
+        if (model.positionEmbeddings.size() > 0) x.row(i) += model.positionEmbeddings.row(n + i);
+    }
+    appendRows(run.hidden[0], x);
+    LayerBuffers buf;
+    const AttentionConfig cfg = layerConfig(c, backend);
+    for (int l = 0; l < L; ++l) {
+        const DecoderLayer& layer = model.layers[static_cast<std::size_t>(l)];
+        AttentionResult& res = run.attention[static_cast<std::size_t>(l)];
+        AttentionInput in;
+        Matrix Knew, Vnew;
+        attentionInputs(model, layer, run.hidden[static_cast<std::size_t>(l)].bottomRows(m), n, buf.normed, in.Q, Knew, Vnew);
+        // The new queries see every kept key and the new ones up to themselves: valid lengths n+1 … n+m.
+        in.K.resize(n + m, res.K.cols());
+        in.K << res.K, Knew;
+        in.V.resize(n + m, res.V.cols());
+        in.V << res.V, Vnew;
+        in.Wo = layer.Wo;
+        in.bo = layer.bo;
+        in.mask.validLens.resize(static_cast<std::size_t>(m));
+        std::iota(in.mask.validLens.begin(), in.mask.validLens.end(), n + 1);
+        slidingWindowMask(c, m, n, n + m, in.mask);
+        AttentionResult part;
+        if (auto s = compute(in, cfg, part); !s.ok()) return makeError(s.code, "layer " + std::to_string(l) + ": " + s.message);
+        ablateHeads(model, l, run.ablated, 0, part);
+        // Stitch the new rows into the kept result.
+        appendRows(res.Q, part.Q);
+        res.K = std::move(in.K);
+        res.V = std::move(in.V);
+        appendRows(res.concat, part.concat);
+        appendRows(res.output, part.output);
+        for (int h = 0; h < c.heads; ++h) {
+            HeadResult& dst = res.heads[static_cast<std::size_t>(h)];
+            const HeadResult& src = part.heads[static_cast<std::size_t>(h)];
+            dst.K = src.K;
+            dst.V = src.V;
+            // Old queries' scores against the new keys (masked: in their future, but a whole forward computes
+            // every score, and so the kept maps match it).
+            Matrix future = (dst.Q * src.K.bottomRows(m).transpose()) * res.scale;
+            growSquare(dst.scores, src.scores, 0.0f);
+            dst.scores.topRightCorner(n, m) = future;
+            growSquare(dst.masked, src.masked, std::uint8_t(1));
+            growSquare(dst.weights, src.weights, 0.0f);
+            appendRows(dst.output, src.output);
+            appendRows(dst.Q, src.Q);
+        }
+        Matrix out;
+        afterAttention(model, layer, part.output, run.hidden[static_cast<std::size_t>(l)].bottomRows(m), buf.block, out);
+        appendRows(run.hidden[static_cast<std::size_t>(l) + 1], out);
+    }
+    for (int id : ids) {
+        run.encoding.ids.push_back(id);
+        run.encoding.tokens.push_back(model.tokenizer.tokenText(id));
+        run.encoding.typeIds.push_back(0);
+    }
+    predictions(model, run, n);
+    return Status::success();
+}
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Predictions
+// -----------------------------------------------------------------------------------------------------
+
+float logProbability(const Vector& logits, int id)
+{
+    if (id < 0 || id >= logits.size()) return -std::numeric_limits<float>::infinity();
+    const double mx = logits.maxCoeff();
+    double sum = 0;
+    for (Eigen::Index i = 0; i < logits.size(); ++i) sum += std::exp(double(logits[i]) - mx);
+    return static_cast<float>(double(logits[id]) - mx - std::log(sum));
+}
+
+std::vector<TokenProbability> topTokens(const DecoderModel& model, const Vector& logits, int k, float temperature)
+{
+    std::vector<TokenProbability> out;
+    const Eigen::Index V = logits.size();
+    if (V == 0 || k <= 0) return out;
+    const double t = temperature > 0 ? temperature : 1.0;
+    const double mx = logits.maxCoeff();
+    double sum = 0;
+    for (Eigen::Index i = 0; i < V; ++i) sum += std::exp((double(logits[i]) - mx) / t);
+    std::vector<int> idx(static_cast<std::size_t>(V));
+    std::iota(idx.begin(), idx.end(), 0);
+    const auto kk = static_cast<std::ptrdiff_t>(std::min<Eigen::Index>(k, V));
+    // Ties go to the lower id, so the order is the same on every run.
+    std::partial_sort(idx.begin(), idx.begin() + kk, idx.end(),
+                      [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+    for (std::ptrdiff_t i = 0; i < kk; ++i) {
+        const int id = idx[static_cast<std::size_t>(i)];
+        out.push_back({id, model.tokenizer.tokenText(id), logits[id],
+                       static_cast<float>(std::exp((double(logits[id]) - mx) / t) / sum)});
+    }
+    return out;
+}
+
+} // namespace attn

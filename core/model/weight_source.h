@@ -1,0 +1,65 @@
+// The weight-format seam of the decoder models (STYLE.md §8): one interface over a Hugging Face directory's
+// safetensors (single file or shards) and a GGUF file. Internal to attnscope_model.
+#pragma once
+
+#include "attnscope/gguf.h"
+#include "attnscope/safetensors.h"
+#include "attnscope/status.h"
+#include "attnscope/types.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace attn::detail {
+
+class WeightSource {
+public:
+    virtual ~WeightSource() = default;
+    virtual bool has(const std::string& name) const = 0;
+    // The tensor `name` as a row-major rows×cols float32 matrix (rows = the outer dimension as PyTorch writes it:
+    // a Linear weight is out×in; a GGUF tensor of dims [ne0, ne1] is ne1×ne0). `dims` names the expected shape
+    // in messages ("H_kv·D × d_model"). InvalidArgument when missing or of another shape; Unsupported for a type
+    // this build cannot convert.
+    virtual Status matrix(const std::string& name, int rows, int cols, const char* dims, Matrix& out) = 0;
+    virtual Status vector(const std::string& name, int n, const char* dims, Vector& out) = 0;
+    // "model.gguf" or "DIR/model.safetensors": for messages.
+    virtual std::string where(const std::string& name) const = 0;
+
+    // A Linear weight stored out×in, returned in×out (the attention core's x·W convention).
+    Status linear(const std::string& name, int in, int out, const char* dims, Matrix& w);
+};
+
+// Safetensors: `files` are read whole (float32 in memory); a tensor name is looked up across them.
+class SafetensorsSource final : public WeightSource {
+public:
+    // dir/model.safetensors, or the shards model.safetensors.index.json names.
+    static Expected<std::unique_ptr<SafetensorsSource>> open(const std::string& dir);
+    bool has(const std::string& name) const override;
+    Status matrix(const std::string& name, int rows, int cols, const char* dims, Matrix& out) override;
+    Status vector(const std::string& name, int n, const char* dims, Vector& out) override;
+    std::string where(const std::string& name) const override;
+
+private:
+    struct Entry { SafeTensor tensor; std::string file; };
+    std::map<std::string, Entry> m_tensors;
+    Status find(const std::string& name, Entry*& e);
+};
+
+class GgufSource final : public WeightSource {
+public:
+    explicit GgufSource(const GgufFile& file) : m_file(file) {}
+    bool has(const std::string& name) const override { return m_file.tensor(name) != nullptr; }
+    Status matrix(const std::string& name, int rows, int cols, const char* dims, Matrix& out) override;
+    Status vector(const std::string& name, int n, const char* dims, Vector& out) override;
+    std::string where(const std::string&) const override { return m_file.what(); }
+
+private:
+    const GgufFile& m_file;
+};
+
+std::string shapeText(const std::vector<std::int64_t>& shape);
+
+} // namespace attn::detail

