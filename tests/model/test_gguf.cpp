@@ -325,6 +325,16 @@ TEST(GgufFile, SmolLM2MetadataAndRows)
         std::memcpy(want.data(), bin.data() + r["offset"].get<std::size_t>(), want.size() * 4);
         expectSameFloats(got.data(), want.data(), got.size(), name + " row " + std::to_string(row));
     }
+    // The real file cut in half: the first tensor whose data is gone is named, with the byte its data ends at.
+    {
+        const std::string bytes = slurp(path);
+        const std::size_t half = bytes.size() / 2;
+        auto cut = GgufFile::parse(u8(bytes), half, "half.gguf");
+        ASSERT_FALSE(cut.ok());
+        EXPECT_NE(cut.status().message.find("half.gguf: tensor "), std::string::npos) << cut.status().message;
+        EXPECT_NE(cut.status().message.find("past the end of the file (" + std::to_string(half) + " bytes)"),
+                  std::string::npos) << cut.status().message;
+    }
     // The whole-tensor path puts row r at r × dims[0].
     const auto q = f->dequantize("blk.0.attn_q.weight");
     ASSERT_TRUE(q.ok()) << q.status().message;
