@@ -247,6 +247,7 @@ TEST(GgufFile, LookupErrorsNameKeyAndTypes)
     expectError(f->getUint("t.i8").status(), "t.i8: expected an integer ≥ 0, got int8 -100");
     expectError(f->getInt("t.u64").status(), "t.u64: expected an integer below 2^63, got uint64 18000000000000000000");
     expectError(f->getBool("t.u8").status(), "t.u8: expected a bool, got uint8 200");
+    expectError(f->getString("t.f32").status(), "t.f32: expected a string, got float32 0.100000001");
     expectError(f->getFloat("t.strs").status(), "t.strs: expected a number, got array of 4 string");
     expectError(f->getStringArray("t.ints").status(), "t.ints: expected an array of strings, got array of 3 int32");
     expectError(f->getIntArray("t.floats").status(), "expected an array of integers, got array of 3 float32");
