@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -159,7 +160,11 @@ std::string GgufValue::describe() const
     case GgufValueType::Array:
         return "array of " + std::to_string(count) + " " + ggufValueTypeName(elementType);
     case GgufValueType::Bool: return t + (u ? " true" : " false");
-    case GgufValueType::Float32: case GgufValueType::Float64: return t + " " + std::to_string(f);
+    case GgufValueType::Float32: case GgufValueType::Float64: {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.9g", f);  // 9 digits: every float32 exactly, 1e-05 not 0.000010
+        return t + " " + buf;
+    }
     default: return t + " " + (isSignedType(type) ? std::to_string(i) : std::to_string(u));
     }
 }
@@ -446,6 +451,7 @@ GgufFile::~GgufFile() = default;
 
 Expected<GgufFile> GgufFile::parse(const std::uint8_t* bytes, std::size_t size, const std::string& what)
 {
+    assert(bytes != nullptr || size == 0);
     GgufFile f;
     f.m_what = what;
     f.m_bytes = bytes;

@@ -247,6 +247,7 @@ TEST(GgufFile, LookupErrorsNameKeyAndTypes)
     expectError(f->getUint("t.i8").status(), "t.i8: expected an integer ≥ 0, got int8 -100");
     expectError(f->getInt("t.u64").status(), "t.u64: expected an integer below 2^63, got uint64 18000000000000000000");
     expectError(f->getBool("t.u8").status(), "t.u8: expected a bool, got uint8 200");
+    expectError(f->getString("t.f32").status(), "t.f32: expected a string, got float32 0.100000001");
     expectError(f->getFloat("t.strs").status(), "t.strs: expected a number, got array of 4 string");
     expectError(f->getStringArray("t.ints").status(), "t.ints: expected an array of strings, got array of 3 int32");
     expectError(f->getIntArray("t.floats").status(), "expected an array of integers, got array of 3 float32");
@@ -324,6 +325,16 @@ TEST(GgufFile, SmolLM2MetadataAndRows)
         ASSERT_TRUE(attn::dequantizeRow(t->type, f->rawData(*t) + std::size_t(row) * rowBytes, rowBytes, got.data(), cols).ok());
         std::memcpy(want.data(), bin.data() + r["offset"].get<std::size_t>(), want.size() * 4);
         expectSameFloats(got.data(), want.data(), got.size(), name + " row " + std::to_string(row));
+    }
+    // The real file cut in half: the first tensor whose data is gone is named, with the byte its data ends at.
+    {
+        const std::string bytes = slurp(path);
+        const std::size_t half = bytes.size() / 2;
+        auto cut = GgufFile::parse(u8(bytes), half, "half.gguf");
+        ASSERT_FALSE(cut.ok());
+        EXPECT_NE(cut.status().message.find("half.gguf: tensor "), std::string::npos) << cut.status().message;
+        EXPECT_NE(cut.status().message.find("past the end of the file (" + std::to_string(half) + " bytes)"),
+                  std::string::npos) << cut.status().message;
     }
     // The whole-tensor path puts row r at r × dims[0].
     const auto q = f->dequantize("blk.0.attn_q.weight");
