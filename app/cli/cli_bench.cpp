@@ -4,6 +4,7 @@
 // bandwidth); the cost of one edit (incremental recompute); the peak memory. `--json`: one JSON object.
 #include "cli/backend_option.h"
 #include "cli/cli.h"
+#include "cli/bench_bounds.h"
 
 #include <attnscope/attention.h>
 
@@ -123,14 +124,11 @@ attn::Expected<EditSample> timeEdits(attn::AttentionInput in, const attn::Attent
     return out;
 }
 
+} // namespace
+
 // The machine's bounds, measured here with the same library and threads as the core: the SGEMM rate of a
 // large square Eigen product (what the projections, QKᵀ, PV and W^O can reach at best) and the memory
 // bandwidth of a streaming read+write over buffers far larger than the caches (what softmax can reach).
-struct Bounds {
-    double sgemmGflops = 0;
-    double memGBs = 0;
-};
-
 Bounds measureBounds()
 {
     Bounds b;
@@ -178,6 +176,15 @@ Bounds measureBounds()
     return b;
 }
 
+double peakRssMb()
+{
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return double(u.ru_maxrss) / 1024.0;  // Linux: kilobytes
+}
+
+namespace {
+
 // Work of each phase of one compute, for the rates: floating-point operations (GEMM phases) or bytes moved
 // (softmax: read the scores, write the weights and the mask flags).
 struct Work {
@@ -199,12 +206,6 @@ Work workOf(const BenchOptions& o, bool skipCausalScores)
     return w;
 }
 
-double peakRssMb()
-{
-    rusage u{};
-    getrusage(RUSAGE_SELF, &u);
-    return double(u.ru_maxrss) / 1024.0;  // Linux: kilobytes
-}
 
 // The resident memory now (not the peak), from /proc/self/statm; 0 where unavailable.
 double currentRssMb()

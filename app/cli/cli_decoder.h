@@ -22,10 +22,15 @@ struct ModelOptionsCli {
     int topK = 10, generate = 0;
     float temperature = 1.0f;
     double maxOutputMb = 256;  // the JSON is refused above this estimate (use --layers)
+    int benchTokens = 128;     // --bench --tokens N (decoders)
+    bool jsonFlag = false;     // --json: the bench always prints JSON; accepted for the documented command line
 };
 
 // Runs a decoder model at `path` (a .gguf file or a decoder directory). Returns the exit code.
 int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path);
+
+// `attnscope model --bench` for a decoder: forward, append and ablation timings beside their bounds (JSON).
+int runDecoderBench(const ModelOptionsCli& opt, const std::string& path);
 
 // False, with the message printed, when a JSON of `values` numbers would exceed `maxMb` megabytes.
 bool jsonEstimateFits(std::uint64_t values, double maxMb, const std::string& what);

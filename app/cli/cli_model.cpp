@@ -145,7 +145,7 @@ int runModelCommand(const ModelOptionsCli& opt)
     const attn::Backend backend = parseBackend(opt.backend);
     if (int rc = checkBackendUsable(backend); rc != kExitOk) return rc;
     // A .gguf file or a gpt2 / llama / mistral / qwen2 directory is a decoder; a BERT directory the encoder below.
-    if (attn::isDecoderModelPath(dir) || dir.ends_with(".gguf")) return runDecoderCommand(opt, dir);
+    if (attn::isDecoderModelPath(dir) || dir.ends_with(".gguf")) return opt.bench ? runDecoderBench(opt, dir) : runDecoderCommand(opt, dir);
     if (opt.chat || opt.generate > 0 || opt.logits)
         return printError("model: --chat, --generate and --logits are for decoder models (a .gguf file or a gpt2, llama, "
                           "mistral or qwen2 directory); " + dir + " is an encoder"), kExitBadInput;
@@ -358,6 +358,9 @@ void addModelCommand(CLI::App& root, CommandAction& action)
     cmd->add_option("-o,--output", opt->out, "Output JSON file (- for stdout)");
     cmd->add_flag("--bench", opt->bench, "Time the forward at 128 and 512 tokens and a last-layer edit (JSON on stdout)");
     cmd->add_option("--repeats", opt->repeats, "Timed runs per size for --bench (median reported)")->check(CLI::Range(1, 1000));
+    cmd->add_option("--tokens", opt->benchTokens, "Decoders, --bench: the text's length in tokens (default 128)")
+        ->check(CLI::Range(2, 1 << 20));
+    cmd->add_flag("--json", opt->jsonFlag, "--bench prints one JSON object (always; the flag is accepted)");
     addBackendOption(*cmd, opt->backend);
     cmd->callback([opt, &action] { action = [opt] { return runModelCommand(*opt); }; });
 }

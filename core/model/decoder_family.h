@@ -53,6 +53,8 @@ void finalNorm(const DecoderModel& model, const Matrix& x, Matrix& out);
 
 // out = a · b with b's columns split over the thread team (Eigen's own products run on one thread in core).
 void product(const Matrix& a, const Matrix& b, Matrix& out);
+// out = a · btᵀ (bt stored with the output's columns as its rows, e.g. the V×M unembedding), split the same way.
+void productTransposed(const Matrix& a, const Matrix& bt, Matrix& out);
 // RMSNorm of every row (as Hugging Face's LlamaRMSNorm: x / sqrt(mean(x²) + eps) · gamma).
 void rmsNormRows(const Matrix& x, const Vector& gamma, float eps, Matrix& out);
 // LayerNorm of every row (biased variance, as torch.nn.LayerNorm).

@@ -1,0 +1,133 @@
+// `attnscope model --model FILE.gguf|DIR --bench [--tokens N] [--repeats R]`: a decoder's forward, appending one token
+// and an ablation toggle, each beside its bound measured in the same run (docs/performance.md, "Decoder models").
+#include "cli/bench_bounds.h"
+#include "cli/cli.h"
+#include "cli/cli_decoder.h"
+
+#include <attnscope/decoder.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+namespace app {
+namespace {
+
+using json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+double msSince(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v)
+{
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Multiply-adds ×2 of one forward over n tokens: the linear layers (Q, K, V, W^O, feed-forward, the LM head at every
+// position) and the causal attention (q·k and weights·V over the n(n+1)/2 visible pairs of each query head).
+double forwardFlop(const attn::DecoderConfig& c, double n)
+{
+    const double M = c.hidden, D = c.headDim, H = c.heads, Hkv = c.kvHeads, F = c.intermediate, V = c.vocab;
+    const double ffnMats = c.family == attn::DecoderFamily::Gpt2 ? 2 : 3;
+    const double perLayer = 2 * n * M * (H * D + 2 * Hkv * D) + 2 * n * H * D * M + 2 * n * M * F * ffnMats +
+                            2 * 2 * H * D * n * (n + 1) / 2;
+    return c.layers * perLayer + 2 * n * M * V;
+}
+
+// Bytes of weights one token's step reads: every matrix once (the float32 copies the model holds).
+double weightBytes(const attn::DecoderModel& m)
+{
+    double b = double(m.unembedding().size());
+    for (const auto& L : m.layers)
+        b += double(L.Wq.size() + L.Wk.size() + L.Wv.size() + L.Wo.size() + L.Wgate.size() + L.Wup.size() + L.Wdown.size() +
+                    L.Wfc.size() + L.Wproj.size());
+    return b * sizeof(float);
+}
+
+} // namespace
+
+int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
+{
+    const auto tLoad = Clock::now();
+    auto model = attn::loadDecoder(path);
+    if (!model) return printError(model.status().message), kExitBadInput;
+    const double loadMs = msSince(tLoad);
+    const attn::DecoderConfig& c = model->config;
+    const int n = std::min(opt.benchTokens, c.maxPositions);
+    if (n < 2) return printError("--tokens: expected at least 2, got " + std::to_string(opt.benchTokens)), kExitBadInput;
+    // A real text, repeated to n tokens: the timings do not depend on the words, but the maps look like a text's.
+    std::string text;
+    std::vector<int> ids;
+    while (static_cast<int>(ids.size()) < n) {
+        text += "The quick brown fox jumps over the lazy dog, and the capital of France is Paris. ";
+        auto enc = attn::encodeForDecoder(*model, text, false);
+        if (!enc) return printError(enc.status().message), kExitFailure;
+        ids = enc->ids;
+    }
+    ids.resize(static_cast<std::size_t>(n));
+    std::fprintf(stderr, "measuring the machine's bounds...\n");
+    const Bounds bounds = measureBounds();
+    const int repeats = opt.repeats;
+
+    attn::DecoderRun run;
+    std::vector<double> forward, append, ablate;
+    if (attn::Status s = attn::runDecoder(*model, ids, {}, run); !s.ok()) return printError(s.message), kExitFailure;
+    for (int r = 0; r < repeats; ++r) {
+        auto t0 = Clock::now();
+        attn::Status s = attn::runDecoder(*model, ids, {}, run);
+        forward.push_back(msSince(t0));
+        if (!s.ok()) return printError(s.message), kExitFailure;
+    }
+    // Appending one token to n−1: the prefix's run is copied (not timed), then the step is timed.
+    attn::DecoderRun prefix;
+    const std::vector<int> head(ids.begin(), ids.end() - 1);
+    if (attn::Status s = attn::runDecoder(*model, head, {}, prefix); !s.ok()) return printError(s.message), kExitFailure;
+    for (int r = 0; r < repeats; ++r) {
+        attn::DecoderRun grown = prefix;
+        auto t0 = Clock::now();
+        attn::Status s = attn::appendTokens(*model, {ids.back()}, grown);
+        append.push_back(msSince(t0));
+        if (!s.ok()) return printError(s.message), kExitFailure;
+    }
+    // An ablation toggle in the middle layer: recompute from it.
+    const int layer = c.layers / 2;
+    for (int r = 0; r < repeats; ++r) {
+        run.ablated = (r % 2 == 0) ? std::vector<std::pair<int, int>>{{layer, 0}} : std::vector<std::pair<int, int>>{};
+        auto t0 = Clock::now();
+        attn::Status s = attn::recomputeDecoderFrom(*model, layer, run);
+        ablate.push_back(msSince(t0));
+        if (!s.ok()) return printError(s.message), kExitFailure;
+    }
+    const double flop = forwardFlop(c, n);
+    const double boundMs = flop / (bounds.sgemmGflops * 1e6);
+    const double fwd = median(forward), app1 = median(append), abl = median(ablate);
+    const double appendBoundMs = weightBytes(*model) / (bounds.memGBs * 1e6);
+    json j;
+    j["model"] = model->name;
+    j["tokens"] = n;
+    j["repeats"] = repeats;
+    j["load_ms"] = loadMs;
+    j["forward_ms"] = fwd;
+    j["forward_ms_min"] = *std::min_element(forward.begin(), forward.end());
+    j["forward_gflop"] = flop / 1e9;
+    j["bound_ms"] = boundMs;
+    j["forward_over_bound"] = boundMs / fwd;  // share of the SGEMM bound reached (1 = at the bound)
+    j["append_token_ms"] = app1;
+    j["append_bound_ms"] = appendBoundMs;
+    j["append_over_bound"] = app1 / appendBoundMs;  // ≤ 1.5 is issue 17's goal
+    j["weights_mb"] = weightBytes(*model) / 1e6;
+    j["ablation_layer"] = layer;
+    j["ablation_toggle_ms"] = abl;
+    j["ablation_over_forward"] = abl / fwd;
+    j["ablation_goal"] = double(c.layers - layer) / c.layers;  // (L − l) / L
+    j["peak_rss_mb"] = peakRssMb();
+    j["bounds"] = {{"sgemm_gflops", bounds.sgemmGflops}, {"memory_gbs", bounds.memGBs}};
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+}
+
+} // namespace app
