@@ -603,6 +603,10 @@ void drawHeadsGridRow(AppState& state, float cell)
         it.values = &hr.weights;
         it.mask = &hr.masked;
         it.generation = resultStamp(state) * 4 + static_cast<std::uint64_t>(HeatmapKind::Weights);
+        // Grouped-query attention: bracket the query heads that share a KV head (1-based, as the heads).
+        const attn::AttentionConfig& cfg = state.doc.session().config;
+        if (cfg.kvHeads > 0 && cfg.kvHeads < H && H % cfg.kvHeads == 0)
+            it.group = "KV " + std::to_string(h / (H / cfg.kvHeads) + 1);
         g.items.push_back(std::move(it));
     }
     ImGui::TextDisabled("all heads' weights (one colour range; click a head to show it above)");
