@@ -56,8 +56,12 @@ void drawHeadsPanel(const LessonInputs& in, LessonState& st, bool* open)
     }
     const auto hb = attn::headBlocks(*d);
     const attn::Layout L = s.config.layout;
-    textWrapped("H = %d heads of d_k = %d, d_v = %d (colour strip: which head owns each column)", d->H, d->dk, d->dv);
-    sectionTitle(d->kvHeads() == d->H ? "Key/value heads" : "Grouped-query attention: shared key/value heads");
+    if (d->kvHeads() == d->H)
+        textWrapped("H = %d heads of d_k = %d, d_v = %d (colour strip: which head owns each column)", d->H, d->dk, d->dv);
+    else
+        textWrapped("H = %d query heads over H_kv = %d key/value heads of d_k = %d, d_v = %d (colour strip: which head "
+                    "owns each column; on W^K, W^V, K and V, which KV head)", d->H, d->kvHeads(), d->dk, d->dv);
+    sectionTitle("Key/value heads");
     textWrapped("%s", attn::groupedQueryText(*d).c_str());
 
     sectionTitle("Column blocks per head");

@@ -310,8 +310,11 @@ bool Document::redo() { return travel(m_redo, m_undo); }
 // [SECTION] Sizes, modes, scores, tokens
 // -----------------------------------------------------------------------------------------------------
 
-attn::Status Document::setSizes(const Sizes& z)
+attn::Status Document::setSizes(const Sizes& sizesIn)
 {
+    // A multi-head session stays multi-head when only the heads change (H_kv follows H).
+    Sizes z = sizesIn;
+    if (const Sizes cur = sizes(); cur.Hkv == cur.H && z.Hkv == cur.Hkv && z.H != cur.H) z.Hkv = z.H;
     auto bad = [](const char* what, int v, int lo, int hi) {
         return attn::invalidArgument(std::string(what) + ": expected an integer in [" + std::to_string(lo) + ", " +
                                      std::to_string(hi) + "], got " + std::to_string(v));

@@ -95,7 +95,8 @@ public:
     void applyInGesture(const std::function<void(attn::Session&)>& f);
     void setCellInGesture(MatrixId id, int r, int c, float v);  // v must be finite
     // Resizes every matrix to `s`, keeping the values already entered (new cells are 0). Returns an
-    // InvalidArgument status (and changes nothing) for sizes out of range.
+    // InvalidArgument status (and changes nothing) for sizes out of range. A multi-head session whose H changes
+    // with s.Hkv left as it was stays multi-head (H_kv = the new H).
     attn::Status setSizes(const Sizes& s);
     // Changes the number of heads as one undo step. keepWidths = false: every head keeps d_q, d_k, d_v, so
     // the projections grow or shrink by whole heads; a new head's weights are seeded Xavier values (the same
