@@ -61,8 +61,13 @@ void drawHeadsPanel(const LessonInputs& in, LessonState& st, bool* open)
     else
         textWrapped("H = %d query heads over H_kv = %d key/value heads of d_k = %d, d_v = %d (colour strip: which head "
                     "owns each column; on W^K, W^V, K and V, which KV head)", d->H, d->kvHeads(), d->dk, d->dv);
-    sectionTitle("Key/value heads");
-    textWrapped("%s", attn::groupedQueryText(*d).c_str());
+    // Grouped sessions: what is shared, first; multi-head ones: what grouping would do, at the end.
+    const bool grouped = d->kvHeads() != d->H;
+    auto kvSection = [&] {
+        sectionTitle("Key/value heads");
+        textWrapped("%s", attn::groupedQueryText(*d).c_str());
+    };
+    if (grouped) kvSection();
 
     sectionTitle("Column blocks per head");
     if (s.config.mode != attn::Mode::Direct) {
@@ -131,6 +136,7 @@ void drawHeadsPanel(const LessonInputs& in, LessonState& st, bool* open)
                      "(the cross terms of seed 003's figure mix into every block); h heads keep them apart.");
         }
     }
+    if (!grouped) kvSection();
     ImGui::End();
 }
 

@@ -305,7 +305,11 @@ std::string formulaText(const AppState& s)
     if (s.doc.session().input.mask.any()) sc += " + mask";
     std::string f = col ? "V·softmax(" + sc + ")" : "softmax(" + sc + ")·V";
     const int H = s.doc.session().config.heads;
-    if (H > 1) f = "concat over " + std::to_string(H) + " heads of " + f;
+    const int kv = s.doc.session().config.kvHeads;
+    if (H > 1 && kv > 0 && kv < H)  // grouped-query attention
+        f = "concat over " + std::to_string(H) + " heads (sharing " + std::to_string(kv) + " K/V head" + (kv > 1 ? "s" : "") +
+            ") of " + f;
+    else if (H > 1) f = "concat over " + std::to_string(H) + " heads of " + f;
     if (s.doc.present(MatrixId::Wo)) f = col ? "W^O·[" + f + "]" : "[" + f + "]·W^O";
     std::string prefix;
     switch (cfg.mode) {

@@ -78,12 +78,16 @@ void drawSizes(AppState& state)
 
 // KV heads (grouped-query attention): only the divisors of H are offered; H is multi-head attention, 1
 // multi-query. Each KV head keeps d_k and d_v: W^K, W^V (K, V in direct mode) grow or shrink by whole KV heads.
+// Drawn on the heads line, and only with several heads (one head has nothing to share), so that the panel's
+// layout below does not move.
 void drawKvHeads(AppState& state)
 {
     const Sizes z = state.doc.sizes();
-    ImGui::SetNextItemWidth(110);
-    const std::string current = z.Hkv == z.H ? std::to_string(z.Hkv) + " (MHA)" : z.Hkv == 1 ? "1 (MQA)" : std::to_string(z.Hkv);
-    if (ImGui::BeginCombo("KV heads", current.c_str())) {
+    if (z.H < 2) return;
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(44);
+    const std::string current = std::to_string(z.Hkv);
+    if (ImGui::BeginCombo("kv", current.c_str())) {
         for (int kv = 1; kv <= z.H; ++kv) {
             if (z.H % kv != 0) continue;
             const std::string label = kv == z.H ? std::to_string(kv) + " (MHA)" : kv == 1 ? "1 (MQA)" : std::to_string(kv);
@@ -97,7 +101,7 @@ void drawKvHeads(AppState& state)
     }
     state.recordRect("control/kv_heads", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     if (ImGui::IsItemHovered())
-        ImGui::SetTooltip("Grouped-query attention: the %d query heads share this many key/value heads\n"
+        ImGui::SetTooltip("KV heads (grouped-query attention): the %d query heads share this many key/value heads\n"
                           "(groups of H / H_kv query heads read the same K and V). %d = multi-head, 1 = multi-query.",
                           z.H, z.H);
 }
@@ -117,7 +121,7 @@ void drawHeads(AppState& state)
         }
     }
     state.recordRect("control/heads", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
-    drawKvHeads(state);
+    drawKvHeads(state);  // "KV heads", on the same line
     if (cfg.mode != attn::Mode::Direct) {
         ImGui::Checkbox("keep d_model×d_model", &state.docUi.keepDModel);
         state.recordRect("control/keep_dmodel", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
