@@ -86,7 +86,8 @@ attn::Expected<std::string> sessionCode(const attn::Session& s, CodeLang lang)
     o += s.name.empty() ? std::string() : " \"" + s.name + "\"";
     o += "\n# and computes the same attention as `attnscope compute`.\n";
     o += "# Layout: " + std::string(attn::toString(cfg.layout)) + "; mode: " + attn::toString(cfg.mode) +
-         "; score: " + attn::toString(cfg.score) + "; heads: " + std::to_string(d.H) + ".\n";
+         "; score: " + attn::toString(cfg.score) + "; heads: " + std::to_string(d.H) +
+         (d.kvHeads() != d.H ? " sharing " + std::to_string(d.kvHeads()) + " key/value heads" : std::string()) + ".\n";
     if (e.column) o += "# The session is in column layout (tokens are columns); this program works with tokens as rows\n"
                        "# and transposes the results back at the end.\n";
     o += np ? "import numpy as np\n\n" : "import torch\n\n";
@@ -100,19 +101,23 @@ attn::Expected<std::string> sessionCode(const attn::Session& s, CodeLang lang)
         for (std::size_t i = 0; i < s.keyTokens.size(); ++i) o += (i ? ", " : "") + pyString(s.keyTokens[i]);
         o += "]\n";
     }
-    o += "heads = " + std::to_string(d.H) + "\n\n";
+    o += "heads = " + std::to_string(d.H) + "\n";
+    const bool grouped = d.kvHeads() != d.H;
+    if (grouped) o += "kv_heads = " + std::to_string(d.kvHeads()) + "  # grouped-query attention\n";
+    o += "\n";
+    const std::string kvW = grouped ? "H_kv" : "H";
 
     // Inputs.
     if (cfg.mode == attn::Mode::Direct) {
         e.matrix(name(M::Q), in.Q, "queries, T×(H·d_q)");
-        e.matrix(name(M::K), in.K, "keys, S×(H·d_k)");
-        e.matrix(name(M::V), in.V, "values, S×(H·d_v)");
+        e.matrix(name(M::K), in.K, "keys, S×(" + kvW + "·d_k)");
+        e.matrix(name(M::V), in.V, "values, S×(" + kvW + "·d_v)");
     } else {
         e.matrix(name(M::X), in.X, "token embeddings, T×d_model");
         if (cfg.mode == attn::Mode::Cross) e.matrix(name(M::Xkv), in.Xkv, "key/value-side embeddings, S×d_model");
         e.matrix(name(M::Wq), in.Wq, "d_model×(H·d_k)");
-        e.matrix(name(M::Wk), in.Wk, "d_model×(H·d_k)");
-        e.matrix(name(M::Wv), in.Wv, "d_model×(H·d_v)");
+        e.matrix(name(M::Wk), in.Wk, "d_model×(" + kvW + "·d_k)");
+        e.matrix(name(M::Wv), in.Wv, "d_model×(" + kvW + "·d_v)");
         for (const auto& [id, v] : {std::pair{M::Bq, &in.bq}, std::pair{M::Bk, &in.bk}, std::pair{M::Bv, &in.bv}})
             if (v->size() > 0) e.vector(name(id), *v);
         const std::string src = cfg.mode == attn::Mode::Cross ? "X_kv" : "X";
@@ -171,6 +176,22 @@ attn::Expected<std::string> sessionCode(const attn::Session& s, CodeLang lang)
 
     // Per head.
     o += "\nd_q, d_k, d_v = " + std::to_string(d.dq) + ", " + std::to_string(d.dk) + ", " + std::to_string(d.dv) + "\n";
+    if (grouped) {
+        // Each KV head's columns repeated for the query heads of its group, in order (KV head g serves query
+        // heads g·group … g·group + group − 1), as torch.repeat_interleave does; then the heads read K and V as
+        // multi-head attention does.
+        o += "\n# Grouped-query attention: query head h uses KV head h // group. Repeat each KV head's K and V\n"
+             "# columns for the query heads of its group (repeat_interleave), then proceed as multi-head attention.\n";
+        o += "group = heads // kv_heads\n";
+        const std::string rows = S;
+        if (np) {
+            o += "K = np.repeat(K.reshape(" + rows + ", kv_heads, d_k), group, axis=1).reshape(" + rows + ", heads * d_k)\n";
+            o += "V = np.repeat(V.reshape(" + rows + ", kv_heads, d_v), group, axis=1).reshape(" + rows + ", heads * d_v)\n";
+        } else {
+            o += "K = K.reshape(" + rows + ", kv_heads, d_k).repeat_interleave(group, dim=1).reshape(" + rows + ", heads * d_k)\n";
+            o += "V = V.reshape(" + rows + ", kv_heads, d_v).repeat_interleave(group, dim=1).reshape(" + rows + ", heads * d_v)\n";
+        }
+    }
     if (np) {
         o += "\ndef softmax(s):\n"
              "    # Along the keys. A query whose keys are all masked with -inf gets weights 0 (attnscope's rule).\n"

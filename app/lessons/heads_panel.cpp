@@ -1,6 +1,6 @@
-// Lesson 4 (seeds 002/003): heads. Column blocks of W^Q/W^K/W^V and Q/K/V per head, seed 003's
-// block-identity selector, each head's contribution to the output through its block of W^O, and one head
-// vs h heads on the same input.
+// Lesson 4 (seeds 002/003): heads. Column blocks of W^Q/W^K/W^V and Q/K/V per head, what grouped-query
+// attention shares (KV heads), seed 003's block-identity selector, each head's contribution to the output
+// through its block of W^O, and one head vs h heads on the same input.
 #include "lessons/lesson_panels.h"
 
 #include <attnscope/layout.h>
@@ -17,9 +17,11 @@ GridOptions blocks(const LessonInputs& in, const std::vector<attn::HeadBlock>& h
     GridOptions o = gridOptions(in, LessonMap::Projection);
     o.cell = 26.0f;
     for (const attn::HeadBlock& b : hb) {
+        // Grouped-query attention: the heads of a group share one K/V block, shown once (one per KV head).
+        const bool firstOfGroup = &b == &hb.front() || (&b - 1)->kvHead != b.kvHead;
         if (which == 'q') o.colBlocks.push_back({b.qBegin, b.qEnd});
-        if (which == 'k') o.colBlocks.push_back({b.kBegin, b.kEnd});
-        if (which == 'v') o.colBlocks.push_back({b.vBegin, b.vEnd});
+        if (which == 'k' && firstOfGroup) o.colBlocks.push_back({b.kBegin, b.kEnd});
+        if (which == 'v' && firstOfGroup) o.colBlocks.push_back({b.vBegin, b.vEnd});
     }
     return o;
 }
@@ -54,7 +56,18 @@ void drawHeadsPanel(const LessonInputs& in, LessonState& st, bool* open)
     }
     const auto hb = attn::headBlocks(*d);
     const attn::Layout L = s.config.layout;
-    textWrapped("H = %d heads of d_k = %d, d_v = %d (colour strip: which head owns each column)", d->H, d->dk, d->dv);
+    if (d->kvHeads() == d->H)
+        textWrapped("H = %d heads of d_k = %d, d_v = %d (colour strip: which head owns each column)", d->H, d->dk, d->dv);
+    else
+        textWrapped("H = %d query heads over H_kv = %d key/value heads of d_k = %d, d_v = %d (colour strip: which head "
+                    "owns each column; on W^K, W^V, K and V, which KV head)", d->H, d->kvHeads(), d->dk, d->dv);
+    // Grouped sessions: what is shared, first; multi-head ones: what grouping would do, at the end.
+    const bool grouped = d->kvHeads() != d->H;
+    auto kvSection = [&] {
+        sectionTitle("Key/value heads");
+        textWrapped("%s", attn::groupedQueryText(*d).c_str());
+    };
+    if (grouped) kvSection();
 
     sectionTitle("Column blocks per head");
     if (s.config.mode != attn::Mode::Direct) {
@@ -123,6 +136,7 @@ void drawHeadsPanel(const LessonInputs& in, LessonState& st, bool* open)
                      "(the cross terms of seed 003's figure mix into every block); h heads keep them apart.");
         }
     }
+    if (!grouped) kvSection();
     ImGui::End();
 }
 

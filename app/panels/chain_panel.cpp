@@ -305,7 +305,11 @@ std::string formulaText(const AppState& s)
     if (s.doc.session().input.mask.any()) sc += " + mask";
     std::string f = col ? "V·softmax(" + sc + ")" : "softmax(" + sc + ")·V";
     const int H = s.doc.session().config.heads;
-    if (H > 1) f = "concat over " + std::to_string(H) + " heads of " + f;
+    const int kv = s.doc.session().config.kvHeads;
+    if (H > 1 && kv > 0 && kv < H)  // grouped-query attention
+        f = "concat over " + std::to_string(H) + " heads (sharing " + std::to_string(kv) + " K/V head" + (kv > 1 ? "s" : "") +
+            ") of " + f;
+    else if (H > 1) f = "concat over " + std::to_string(H) + " heads of " + f;
     if (s.doc.present(MatrixId::Wo)) f = col ? "W^O·[" + f + "]" : "[" + f + "]·W^O";
     std::string prefix;
     switch (cfg.mode) {
@@ -603,6 +607,10 @@ void drawHeadsGridRow(AppState& state, float cell)
         it.values = &hr.weights;
         it.mask = &hr.masked;
         it.generation = resultStamp(state) * 4 + static_cast<std::uint64_t>(HeatmapKind::Weights);
+        // Grouped-query attention: bracket the query heads that share a KV head (1-based, as the heads).
+        const attn::AttentionConfig& cfg = state.doc.session().config;
+        if (cfg.kvHeads > 0 && cfg.kvHeads < H && H % cfg.kvHeads == 0)
+            it.group = "KV " + std::to_string(h / (H / cfg.kvHeads) + 1);
         g.items.push_back(std::move(it));
     }
     ImGui::TextDisabled("all heads' weights (one colour range; click a head to show it above)");

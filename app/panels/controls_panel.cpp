@@ -76,6 +76,36 @@ void drawSizes(AppState& state)
     errorLine(state.docUi.sizeError);
 }
 
+// KV heads (grouped-query attention): only the divisors of H are offered; H is multi-head attention, 1
+// multi-query. Each KV head keeps d_k and d_v: W^K, W^V (K, V in direct mode) grow or shrink by whole KV heads.
+// Drawn on the heads line, and only with several heads (one head has nothing to share), so that the panel's
+// layout below does not move.
+void drawKvHeads(AppState& state)
+{
+    const Sizes z = state.doc.sizes();
+    if (z.H < 2) return;
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(44);
+    const std::string current = std::to_string(z.Hkv);
+    if (ImGui::BeginCombo("kv", current.c_str())) {
+        for (int kv = 1; kv <= z.H; ++kv) {
+            if (z.H % kv != 0) continue;
+            const std::string label = kv == z.H ? std::to_string(kv) + " (MHA)" : kv == 1 ? "1 (MQA)" : std::to_string(kv);
+            if (ImGui::Selectable(label.c_str(), kv == z.Hkv) && kv != z.Hkv) {
+                const attn::Status st = state.doc.setKvHeads(kv);
+                state.docUi.sizeError = st.ok() ? "" : st.message;
+                if (!st.ok()) postWarning(st.message);
+            }
+        }
+        ImGui::EndCombo();
+    }
+    state.recordRect("control/kv_heads", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("KV heads (grouped-query attention): the %d query heads share this many key/value heads\n"
+                          "(groups of H / H_kv query heads read the same K and V). %d = multi-head, 1 = multi-query.",
+                          z.H, z.H);
+}
+
 // Heads: each head keeps d_k and d_v (whole heads are added, with seeded weights, or removed), unless "keep
 // d_model×d_model" is on: then the projections keep their shape and are split into the new number of heads.
 void drawHeads(AppState& state)
@@ -91,6 +121,7 @@ void drawHeads(AppState& state)
         }
     }
     state.recordRect("control/heads", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    drawKvHeads(state);  // "KV heads", on the same line
     if (cfg.mode != attn::Mode::Direct) {
         ImGui::Checkbox("keep d_model×d_model", &state.docUi.keepDModel);
         state.recordRect("control/keep_dmodel", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());

@@ -21,18 +21,20 @@ void drawStatusBar(AppState& state)
         state.edit.backendOf = b;
     }
     const Sizes z = state.doc.sizes();
+    // "heads=9 (3 kv)" for grouped-query attention.
+    const std::string heads = std::to_string(z.H) + (z.Hkv != z.H ? " (" + std::to_string(z.Hkv) + " kv)" : std::string());
     if (state.doc.computing()) {
         // The views still show the last complete result; this says that a newer one is on its way.
-        ImGui::Text("%s   |   computing… %.0f ms   |   n=%d  n_kv=%d  heads=%d  d_k=%d  d_v=%d", backend.c_str(),
-                    state.doc.computingMs(), z.T, z.S, z.H, z.dk, z.dv);
+        ImGui::Text("%s   |   computing… %.0f ms   |   n=%d  n_kv=%d  heads=%s  d_k=%d  d_v=%d", backend.c_str(),
+                    state.doc.computingMs(), z.T, z.S, heads.c_str(), z.dk, z.dv);
     } else {
         // Four significant digits below 1 s ("0.060", "12.13", "123.4"): the same width in DejaVu Sans, whose
         // digits are equally wide, so that a compute slowed down by machine load does not shift the rest of
         // the bar in screenshot tests (a 4-token compute took 12 ms once under load 9: 0.15% of the pixels).
         const double ms = state.doc.hasResult() ? state.doc.result().timings.total : 0.0;
         const int decimals = ms < 10 ? 3 : ms < 100 ? 2 : ms < 1000 ? 1 : 0;
-        ImGui::Text("%s   |   compute %.*f ms   |   n=%d  n_kv=%d  heads=%d  d_k=%d  d_v=%d", backend.c_str(), decimals, ms, z.T,
-                    z.S, z.H, z.dk, z.dv);
+        ImGui::Text("%s   |   compute %.*f ms   |   n=%d  n_kv=%d  heads=%s  d_k=%d  d_v=%d", backend.c_str(), decimals, ms, z.T,
+                    z.S, heads.c_str(), z.dk, z.dv);
     }
     if (!state.doc.path().empty()) {
         ImGui::SameLine();

@@ -5,6 +5,29 @@
 #include <algorithm>
 
 namespace app {
+namespace {
+
+// Under item i's map: its part of the bracket of its KV-head group, joined to the previous map's part when
+// that one is of the same group in the same row, and the group's label under the group's first map.
+void drawGroupBracket(const HeadsGridSpec& spec, int i, int perRow, const HeatmapHit& hit, float& groupRight)
+{
+    const std::string& group = spec.items[static_cast<std::size_t>(i)].group;
+    const bool first = i % perRow == 0 || spec.items[static_cast<std::size_t>(i - 1)].group != group;
+    const float y = hit.cellsMax.y + 4;
+    const float x0 = first ? hit.cellsMin.x : groupRight;
+    const ImU32 col = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    dl->AddLine(ImVec2(x0, y), ImVec2(hit.cellsMax.x, y), col, 1.0f);
+    if (first) dl->AddLine(ImVec2(x0, y - 3), ImVec2(x0, y), col, 1.0f);
+    const bool last = i + 1 == static_cast<int>(spec.items.size()) || (i + 1) % perRow == 0 ||
+                      spec.items[static_cast<std::size_t>(i + 1)].group != group;
+    if (last) dl->AddLine(ImVec2(hit.cellsMax.x, y - 3), ImVec2(hit.cellsMax.x, y), col, 1.0f);
+    groupRight = hit.cellsMax.x;
+    ImGui::Dummy(ImVec2(0, 4));
+    ImGui::TextDisabled("%s", first ? group.c_str() : " ");
+}
+
+} // namespace
 
 HeadsGridHit drawHeadsGrid(const HeadsGridSpec& spec)
 {
@@ -13,6 +36,7 @@ HeadsGridHit drawHeadsGrid(const HeadsGridSpec& spec)
     const int n = static_cast<int>(spec.items.size());
     const int perRow = spec.columns > 0 ? spec.columns : std::max(1, n);
     float tallest = 0;
+    float groupRight = 0;  // right edge of the previous map's group bracket
     ImGui::BeginGroup();
     for (int i = 0; i < n; ++i) {
         const HeadsGridItem& it = spec.items[static_cast<std::size_t>(i)];
@@ -42,6 +66,7 @@ HeadsGridHit drawHeadsGrid(const HeadsGridSpec& spec)
             out.col = hit.col;
             if (hit.pressed) out.clicked = i;
         }
+        if (!it.group.empty()) drawGroupBracket(spec, i, perRow, hit, groupRight);
         ImGui::EndGroup();
         tallest = std::max(tallest, hit.cellsMax.y - hit.cellsMin.y);
     }

@@ -16,6 +16,9 @@ struct HeadsGridItem {
     const attn::Matrix* values = nullptr;    // rows × cols as shown
     const attn::MaskMatrix* mask = nullptr;  // null or empty = nothing masked
     std::uint64_t generation = 0;            // changes when *values changes (see HeatmapSource)
+    // Grouped-query attention: the KV head this query head reads, e.g. "KV 1"; neighbours with the same group
+    // are joined by a bracket under their maps, labelled once. Empty = no bracket (multi-head attention).
+    std::string group;
 };
 
 struct HeadsGridSpec {

@@ -226,20 +226,21 @@ Sizes Document::sizes() const
     const attn::AttentionConfig& cfg = m_session.config;
     Sizes z;
     z.H = std::max(1, cfg.heads);
+    z.Hkv = cfg.kvHeads > 0 && cfg.kvHeads <= z.H ? cfg.kvHeads : z.H;
     if (cfg.mode == attn::Mode::Direct) {
         z.T = static_cast<int>(in.Q.rows());
         z.S = static_cast<int>(in.K.rows());
         z.dq = static_cast<int>(in.Q.cols()) / z.H;
-        z.dk = static_cast<int>(in.K.cols()) / z.H;
-        z.dv = static_cast<int>(in.V.cols()) / z.H;
+        z.dk = static_cast<int>(in.K.cols()) / z.Hkv;
+        z.dv = static_cast<int>(in.V.cols()) / z.Hkv;
         z.M = static_cast<int>(in.X.cols());
     } else {
         z.T = static_cast<int>(in.X.rows());
         z.S = cfg.mode == attn::Mode::Cross ? static_cast<int>(in.Xkv.rows()) : z.T;
         z.M = static_cast<int>(in.X.cols());
-        z.dk = static_cast<int>(in.Wk.cols()) / z.H;
+        z.dk = static_cast<int>(in.Wk.cols()) / z.Hkv;
         z.dq = z.dk;
-        z.dv = static_cast<int>(in.Wv.cols()) / z.H;
+        z.dv = static_cast<int>(in.Wv.cols()) / z.Hkv;
     }
     z.O = static_cast<int>(in.Wo.cols());
     z.A = cfg.score == attn::Score::Additive ? static_cast<int>(in.additive.wv.size()) : 0;
@@ -309,8 +310,11 @@ bool Document::redo() { return travel(m_redo, m_undo); }
 // [SECTION] Sizes, modes, scores, tokens
 // -----------------------------------------------------------------------------------------------------
 
-attn::Status Document::setSizes(const Sizes& z)
+attn::Status Document::setSizes(const Sizes& sizesIn)
 {
+    // A multi-head session stays multi-head when only the heads change (H_kv follows H).
+    Sizes z = sizesIn;
+    if (const Sizes cur = sizes(); cur.Hkv == cur.H && z.Hkv == cur.Hkv && z.H != cur.H) z.Hkv = z.H;
     auto bad = [](const char* what, int v, int lo, int hi) {
         return attn::invalidArgument(std::string(what) + ": expected an integer in [" + std::to_string(lo) + ", " +
                                      std::to_string(hi) + "], got " + std::to_string(v));
@@ -319,6 +323,9 @@ attn::Status Document::setSizes(const Sizes& z)
     if (z.S < 1 || z.S > kMaxTokens) return bad("n_kv", z.S, 1, kMaxTokens);
     if (z.M < 1 || z.M > kMaxWidth) return bad("d_model", z.M, 1, kMaxWidth);
     if (z.H < 1 || z.H > kMaxHeads) return bad("heads", z.H, 1, kMaxHeads);
+    if (z.Hkv < 1 || z.Hkv > z.H || z.H % z.Hkv != 0)
+        return attn::invalidArgument("kv heads: expected a divisor of heads = " + std::to_string(z.H) + ", got " +
+                                     std::to_string(z.Hkv));
     if (z.dk < 1 || z.H * z.dk > kMaxWidth) return bad("d_k", z.dk, 1, kMaxWidth / z.H);
     if (z.dq < 1 || z.H * z.dq > kMaxWidth) return bad("d_q", z.dq, 1, kMaxWidth / z.H);
     if (z.dv < 1 || z.H * z.dv > kMaxWidth) return bad("d_v", z.dv, 1, kMaxWidth / z.H);
@@ -334,11 +341,20 @@ attn::Status Document::setSizes(const Sizes& z)
     const int S = (direct || cross) ? z.S : z.T;
     // Heads removed keep their blocks for a later increase; heads added get them back or seeded weights.
     // A block counts only when the matrix has exactly old.H blocks of the old width (else it is new).
+    // Query-side matrices have H blocks, key/value-side ones H_kv (grouped-query attention).
+    auto resizeBlocks = [&](attn::Matrix& m, MatrixId id, int rows, int oldD, int d, int oldN, int n) {
+        const bool blocks = m.cols() == oldN * oldD;
+        if (blocks && n < oldN) stashHeads(m, id, n, oldN, oldD, false);
+        resizeHeadBlocks(m, rows, oldN, oldD, n, d);
+        if (blocks && n > oldN) fillNewHeads(m, id, oldN, n, d, false);
+    };
+    auto kvSide = [](MatrixId id) {
+        return id == MatrixId::Wk || id == MatrixId::Wv || id == MatrixId::Bk || id == MatrixId::Bv || id == MatrixId::K ||
+               id == MatrixId::V;
+    };
     auto resizeHeads = [&](attn::Matrix& m, MatrixId id, int rows, int oldD, int d) {
-        const bool blocks = m.cols() == old.H * oldD;
-        if (blocks && z.H < old.H) stashHeads(m, id, z.H, old.H, oldD, false);
-        resizeHeadBlocks(m, rows, old.H, oldD, z.H, d);
-        if (blocks && z.H > old.H) fillNewHeads(m, id, old.H, z.H, d, false);
+        if (kvSide(id)) resizeBlocks(m, id, rows, oldD, d, old.Hkv, z.Hkv);
+        else resizeBlocks(m, id, rows, oldD, d, old.H, z.H);
     };
     if (!direct) {
         resizeKeep(in.X, z.T, z.M);
@@ -390,6 +406,7 @@ attn::Status Document::setSizes(const Sizes& z)
         else resizeKeep(in.additive.wv, a);
     }
     s.config.heads = z.H;
+    s.config.kvHeads = z.Hkv == z.H ? 0 : z.Hkv;
     resizeTokens(s.queryTokens, z.T, direct ? "q" : "x");
     if (cross || direct) resizeTokens(s.keyTokens, S, direct ? "k" : "y");
     else s.keyTokens = s.queryTokens;
@@ -436,27 +453,55 @@ attn::Status Document::setHeads(int heads, bool keepWidths)
                                      std::to_string(heads));
     const Sizes z = sizes();
     if (heads == z.H) return {};
+    // KV heads: multi-head stays multi-head; grouped keeps H_kv, or the largest divisor of heads below it.
+    int kv = heads;
+    if (z.Hkv != z.H) {
+        kv = std::min(z.Hkv, heads);
+        while (heads % kv != 0) --kv;
+    }
     if (!keepWidths) {
         Sizes nz = z;
         nz.H = heads;
+        nz.Hkv = kv;
         return setSizes(nz);
     }
-    const int tq = z.H * z.dq, tk = z.H * z.dk, tv = z.H * z.dv;
-    if (tq % heads != 0 || tk % heads != 0 || tv % heads != 0)
-        return attn::invalidArgument("heads: keeping d_model×d_model splits the projections' widths (Q·K " +
-                                     std::to_string(tk) + ", V " + std::to_string(tv) + ") into " +
-                                     std::to_string(heads) + " equal heads, and they are not divisible by " +
-                                     std::to_string(heads) + "; uncheck \"keep d_model×d_model\" to add or remove whole heads");
+    const int tq = z.H * z.dq, tk = z.Hkv * z.dk, tv = z.Hkv * z.dv;
+    if (tq % heads != 0 || tk % kv != 0 || tv % kv != 0 ||
+        (m_session.config.score != attn::Score::Additive && tq / heads != tk / kv)) {
+        if (kv == heads)
+            return attn::invalidArgument("heads: keeping d_model×d_model splits the projections' widths (Q·K " +
+                                         std::to_string(tk) + ", V " + std::to_string(tv) + ") into " +
+                                         std::to_string(heads) + " equal heads, and they are not divisible by " +
+                                         std::to_string(heads) + "; uncheck \"keep d_model×d_model\" to add or remove whole heads");
+        return attn::invalidArgument("heads: keeping d_model×d_model splits Q (" + std::to_string(tq) + " wide) into " +
+                                     std::to_string(heads) + " heads and K, V (" + std::to_string(tk) + ", " +
+                                     std::to_string(tv) + ") into " + std::to_string(kv) +
+                                     " KV heads of the same width, which these widths do not allow; uncheck "
+                                     "\"keep d_model×d_model\" to add or remove whole heads");
+    }
     // The projections keep their shape and every value: only how they are split into heads changes.
     edit([&](attn::Session& s) {
         s.config.heads = heads;
+        s.config.kvHeads = kv == heads ? 0 : kv;
         if (s.config.score == attn::Score::Additive) {
             attn::AdditiveParams& a = s.input.additive;
             resizeKeep(a.Aq, tq / heads, static_cast<int>(a.Aq.cols()));
-            resizeKeep(a.Ak, tk / heads, static_cast<int>(a.Ak.cols()));
+            resizeKeep(a.Ak, tk / kv, static_cast<int>(a.Ak.cols()));
         }
     });
     return {};
+}
+
+attn::Status Document::setKvHeads(int kvHeads)
+{
+    const Sizes z = sizes();
+    if (kvHeads < 1 || kvHeads > z.H || z.H % kvHeads != 0)
+        return attn::invalidArgument("kv heads: expected a divisor of heads = " + std::to_string(z.H) + ", got " +
+                                     std::to_string(kvHeads));
+    if (kvHeads == z.Hkv) return {};
+    Sizes nz = z;
+    nz.Hkv = kvHeads;
+    return setSizes(nz);
 }
 
 void Document::fitMaskAndTokens()

@@ -36,6 +36,7 @@ struct Sizes {
     int S = 1;       // keys/values (rows of X_kv in cross mode, of K/V in direct mode; T in self mode)
     int M = 1;       // d_model: width of X and X_kv (self, cross)
     int H = 1;       // heads
+    int Hkv = 1;     // key/value heads (grouped-query attention; = H for multi-head), dividing H
     int dq = 1;      // per-head query width (= dk except in direct mode with the additive score)
     int dk = 1;      // per-head key width
     int dv = 1;      // per-head value width
@@ -94,14 +95,21 @@ public:
     void applyInGesture(const std::function<void(attn::Session&)>& f);
     void setCellInGesture(MatrixId id, int r, int c, float v);  // v must be finite
     // Resizes every matrix to `s`, keeping the values already entered (new cells are 0). Returns an
-    // InvalidArgument status (and changes nothing) for sizes out of range.
+    // InvalidArgument status (and changes nothing) for sizes out of range. A multi-head session whose H changes
+    // with s.Hkv left as it was stays multi-head (H_kv = the new H).
     attn::Status setSizes(const Sizes& s);
     // Changes the number of heads as one undo step. keepWidths = false: every head keeps d_q, d_k, d_v, so
     // the projections grow or shrink by whole heads; a new head's weights are seeded Xavier values (the same
     // head index gives the same numbers), or the weights it had when it was removed earlier in this session.
     // keepWidths = true ("keep d_model×d_model"): the projections keep their shape and are split into
     // `heads` blocks (d_k = width / heads); InvalidArgument when a width is not divisible by `heads`.
+    // The KV heads stay valid: a multi-head session stays multi-head; a grouped one keeps its H_kv when it
+    // divides `heads`, else takes the largest divisor of `heads` below it.
     attn::Status setHeads(int heads, bool keepWidths);
+    // Grouped-query attention: `kvHeads` key/value heads shared by the query heads (one undo step). Each KV head
+    // keeps d_k and d_v, so W^K, W^V, b^K, b^V (K and V in direct mode) grow or shrink by whole KV heads, as
+    // setHeads does for heads. InvalidArgument unless kvHeads divides the number of heads.
+    attn::Status setKvHeads(int kvHeads);
     // Switches mode, creating what the new mode needs (X_kv from X; Q, K, V from the current projections).
     void setMode(attn::Mode m);
     // Switches the score, creating additive parameters when needed (and dropping the scale override).

@@ -344,6 +344,56 @@ TEST(Document, HeadsRoundTrip1To2To3To1KeepsEveryWeight)
     EXPECT_FALSE(d.undo());
 }
 
+// Grouped-query attention: the KV heads are offered as divisors of the heads; W^K and W^V (and b^K, b^V) grow
+// or shrink by whole KV heads, W^Q and W^O keep H heads, and changing the heads keeps H_kv valid.
+TEST(Document, KvHeadsResizeKeyValueSideByWholeKvHeads)
+{
+    app::Document d;
+    d.setSession(preset("causal_decoder_2heads.json"), "");  // 2 heads of d_k = d_v = 4, d_model 8, W^O
+    ASSERT_TRUE(d.setHeads(6, false).ok());
+    d.setPresent(app::MatrixId::Bk, true);
+    const app::Sizes z = d.sizes();
+    ASSERT_EQ(z.H, 6);
+    EXPECT_EQ(z.Hkv, 6) << "multi-head to start with";
+    const attn::Matrix wk = whole(d, app::MatrixId::Wk);
+
+    ASSERT_TRUE(d.setKvHeads(2).ok());
+    EXPECT_EQ(d.session().config.kvHeads, 2);
+    EXPECT_EQ(d.sizes().Hkv, 2);
+    EXPECT_EQ(d.sizes().dk, 4) << "each KV head keeps d_k";
+    EXPECT_EQ(d.cols(app::MatrixId::Wq), 24) << "W^Q keeps 6 heads";
+    EXPECT_EQ(d.cols(app::MatrixId::Wk), 8);
+    EXPECT_EQ(d.cols(app::MatrixId::Wv), 8);
+    EXPECT_EQ(d.cols(app::MatrixId::Bk), 8);
+    EXPECT_EQ(d.rows(app::MatrixId::Wo), 24) << "W^O reads the concatenation of 6 heads";
+    EXPECT_EQ(whole(d, app::MatrixId::Wk), attn::Matrix(wk.leftCols(8))) << "KV heads 0 and 1 keep their weights";
+    d.recomputeIfNeeded();
+    ASSERT_TRUE(d.lastError().ok()) << d.lastError().message;
+    ASSERT_EQ(d.result().heads.size(), 6u);
+    EXPECT_EQ(d.result().heads[1].K, d.result().heads[0].K) << "heads 0-2 share KV head 0";
+    EXPECT_NE(d.result().heads[3].K, d.result().heads[2].K);
+
+    EXPECT_FALSE(d.setKvHeads(4).ok()) << "4 does not divide 6";
+    EXPECT_EQ(d.sizes().Hkv, 2);
+
+    // Heads 6 → 4: H_kv 2 still divides; 4 → 3: the largest divisor of 3 below 2 is 1 (multi-query).
+    ASSERT_TRUE(d.setHeads(4, false).ok());
+    EXPECT_EQ(d.sizes().Hkv, 2);
+    ASSERT_TRUE(d.setHeads(3, false).ok());
+    EXPECT_EQ(d.sizes().Hkv, 1);
+    EXPECT_EQ(d.cols(app::MatrixId::Wk), 4);
+    d.recomputeIfNeeded();
+    ASSERT_TRUE(d.lastError().ok()) << d.lastError().message;
+
+    // Back to multi-head: the KV heads removed earlier come back.
+    ASSERT_TRUE(d.setHeads(6, false).ok());
+    ASSERT_TRUE(d.setKvHeads(6).ok());
+    EXPECT_EQ(d.session().config.kvHeads, 0) << "H_kv = H is stored as the default";
+    EXPECT_EQ(whole(d, app::MatrixId::Wk), wk);
+    ASSERT_TRUE(d.undo());
+    EXPECT_EQ(d.sizes().Hkv, 1);
+}
+
 TEST(Document, RemovedHeadsBiasesComeBack)
 {
     app::Document d;

@@ -86,6 +86,21 @@ def column_copy(session_path, out_path):
     json.dump(s, open(out_path, "w"))
 
 
+def grouped_copy(session_path, out_path, heads, kv_heads):
+    """A row-layout session re-read as grouped-query attention: its projections split into `heads` query heads,
+    and only the first `kv_heads` heads' worth of W^K / W^V (and biases) kept, shared by groups of query heads."""
+    s = json.load(open(session_path))
+    assert s.get("layout", "row") == "row" and s.get("mode", "self") != "direct"
+    s["heads"], s["kv_heads"] = heads, kv_heads
+    for w, b in (("Wk", "bk"), ("Wv", "bv")):
+        width = np.array(s[w]).shape[1] // heads * kv_heads
+        s[w] = np.array(s[w])[:, :width].tolist()
+        if b in s:
+            s[b] = s[b][:width]
+    s["name"] = s.get("name", "") + f" ({heads} query heads, {kv_heads} KV heads)"
+    json.dump(s, open(out_path, "w"))
+
+
 # ---- export: npz / npy / csv against compute --------------------------------------------------------------
 def check_export(session, tmp):
     name = os.path.basename(session)
@@ -265,6 +280,15 @@ def main():
         col = os.path.join(tmp, "column_layout.json")
         column_copy(os.path.join(PRESETS, "causal_decoder_2heads.json"), col)
         sessions.append(col)
+        # Grouped-query attention (kv_heads): 4 query heads over 2 KV heads and over 1 (multi-query), and the
+        # first in column layout.
+        for kv in (2, 1):
+            gqa = os.path.join(tmp, f"grouped_kv{kv}.json")
+            grouped_copy(os.path.join(PRESETS, "causal_decoder_2heads.json"), gqa, 4, kv)
+            sessions.append(gqa)
+        gqa_col = os.path.join(tmp, "grouped_kv2_column.json")
+        column_copy(os.path.join(tmp, "grouped_kv2.json"), gqa_col)
+        sessions.append(gqa_col)
         for s in sessions:
             check_export(s, tmp)
             check_code(s, tmp)

@@ -86,6 +86,9 @@ TEST_F(NullBackend, TogglesKeepComputing)
     z.H = 3;
     ASSERT_TRUE(state.doc.setSizes(z).ok());
     check("3 heads");
+    EXPECT_EQ(state.doc.sizes().Hkv, 3) << "multi-head stays multi-head when the heads change";
+    ASSERT_TRUE(state.doc.setKvHeads(1).ok());
+    check("3 heads sharing 1 KV head (multi-query)");
     state.doc.setPresent(app::MatrixId::Wo, true);
     state.doc.setPresent(app::MatrixId::Bq, true);
     check("W^O and b^Q");

@@ -77,6 +77,18 @@ TEST(LessonVectorView, RejectsOutOfRangeIndices)
     EXPECT_FALSE(vectorView(AttentionResult{}, Score::ScaledDot, 0, 0).ok());
 }
 
+TEST(LessonProductShapes, GroupedQueryProjectionsAreKvHeadsWide)
+{
+    Dims d;
+    d.T = 5; d.S = 5; d.M = 6; d.H = 6; d.Hkv = 2; d.dq = 3; d.dk = 3; d.dv = 4; d.O = 24;
+    auto steps = productShapes(d, Layout::Row, Mode::Self, true);
+    ASSERT_GE(steps.size(), 3u);
+    EXPECT_EQ(steps[0].outCols, 18);  // Q: H·d_q
+    EXPECT_EQ(steps[1].outCols, 6);   // K: H_kv·d_k
+    EXPECT_EQ(steps[2].outCols, 8);   // V: H_kv·d_v
+    EXPECT_EQ(steps.back().lhsCols, 24);  // concat·W^O: H·d_v
+}
+
 TEST(LessonProductShapes, EveryProductsInnerSizesAgree)
 {
     Dims d;

@@ -75,13 +75,15 @@ std::vector<ProductShape> productShapes(const Dims& d, Layout layout, Mode mode,
     std::vector<ProductShape> steps;
     const bool multi = d.H > 1;
     const std::string q = multi ? "Q_h" : "Q", k = multi ? "K_h" : "K", vv = multi ? "V_h" : "V";
-    const long hq = long(d.H) * d.dq, hk = long(d.H) * d.dk, hv = long(d.H) * d.dv;
+    // K and V have H_kv heads (grouped-query attention); Q and the concatenation H.
+    const long hq = long(d.H) * d.dq, hk = long(d.kvHeads()) * d.dk, kvv = long(d.kvHeads()) * d.dv;
+    const long hv = long(d.H) * d.dv;
     const std::string kvIn = mode == Mode::Cross ? "X_kv" : "X";
     if (layout == Layout::Row) {
         if (mode != Mode::Direct) {
             steps.push_back(makeProduct("X·W^Q", "X", d.T, d.M, "W^Q", d.M, hq, "Q", d.T, hq));
             steps.push_back(makeProduct(kvIn + "·W^K", kvIn, d.S, d.M, "W^K", d.M, hk, "K", d.S, hk));
-            steps.push_back(makeProduct(kvIn + "·W^V", kvIn, d.S, d.M, "W^V", d.M, hv, "V", d.S, hv));
+            steps.push_back(makeProduct(kvIn + "·W^V", kvIn, d.S, d.M, "W^V", d.M, kvv, "V", d.S, kvv));
         }
         if (additive) {
             steps.push_back(makeProduct(q + "·A_q", q, d.T, d.dq, "A_q", d.dq, d.A, q + "A_q", d.T, d.A));
@@ -101,7 +103,7 @@ std::vector<ProductShape> productShapes(const Dims& d, Layout layout, Mode mode,
         if (mode != Mode::Direct) {
             steps.push_back(makeProduct("W^Q·X", "W^Q", hq, d.M, "X", d.M, d.T, "Q", hq, d.T));
             steps.push_back(makeProduct("W^K·" + kvIn, "W^K", hk, d.M, kvIn, d.M, d.S, "K", hk, d.S));
-            steps.push_back(makeProduct("W^V·" + kvIn, "W^V", hv, d.M, kvIn, d.M, d.S, "V", hv, d.S));
+            steps.push_back(makeProduct("W^V·" + kvIn, "W^V", kvv, d.M, kvIn, d.M, d.S, "V", kvv, d.S));
         }
         if (additive) {
             steps.push_back(makeProduct("A_q·" + q, "A_q", d.A, d.dq, q, d.dq, d.T, "A_q" + q, d.A, d.T));
