@@ -17,3 +17,19 @@ if "$py" -c "import transformers" 2>/dev/null; then
 else
   echo "(skipped: $py cannot import transformers)"
 fi
+
+# Decoder: SmolLM2 Q4_1 at 128 tokens, attnscope and transformers (the GGUF dequantized by gguf-py, eager attention
+# with output_attentions=True). The second needs a venv with torch, transformers and gguf
+# (DECODER_PY, default /tmp/ref-venv/bin/python; make_decoder_goldens.py's docstring says how to make it).
+smol="$root/build/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+dpy="${DECODER_PY:-/tmp/ref-venv/bin/python}"
+if [ -f "$smol" ]; then
+  echo "== attnscope, SmolLM2 (decoder)"
+  "$root/build/bin/attnscope" model --model "$smol" --bench --tokens 128 --repeats "$repeats"
+  echo "== transformers, SmolLM2 (decoder)"
+  if "$dpy" -c "import transformers, gguf, torch" 2>/dev/null; then
+    "$dpy" "$root/tests/model/bench_transformers_decoder.py" "$smol" --tokens 128 --repeats "$repeats"
+  else
+    echo "(skipped: $dpy cannot import transformers, gguf and torch)"
+  fi
+fi

@@ -77,6 +77,95 @@ def tiny_model(family):
     return model.eval()
 
 
+def write_tiny_gguf(family, model, d):
+    """The tiny model as a float32 GGUF, written as llama.cpp's converter writes these architectures: GGUF names,
+    out×in matrices, GPT-2's fused c_attn transposed, and for architecture llama (not qwen2) the rows of Q and K
+    permuted so that adjacent dimensions rotate together. The tokenizer from tokenizer.json (pre "gpt2")."""
+    import gguf
+    cfg = model.config
+    arch = family
+    w = gguf.GGUFWriter(str(d.parent / f"tiny_{family}.gguf"), arch)
+    w.add_name(f"tiny {family}")
+    sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+    if family == "gpt2":
+        L, H, M = cfg.n_layer, cfg.n_head, cfg.n_embd
+        w.add_context_length(cfg.n_positions)
+        w.add_embedding_length(M)
+        w.add_feed_forward_length(4 * M)
+        w.add_block_count(L)
+        w.add_head_count(H)
+        w.add_layer_norm_eps(cfg.layer_norm_epsilon)
+        t = {"token_embd.weight": sd["transformer.wte.weight"], "position_embd.weight": sd["transformer.wpe.weight"],
+             "output_norm.weight": sd["transformer.ln_f.weight"], "output_norm.bias": sd["transformer.ln_f.bias"]}
+        for l in range(L):
+            p, g = f"transformer.h.{l}.", f"blk.{l}."
+            t[g + "attn_norm.weight"] = sd[p + "ln_1.weight"]
+            t[g + "attn_norm.bias"] = sd[p + "ln_1.bias"]
+            t[g + "attn_qkv.weight"] = sd[p + "attn.c_attn.weight"].T.copy()
+            t[g + "attn_qkv.bias"] = sd[p + "attn.c_attn.bias"]
+            t[g + "attn_output.weight"] = sd[p + "attn.c_proj.weight"].T.copy()
+            t[g + "attn_output.bias"] = sd[p + "attn.c_proj.bias"]
+            t[g + "ffn_norm.weight"] = sd[p + "ln_2.weight"]
+            t[g + "ffn_norm.bias"] = sd[p + "ln_2.bias"]
+            t[g + "ffn_up.weight"] = sd[p + "mlp.c_fc.weight"].T.copy()
+            t[g + "ffn_up.bias"] = sd[p + "mlp.c_fc.bias"]
+            t[g + "ffn_down.weight"] = sd[p + "mlp.c_proj.weight"].T.copy()
+            t[g + "ffn_down.bias"] = sd[p + "mlp.c_proj.bias"]
+    else:
+        L, H, Hkv, M = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.hidden_size
+        w.add_context_length(cfg.max_position_embeddings)
+        w.add_embedding_length(M)
+        w.add_feed_forward_length(cfg.intermediate_size)
+        w.add_block_count(L)
+        w.add_head_count(H)
+        w.add_head_count_kv(Hkv)
+        w.add_rope_freq_base(cfg.rope_theta)
+        w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+        w.add_rope_dimension_count(M // H)
+
+        def permute(x, heads):  # llama.cpp's converter, for architecture llama
+            return x.reshape(heads, 2, x.shape[0] // heads // 2, *x.shape[1:]).swapaxes(1, 2).reshape(x.shape)
+        t = {"token_embd.weight": sd["model.embed_tokens.weight"], "output_norm.weight": sd["model.norm.weight"]}
+        if not cfg.tie_word_embeddings:
+            t["output.weight"] = sd["lm_head.weight"]
+        for l in range(L):
+            p, g = f"model.layers.{l}.", f"blk.{l}."
+            q, k = sd[p + "self_attn.q_proj.weight"], sd[p + "self_attn.k_proj.weight"]
+            if family == "llama":
+                q, k = permute(q, H), permute(k, Hkv)
+            t[g + "attn_q.weight"], t[g + "attn_k.weight"] = q, k
+            t[g + "attn_v.weight"] = sd[p + "self_attn.v_proj.weight"]
+            t[g + "attn_output.weight"] = sd[p + "self_attn.o_proj.weight"]
+            if p + "self_attn.q_proj.bias" in sd:
+                t[g + "attn_q.bias"] = sd[p + "self_attn.q_proj.bias"]
+                t[g + "attn_k.bias"] = sd[p + "self_attn.k_proj.bias"]
+                t[g + "attn_v.bias"] = sd[p + "self_attn.v_proj.bias"]
+            t[g + "attn_norm.weight"] = sd[p + "input_layernorm.weight"]
+            t[g + "ffn_norm.weight"] = sd[p + "post_attention_layernorm.weight"]
+            t[g + "ffn_gate.weight"] = sd[p + "mlp.gate_proj.weight"]
+            t[g + "ffn_up.weight"] = sd[p + "mlp.up_proj.weight"]
+            t[g + "ffn_down.weight"] = sd[p + "mlp.down_proj.weight"]
+    tj = json.loads((d / "tokenizer.json").read_text())
+    vocab = tj["model"]["vocab"]
+    tokens = [None] * len(vocab)
+    for tok, i in vocab.items():
+        tokens[i] = tok
+    special = {a["id"] for a in tj["added_tokens"]}
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("gpt2")
+    w.add_token_list(tokens)
+    w.add_token_types([3 if i in special else 1 for i in range(len(tokens))])
+    w.add_token_merges(merges)
+    w.add_eos_token_id(vocab["<|endoftext|>"])
+    for name, arr in t.items():
+        w.add_tensor(name, np.ascontiguousarray(arr, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def o_proj_of(model, layer):
     if hasattr(model, "transformer"):  # gpt2
         return model.transformer.h[layer].attn.c_proj
@@ -139,6 +228,7 @@ def make_tiny(family):
     tok = train_tokenizer(d)
     model = tiny_model(family)
     model.save_pretrained(d, safe_serialization=True)
+    write_tiny_gguf(family, model, d)
     for extra in ("generation_config.json",):
         (d / extra).unlink(missing_ok=True)
     texts = ["The quick brown fox", "Queries, keys and values: 12345. Attention is all you need; heads attend."]
@@ -152,7 +242,8 @@ def make_tiny(family):
     print(family, [len(c["ids"]) for c in cases])
 
 
-def make_smollm2(path):
+def smollm2_from_gguf(path):
+    """SmolLM2 (any llama-architecture GGUF) as a transformers LlamaForCausalLM in float32, and its tokenizer."""
     import gguf
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
     r = gguf.GGUFReader(path)
@@ -197,6 +288,11 @@ def make_smollm2(path):
     model.eval()
     p = pathlib.Path(path)
     tok = AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
+    return model, tok
+
+
+def make_smollm2(path):
+    model, tok = smollm2_from_gguf(path)
     texts = ["The capital of France is",
              "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
              "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n",

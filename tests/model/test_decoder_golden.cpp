@@ -109,11 +109,16 @@ std::vector<std::pair<int, int>> ablationOf(const json& c)
 
 class TinyDecoder : public ::testing::TestWithParam<std::string> {};
 
+// "llama" opens the Hugging Face directory, "llama.gguf" the same weights as llama.cpp's converter writes them (Q and
+// K rows permuted for architecture llama, not for qwen2; GPT-2's c_attn transposed), with the tokenizer in the GGUF's
+// metadata: both must match the same goldens.
 TEST_P(TinyDecoder, MatchesTransformers)
 {
-    const std::string family = GetParam();
-    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_" + family);
+    const std::string param = GetParam();
+    const std::string family = param.substr(0, param.find('.'));
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_" + param);
     ASSERT_TRUE(model.ok()) << model.status().message;
+    EXPECT_EQ(model->format, param.ends_with(".gguf") ? "gguf" : "safetensors");
     const json g = loadGolden("decoder_tiny_" + family + ".json");
     ASSERT_EQ(g["family"], family);
     for (const json& c : g["cases"]) {
@@ -125,11 +130,17 @@ TEST_P(TinyDecoder, MatchesTransformers)
         o.ablate = ablationOf(c);
         auto run = attn::runDecoder(*model, c["ids"].get<std::vector<int>>(), o);
         ASSERT_TRUE(run.ok()) << run.status().message;
-        expectMatches(*model, *run, c, family + (o.ablate.empty() ? "" : " ablated"));
+        expectMatches(*model, *run, c, param + (o.ablate.empty() ? "" : " ablated"));
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, TinyDecoder, ::testing::Values("gpt2", "llama", "qwen2"));
+INSTANTIATE_TEST_SUITE_P(Families, TinyDecoder,
+                         ::testing::Values("gpt2", "llama", "qwen2", "gpt2.gguf", "llama.gguf", "qwen2.gguf"),
+                         [](const auto& info) {
+                             std::string n = info.param;
+                             std::replace(n.begin(), n.end(), '.', '_');
+                             return n;
+                         });
 
 double maxAbsDiff(const attn::Matrix& a, const attn::Matrix& b)
 {
