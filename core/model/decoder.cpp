@@ -161,17 +161,9 @@ Expected<DecoderModel> loadDirectory(const std::string& dirIn)
     const std::string cfgPath = dir + "/config.json";
     auto cfgText = readFile(cfgPath, 1 << 20);
     if (!cfgText) return cfgText.status();
-    m.config.architecture = modelTypeOf(dir);
-    const std::string& arch = m.config.architecture;
-    if (arch == "gpt2") {
-        ATTNSCOPE_RETURN_IF_ERROR(gpt2ConfigFromJson(*cfgText, cfgPath, m.config));
-    } else if (arch == "llama" || arch == "mistral" || arch == "qwen2") {
-        ATTNSCOPE_RETURN_IF_ERROR(llamaConfigFromJson(*cfgText, cfgPath, m.config));
-    } else {
-        return makeError(StatusCode::Unsupported, cfgPath + ": model_type \"" + clipForMessage(arch) +
-                                                      "\" is not a supported decoder (supported: " +
-                                                      supportedDecoderArchitectures() + "; and bert as an encoder)");
-    }
+    auto cfg = parseDecoderConfig(*cfgText, cfgPath);
+    if (!cfg) return cfg.status();
+    m.config = std::move(*cfg);
     const std::string tokPath = dir + "/tokenizer.json";
     if (!isFile(tokPath)) return makeError(StatusCode::IoError, dir + ": tokenizer.json is not there");
     auto tokText = readFile(tokPath, 256u << 20);
@@ -201,6 +193,26 @@ Expected<DecoderModel> loadDirectory(const std::string& dirIn)
 }
 
 } // namespace
+
+Expected<DecoderConfig> parseDecoderConfig(const std::string& text, const std::string& file)
+{
+    ATTNSCOPE_RETURN_IF_ERROR(checkJsonDepth(text, 32, file));
+    const json j = json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return makeError(StatusCode::ParseError, file + ": not a JSON object");
+    DecoderConfig c;
+    auto it = j.find("model_type");
+    c.architecture = it != j.end() && it->is_string() ? it->get<std::string>() : "";
+    if (c.architecture == "gpt2") {
+        ATTNSCOPE_RETURN_IF_ERROR(gpt2ConfigFromJson(text, file, c));
+    } else if (c.architecture == "llama" || c.architecture == "mistral" || c.architecture == "qwen2") {
+        ATTNSCOPE_RETURN_IF_ERROR(llamaConfigFromJson(text, file, c));
+    } else {
+        return makeError(StatusCode::Unsupported, file + ": model_type \"" + clipForMessage(c.architecture) +
+                                                      "\" is not a supported decoder (supported: " +
+                                                      supportedDecoderArchitectures() + "; and bert as an encoder)");
+    }
+    return c;
+}
 
 bool isDecoderModelPath(const std::string& path)
 {
@@ -248,13 +260,20 @@ Eigen::Index taskCols(Eigen::Index cols)
 }
 // Below this many multiply-adds one thread does the product (a team costs more than it saves).
 constexpr double kTeamWork = double(1 << 22);
+// A team also when the right operand is large: a one-token step streams the weights, and one core alone does not
+// reach the machine's memory bandwidth.
+constexpr double kTeamBytes = double(1 << 20);
+bool worthTeam(Eigen::Index rows, Eigen::Index inner, Eigen::Index cols)
+{
+    return double(rows) * double(inner) * double(cols) >= kTeamWork || double(inner) * double(cols) * 4 >= kTeamBytes;
+}
 } // namespace
 
 void product(const Matrix& a, const Matrix& b, Matrix& out)
 {
     out.resize(a.rows(), b.cols());
     const Eigen::Index width = taskCols(b.cols()), tasks = (b.cols() + width - 1) / width;
-#pragma omp parallel for schedule(dynamic, 1) if (double(a.rows()) * double(a.cols()) * double(b.cols()) >= kTeamWork)
+#pragma omp parallel for schedule(dynamic, 1) if (worthTeam(a.rows(), a.cols(), b.cols()))
     for (Eigen::Index t = 0; t < tasks; ++t) {
         const Eigen::Index c0 = t * width, cols = std::min(width, b.cols() - c0);
         out.middleCols(c0, cols).noalias() = a * b.middleCols(c0, cols);
@@ -265,7 +284,7 @@ void productTransposed(const Matrix& a, const Matrix& bt, Matrix& out)
 {
     out.resize(a.rows(), bt.rows());
     const Eigen::Index width = taskCols(bt.rows()), tasks = (bt.rows() + width - 1) / width;
-#pragma omp parallel for schedule(dynamic, 1) if (double(a.rows()) * double(a.cols()) * double(bt.rows()) >= kTeamWork)
+#pragma omp parallel for schedule(dynamic, 1) if (worthTeam(a.rows(), a.cols(), bt.rows()))
     for (Eigen::Index t = 0; t < tasks; ++t) {
         const Eigen::Index r0 = t * width, rows = std::min(width, bt.rows() - r0);
         out.middleCols(r0, rows).noalias() = a * bt.middleRows(r0, rows).transpose();
@@ -355,49 +374,47 @@ void slidingWindowMask(const DecoderConfig& c, int queries, int pos0, int keys, 
         for (int j = 0; j <= pos0 + i - c.slidingWindow && j < keys; ++j) mask.custom(i, j) = 1;
 }
 
-// Zeroes the context of ablated heads before W^O (as a hook on the output projection's input would), and
-// redoes concat·W^O (+ b^O) when any head of this layer is ablated.
-void ablateHeads(const DecoderModel& m, int l, const std::vector<std::pair<int, int>>& ablated, Eigen::Index row0,
-                 AttentionResult& res)
+// W^O: the concat of the heads' contexts (rows row0…) times W^O (+ b^O), after the ablated heads' contexts are
+// zeroed (as a hook on the output projection's input would). The core is not given W^O, so that this product runs
+// once, on the team, with ablation or without.
+void projectOut(const DecoderModel& m, int l, const std::vector<std::pair<int, int>>& ablated, Eigen::Index row0,
+                AttentionResult& res)
 {
     const DecoderLayer& L = m.layers[static_cast<std::size_t>(l)];
     const int D = m.config.headDim;
-    bool any = false;
+    const Eigen::Index rows = res.concat.rows() - row0;
     for (const auto& [al, ah] : ablated) {
         if (al != l) continue;
-        any = true;
         HeadResult& h = res.heads[static_cast<std::size_t>(ah)];
         h.output.bottomRows(h.output.rows() - row0).setZero();
-        res.concat.block(row0, ah * D, res.concat.rows() - row0, D).setZero();
+        res.concat.block(row0, ah * D, rows, D).setZero();
     }
-    if (!any) return;
-    auto out = res.output.bottomRows(res.output.rows() - row0);
-    out.noalias() = res.concat.bottomRows(res.concat.rows() - row0) * L.Wo;
+    Matrix out;
+    product(res.concat.bottomRows(rows), L.Wo, out);
     if (L.bo.size() > 0) out.rowwise() += L.bo.transpose();
+    if (row0 == 0) res.output.swap(out);
+    else {
+        res.output.conservativeResize(res.concat.rows(), out.cols());
+        res.output.bottomRows(rows) = out;
+    }
 }
 
-struct LayerBuffers {
-    Matrix normed;
-    BlockScratch block;
-};
-
-Status runLayer(DecoderModel& m, int l, DecoderRun& run, Backend backend, LayerBuffers& buf)
+Status runLayer(DecoderModel& m, int l, DecoderRun& run, Backend backend)
 {
     const DecoderConfig& c = m.config;
     const DecoderLayer& L = m.layers[static_cast<std::size_t>(l)];
     const Matrix& x = run.hidden[static_cast<std::size_t>(l)];
     const int n = static_cast<int>(x.rows());
-    AttentionInput in;
-    attentionInputs(m, L, x, 0, buf.normed, in.Q, in.K, in.V);
-    in.Wo = L.Wo;
-    in.bo = L.bo;
+    AttentionInput& in = run.scratch.in;
+    attentionInputs(m, L, x, 0, run.scratch.normed, in.Q, in.K, in.V);
     in.mask.causal = true;
+    in.mask.validLens.clear();
     slidingWindowMask(c, n, 0, n, in.mask);
     AttentionResult& res = run.attention[static_cast<std::size_t>(l)];
     if (auto s = compute(in, layerConfig(c, backend), res); !s.ok())
         return makeError(s.code, "layer " + std::to_string(l) + ": " + s.message);
-    ablateHeads(m, l, run.ablated, 0, res);
-    afterAttention(m, L, res.output, x, buf.block, run.hidden[static_cast<std::size_t>(l) + 1]);
+    projectOut(m, l, run.ablated, 0, res);
+    afterAttention(m, L, res.output, x, run.scratch.block, run.hidden[static_cast<std::size_t>(l) + 1]);
     return Status::success();
 }
 
@@ -483,8 +500,7 @@ Status recomputeDecoderFrom(DecoderModel& model, int fromLayer, DecoderRun& run,
                                " layers, the model has " + std::to_string(L) + ")");
     ATTNSCOPE_RETURN_IF_ERROR(checkAblation(model.config, run.ablated));
     const TeamsForTheLoad teams;
-    LayerBuffers buf;
-    for (int l = fromLayer; l < L; ++l) ATTNSCOPE_RETURN_IF_ERROR(runLayer(model, l, run, backend, buf));
+    for (int l = fromLayer; l < L; ++l) ATTNSCOPE_RETURN_IF_ERROR(runLayer(model, l, run, backend));
     predictions(model, run, 0);
     return Status::success();
 }
@@ -537,7 +553,7 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
         if (model.positionEmbeddings.size() > 0) x.row(i) += model.positionEmbeddings.row(n + i);
     }
     appendRows(run.hidden[0], x);
-    LayerBuffers buf;
+    DecoderRun::Scratch& buf = run.scratch;
     const AttentionConfig cfg = layerConfig(c, backend);
     for (int l = 0; l < L; ++l) {
         const DecoderLayer& layer = model.layers[static_cast<std::size_t>(l)];
@@ -550,14 +566,12 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
         in.K << res.K, Knew;
         in.V.resize(n + m, res.V.cols());
         in.V << res.V, Vnew;
-        in.Wo = layer.Wo;
-        in.bo = layer.bo;
         in.mask.validLens.resize(static_cast<std::size_t>(m));
         std::iota(in.mask.validLens.begin(), in.mask.validLens.end(), n + 1);
         slidingWindowMask(c, m, n, n + m, in.mask);
         AttentionResult part;
         if (auto s = compute(in, cfg, part); !s.ok()) return makeError(s.code, "layer " + std::to_string(l) + ": " + s.message);
-        ablateHeads(model, l, run.ablated, 0, part);
+        projectOut(model, l, run.ablated, 0, part);
         // Stitch the new rows into the kept result.
         appendRows(res.Q, part.Q);
         res.K = std::move(in.K);

@@ -21,7 +21,7 @@ Status llamaConfigFromGguf(const GgufFile& f, const std::string& arch, DecoderCo
 // in Hugging Face's order (llama.cpp's converter interleaves each head's two halves so that adjacent rows rotate
 // together); qwen2 GGUFs keep Hugging Face's order. After this, one RoPE (rotate-half pairing) serves all.
 Status llamaTensors(WeightSource& w, bool ggufNames, bool unpermuteQK, DecoderModel& m);
-struct BlockScratch;
+using BlockScratch = DecoderBlockScratch;
 void llamaAttentionInputs(const DecoderModel& m, const DecoderLayer& L, const Matrix& x, int pos0, Matrix& normed,
                           Matrix& Q, Matrix& K, Matrix& V);
 void llamaAfterAttention(const DecoderModel& m, const DecoderLayer& L, const Matrix& attnOut, const Matrix& x,
@@ -43,7 +43,6 @@ void gpt2AfterAttention(const DecoderModel& m, const DecoderLayer& L, const Matr
 void attentionInputs(const DecoderModel& model, const DecoderLayer& layer, const Matrix& x, int pos0, Matrix& normed,
                      Matrix& Q, Matrix& K, Matrix& V);
 // The rest of the block: out = x + attnOut, then out += feed-forward(norm(out)). `scratch` holds buffers.
-struct BlockScratch { Matrix normed, ffnA, ffnB; };
 void afterAttention(const DecoderModel& model, const DecoderLayer& layer, const Matrix& attnOut, const Matrix& x,
                     BlockScratch& scratch, Matrix& out);
 // The final norm of the residual stream (rows × M).

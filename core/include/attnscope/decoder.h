@@ -78,6 +78,10 @@ struct DecoderModel {
     const Matrix& unembedding() const { return lmHead.size() > 0 ? lmHead : tokenEmbeddings; }
 };
 
+// Parses a Hugging Face config.json of a decoder (model_type gpt2, llama, mistral, qwen2; `file` names it in
+// messages). Unsupported for another model_type, InvalidArgument naming a missing or out-of-range field.
+Expected<DecoderConfig> parseDecoderConfig(const std::string& text, const std::string& file = "config.json");
+
 // True when `path` is something loadDecoder opens: a .gguf file, or a directory whose config.json names a decoder
 // model_type (a BERT directory is not one).
 bool isDecoderModelPath(const std::string& path);
@@ -94,6 +98,9 @@ Expected<DecoderModel> loadDecoder(const std::string& path);
 // text is first wrapped as one user turn by the model's chat template (ChatML or Llama 3; another → Unsupported).
 Expected<Encoding> encodeForDecoder(const DecoderModel& model, const std::string& text, bool chat);
 
+// Buffers of a block's feed-forward (internal; kept in DecoderRun::Scratch).
+struct DecoderBlockScratch { Matrix normed, ffnA, ffnB; };
+
 // One forward, everything kept for the views.
 struct DecoderRun {
     Encoding encoding;                          // ids and each token's decoded text
@@ -105,6 +112,12 @@ struct DecoderRun {
     Vector lastLogits;                          // V: the last position's logits
     std::vector<float> surprise;                // n: −log p(token i | tokens < i) in nats; NaN for token 0
     std::vector<std::string> warnings;          // truncation, backend fallback
+    // Buffers of the forward, kept so that the next forward or recompute of the same length allocates nothing.
+    struct Scratch {
+        AttentionInput in;                      // one layer's Q, K, V and mask for the attention core
+        Matrix normed;                          // the attention's normed input
+        DecoderBlockScratch block;              // the feed-forward's buffers
+    } scratch;
 };
 
 struct DecoderOptions {

@@ -1,0 +1,19 @@
+// libFuzzer target: a decoder's config.json (attn::parseDecoderConfig: gpt2, llama, mistral, qwen2). Whatever the
+// bytes, it returns a config whose sizes are consistent, or a status; never a crash or a huge allocation.
+#include <attnscope/decoder.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
+{
+    const std::string text(reinterpret_cast<const char*>(data), size);
+    attn::Expected<attn::DecoderConfig> c = attn::parseDecoderConfig(text);
+    if (!c) return 0;
+    // A parsed config is one the loader can size tensors from: positive sizes, H_kv dividing H, an even head width.
+    if (c->layers < 1 || c->heads < 1 || c->kvHeads < 1 || c->heads % c->kvHeads != 0 || c->headDim < 2 ||
+        c->headDim % 2 != 0 || c->hidden < 1 || c->vocab < 1 || c->maxPositions < 1)
+        __builtin_trap();
+    return 0;
+}
