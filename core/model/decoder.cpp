@@ -406,7 +406,22 @@ Status runLayer(DecoderModel& m, int l, DecoderRun& run, Backend backend)
     const Matrix& x = run.hidden[static_cast<std::size_t>(l)];
     const int n = static_cast<int>(x.rows());
     AttentionInput& in = run.scratch.in;
-    attentionInputs(m, L, x, 0, run.scratch.normed, in.Q, in.K, in.V);
+    if (run.pinned.layer == l) {
+        const Eigen::Index qd = Eigen::Index(c.heads) * c.headDim, kd = Eigen::Index(c.kvHeads) * c.headDim;
+        const DecoderRun::PinnedQKV& p = run.pinned;
+        if (p.Q.rows() != n || p.Q.cols() != qd || p.K.rows() != n || p.K.cols() != kd || p.V.rows() != n || p.V.cols() != kd)
+            return invalidArgument("pinned Q, K, V of layer " + std::to_string(l) + ": expected " + std::to_string(n) + "×" +
+                                   std::to_string(qd) + ", " + std::to_string(n) + "×" + std::to_string(kd) + " and " +
+                                   std::to_string(n) + "×" + std::to_string(kd) + ", got " + std::to_string(p.Q.rows()) +
+                                   "×" + std::to_string(p.Q.cols()) + ", " + std::to_string(p.K.rows()) + "×" +
+                                   std::to_string(p.K.cols()) + " and " + std::to_string(p.V.rows()) + "×" +
+                                   std::to_string(p.V.cols()));
+        in.Q = p.Q;
+        in.K = p.K;
+        in.V = p.V;
+    } else {
+        attentionInputs(m, L, x, 0, run.scratch.normed, in.Q, in.K, in.V);
+    }
     in.mask.causal = true;
     in.mask.validLens.clear();
     slidingWindowMask(c, n, 0, n, in.mask);
@@ -547,6 +562,7 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
         if (id < 0 || id >= c.vocab)
             return invalidArgument("append: id " + std::to_string(id) + " is outside 0.." + std::to_string(c.vocab - 1));
     const TeamsForTheLoad teams;
+    run.pinned = {};  // the pinned Q, K, V were for the old length
     Matrix x(m, c.hidden);
     for (int i = 0; i < m; ++i) {
         x.row(i) = model.tokenEmbeddings.row(ids[static_cast<std::size_t>(i)]);
@@ -604,6 +620,80 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
     }
     predictions(model, run, n);
     return Status::success();
+}
+
+namespace {
+
+// Keeps the first t positions of a run (t ≥ 1): every kept row and map is what a forward over those t tokens gives,
+// since nothing before a position depends on what comes after it (causality).
+void truncateRun(DecoderRun& run, int t)
+{
+    auto keepRows = [t](auto& m) { m.conservativeResize(std::min<Eigen::Index>(t, m.rows()), Eigen::NoChange); };
+    auto keepSquare = [t](auto& m) {
+        const Eigen::Index k = std::min<Eigen::Index>(t, m.rows());
+        m.conservativeResize(k, k);
+    };
+    for (Matrix& h : run.hidden) keepRows(h);
+    for (AttentionResult& r : run.attention) {
+        keepRows(r.Q);
+        keepRows(r.K);
+        keepRows(r.V);
+        keepRows(r.concat);
+        keepRows(r.output);
+        for (HeadResult& h : r.heads) {
+            keepRows(h.Q);
+            keepRows(h.K);
+            keepRows(h.V);
+            keepSquare(h.scores);
+            keepSquare(h.masked);
+            keepSquare(h.weights);
+            keepRows(h.output);
+        }
+    }
+    run.encoding.ids.resize(static_cast<std::size_t>(t));
+    run.encoding.tokens.resize(static_cast<std::size_t>(t));
+    run.encoding.typeIds.resize(static_cast<std::size_t>(t));
+    keepRows(run.finalHidden);
+    run.surprise.resize(static_cast<std::size_t>(t));
+}
+
+} // namespace
+
+Status rerunDecoder(DecoderModel& model, const std::vector<int>& ids, const DecoderOptions& options, bool sameModel,
+                    DecoderRun& run, int* reused)
+{
+    if (reused) *reused = 0;
+    const int L = model.config.layers;
+    const auto& old = run.encoding.ids;
+    std::size_t common = 0;
+    while (common < old.size() && common < ids.size() && old[common] == ids[common]) ++common;
+    const bool usable = sameModel && run.pinned.layer < 0 && options.ablate == run.ablated && common >= 1 &&
+                        static_cast<int>(run.hidden.size()) == L + 1 && static_cast<int>(run.attention.size()) == L &&
+                        ids.size() <= static_cast<std::size_t>(model.config.maxPositions) &&
+                        (common < ids.size() || ids.size() < old.size());
+    if (!usable || model.config.slidingWindow > 0) return runDecoder(model, ids, options, run);
+    if (common == ids.size()) {
+        // The new text is a prefix of the old one: keep it, the last position's predictions are recomputed.
+        truncateRun(run, static_cast<int>(common));
+        if (reused) *reused = static_cast<int>(common);
+        predictions(model, run, static_cast<Eigen::Index>(common));
+        return Status::success();
+    }
+    truncateRun(run, static_cast<int>(common));
+    ATTNSCOPE_RETURN_IF_ERROR(appendTokens(model, std::vector<int>(ids.begin() + static_cast<std::ptrdiff_t>(common), ids.end()),
+                                           run, options.backend));
+    if (reused) *reused = static_cast<int>(common);
+    return Status::success();
+}
+
+Expected<Vector> logitsAt(const DecoderModel& model, const DecoderRun& run, int position)
+{
+    const int n = static_cast<int>(run.finalHidden.rows());
+    if (position < 0 || position >= n)
+        return invalidArgument("position " + std::to_string(position) + " is outside 0.." + std::to_string(n - 1));
+    Matrix row = run.finalHidden.row(position), out;
+    productTransposed(row, model.unembedding(), out);
+    return Vector(out.row(0).transpose());
 }
 
 // -----------------------------------------------------------------------------------------------------

@@ -197,6 +197,75 @@ TEST(DecoderRun, RecomputeFromALayerEqualsAWholeForwardAfterAnEdit)
     EXPECT_GT((run->lastLogits - before).cwiseAbs().maxCoeff(), 1e-4f) << "the edit and ablation must move the logits";
 }
 
+TEST(DecoderRun, ARerunKeepsThePrefixAndEqualsAWholeForward)
+{
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama");
+    ASSERT_TRUE(model.ok()) << model.status().message;
+    const std::vector<int> first = {5, 17, 42, 99, 3, 250, 7, 64};
+    const std::vector<std::vector<int>> next = {
+        {5, 17, 42, 99, 3, 11, 12},            // an edit at token 5
+        {5, 17, 42, 99, 3, 11, 12, 13, 14},    // typing at the end
+        {5, 17, 42},                           // deleting the end
+    };
+    attn::DecoderRun run;
+    ASSERT_TRUE(attn::runDecoder(*model, first, {}, run).ok());
+    const int expectReused[] = {5, 7, 3};
+    for (std::size_t k = 0; k < next.size(); ++k) {
+        int reused = -1;
+        ASSERT_TRUE(attn::rerunDecoder(*model, next[k], {}, true, run, &reused).ok());
+        EXPECT_EQ(reused, expectReused[k]) << "case " << k;
+        auto whole = attn::runDecoder(*model, next[k]);
+        ASSERT_TRUE(whole.ok());
+        ASSERT_EQ(run.encoding.ids, next[k]);
+        for (int l = 0; l < model->config.layers; ++l)
+            for (int h = 0; h < model->config.heads; ++h)
+                EXPECT_LE(maxAbsDiff(run.attention[l].heads[h].weights, whole->attention[l].heads[h].weights), 1e-6)
+                    << "case " << k << " L" << l << " H" << h;
+        EXPECT_LE((run.lastLogits - whole->lastLogits).cwiseAbs().maxCoeff(), 1e-4) << "case " << k;
+        ASSERT_EQ(run.surprise.size(), whole->surprise.size());
+        for (std::size_t i = 1; i < run.surprise.size(); ++i) EXPECT_NEAR(run.surprise[i], whole->surprise[i], 1e-4);
+    }
+    // After an edit of the weights the caller says so: a whole forward.
+    int reused = -1;
+    ASSERT_TRUE(attn::rerunDecoder(*model, first, {}, false, run, &reused).ok());
+    EXPECT_EQ(reused, 0);
+}
+
+TEST(DecoderRun, PinnedQkvReplaceALayersAttentionInputs)
+{
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_qwen2");
+    ASSERT_TRUE(model.ok());
+    auto run = attn::runDecoder(*model, {4, 8, 15, 16, 23, 42});
+    ASSERT_TRUE(run.ok());
+    const attn::Vector before = run->lastLogits;
+    const attn::AttentionResult layer1 = run->attention[1];
+    // The run's own Q, K, V pinned: the same result, bit for bit.
+    run->pinned = {1, layer1.Q, layer1.K, layer1.V};
+    ASSERT_TRUE(attn::recomputeDecoderFrom(*model, 1, *run).ok());
+    EXPECT_EQ((run->lastLogits - before).cwiseAbs().maxCoeff(), 0.0f);
+    // V doubled: the same weights, twice the heads' outputs, other predictions.
+    run->pinned.V *= 2.0f;
+    ASSERT_TRUE(attn::recomputeDecoderFrom(*model, 1, *run).ok());
+    for (int h = 0; h < model->config.heads; ++h) {
+        EXPECT_LE(maxAbsDiff(run->attention[1].heads[h].weights, layer1.heads[h].weights), 0.0);
+        EXPECT_LE(maxAbsDiff(run->attention[1].heads[h].output, 2.0f * layer1.heads[h].output), 1e-5);
+    }
+    EXPECT_GT((run->lastLogits - before).cwiseAbs().maxCoeff(), 1e-4f);
+    // A pin of the wrong shape is refused with the shapes.
+    run->pinned.K.conservativeResize(5, Eigen::NoChange);
+    auto s = attn::recomputeDecoderFrom(*model, 0, *run);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message.find("pinned Q, K, V of layer 1: expected 6×32, 6×8 and 6×8, got 6×32, 5×8 and 6×8"), std::string::npos)
+        << s.message;
+    // logitsAt(last) is the kept last-position logits.
+    run->pinned = {};
+    ASSERT_TRUE(attn::recomputeDecoderFrom(*model, 0, *run).ok());
+    auto last = attn::logitsAt(*model, *run, 5);
+    ASSERT_TRUE(last.ok());
+    EXPECT_LE((*last - run->lastLogits).cwiseAbs().maxCoeff(), 1e-5f);
+    EXPECT_FALSE(attn::logitsAt(*model, *run, 6).ok());
+}
+
 TEST(DecoderRun, AnAblatedHeadHasNoContext)
 {
     auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_qwen2");

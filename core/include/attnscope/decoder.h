@@ -112,6 +112,13 @@ struct DecoderRun {
     Vector lastLogits;                          // V: the last position's logits
     std::vector<float> surprise;                // n: −log p(token i | tokens < i) in nats; NaN for token 0
     std::vector<std::string> warnings;          // truncation, backend fallback
+    // A layer whose attention inputs are given instead of computed (an edit of Q, K or V in the chain view, where
+    // RoPE sits between W^Q/W^K and the scores): layer `layer` uses these Q (n×H·D, after RoPE), K and V (n×H_kv·D)
+    // in every recompute until cleared (layer −1). Appending tokens clears it.
+    struct PinnedQKV {
+        int layer = -1;
+        Matrix Q, K, V;
+    } pinned;
     // Buffers of the forward, kept so that the next forward or recompute of the same length allocates nothing.
     struct Scratch {
         AttentionInput in;                      // one layer's Q, K, V and mask for the attention core
@@ -136,6 +143,16 @@ Status recomputeDecoderFrom(DecoderModel& model, int fromLayer, DecoderRun& run,
 // Appends tokens to a run: only the new positions are computed (every layer's K and V of the old ones are kept
 // in run.attention), the maps gain rows and columns; the result equals a whole forward over the longer input.
 Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun& run, Backend backend = Backend::Cpu);
+
+// Runs `ids` reusing what `run` already holds: the positions before the first token that differs are kept and only
+// the rest are computed (truncate, then append), when the model, ablations and pin are the same as the run's (the
+// caller says so with `sameModel`: no weight edited since the run); otherwise a whole forward. The result equals a
+// whole forward either way. `reused` (optional) receives how many positions were kept.
+Status rerunDecoder(DecoderModel& model, const std::vector<int>& ids, const DecoderOptions& options, bool sameModel,
+                    DecoderRun& run, int* reused = nullptr);
+
+// The logits at `position` of a run (the last position's are run.lastLogits); InvalidArgument outside 0..n−1.
+Expected<Vector> logitsAt(const DecoderModel& model, const DecoderRun& run, int position);
 
 struct TokenProbability {
     int id = 0;
