@@ -44,8 +44,9 @@ constexpr std::size_t kMaxCachedWords = 65'536;
 // ICU regex steps per match before it gives up (see applyStep).
 constexpr int32_t kRegexStepLimit = 2000;
 
-// The patterns, as the models' own files write them (Oniguruma syntax, as Hugging Face tokenizers runs them);
-// translateForIcu() adapts \s and \S.
+// The patterns, as the models' own files write them (Oniguruma syntax, as Hugging Face tokenizers runs them).
+// ICU reads them unchanged: its \s is Unicode White_Space, as Oniguruma's (U+000B and U+0085 included; the
+// vertical_tab_nel golden text checks it), \p{L} / \p{N} are the general categories, (?i:…) and (?!…) work.
 // GPT-2 (and Hugging Face's ByteLevel pre-tokeniser with use_regex): contractions, letters, numbers, other
 // symbols (each with an optional leading space), then whitespace.
 constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
@@ -185,29 +186,12 @@ namespace {
 
 std::uint64_t pairKey(int a, int b) { return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b); }
 
-// Hugging Face's patterns are Oniguruma's; ICU's \s lacks U+000B and U+0085, which Oniguruma's (Unicode
-// White_Space) has, so \s / \S become \p{White_Space} / \P{White_Space} (also inside brackets).
-std::string translateForIcu(const std::string& pattern)
-{
-    std::string out;
-    for (std::size_t i = 0; i < pattern.size(); ++i) {
-        if (pattern[i] == '\\' && i + 1 < pattern.size()) {
-            const char c = pattern[i + 1];
-            if (c == 's') out += "\\p{White_Space}";
-            else if (c == 'S') out += "\\P{White_Space}";
-            else { out += '\\'; out += c; }
-            ++i;
-        } else out += pattern[i];
-    }
-    return out;
-}
-
 Expected<std::shared_ptr<const icu::RegexPattern>> compilePattern(const std::string& pattern, bool literal,
                                                                   const std::string& where)
 {
     UParseError pe{};
     UErrorCode err = U_ZERO_ERROR;
-    const icu::UnicodeString p = icu::UnicodeString::fromUTF8(literal ? pattern : translateForIcu(pattern));
+    const icu::UnicodeString p = icu::UnicodeString::fromUTF8(pattern);
     std::unique_ptr<icu::RegexPattern> re(icu::RegexPattern::compile(p, literal ? UREGEX_LITERAL : 0, pe, err));
     if (U_FAILURE(err) || !re)
         return makeError(StatusCode::Unsupported, where + ": pattern \"" + clipForMessage(pattern, 120) +

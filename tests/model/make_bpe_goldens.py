@@ -91,6 +91,8 @@ TEXTS = [
     ("spaces_then_word", "          x"),
     ("control_chars", "a\x00b\x01c\x7fd"),
     ("unicode_spaces", "a\u00a0b\u2003c\u3000d\u0085e\u2028f\u000bg\u000ch"),
+    # U+000B and U+0085 are \s (White_Space) to Oniguruma, as to ICU; were they not, "  " would split in two.
+    ("vertical_tab_nel", "a  \x0bb c  \x85d e\t\t\x0b f"),
     ("combining_alone", "\u0301\u0308x"),
     ("bom_zero_width", "\ufeffstart\u200bmiddle\u200d"),
     ("private_use", "\ue000\U0010fffd"),
