@@ -1,605 +1,896 @@
-// Byte-level BPE. See attnscope/bpe_tokenizer.h for the pipeline and docs/model.md ("Byte-level BPE").
+// Byte-level BPE tokenizer. See attnscope/bpe_tokenizer.h for the pipeline. Learned from Hugging Face tokenizers
+// (models/bpe/model.rs: merges by rank through a priority queue, ignore_merges; pre_tokenizers/byte_level.rs:
+// GPT-2's byte→unicode alphabet and pattern; pre_tokenizers/digits.rs, split.rs) and llama.cpp
+// (src/llama-vocab.cpp: the pre-tokeniser patterns of each tokenizer.ggml.pre).
 //
-// [SECTION] Byte-level stand-ins
-// [SECTION] Pre-tokenizers
-// [SECTION] Building
+// [SECTION] Byte-level alphabet and UTF-8 helpers
+// [SECTION] Pre-tokeniser (ICU regex)
+// [SECTION] Construction (shared by fromSpec and fromTokenizerJson)
+// [SECTION] fromSpec
+// [SECTION] fromTokenizerJson
 // [SECTION] Encoding and decoding
-// [SECTION] Chat templates
 #include "attnscope/bpe_tokenizer.h"
 
 #include "attnscope/preset_io.h"  // checkJsonDepth, clipForMessage
 
 #include <nlohmann/json.hpp>
+#include <unicode/normalizer2.h>
 #include <unicode/regex.h>
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
 #include <unicode/utf8.h>
 
 #include <algorithm>
-#include <climits>
+#include <array>
+#include <cstdint>
 #include <mutex>
+#include <new>
+#include <queue>
+#include <unordered_map>
 
 namespace attn {
 using json = nlohmann::json;
 
-// -----------------------------------------------------------------------------------------------------
-// [SECTION] Byte-level stand-ins
-// -----------------------------------------------------------------------------------------------------
-
 namespace {
 
-// GPT-2's map from a byte to a printable character: the printable Latin-1 bytes stand for themselves, the other
-// 68 take the code points 256, 257, … in byte order. Returned as UTF-8 strings, with the inverse.
-struct ByteMap {
-    std::string toChar[256];
-    std::unordered_map<std::string, unsigned char> toByte;
-    ByteMap()
+// Largest vocabulary and merge list accepted (Llama 3 and Qwen2 have ~150k tokens and ~150k merges; Gemma 3's
+// 256k-token vocabularies are the largest in use). A bigger array is a broken or hostile file.
+constexpr std::size_t kMaxTokens = 1'000'000;
+constexpr std::size_t kMaxMerges = 1'000'000;
+// Longest token accepted, in bytes (real vocabularies stay under ~300: runs of spaces or dashes).
+constexpr std::size_t kMaxTokenBytes = 65'536;
+// Words cached per tokenizer before the cache is cleared (a cached word costs ~100 bytes; this caps it at a few MB).
+constexpr std::size_t kMaxCachedWords = 65'536;
+// ICU regex steps per match before it gives up (see applyStep).
+constexpr int32_t kRegexStepLimit = 2000;
+
+// The patterns, as the models' own files write them (Oniguruma syntax, as Hugging Face tokenizers runs them).
+// ICU reads them unchanged: its \s is Unicode White_Space, as Oniguruma's (U+000B and U+0085 included; the
+// vertical_tab_nel golden text checks it), \p{L} / \p{N} are the general categories, (?i:…) and (?!…) work.
+// GPT-2 (and Hugging Face's ByteLevel pre-tokeniser with use_regex): contractions, letters, numbers, other
+// symbols (each with an optional leading space), then whitespace.
+constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+// Llama 3 (tokenizer.json's Split, llama.cpp's llama-bpe): case-insensitive contractions, a letter run with
+// one optional leading non-letter, numbers in groups of up to three digits, newlines kept apart.
+constexpr const char* kLlama3Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Qwen2: Llama 3's pattern with every digit on its own.
+constexpr const char* kQwen2Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// llama.cpp's "default" BPE pre-tokeniser: punctuation runs, GPT-2's pattern, number runs, then ASCII digits
+// in threes.
+constexpr const char* kDefaultPunctPattern = R"([\p{P}\$\+<=>\^~\|]+)";
+constexpr const char* kNumberRunPattern = R"(\p{N}+)";
+constexpr const char* kThreeDigitsPattern = R"([0-9][0-9][0-9])";
+
+// [SECTION] Byte-level alphabet and UTF-8 helpers
+
+// GPT-2's byte→unicode map: printable Latin-1 bytes stand for themselves, the other 68 bytes (controls, space,
+// DEL, NBSP, soft hyphen, …) for U+0100 onwards in byte order.
+struct ByteAlphabet {
+    std::array<std::string, 256> byteToSymbol;        // UTF-8 of each byte's symbol
+    std::unordered_map<UChar32, std::uint8_t> toByte; // symbol code point → byte
+    ByteAlphabet()
     {
         int next = 256;
         for (int b = 0; b < 256; ++b) {
             const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
             const UChar32 cp = printable ? b : next++;
-            char buf[4];
-            int len = 0;
-            U8_APPEND_UNSAFE(buf, len, cp);
-            toChar[b].assign(buf, static_cast<std::size_t>(len));
-            toByte[toChar[b]] = static_cast<unsigned char>(b);
+            icu::UnicodeString(cp).toUTF8String(byteToSymbol[static_cast<std::size_t>(b)]);
+            toByte.emplace(cp, static_cast<std::uint8_t>(b));
         }
     }
 };
-const ByteMap& byteMap()
+
+const ByteAlphabet& byteAlphabet()
 {
-    static const ByteMap m;
-    return m;
+    static const ByteAlphabet a;
+    return a;
 }
 
-Status checkUtf8(const std::string& s, const char* what)
+// The offset of the first byte of `s` that is not part of well-formed UTF-8, or npos.
+std::size_t firstInvalidUtf8(const std::string& s)
 {
     const auto* p = reinterpret_cast<const std::uint8_t*>(s.data());
-    const int32_t n = static_cast<int32_t>(std::min<std::size_t>(s.size(), INT32_MAX));
-    for (int32_t i = 0; i < n;) {
-        const int32_t at = i;
+    const std::int32_t n = static_cast<std::int32_t>(s.size());
+    for (std::int32_t i = 0; i < n;) {
+        const std::int32_t at = i;
         UChar32 c;
         U8_NEXT(p, i, n, c);
-        if (c < 0) return invalidArgument(std::string(what) + ": invalid UTF-8 at byte " + std::to_string(at));
+        if (c < 0) return static_cast<std::size_t>(at);
     }
-    return Status::success();
+    return std::string::npos;
 }
 
-// -----------------------------------------------------------------------------------------------------
-// [SECTION] Pre-tokenizers
-// -----------------------------------------------------------------------------------------------------
-
-// GPT-2's pattern: contractions, letters, numbers, other symbols, each optionally after one space; runs of spaces.
-constexpr const char* kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-// Llama 3's: case-insensitive contractions, a letter run after one non-letter/non-digit, numbers of up to three
-// digits, symbols with their trailing newlines, newline runs.
-constexpr const char* kLlama3Pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-// Qwen2's: Llama 3's with single digits.
-constexpr const char* kQwen2Pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kDigitPattern = R"(\p{N})";
-
-// One splitting step: every piece is cut at the matches of `regex`, matches and the text between them kept
-// (Hugging Face's Split with behavior "Isolated"). ICU's RegexMatcher is not thread-safe; a pattern is.
-struct SplitStep {
-    std::unique_ptr<icu::RegexPattern> pattern;
-    std::string source;
-};
-
-Expected<SplitStep> makeStep(const std::string& regex)
+// `s` with each ill-formed UTF-8 subsequence replaced by U+FFFD (as Rust's String::from_utf8_lossy).
+std::string lossyUtf8(const std::string& s)
 {
-    UErrorCode err = U_ZERO_ERROR;
-    UParseError pe{};
-    SplitStep s;
-    s.source = regex;
-    s.pattern.reset(icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(regex), pe, err));
-    if (U_FAILURE(err) || !s.pattern)
-        return invalidArgument("pre-tokenizer pattern \"" + clipForMessage(regex, 80) + "\" does not compile (" +
-                               u_errorName(err) + " at offset " + std::to_string(pe.offset) + ")");
-    return s;
+    if (firstInvalidUtf8(s) == std::string::npos) return s;
+    std::string out;
+    const auto* p = reinterpret_cast<const std::uint8_t*>(s.data());
+    const std::int32_t n = static_cast<std::int32_t>(s.size());
+    for (std::int32_t i = 0; i < n;) {
+        const std::int32_t at = i;
+        UChar32 c;
+        U8_NEXT(p, i, n, c);
+        if (c < 0) out += "\xEF\xBF\xBD";
+        else out.append(s, static_cast<std::size_t>(at), static_cast<std::size_t>(i - at));
+    }
+    return out;
 }
 
-void splitPiece(const SplitStep& step, const std::string& piece, std::vector<std::string>& out)
+// A byte-level token's bytes. A token with a character outside the alphabet (an added token such as
+// " <mask>") stands for its own UTF-8, as Hugging Face's ByteLevel decoder does.
+std::string byteLevelDecode(const std::string& token)
 {
-    const icu::UnicodeString u = icu::UnicodeString::fromUTF8(piece);
-    UErrorCode err = U_ZERO_ERROR;
-    std::unique_ptr<icu::RegexMatcher> m(step.pattern->matcher(u, err));
-    if (U_FAILURE(err) || !m) {
-        out.push_back(piece);
-        return;
+    const ByteAlphabet& a = byteAlphabet();
+    std::string out;
+    const auto* p = reinterpret_cast<const std::uint8_t*>(token.data());
+    const std::int32_t n = static_cast<std::int32_t>(token.size());
+    for (std::int32_t i = 0; i < n;) {
+        UChar32 c;
+        U8_NEXT(p, i, n, c);
+        auto it = c < 0 ? a.toByte.end() : a.toByte.find(c);
+        if (it == a.toByte.end()) return token;
+        out.push_back(static_cast<char>(it->second));
     }
-    int32_t last = 0;
-    auto emit = [&](int32_t a, int32_t b) {
-        if (b <= a) return;
-        std::string s;
-        u.tempSubStringBetween(a, b).toUTF8String(s);
-        out.push_back(std::move(s));
-    };
-    while (m->find(err) && U_SUCCESS(err)) {
-        const int32_t a = m->start(err), b = m->end(err);
-        if (b == a) continue;  // the patterns here never match empty; guard all the same
-        emit(last, a);
-        emit(a, b);
-        last = b;
-    }
-    emit(last, u.length());
+    return out;
+}
+
+std::string byteLevelEncode(const std::string& bytes)
+{
+    const ByteAlphabet& a = byteAlphabet();
+    std::string out;
+    for (unsigned char b : bytes) out += a.byteToSymbol[b];
+    return out;
 }
 
 } // namespace
 
-// -----------------------------------------------------------------------------------------------------
-// [SECTION] Building
-// -----------------------------------------------------------------------------------------------------
+// [SECTION] Pre-tokeniser (ICU regex)
 
-struct BpeTokenizer::Impl {
-    std::vector<std::string> tokens;                 // byte-level forms (specials as written)
-    std::vector<std::string> bytesOf;                // each token's bytes
-    std::unordered_map<std::string, int> vocab;      // byte-level form → id
-    std::unordered_map<std::string, int> ranks;      // "a b" → merge rank
-    std::vector<std::pair<std::string, int>> specials;  // matched whole in the raw text, longest first
-    std::vector<SplitStep> steps;
-    std::string pre;
-    bool ignoreMerges = false, addPrefixSpace = false;
-    int bos = -1, eos = -1;
-    bool addBos = false;
-    std::unordered_map<std::string, int> byText;     // decoded text → id (first id wins)
-    mutable std::mutex cacheMutex;
-    mutable std::unordered_map<std::string, std::vector<int>> cache;  // piece → ids
-
-    Status finish()
-    {
-        bytesOf.resize(tokens.size());
-        std::vector<bool> special(tokens.size(), false);
-        for (const auto& [text, id] : specials) special[static_cast<std::size_t>(id)] = true;
-        const ByteMap& bm = byteMap();
-        for (std::size_t id = 0; id < tokens.size(); ++id) {
-            const std::string& t = tokens[id];
-            if (special[id]) {
-                bytesOf[id] = t;
-            } else {
-                // Byte-level characters back to bytes; a character outside the map stays as its UTF-8.
-                std::string b;
-                const auto* p = reinterpret_cast<const std::uint8_t*>(t.data());
-                const int32_t n = static_cast<int32_t>(t.size());
-                for (int32_t i = 0; i < n;) {
-                    const int32_t a = i;
-                    UChar32 c;
-                    U8_NEXT(p, i, n, c);
-                    const std::string ch(t, static_cast<std::size_t>(a), static_cast<std::size_t>(i - a));
-                    auto it = bm.toByte.find(ch);
-                    if (it != bm.toByte.end()) b += static_cast<char>(it->second);
-                    else b += ch;
-                }
-                bytesOf[id] = std::move(b);
-            }
-            byText.emplace(bytesOf[id], static_cast<int>(id));
-        }
-        std::sort(specials.begin(), specials.end(),
-                  [](const auto& a, const auto& b) { return a.first.size() > b.first.size() || (a.first.size() == b.first.size() && a.first < b.first); });
-        return Status::success();
-    }
-
-    Status addMerges(const std::vector<std::string>& merges)
-    {
-        ranks.reserve(merges.size());
-        for (std::size_t r = 0; r < merges.size(); ++r) {
-            const std::string& mg = merges[r];
-            const auto sp = mg.find(' ');
-            if (sp == std::string::npos || sp == 0 || sp + 1 >= mg.size() || mg.find(' ', sp + 1) != std::string::npos)
-                return invalidArgument("merge " + std::to_string(r) + ": \"" + clipForMessage(mg) + "\" is not two tokens separated by one space");
-            const std::string a = mg.substr(0, sp), b = mg.substr(sp + 1);
-            if (!vocab.count(a) || !vocab.count(b))
-                return invalidArgument("merge " + std::to_string(r) + ": \"" + clipForMessage(mg) + "\" names a token that is not in the vocabulary");
-            ranks.emplace(mg, static_cast<int>(r));
-        }
-        return Status::success();
-    }
-
-    Status setPre(const std::string& name)
-    {
-        std::vector<const char*> patterns;
-        if (name == "default" || name == "gpt2" || name == "gpt-2") patterns = {kGpt2Pattern};
-        else if (name == "llama-bpe" || name == "llama3" || name == "llama-v3") patterns = {kLlama3Pattern}, ignoreMerges = true;
-        else if (name == "qwen2") patterns = {kQwen2Pattern};
-        else if (name == "smollm") patterns = {kDigitPattern, kGpt2Pattern};
-        else
-            return makeError(StatusCode::Unsupported, "tokenizer.ggml.pre \"" + clipForMessage(name) +
-                                                          "\" is not supported (supported: default, gpt2, llama-bpe, qwen2, smollm)");
-        pre = name;
-        for (const char* p : patterns) {
-            auto s = makeStep(p);
-            if (!s) return s.status();
-            steps.push_back(std::move(*s));
-        }
-        return Status::success();
-    }
+// One step of the pre-tokeniser, applied to every piece the steps before it made.
+struct PreStep {
+    enum class Kind { Regex, Digits, ByteLevel };
+    Kind kind = Kind::Regex;
+    std::shared_ptr<const icu::RegexPattern> pattern;  // Regex, and ByteLevel with use_regex
+    bool removeMatches = false;                         // Split behavior Removed (else Isolated)
+    bool individualDigits = false;                      // Digits
+    bool addPrefixSpace = false;                        // ByteLevel
 };
 
-BpeTokenizer::BpeTokenizer() : m(std::make_unique<Impl>()) {}
-BpeTokenizer::~BpeTokenizer() = default;
-BpeTokenizer::BpeTokenizer(BpeTokenizer&&) noexcept = default;
-BpeTokenizer& BpeTokenizer::operator=(BpeTokenizer&&) noexcept = default;
+struct BpeTokenizer::Impl {
+    std::vector<std::string> tokens;   // id → byte-level form
+    std::vector<std::string> bytes;    // id → decoded bytes
+    std::vector<std::string> display;  // id → decoded bytes as valid UTF-8
+    std::unordered_map<std::string, int> vocab;      // byte-level form → id
+    std::unordered_map<std::string, int> byDecoded;  // decoded bytes → lowest id
+    std::unordered_map<std::uint64_t, std::pair<int, int>> merges;  // (left, right) → (rank, merged id)
+    std::array<int, 256> byteId{};     // id of each single-byte token, -1 when missing
+    int unk = -1;
+    bool ignoreMerges = false;
+    bool nfc = false;
+    std::vector<PreStep> steps;
+    // Added tokens matched whole in the raw text: by first byte, longest first.
+    std::array<std::vector<std::pair<std::string, int>>, 256> specials;
+    std::vector<int> prefix, suffix;   // the template around the text (addSpecial)
 
-Expected<BpeTokenizer> BpeTokenizer::fromSpec(const BpeVocabSpec& spec)
-{
-    BpeTokenizer t;
-    Impl& m = *t.m;
-    if (spec.tokens.empty()) return invalidArgument("tokenizer.ggml.tokens is empty");
-    if (!spec.tokenTypes.empty() && spec.tokenTypes.size() != spec.tokens.size())
-        return invalidArgument("tokenizer.ggml.token_type: expected " + std::to_string(spec.tokens.size()) +
-                               " values (one per token), got " + std::to_string(spec.tokenTypes.size()));
-    m.tokens = spec.tokens;
-    for (std::size_t i = 0; i < m.tokens.size(); ++i) {
-        if (!m.vocab.emplace(m.tokens[i], static_cast<int>(i)).second)
-            return invalidArgument("tokenizer.ggml.tokens: token " + std::to_string(i) + " \"" + clipForMessage(m.tokens[i]) +
-                                   "\" appears twice");
-        // Control and user-defined tokens are matched whole in the text, as llama.cpp does with parse_special.
-        const int type = spec.tokenTypes.empty() ? 1 : spec.tokenTypes[i];
-        if ((type == 3 || type == 4) && !m.tokens[i].empty()) m.specials.emplace_back(m.tokens[i], static_cast<int>(i));
-    }
-    ATTNSCOPE_RETURN_IF_ERROR(m.addMerges(spec.merges));
-    ATTNSCOPE_RETURN_IF_ERROR(m.setPre(spec.pre));
-    const int n = static_cast<int>(m.tokens.size());
-    if (spec.bos >= n || spec.eos >= n) return invalidArgument("tokenizer: bos/eos id outside the vocabulary of " + std::to_string(n));
-    m.bos = spec.bos;
-    m.eos = spec.eos;
-    m.addBos = spec.addBos && spec.bos >= 0;
-    ATTNSCOPE_RETURN_IF_ERROR(m.finish());
-    return t;
-}
+    mutable std::mutex cacheMutex;
+    mutable std::unordered_map<std::string, std::vector<int>> cache;
+
+    std::vector<int> bpe(const std::string& piece, std::vector<std::string>& warnings) const;
+    Status preTokenize(const std::string& text, std::vector<std::string>& pieces) const;
+};
 
 namespace {
 
-// A tokenizer.json pre_tokenizer (null, ByteLevel, Split, Digits, or a Sequence of them) as split steps.
-Status preTokenizerSteps(const json& p, std::vector<SplitStep>& steps, bool& addPrefixSpace, int depth = 0)
+std::uint64_t pairKey(int a, int b) { return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b); }
+
+Expected<std::shared_ptr<const icu::RegexPattern>> compilePattern(const std::string& pattern, bool literal,
+                                                                  const std::string& where)
 {
-    if (p.is_null()) return Status::success();
-    if (!p.is_object() || !p.contains("type") || !p["type"].is_string())
-        return makeError(StatusCode::ParseError, "pre_tokenizer: expected an object with a \"type\"");
-    const std::string type = p["type"].get<std::string>();
+    UParseError pe{};
+    UErrorCode err = U_ZERO_ERROR;
+    const icu::UnicodeString p = icu::UnicodeString::fromUTF8(pattern);
+    std::unique_ptr<icu::RegexPattern> re(icu::RegexPattern::compile(p, literal ? UREGEX_LITERAL : 0, pe, err));
+    if (U_FAILURE(err) || !re)
+        return makeError(StatusCode::Unsupported, where + ": pattern \"" + clipForMessage(pattern, 120) +
+                                                      "\" does not compile (" + u_errorName(err) + " at offset " +
+                                                      std::to_string(pe.offset) + ")");
+    return std::shared_ptr<const icu::RegexPattern>(std::move(re));
+}
+
+bool isNumeric(UChar32 c)
+{
+    const int8_t t = u_charType(c);  // Rust's char::is_numeric: Nd, Nl, No
+    return t == U_DECIMAL_DIGIT_NUMBER || t == U_LETTER_NUMBER || t == U_OTHER_NUMBER;
+}
+
+// Splits each piece by one step. Pieces are UTF-16 (ICU's regex works on UnicodeString).
+Status applyStep(const PreStep& step, std::vector<icu::UnicodeString>& pieces)
+{
+    std::vector<icu::UnicodeString> out;
+    out.reserve(pieces.size());
+    for (icu::UnicodeString& piece : pieces) {
+        if (step.kind == PreStep::Kind::ByteLevel && step.addPrefixSpace && !piece.startsWith(icu::UnicodeString(u' ')))
+            piece.insert(0, u' ');
+        if (step.kind == PreStep::Kind::Digits) {
+            int32_t start = 0;
+            int32_t i = 0;
+            bool inDigits = false;
+            while (i < piece.length()) {
+                const UChar32 c = piece.char32At(i);
+                const int32_t next = piece.moveIndex32(i, 1);
+                const bool d = isNumeric(c);
+                if (d && step.individualDigits) {
+                    if (i > start) out.emplace_back(piece, start, i - start);
+                    out.emplace_back(piece, i, next - i);
+                    start = next;
+                } else if (i > start && d != inDigits) {
+                    out.emplace_back(piece, start, i - start);
+                    start = i;
+                }
+                inDigits = d;
+                i = next;
+            }
+            if (piece.length() > start) out.emplace_back(piece, start, piece.length() - start);
+            continue;
+        }
+        if (!step.pattern) { out.push_back(std::move(piece)); continue; }
+        UErrorCode err = U_ZERO_ERROR;
+        std::unique_ptr<icu::RegexMatcher> m(step.pattern->matcher(piece, err));
+        if (U_FAILURE(err)) return makeError(StatusCode::Internal, std::string("ICU regex matcher: ") + u_errorName(err));
+        // A pattern from a file could backtrack catastrophically; ICU stops a match after this many of its
+        // steps (each "on the order of milliseconds", ICU's uregex_setTimeLimit) with U_REGEX_TIME_OUT.
+        m->setTimeLimit(kRegexStepLimit, err);
+        int32_t last = 0;
+        while (m->find(err) && U_SUCCESS(err)) {
+            const int32_t s = m->start(err), e = m->end(err);
+            if (e == s) continue;  // an empty match splits nothing
+            if (s > last) out.emplace_back(piece, last, s - last);
+            if (!step.removeMatches) out.emplace_back(piece, s, e - s);
+            last = e;
+        }
+        if (err == U_REGEX_TIME_OUT || err == U_REGEX_STACK_OVERFLOW)
+            return makeError(StatusCode::ResourceExhausted, "text: the pre-tokeniser's pattern gave up on a piece of " +
+                                                                std::to_string(piece.length()) + " UTF-16 units (" + u_errorName(err) + ")");
+        if (U_FAILURE(err)) return makeError(StatusCode::Internal, std::string("ICU regex: ") + u_errorName(err));
+        if (piece.length() > last) out.emplace_back(piece, last, piece.length() - last);
+    }
+    pieces = std::move(out);
+    return Status::success();
+}
+
+Expected<PreStep> regexStep(const std::string& pattern, const std::string& where)
+{
+    auto re = compilePattern(pattern, false, where);
+    if (!re) return re.status();
+    PreStep s;
+    s.pattern = *re;
+    return s;
+}
+
+} // namespace
+
+Status BpeTokenizer::Impl::preTokenize(const std::string& text, std::vector<std::string>& pieces) const
+{
+    std::vector<icu::UnicodeString> us{icu::UnicodeString::fromUTF8(text)};
+    if (nfc) {
+        UErrorCode err = U_ZERO_ERROR;
+        const icu::Normalizer2* n = icu::Normalizer2::getNFCInstance(err);
+        if (U_FAILURE(err)) return makeError(StatusCode::Internal, "ICU: no NFC normaliser");
+        us[0] = n->normalize(us[0], err);
+        if (U_FAILURE(err)) return makeError(StatusCode::Internal, std::string("ICU NFC: ") + u_errorName(err));
+    }
+    for (const PreStep& s : steps) ATTNSCOPE_RETURN_IF_ERROR(applyStep(s, us));
+    for (const auto& u : us) {
+        std::string s;
+        u.toUTF8String(s);
+        pieces.push_back(std::move(s));
+    }
+    return Status::success();
+}
+
+// BPE of one pre-tokenised piece (its raw bytes): every byte a symbol, then the lowest-rank merge of two
+// neighbours first (leftmost on ties) until no neighbouring pair has a merge. Symbols are a linked list and
+// candidate merges a priority queue, so a piece of n bytes costs O(n log n).
+std::vector<int> BpeTokenizer::Impl::bpe(const std::string& piece, std::vector<std::string>& warnings) const
+{
+    if (ignoreMerges) {
+        if (auto it = vocab.find(byteLevelEncode(piece)); it != vocab.end()) return {it->second};
+    }
+    struct Sym { int id, prev, next; };
+    std::vector<Sym> sym;
+    sym.reserve(piece.size());
+    for (unsigned char b : piece) {
+        int id = byteId[b];
+        if (id < 0) {
+            if (unk < 0) {
+                // Hugging Face drops a symbol that has no token when the model has no unk_token; say so.
+                if (warnings.size() < 8)
+                    warnings.push_back("byte 0x" + std::string(1, "0123456789ABCDEF"[b >> 4]) +
+                                       std::string(1, "0123456789ABCDEF"[b & 15]) +
+                                       " has no token and the vocabulary no unknown token: dropped");
+                continue;
+            }
+            id = unk;
+        }
+        const int i = static_cast<int>(sym.size());
+        sym.push_back({id, i - 1, -1});
+        if (i > 0) sym[static_cast<std::size_t>(i - 1)].next = i;
+    }
+    struct Cand { int rank, left, right, leftId, rightId, merged; };
+    auto worse = [](const Cand& a, const Cand& b) { return a.rank != b.rank ? a.rank > b.rank : a.left > b.left; };
+    std::priority_queue<Cand, std::vector<Cand>, decltype(worse)> queue(worse);
+    auto consider = [&](int left) {
+        if (left < 0) return;
+        const int right = sym[static_cast<std::size_t>(left)].next;
+        if (right < 0) return;
+        const int a = sym[static_cast<std::size_t>(left)].id, b = sym[static_cast<std::size_t>(right)].id;
+        if (auto it = merges.find(pairKey(a, b)); it != merges.end())
+            queue.push({it->second.first, left, right, a, b, it->second.second});
+    };
+    for (int i = 0; i + 1 < static_cast<int>(sym.size()); ++i) consider(i);
+    while (!queue.empty()) {
+        const Cand c = queue.top();
+        queue.pop();
+        Sym& l = sym[static_cast<std::size_t>(c.left)];
+        if (l.id != c.leftId || l.next != c.right || sym[static_cast<std::size_t>(c.right)].id != c.rightId)
+            continue;  // stale: one side has merged since
+        Sym& r = sym[static_cast<std::size_t>(c.right)];
+        l.id = c.merged;
+        l.next = r.next;
+        if (r.next >= 0) sym[static_cast<std::size_t>(r.next)].prev = c.left;
+        r.id = -1;
+        consider(l.prev);
+        consider(c.left);
+    }
+    std::vector<int> ids;
+    for (int i = sym.empty() ? -1 : 0; i >= 0; i = sym[static_cast<std::size_t>(i)].next) ids.push_back(sym[static_cast<std::size_t>(i)].id);
+    return ids;
+}
+
+// [SECTION] Construction (shared by fromSpec and fromTokenizerJson)
+
+namespace {
+
+// What both paths know before the Impl is built.
+struct Parts {
+    std::vector<std::string> tokens;                  // id → byte-level form
+    std::vector<std::pair<std::string, std::string>> merges;
+    std::vector<int> specialIds;                      // matched whole in the raw text
+    std::vector<PreStep> steps;
+    int unk = -1;
+    bool ignoreMerges = false, nfc = false;
+    std::vector<int> prefix, suffix;
+};
+
+Expected<std::shared_ptr<const BpeTokenizer::Impl>> build(Parts&& p, const std::string& where)
+{
+    auto im = std::make_shared<BpeTokenizer::Impl>();
+    if (p.tokens.empty()) return invalidArgument(where + ": the vocabulary is empty (expected at least the 256 byte tokens)");
+    im->vocab.reserve(p.tokens.size());
+    for (std::size_t id = 0; id < p.tokens.size(); ++id) {
+        const std::string& t = p.tokens[id];
+        if (t.empty()) return invalidArgument(where + ": token " + std::to_string(id) + " is empty");
+        if (t.size() > kMaxTokenBytes)
+            return invalidArgument(where + ": token " + std::to_string(id) + " is " + std::to_string(t.size()) +
+                                   " bytes long (limit " + std::to_string(kMaxTokenBytes) + ")");
+        if (firstInvalidUtf8(t) != std::string::npos)
+            return invalidArgument(where + ": token " + std::to_string(id) + " is not valid UTF-8");
+        auto [it, fresh] = im->vocab.emplace(t, static_cast<int>(id));
+        if (!fresh)
+            return invalidArgument(where + ": token " + std::to_string(id) + " \"" + clipForMessage(t) +
+                                   "\" duplicates token " + std::to_string(it->second));
+    }
+    im->tokens = std::move(p.tokens);
+    const std::size_t n = im->tokens.size();
+    im->bytes.resize(n);
+    im->display.resize(n);
+    for (std::size_t id = 0; id < n; ++id) {
+        im->bytes[id] = byteLevelDecode(im->tokens[id]);
+        im->display[id] = lossyUtf8(im->bytes[id]);
+        im->byDecoded.emplace(im->bytes[id], static_cast<int>(id));
+    }
+    const ByteAlphabet& a = byteAlphabet();
+    for (int b = 0; b < 256; ++b) {
+        auto it = im->vocab.find(a.byteToSymbol[static_cast<std::size_t>(b)]);
+        im->byteId[static_cast<std::size_t>(b)] = it == im->vocab.end() ? -1 : it->second;
+    }
+    im->merges.reserve(p.merges.size());
+    for (std::size_t r = 0; r < p.merges.size(); ++r) {
+        const auto& [l, rt] = p.merges[r];
+        auto li = im->vocab.find(l), ri = im->vocab.find(rt), mi = im->vocab.find(l + rt);
+        const char* missing = li == im->vocab.end() ? "its left token" : ri == im->vocab.end() ? "its right token"
+                            : mi == im->vocab.end() ? "the merged token" : nullptr;
+        if (missing)
+            return invalidArgument(where + ": merge " + std::to_string(r) + " \"" + clipForMessage(l) + " " +
+                                   clipForMessage(rt) + "\": " + missing + " is not in the vocabulary");
+        // The first (lowest-rank) entry of a repeated pair wins, as in Hugging Face.
+        im->merges.emplace(pairKey(li->second, ri->second), std::make_pair(static_cast<int>(r), mi->second));
+    }
+    for (int id : p.specialIds) {
+        const std::string& s = im->tokens[static_cast<std::size_t>(id)];
+        im->specials[static_cast<unsigned char>(s[0])].emplace_back(s, id);
+    }
+    for (auto& list : im->specials)
+        std::stable_sort(list.begin(), list.end(), [](const auto& x, const auto& y) { return x.first.size() > y.first.size(); });
+    im->unk = p.unk;
+    im->ignoreMerges = p.ignoreMerges;
+    im->nfc = p.nfc;
+    im->steps = std::move(p.steps);
+    im->prefix = std::move(p.prefix);
+    im->suffix = std::move(p.suffix);
+    return std::shared_ptr<const BpeTokenizer::Impl>(std::move(im));
+}
+
+bool splitMerge(const std::string& m, std::pair<std::string, std::string>& out)
+{
+    const std::size_t sp = m.find(' ');
+    if (sp == std::string::npos || sp == 0 || sp + 1 >= m.size() || m.find(' ', sp + 1) != std::string::npos) return false;
+    out = {m.substr(0, sp), m.substr(sp + 1)};
+    return true;
+}
+
+} // namespace
+
+// [SECTION] fromSpec
+
+Expected<BpeTokenizer> BpeTokenizer::fromSpec(const BpeVocabSpec& spec)
+{
+    const std::string where = "tokenizer.ggml";
+    if (spec.tokens.size() > kMaxTokens)
+        return invalidArgument(where + ".tokens: " + std::to_string(spec.tokens.size()) + " tokens, over the limit of " +
+                               std::to_string(kMaxTokens));
+    if (spec.merges.size() > kMaxMerges)
+        return invalidArgument(where + ".merges: " + std::to_string(spec.merges.size()) + " merges, over the limit of " +
+                               std::to_string(kMaxMerges));
+    if (!spec.tokenTypes.empty() && spec.tokenTypes.size() != spec.tokens.size())
+        return invalidArgument(where + ".token_type: expected " + std::to_string(spec.tokens.size()) +
+                               " entries (one per token), got " + std::to_string(spec.tokenTypes.size()));
+    Parts p;
+    const std::string& pre = spec.pre;
+    auto add = [&](const char* pattern) -> Status {
+        auto s = regexStep(pattern, where + ".pre \"" + pre + "\"");
+        if (!s) return s.status();
+        p.steps.push_back(std::move(*s));
+        return Status::success();
+    };
+    if (pre == "gpt2") {
+        ATTNSCOPE_RETURN_IF_ERROR(add(kGpt2Pattern));
+    } else if (pre == "llama-bpe" || pre == "llama3") {
+        ATTNSCOPE_RETURN_IF_ERROR(add(kLlama3Pattern));
+        p.ignoreMerges = true;  // Llama 3's tokenizer.json sets model.ignore_merges; llama.cpp does the same
+    } else if (pre == "qwen2") {
+        ATTNSCOPE_RETURN_IF_ERROR(add(kQwen2Pattern));
+    } else if (pre == "smollm") {
+        PreStep digits;  // SmolLM2's tokenizer.json: Digits(individual_digits), then ByteLevel with GPT-2's pattern
+        digits.kind = PreStep::Kind::Digits;
+        digits.individualDigits = true;
+        p.steps.push_back(digits);
+        ATTNSCOPE_RETURN_IF_ERROR(add(kGpt2Pattern));
+    } else if (pre == "default" || pre.empty()) {
+        for (const char* pat : {kDefaultPunctPattern, kGpt2Pattern, kNumberRunPattern, kThreeDigitsPattern})
+            ATTNSCOPE_RETURN_IF_ERROR(add(pat));
+    } else {
+        return makeError(StatusCode::Unsupported, where + ".pre \"" + clipForMessage(pre) +
+                                                      "\" is not supported (supported: gpt2, llama-bpe, qwen2, smollm, default)");
+    }
+    p.tokens = spec.tokens;
+    p.merges.reserve(spec.merges.size());
+    for (std::size_t r = 0; r < spec.merges.size(); ++r) {
+        std::pair<std::string, std::string> m;
+        if (!splitMerge(spec.merges[r], m))
+            return invalidArgument(where + ".merges[" + std::to_string(r) + "]: expected \"a b\" (two tokens, one space), got \"" +
+                                   clipForMessage(spec.merges[r]) + "\"");
+        p.merges.push_back(std::move(m));
+    }
+    for (std::size_t id = 0; id < spec.tokenTypes.size(); ++id) {
+        const int t = spec.tokenTypes[id];
+        if (t < 1 || t > 6)
+            return invalidArgument(where + ".token_type[" + std::to_string(id) + "]: expected 1..6, got " + std::to_string(t));
+        if ((t == 3 || t == 4) && !spec.tokens[id].empty()) p.specialIds.push_back(static_cast<int>(id));
+        if (t == 2 && p.unk < 0) p.unk = static_cast<int>(id);
+    }
+    const int n = static_cast<int>(spec.tokens.size());
+    auto checkId = [&](int id, const char* field) -> Status {
+        if (id < -1 || id >= n)
+            return invalidArgument(where + "." + field + ": id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                                   std::to_string(n - 1) + ")");
+        return Status::success();
+    };
+    ATTNSCOPE_RETURN_IF_ERROR(checkId(spec.bos, "bos_token_id"));
+    ATTNSCOPE_RETURN_IF_ERROR(checkId(spec.eos, "eos_token_id"));
+    if (spec.addBos) {
+        if (spec.bos < 0) return invalidArgument(where + ".add_bos_token is true but there is no bos_token_id");
+        p.prefix.push_back(spec.bos);
+    }
+    auto im = build(std::move(p), where);
+    if (!im) return im.status();
+    BpeTokenizer t;
+    t.m_impl = std::move(*im);
+    t.m_bos = spec.bos;
+    t.m_eos = spec.eos;
+    return t;
+}
+
+// [SECTION] fromTokenizerJson
+
+namespace {
+
+Status parsePreTokenizer(const json& j, const std::string& path, Parts& p, bool& byteLevel, int depth)
+{
+    auto bad = [&](const std::string& m) { return makeError(StatusCode::ParseError, "tokenizer.json: " + path + m); };
+    if (!j.is_object()) return bad(": expected an object");
+    auto ty = j.find("type");
+    const std::string type = ty != j.end() && ty->is_string() ? ty->get<std::string>() : std::string();
+    auto flag = [&](const char* key, bool dflt) -> Expected<bool> {
+        auto it = j.find(key);
+        if (it == j.end() || it->is_null()) return dflt;
+        if (!it->is_boolean()) return bad(std::string(".") + key + ": expected true or false, got " + clipForMessage(it->dump()));
+        return it->get<bool>();
+    };
     if (type == "Sequence") {
-        if (depth > 4 || !p.contains("pretokenizers") || !p["pretokenizers"].is_array())
-            return makeError(StatusCode::ParseError, "pre_tokenizer: Sequence without a \"pretokenizers\" array");
-        for (const json& q : p["pretokenizers"]) ATTNSCOPE_RETURN_IF_ERROR(preTokenizerSteps(q, steps, addPrefixSpace, depth + 1));
+        if (depth > 4) return bad(": Sequence nested too deep");
+        auto list = j.find("pretokenizers");
+        if (list == j.end() || !list->is_array()) return bad(".pretokenizers: expected an array");
+        for (std::size_t i = 0; i < list->size(); ++i)
+            ATTNSCOPE_RETURN_IF_ERROR(parsePreTokenizer((*list)[i], path + ".pretokenizers[" + std::to_string(i) + "]", p, byteLevel, depth + 1));
         return Status::success();
     }
     if (type == "ByteLevel") {
-        addPrefixSpace = p.value("add_prefix_space", false);
-        if (p.value("use_regex", true)) {
-            auto s = makeStep(kGpt2Pattern);
-            if (!s) return s.status();
-            steps.push_back(std::move(*s));
+        auto prefix = flag("add_prefix_space", true);
+        auto useRegex = flag("use_regex", true);
+        if (!prefix) return prefix.status();
+        if (!useRegex) return useRegex.status();
+        PreStep s;
+        s.kind = PreStep::Kind::ByteLevel;
+        s.addPrefixSpace = *prefix;
+        if (*useRegex) {
+            auto re = compilePattern(kGpt2Pattern, false, "tokenizer.json: " + path);
+            if (!re) return re.status();
+            s.pattern = *re;
         }
+        p.steps.push_back(std::move(s));
+        byteLevel = true;
         return Status::success();
     }
     if (type == "Digits") {
-        if (p.value("individual_digits", false)) {
-            auto s = makeStep(kDigitPattern);
-            if (!s) return s.status();
-            steps.push_back(std::move(*s));
-        } else {
-            auto s = makeStep(R"(\p{N}+)");
-            if (!s) return s.status();
-            steps.push_back(std::move(*s));
-        }
+        auto ind = flag("individual_digits", false);
+        if (!ind) return ind.status();
+        PreStep s;
+        s.kind = PreStep::Kind::Digits;
+        s.individualDigits = *ind;
+        p.steps.push_back(s);
         return Status::success();
     }
     if (type == "Split") {
-        const std::string behavior = p.value("behavior", std::string("Isolated"));
-        if (behavior != "Isolated" || p.value("invert", false))
-            return makeError(StatusCode::Unsupported, "pre_tokenizer Split: behavior \"" + clipForMessage(behavior) +
-                                                          "\" is not supported (supported: Isolated, not inverted)");
-        const json& pat = p.contains("pattern") ? p["pattern"] : json();
-        std::string regex;
-        if (pat.is_object() && pat.contains("Regex") && pat["Regex"].is_string()) regex = pat["Regex"].get<std::string>();
-        else if (pat.is_object() && pat.contains("String") && pat["String"].is_string()) {
-            // A literal: every character escaped.
-            const std::string lit = pat["String"].get<std::string>();
-            regex = "\\Q" + lit + "\\E";
-        } else return makeError(StatusCode::ParseError, "pre_tokenizer Split: expected pattern.Regex or pattern.String");
-        auto s = makeStep(regex);
-        if (!s) return s.status();
-        steps.push_back(std::move(*s));
+        auto pat = j.find("pattern");
+        if (pat == j.end() || !pat->is_object()) return bad(".pattern: expected {\"Regex\": …} or {\"String\": …}");
+        auto re = pat->find("Regex");
+        auto str = pat->find("String");
+        const bool literal = re == pat->end();
+        const auto& src = literal ? str : re;
+        if (src == pat->end() || !src->is_string()) return bad(".pattern: expected {\"Regex\": …} or {\"String\": …}");
+        const std::string behavior = j.value("behavior", std::string());
+        if (behavior != "Isolated" && behavior != "Removed")
+            return makeError(StatusCode::Unsupported, "tokenizer.json: " + path + ".behavior \"" + clipForMessage(behavior) +
+                                                          "\" is not supported (supported: Isolated, Removed)");
+        auto invert = flag("invert", false);
+        if (!invert) return invert.status();
+        if (*invert) return makeError(StatusCode::Unsupported, "tokenizer.json: " + path + ".invert true is not supported");
+        auto compiled = compilePattern(src->get<std::string>(), literal, "tokenizer.json: " + path);
+        if (!compiled) return compiled.status();
+        PreStep s;
+        s.pattern = *compiled;
+        s.removeMatches = behavior == "Removed";
+        p.steps.push_back(std::move(s));
         return Status::success();
     }
-    return makeError(StatusCode::Unsupported, "pre_tokenizer \"" + clipForMessage(type) +
+    return makeError(StatusCode::Unsupported, "tokenizer.json: " + path + ".type \"" + clipForMessage(type) +
                                                   "\" is not supported (supported: ByteLevel, Split, Digits, Sequence)");
+}
+
+Status parsePostProcessor(const json& j, const std::string& path, const std::unordered_map<std::string, int>& ids,
+                          std::size_t vocabSize, Parts& p, int depth)
+{
+    auto bad = [&](const std::string& m) { return makeError(StatusCode::ParseError, "tokenizer.json: " + path + m); };
+    if (!j.is_object()) return bad(": expected an object");
+    const std::string type = j.value("type", std::string());
+    if (type == "ByteLevel") return Status::success();  // offsets only
+    if (type == "Sequence") {
+        if (depth > 4) return bad(": Sequence nested too deep");
+        auto list = j.find("processors");
+        if (list == j.end() || !list->is_array()) return bad(".processors: expected an array");
+        for (std::size_t i = 0; i < list->size(); ++i)
+            ATTNSCOPE_RETURN_IF_ERROR(parsePostProcessor((*list)[i], path + ".processors[" + std::to_string(i) + "]", ids, vocabSize, p, depth + 1));
+        return Status::success();
+    }
+    if (type != "TemplateProcessing")
+        return makeError(StatusCode::Unsupported, "tokenizer.json: " + path + ".type \"" + clipForMessage(type) +
+                                                      "\" is not supported (supported: ByteLevel, TemplateProcessing, Sequence)");
+    auto single = j.find("single");
+    if (single == j.end() || !single->is_array()) return bad(".single: expected an array");
+    auto specials = j.find("special_tokens");
+    std::vector<int> before, after;
+    bool seenA = false;
+    for (std::size_t i = 0; i < single->size(); ++i) {
+        const json& item = (*single)[i];
+        const std::string at = ".single[" + std::to_string(i) + "]";
+        if (item.is_object() && item.contains("Sequence")) {
+            if (seenA) return makeError(StatusCode::Unsupported, "tokenizer.json: " + path + at + ": a second sequence is not supported");
+            seenA = true;
+            continue;
+        }
+        auto st = item.is_object() ? item.find("SpecialToken") : item.end();
+        if (st == item.end() || !st->is_object() || !st->contains("id") || !(*st)["id"].is_string())
+            return bad(at + ": expected {\"SpecialToken\": {\"id\": …}} or {\"Sequence\": …}");
+        const std::string name = (*st)["id"].get<std::string>();
+        std::vector<int> tokIds;
+        const json* def = nullptr;
+        if (specials != j.end() && specials->is_object())
+            if (auto d = specials->find(name); d != specials->end() && d->is_object() && d->contains("ids")) def = &*d;
+        if (def) {
+            const json& list = (*def)["ids"];
+            if (!list.is_array()) return bad(".special_tokens[\"" + clipForMessage(name) + "\"].ids: expected an array");
+            for (const json& v : list) {
+                if (!v.is_number_unsigned() || v.get<std::uint64_t>() >= vocabSize)
+                    return bad(".special_tokens[\"" + clipForMessage(name) + "\"].ids: expected ids in 0.." +
+                               std::to_string(vocabSize - 1) + ", got " + clipForMessage(v.dump()));
+                tokIds.push_back(static_cast<int>(v.get<std::uint64_t>()));
+            }
+        } else if (auto it = ids.find(name); it != ids.end()) {
+            tokIds.push_back(it->second);
+        } else {
+            return bad(at + ": special token \"" + clipForMessage(name) + "\" is neither in special_tokens nor in the vocabulary");
+        }
+        (seenA ? after : before).insert((seenA ? after : before).end(), tokIds.begin(), tokIds.end());
+    }
+    p.prefix.insert(p.prefix.end(), before.begin(), before.end());
+    p.suffix.insert(p.suffix.end(), after.begin(), after.end());
+    return Status::success();
 }
 
 } // namespace
 
 Expected<BpeTokenizer> BpeTokenizer::fromTokenizerJson(const std::string& text)
 {
-    ATTNSCOPE_RETURN_IF_ERROR(checkJsonDepth(text, 64, "tokenizer.json"));
+    // nlohmann's value() and get() throw on a field of the wrong type; no exception leaves core.
+    try {
+        return fromTokenizerJsonImpl(text);
+    } catch (const json::exception& e) {
+        return makeError(StatusCode::ParseError, std::string("tokenizer.json: a field has the wrong type: ") + e.what());
+    } catch (const std::bad_alloc&) {
+        return makeError(StatusCode::ResourceExhausted, "tokenizer.json: out of memory");
+    }
+}
+
+Expected<BpeTokenizer> BpeTokenizer::fromTokenizerJsonImpl(const std::string& text)
+{
+    auto bad = [](const std::string& m) { return makeError(StatusCode::ParseError, "tokenizer.json: " + m); };
+    auto unsupported = [](const std::string& m) { return makeError(StatusCode::Unsupported, "tokenizer.json: " + m); };
+    ATTNSCOPE_RETURN_IF_ERROR(checkJsonDepth(text, kMaxJsonDepth, "tokenizer.json"));
     const json j = json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return makeError(StatusCode::ParseError, "tokenizer.json: not a JSON object");
-    const json& model = j.contains("model") ? j["model"] : json();
-    if (!model.is_object() || model.value("type", std::string()) != "BPE")
-        return makeError(StatusCode::Unsupported, "tokenizer.json: model.type " +
-                                                      (model.is_object() && model.contains("type") ? clipForMessage(model["type"].dump()) : std::string("(none)")) +
-                                                      " is not supported here (supported: BPE)");
-    if (!model.contains("vocab") || !model["vocab"].is_object())
-        return makeError(StatusCode::ParseError, "tokenizer.json: model.vocab is not an object");
+    if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+    auto model = j.find("model");
+    if (model == j.end() || !model->is_object()) return bad("no \"model\" object");
+    auto typeIt = model->find("type");
+    const std::string type = typeIt != model->end() && typeIt->is_string() ? typeIt->get<std::string>() : std::string();
+    if (type != "BPE") return unsupported("model.type \"" + clipForMessage(type) + "\" is not supported here (supported: BPE)");
+
+    Parts p;
+    // Model options that change the result and that these byte-level models never set.
+    for (const char* key : {"dropout", "continuing_subword_prefix", "end_of_word_suffix"}) {
+        auto it = model->find(key);
+        if (it != model->end() && !it->is_null() && !(it->is_string() && it->get<std::string>().empty()))
+            return unsupported(std::string("model.") + key + " " + clipForMessage(it->dump()) + " is not supported (expected null)");
+    }
+    for (const char* key : {"byte_fallback", "ignore_merges", "fuse_unk"}) {
+        auto it = model->find(key);
+        if (it != model->end() && !it->is_null() && !it->is_boolean())
+            return bad(std::string("model.") + key + ": expected true or false, got " + clipForMessage(it->dump()));
+    }
+    if (model->value("byte_fallback", false)) return unsupported("model.byte_fallback true is not supported (a SentencePiece-style BPE)");
+    p.ignoreMerges = model->value("ignore_merges", false);
+
+    auto vocab = model->find("vocab");
+    if (vocab == model->end() || !vocab->is_object()) return bad("model.vocab missing or not an object");
+    auto added = j.find("added_tokens");
+    if (added != j.end() && !added->is_null() && !added->is_array()) return bad("added_tokens is not an array");
+    const std::size_t nAdded = added != j.end() && added->is_array() ? added->size() : 0;
+    if (vocab->size() > kMaxTokens || nAdded > kMaxTokens)
+        return bad("model.vocab has " + std::to_string(vocab->size()) + " entries and added_tokens " + std::to_string(nAdded) +
+                   ", over the limit of " + std::to_string(kMaxTokens));
+    if (vocab->empty()) return bad("model.vocab is empty");
+    // Ids: vocab ids, then the added tokens' own ids (which may extend the vocabulary).
+    std::size_t size = 0;
+    for (auto it = vocab->begin(); it != vocab->end(); ++it) {
+        if (!it->is_number_unsigned() || it->get<std::uint64_t>() >= kMaxTokens)
+            return bad("model.vocab[\"" + clipForMessage(it.key()) + "\"]: expected an id in 0.." + std::to_string(kMaxTokens - 1) +
+                       ", got " + clipForMessage(it->dump()));
+        size = std::max<std::size_t>(size, it->get<std::uint64_t>() + 1);
+    }
+    struct Added { std::string content; std::size_t id; };
+    std::vector<Added> adds;
+    for (std::size_t i = 0; i < nAdded; ++i) {
+        const json& a = (*added)[i];
+        auto content = a.is_object() ? a.find("content") : a.end();
+        auto id = a.is_object() ? a.find("id") : a.end();
+        if (!a.is_object() || content == a.end() || !content->is_string() || content->get<std::string>().empty() ||
+            id == a.end() || !id->is_number_unsigned() || id->get<std::uint64_t>() >= kMaxTokens)
+            return bad("added_tokens[" + std::to_string(i) + "]: expected an object with an \"id\" below " +
+                       std::to_string(kMaxTokens) + " and a non-empty \"content\" string");
+        adds.push_back({content->get<std::string>(), static_cast<std::size_t>(id->get<std::uint64_t>())});
+        size = std::max<std::size_t>(size, adds.back().id + 1);
+    }
+    if (size > vocab->size() + nAdded)
+        return bad("token ids reach " + std::to_string(size - 1) + " but there are only " + std::to_string(vocab->size() + nAdded) +
+                   " tokens (ids must have no gaps)");
+    p.tokens.assign(size, std::string());
+    for (auto it = vocab->begin(); it != vocab->end(); ++it) {
+        std::string& slot = p.tokens[static_cast<std::size_t>(it->get<std::uint64_t>())];
+        if (!slot.empty()) return bad("model.vocab: id " + it->dump() + " is used twice");
+        slot = it.key();
+    }
+    for (std::size_t i = 0; i < adds.size(); ++i) {
+        std::string& slot = p.tokens[adds[i].id];
+        if (!slot.empty() && slot != adds[i].content)
+            return bad("added_tokens[" + std::to_string(i) + "]: id " + std::to_string(adds[i].id) + " is already token \"" +
+                       clipForMessage(slot) + "\"");
+        slot = adds[i].content;
+        // Matched whole in the raw text, special or not (Hugging Face matches normalized ones after the
+        // normaliser; for NFC that is the same unless the token itself changes under NFC).
+        p.specialIds.push_back(static_cast<int>(adds[i].id));
+    }
+    for (std::size_t id = 0; id < p.tokens.size(); ++id)
+        if (p.tokens[id].empty()) return bad("no token has id " + std::to_string(id) + " (ids must have no gaps)");
+
+    auto merges = model->find("merges");
+    if (merges == model->end() || !merges->is_array()) return bad("model.merges missing or not an array");
+    if (merges->size() > kMaxMerges)
+        return bad("model.merges has " + std::to_string(merges->size()) + " entries, over the limit of " + std::to_string(kMaxMerges));
+    p.merges.reserve(merges->size());
+    for (std::size_t r = 0; r < merges->size(); ++r) {
+        const json& m = (*merges)[r];
+        std::pair<std::string, std::string> pr;
+        if (m.is_string() && splitMerge(m.get<std::string>(), pr)) p.merges.push_back(std::move(pr));
+        else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
+            p.merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+        else
+            return bad("model.merges[" + std::to_string(r) + "]: expected \"a b\" or [\"a\", \"b\"], got " + clipForMessage(m.dump()));
+    }
+    if (auto u = model->find("unk_token"); u != model->end() && !u->is_null()) {
+        if (!u->is_string()) return bad("model.unk_token: expected a string or null");
+        auto it = std::find(p.tokens.begin(), p.tokens.end(), u->get<std::string>());
+        if (it == p.tokens.end()) return bad("model.unk_token \"" + clipForMessage(u->get<std::string>()) + "\" is not in the vocabulary");
+        p.unk = static_cast<int>(it - p.tokens.begin());
+    }
+
+    if (auto n = j.find("normalizer"); n != j.end() && !n->is_null()) {
+        const std::string nt = n->is_object() ? n->value("type", std::string()) : std::string();
+        const bool emptySequence = nt == "Sequence" && n->contains("normalizers") && (*n)["normalizers"].is_array() &&
+                                   (*n)["normalizers"].empty();
+        if (nt == "NFC") p.nfc = true;
+        else if (!emptySequence)
+            return unsupported("normalizer.type \"" + clipForMessage(nt) + "\" is not supported (supported: null, NFC)");
+    }
+    auto pre = j.find("pre_tokenizer");
+    if (pre == j.end() || pre->is_null()) return unsupported("no pre_tokenizer: only byte-level BPE (a ByteLevel pre_tokenizer) is supported");
+    bool byteLevel = false;
+    ATTNSCOPE_RETURN_IF_ERROR(parsePreTokenizer(*pre, "pre_tokenizer", p, byteLevel, 0));
+    if (!byteLevel) return unsupported("pre_tokenizer has no ByteLevel step: only byte-level BPE is supported");
+    if (auto d = j.find("decoder"); d != j.end() && !d->is_null()) {
+        const std::string dt = d->is_object() ? d->value("type", std::string()) : std::string();
+        if (dt != "ByteLevel") return unsupported("decoder.type \"" + clipForMessage(dt) + "\" is not supported (supported: ByteLevel)");
+    }
+    std::unordered_map<std::string, int> ids;
+    for (std::size_t id = 0; id < p.tokens.size(); ++id) ids.emplace(p.tokens[id], static_cast<int>(id));
+    if (auto pp = j.find("post_processor"); pp != j.end() && !pp->is_null())
+        ATTNSCOPE_RETURN_IF_ERROR(parsePostProcessor(*pp, "post_processor", ids, p.tokens.size(), p, 0));
+
+    std::vector<int> prefix = p.prefix;
+    auto im = build(std::move(p), "tokenizer.json");
+    if (!im) return makeError(StatusCode::ParseError, im.status().message);
     BpeTokenizer t;
-    Impl& m = *t.m;
-    // Ids may come in any order and leave no gap below the largest.
-    std::size_t maxId = 0;
-    for (const auto& [tok, id] : model["vocab"].items()) {
-        if (!id.is_number_integer() || id.get<long long>() < 0 || id.get<long long>() > 10'000'000)
-            return makeError(StatusCode::ParseError, "tokenizer.json: model.vocab[\"" + clipForMessage(tok) + "\"]: expected an id in 0..10000000");
-        maxId = std::max(maxId, static_cast<std::size_t>(id.get<long long>()));
-    }
-    const json added = j.contains("added_tokens") && j["added_tokens"].is_array() ? j["added_tokens"] : json::array();
-    for (const json& a : added)
-        if (a.is_object() && a.contains("id") && a["id"].is_number_integer() && a["id"].get<long long>() >= 0 &&
-            a["id"].get<long long>() <= 10'000'000)
-            maxId = std::max(maxId, static_cast<std::size_t>(a["id"].get<long long>()));
-    m.tokens.assign(maxId + 1, std::string());
-    std::vector<bool> seen(maxId + 1, false);
-    for (const auto& [tok, id] : model["vocab"].items()) {
-        const auto i = static_cast<std::size_t>(id.get<long long>());
-        if (seen[i]) return makeError(StatusCode::ParseError, "tokenizer.json: id " + std::to_string(i) + " is given to two tokens");
-        seen[i] = true;
-        m.tokens[i] = tok;
-        m.vocab[tok] = static_cast<int>(i);
-    }
-    for (const json& a : added) {
-        if (!a.is_object() || !a.contains("id") || !a.contains("content") || !a["content"].is_string() || !a["id"].is_number_integer())
-            return makeError(StatusCode::ParseError, "tokenizer.json: added_tokens: expected objects with id and content");
-        const auto i = static_cast<std::size_t>(a["id"].get<long long>());
-        const std::string content = a["content"].get<std::string>();
-        if (seen[i] && m.tokens[i] != content)
-            return makeError(StatusCode::ParseError, "tokenizer.json: added token " + std::to_string(i) + " \"" + clipForMessage(content) +
-                                                         "\" has the id of \"" + clipForMessage(m.tokens[i]) + "\"");
-        seen[i] = true;
-        m.tokens[i] = content;
-        m.vocab[content] = static_cast<int>(i);
-        if (!content.empty()) m.specials.emplace_back(content, static_cast<int>(i));
-    }
-    for (std::size_t i = 0; i < seen.size(); ++i)
-        if (!seen[i]) return makeError(StatusCode::ParseError, "tokenizer.json: no token has id " + std::to_string(i));
-    std::vector<std::string> merges;
-    if (model.contains("merges")) {
-        if (!model["merges"].is_array()) return makeError(StatusCode::ParseError, "tokenizer.json: model.merges is not an array");
-        merges.reserve(model["merges"].size());
-        for (const json& mg : model["merges"]) {
-            if (mg.is_string()) merges.push_back(mg.get<std::string>());
-            else if (mg.is_array() && mg.size() == 2 && mg[0].is_string() && mg[1].is_string())
-                merges.push_back(mg[0].get<std::string>() + " " + mg[1].get<std::string>());
-            else return makeError(StatusCode::ParseError, "tokenizer.json: model.merges: expected \"a b\" or [\"a\", \"b\"], got " + clipForMessage(mg.dump()));
-        }
-    }
-    if (auto s = m.addMerges(merges); !s.ok()) return makeError(StatusCode::ParseError, "tokenizer.json: model." + s.message);
-    m.ignoreMerges = model.value("ignore_merges", false);
-    if (model.value("byte_fallback", false))
-        return makeError(StatusCode::Unsupported, "tokenizer.json: model.byte_fallback (SentencePiece-style BPE) is not supported");
-    const json& pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json();
-    ATTNSCOPE_RETURN_IF_ERROR(preTokenizerSteps(pre, m.steps, m.addPrefixSpace));
-    m.pre = "tokenizer.json";
-    // A BOS from the post-processor's template (Llama 3's TemplateProcessing puts <|begin_of_text|> first).
-    if (j.contains("post_processor") && j["post_processor"].is_object()) {
-        const json& pp = j["post_processor"];
-        const json* tp = nullptr;
-        if (pp.value("type", std::string()) == "TemplateProcessing") tp = &pp;
-        else if (pp.value("type", std::string()) == "Sequence" && pp.contains("processors") && pp["processors"].is_array())
-            for (const json& q : pp["processors"])
-                if (q.is_object() && q.value("type", std::string()) == "TemplateProcessing") tp = &q;
-        if (tp && tp->contains("single") && (*tp)["single"].is_array() && !(*tp)["single"].empty()) {
-            const json& first = (*tp)["single"][0];
-            if (first.is_object() && first.contains("SpecialToken") && first["SpecialToken"].is_object()) {
-                const std::string id = first["SpecialToken"].value("id", std::string());
-                if (auto it = m.vocab.find(id); it != m.vocab.end()) {
-                    m.bos = it->second;
-                    m.addBos = true;
-                }
-            }
-        }
-    }
-    // EOS and BOS by their usual names when the template did not say.
-    for (const char* name : {"<|endoftext|>", "<|end_of_text|>", "<|im_end|>", "</s>"})
-        if (m.eos < 0)
-            if (auto it = m.vocab.find(name); it != m.vocab.end()) m.eos = it->second;
-    ATTNSCOPE_RETURN_IF_ERROR(m.finish());
+    t.m_impl = std::move(*im);
+    // tokenizer.json does not name BOS/EOS (tokenizer_config.json does): the template's first token, else the
+    // usual names.
+    auto named = [&](std::initializer_list<const char*> names) {
+        for (const char* n : names)
+            if (auto it = ids.find(n); it != ids.end()) return it->second;
+        return -1;
+    };
+    t.m_bos = !prefix.empty() ? prefix.front() : named({"<|begin_of_text|>", "<s>", "<|endoftext|>"});
+    t.m_eos = named({"<|end_of_text|>", "</s>", "<|endoftext|>"});
     return t;
 }
 
-// -----------------------------------------------------------------------------------------------------
 // [SECTION] Encoding and decoding
-// -----------------------------------------------------------------------------------------------------
 
-namespace {
+int BpeTokenizer::vocabSize() const { return m_impl ? static_cast<int>(m_impl->tokens.size()) : 0; }
 
-// BPE over one piece in byte-level form: symbols are its characters; the adjacent pair of lowest rank merges
-// until no pair has a rank. Pieces are short (a word), so the quadratic scan is cheap; long ones are rare.
-std::vector<int> bpePiece(const BpeTokenizer& self, const std::unordered_map<std::string, int>& vocab,
-                          const std::unordered_map<std::string, int>& ranks, const std::string& piece)
+Status BpeTokenizer::setBosEos(int bos, int eos)
 {
-    (void)self;
-    std::vector<std::string> sym;
-    const auto* p = reinterpret_cast<const std::uint8_t*>(piece.data());
-    const int32_t n = static_cast<int32_t>(piece.size());
-    for (int32_t i = 0; i < n;) {
-        const int32_t a = i;
-        UChar32 c;
-        U8_NEXT(p, i, n, c);
-        sym.emplace_back(piece, static_cast<std::size_t>(a), static_cast<std::size_t>(i - a));
-    }
-    std::string key;
-    while (sym.size() > 1) {
-        int best = INT_MAX;
-        std::size_t at = 0;
-        for (std::size_t i = 0; i + 1 < sym.size(); ++i) {
-            key.assign(sym[i]).append(1, ' ').append(sym[i + 1]);
-            auto it = ranks.find(key);
-            if (it != ranks.end() && it->second < best) {
-                best = it->second;
-                at = i;
-            }
-        }
-        if (best == INT_MAX) break;
-        sym[at] += sym[at + 1];
-        sym.erase(sym.begin() + static_cast<std::ptrdiff_t>(at) + 1);
-    }
-    std::vector<int> ids;
-    for (const std::string& s : sym) {
-        auto it = vocab.find(s);
-        if (it != vocab.end()) {
-            ids.push_back(it->second);
-            continue;
-        }
-        // A symbol the vocabulary lacks (a vocabulary without every byte): its characters one by one, those
-        // missing too are dropped (Hugging Face drops them as well when no unk token is set).
-        const auto* q = reinterpret_cast<const std::uint8_t*>(s.data());
-        const int32_t m = static_cast<int32_t>(s.size());
-        for (int32_t i = 0; i < m;) {
-            const int32_t a = i;
-            UChar32 c;
-            U8_NEXT(q, i, m, c);
-            auto ch = vocab.find(std::string(s, static_cast<std::size_t>(a), static_cast<std::size_t>(i - a)));
-            if (ch != vocab.end()) ids.push_back(ch->second);
-        }
-    }
-    return ids;
+    for (int id : {bos, eos})
+        if (id < -1 || id >= vocabSize())
+            return invalidArgument("BOS/EOS id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                                   std::to_string(vocabSize() - 1) + ", or -1 for none)");
+    m_bos = bos;
+    m_eos = eos;
+    return Status::success();
 }
 
-} // namespace
-
-Expected<Encoding> BpeTokenizer::encode(const std::string& text, bool addSpecial) const
+std::string BpeTokenizer::tokenText(int id) const
 {
-    ATTNSCOPE_RETURN_IF_ERROR(checkUtf8(text, "text"));
-    Encoding enc;
-    if (addSpecial && m->addBos) enc.ids.push_back(m->bos);
-    // Special tokens first: the earliest occurrence, the longest at a position.
-    std::vector<std::pair<std::string, int>> segments;  // (text, -1) or (special, id)
-    std::size_t pos = 0;
-    while (pos < text.size()) {
-        std::size_t bestAt = std::string::npos;
-        int bestId = -1;
-        std::size_t bestLen = 0;
-        for (const auto& [s, id] : m->specials) {
-            const std::size_t at = text.find(s, pos);
-            if (at != std::string::npos && (at < bestAt || (at == bestAt && s.size() > bestLen))) {
-                bestAt = at;
-                bestId = id;
-                bestLen = s.size();
-            }
-        }
-        if (bestAt == std::string::npos) {
-            segments.emplace_back(text.substr(pos), -1);
-            break;
-        }
-        if (bestAt > pos) segments.emplace_back(text.substr(pos, bestAt - pos), -1);
-        segments.emplace_back(std::string(), bestId);
-        pos = bestAt + bestLen;
-    }
-    const ByteMap& bm = byteMap();
-    bool first = true;
-    for (const auto& [segment, special] : segments) {
-        if (special >= 0) {
-            enc.ids.push_back(special);
-            first = false;
-            continue;
-        }
-        std::vector<std::string> pieces{segment};
-        if (m->addPrefixSpace && first && !segment.empty() && segment[0] != ' ') pieces[0] = " " + segment;
-        first = false;
-        for (const SplitStep& step : m->steps) {
-            std::vector<std::string> next;
-            for (const std::string& pc : pieces) splitPiece(step, pc, next);
-            pieces.swap(next);
-        }
-        for (const std::string& pc : pieces) {
-            std::string level;
-            for (unsigned char b : pc) level += bm.toChar[b];
-            if (m->ignoreMerges)
-                if (auto it = m->vocab.find(level); it != m->vocab.end()) {
-                    enc.ids.push_back(it->second);
-                    continue;
-                }
-            {
-                const std::lock_guard<std::mutex> lock(m->cacheMutex);
-                if (auto it = m->cache.find(level); it != m->cache.end()) {
-                    enc.ids.insert(enc.ids.end(), it->second.begin(), it->second.end());
-                    continue;
-                }
-            }
-            std::vector<int> ids = bpePiece(*this, m->vocab, m->ranks, level);
-            enc.ids.insert(enc.ids.end(), ids.begin(), ids.end());
-            const std::lock_guard<std::mutex> lock(m->cacheMutex);
-            if (m->cache.size() > 200'000) m->cache.clear();  // bounded: a huge text of unique words
-            m->cache.emplace(std::move(level), std::move(ids));
-        }
-    }
-    for (int id : enc.ids) enc.tokens.push_back(tokenText(id));
-    enc.typeIds.assign(enc.ids.size(), 0);
-    return enc;
+    if (!m_impl || id < 0 || id >= vocabSize()) return {};
+    return m_impl->display[static_cast<std::size_t>(id)];
+}
+
+std::optional<int> BpeTokenizer::idOf(const std::string& decodedText) const
+{
+    if (!m_impl) return std::nullopt;
+    auto it = m_impl->byDecoded.find(decodedText);
+    if (it == m_impl->byDecoded.end()) return std::nullopt;
+    return it->second;
 }
 
 std::string BpeTokenizer::decode(const std::vector<int>& ids) const
 {
     std::string out;
-    for (int id : ids) out += tokenText(id);
+    if (!m_impl) return out;
+    for (int id : ids)
+        if (id >= 0 && id < vocabSize()) out += m_impl->bytes[static_cast<std::size_t>(id)];
     return out;
 }
 
-std::string BpeTokenizer::tokenText(int id) const
+Expected<Encoding> BpeTokenizer::encode(const std::string& text, bool addSpecial) const
 {
-    return id >= 0 && id < static_cast<int>(m->bytesOf.size()) ? m->bytesOf[static_cast<std::size_t>(id)] : std::string();
-}
-
-std::optional<int> BpeTokenizer::idOf(const std::string& text) const
-{
-    auto it = m->byText.find(text);
-    return it == m->byText.end() ? std::nullopt : std::optional<int>(it->second);
-}
-
-int BpeTokenizer::vocabSize() const { return static_cast<int>(m->tokens.size()); }
-int BpeTokenizer::bos() const { return m->bos; }
-int BpeTokenizer::eos() const { return m->eos; }
-const std::string& BpeTokenizer::preTokenizer() const { return m->pre; }
-
-// -----------------------------------------------------------------------------------------------------
-// [SECTION] Chat templates
-// -----------------------------------------------------------------------------------------------------
-
-Expected<std::string> applyChatTemplate(const std::string& tpl, const std::string& userText)
-{
-    ATTNSCOPE_RETURN_IF_ERROR(checkUtf8(userText, "text"));
-    if (tpl.find("<|im_start|>") != std::string::npos) {
-        // ChatML. A template that writes a system turn when the conversation has none (SmolLM2's, Qwen2's) has
-        // it as a literal: '<|im_start|>system\n…<|im_end|>' inside the branch for a missing system message.
-        std::string system;
-        const std::string open = "<|im_start|>system\n";
-        for (std::size_t at = tpl.find(open); at != std::string::npos; at = tpl.find(open, at + 1)) {
-            const std::size_t begin = at + open.size(), end = tpl.find("<|im_end|>", begin);
-            if (end == std::string::npos) break;
-            const std::string body = tpl.substr(begin, end - begin);
-            // Literal text only (no Jinja expression inside).
-            if (body.find("{{") == std::string::npos && body.find('\'') == std::string::npos && body.find('+') == std::string::npos) {
-                system = body;
-                break;
+    if (!m_impl) return invalidArgument("BpeTokenizer: not loaded");
+    const Impl& im = *m_impl;
+    if (const std::size_t bad = firstInvalidUtf8(text); bad != std::string::npos)
+        return invalidArgument("text: invalid UTF-8 at byte " + std::to_string(bad));
+    Encoding enc;
+    if (addSpecial) enc.ids = im.prefix;
+    std::vector<std::string> pieces;
+    auto encodeSegment = [&](std::size_t from, std::size_t to) -> Status {
+        if (to <= from) return Status::success();
+        pieces.clear();
+        ATTNSCOPE_RETURN_IF_ERROR(im.preTokenize(text.substr(from, to - from), pieces));
+        for (const std::string& piece : pieces) {
+            {
+                std::lock_guard<std::mutex> lock(im.cacheMutex);
+                if (auto it = im.cache.find(piece); it != im.cache.end()) {
+                    enc.ids.insert(enc.ids.end(), it->second.begin(), it->second.end());
+                    continue;
+                }
             }
+            std::vector<int> ids = im.bpe(piece, enc.warnings);
+            enc.ids.insert(enc.ids.end(), ids.begin(), ids.end());
+            std::lock_guard<std::mutex> lock(im.cacheMutex);
+            if (im.cache.size() >= kMaxCachedWords) im.cache.clear();
+            im.cache.emplace(piece, std::move(ids));
         }
-        std::string out;
-        if (!system.empty()) out += open + system + "<|im_end|>\n";
-        out += "<|im_start|>user\n" + userText + "<|im_end|>\n<|im_start|>assistant\n";
-        return out;
+        return Status::success();
+    };
+    // Added tokens: the leftmost match, the longest one where several start at the same byte.
+    std::size_t segment = 0;
+    for (std::size_t i = 0; i < text.size();) {
+        const auto& candidates = im.specials[static_cast<unsigned char>(text[i])];
+        const std::pair<std::string, int>* hit = nullptr;
+        for (const auto& c : candidates)
+            if (text.compare(i, c.first.size(), c.first) == 0) { hit = &c; break; }
+        if (!hit) { ++i; continue; }
+        ATTNSCOPE_RETURN_IF_ERROR(encodeSegment(segment, i));
+        enc.ids.push_back(hit->second);
+        i += hit->first.size();
+        segment = i;
     }
-    if (tpl.find("<|start_header_id|>") != std::string::npos) {
-        // Llama 3. 3.1 and later templates always write a system turn with the knowledge cut-off and a date
-        // (Hugging Face's default date string when none is given).
-        std::string out = "<|begin_of_text|>";
-        if (tpl.find("Cutting Knowledge Date") != std::string::npos)
-            out += "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>";
-        out += "<|start_header_id|>user<|end_header_id|>\n\n" + userText +
-               "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
-        return out;
-    }
-    return makeError(StatusCode::Unsupported, "the model's chat template is neither ChatML (<|im_start|>) nor Llama 3 "
-                                              "(<|start_header_id|>): run without --chat and write the turns yourself");
+    ATTNSCOPE_RETURN_IF_ERROR(encodeSegment(segment, text.size()));
+    if (addSpecial) enc.ids.insert(enc.ids.end(), im.suffix.begin(), im.suffix.end());
+    enc.tokens.reserve(enc.ids.size());
+    for (int id : enc.ids) enc.tokens.push_back(im.display[static_cast<std::size_t>(id)]);
+    enc.typeIds.assign(enc.ids.size(), 0);
+    return enc;
 }
 
 } // namespace attn

@@ -119,7 +119,12 @@ Expected<DecoderModel> loadGguf(const std::string& path)
         if (!types) return types.status();
         spec.tokenTypes.assign(types->begin(), types->end());
     }
-    spec.pre = file->has("tokenizer.ggml.pre") ? file->getString("tokenizer.ggml.pre").value() : "default";
+    spec.pre = "default";
+    if (file->has("tokenizer.ggml.pre")) {
+        auto pre = file->getString("tokenizer.ggml.pre");
+        if (!pre) return pre.status();
+        spec.pre = *pre;
+    }
     auto optionalId = [&](const char* key, int& out) -> Status {
         if (!file->has(key)) return Status::success();
         auto v = file->getUint(key);
@@ -140,7 +145,11 @@ Expected<DecoderModel> loadGguf(const std::string& path)
     auto tok = BpeTokenizer::fromSpec(spec);
     if (!tok) return makeError(tok.status().code, path + ": " + tok.status().message);
     m.tokenizer = std::move(*tok);
-    if (file->has("tokenizer.chat_template")) m.chatTemplate = file->getString("tokenizer.chat_template").value();
+    if (file->has("tokenizer.chat_template")) {
+        auto t = file->getString("tokenizer.chat_template");
+        if (!t) return t.status();
+        m.chatTemplate = *t;
+    }
 
     GgufSource src(*file);
     if (m.config.family == DecoderFamily::Gpt2) ATTNSCOPE_RETURN_IF_ERROR(gpt2Tensors(src, true, m));
@@ -171,6 +180,20 @@ Expected<DecoderModel> loadDirectory(const std::string& dirIn)
     auto tok = BpeTokenizer::fromTokenizerJson(*tokText);
     if (!tok) return makeError(tok.status().code, tokPath + ": " + tok.status().message);
     m.tokenizer = std::move(*tok);
+    {
+        // BOS/EOS ids from config.json (tokenizer.json alone names BOS only through its post-processor, and EOS
+        // not at all); an id outside the vocabulary is ignored, the tokenizer's own kept.
+        const json cj = json::parse(*cfgText, nullptr, false);
+        auto idFrom = [&](const char* key, int fallback) {
+            if (!cj.is_object() || !cj.contains(key)) return fallback;
+            json v = cj[key];
+            if (v.is_array() && !v.empty()) v = v[0];
+            if (!v.is_number_integer()) return fallback;
+            const auto id = v.get<long long>();
+            return id >= 0 && id < m.tokenizer.vocabSize() ? int(id) : fallback;
+        };
+        (void)m.tokenizer.setBosEos(idFrom("bos_token_id", m.tokenizer.bos()), idFrom("eos_token_id", m.tokenizer.eos()));
+    }
     // The chat template lives in tokenizer_config.json (or a chat_template.jinja beside it, in newer exports).
     if (isFile(dir + "/tokenizer_config.json")) {
         auto t = readFile(dir + "/tokenizer_config.json", 64u << 20);

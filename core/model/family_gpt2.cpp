@@ -43,7 +43,12 @@ Status gpt2ConfigFromJson(const std::string& text, const std::string& file, Deco
             return invalidArgument(file + ": layer_norm_epsilon: expected a number in (0, 1), got " + clipForMessage(it->dump()));
         c.normEps = static_cast<float>(it->get<double>());
     }
-    const std::string act = j.value("activation_function", std::string("gelu_new"));
+    std::string act = "gelu_new";
+    if (auto it = j.find("activation_function"); it != j.end() && !it->is_null()) {
+        if (!it->is_string())
+            return invalidArgument(file + ": activation_function: expected a string, got " + clipForMessage(it->dump()));
+        act = it->get<std::string>();
+    }
     if (act != "gelu_new" && act != "gelu_pytorch_tanh" && act != "gelu_fast")
         return makeError(StatusCode::Unsupported, file + ": activation_function \"" + clipForMessage(act) +
                                                       "\" is not supported (supported: gelu_new, gelu_pytorch_tanh)");

@@ -96,17 +96,39 @@ Status llamaConfigFromJson(const std::string& text, const std::string& file, Dec
     ATTNSCOPE_RETURN_IF_ERROR(floatField(j, file, "rope_theta", 0, 1e12, c.ropeTheta));
     if (auto it = j.find("hidden_act"); it != j.end() && !(it->is_string() && it->get<std::string>() == "silu"))
         return makeError(StatusCode::Unsupported, file + ": hidden_act " + clipForMessage(it->dump()) + " is not supported (supported: silu)");
-    c.tiedEmbeddings = j.value("tie_word_embeddings", false);
+    // A flag of another type (a hostile or hand-edited file) reads as false: json::value() would throw.
+    auto flag = [&](const char* key) {
+        auto it = j.find(key);
+        return it != j.end() && it->is_boolean() && it->get<bool>();
+    };
+    c.tiedEmbeddings = flag("tie_word_embeddings");
     // Mistral's sliding window; Qwen2 writes one too but uses it only with use_sliding_window.
     if (auto it = j.find("sliding_window"); it != j.end() && it->is_number_integer() && it->get<long long>() > 0 &&
-                                            (c.architecture != "qwen2" || j.value("use_sliding_window", false)))
+                                            (c.architecture != "qwen2" || flag("use_sliding_window")))
         c.slidingWindow = static_cast<int>(std::min<long long>(it->get<long long>(), 1 << 30));
     ATTNSCOPE_RETURN_IF_ERROR(checkShapes(file, c));
     if (auto it = j.find("rope_scaling"); it != j.end() && !it->is_null()) {
-        const std::string type = it->is_object() ? it->value("rope_type", it->value("type", std::string())) : std::string();
+        // Read field by field: json::value() throws on a value of another type, and a hostile file must get a message.
+        auto str = [&](const char* key) {
+            auto f = it->is_object() ? it->find(key) : it->end();
+            return f != it->end() && f->is_string() ? f->get<std::string>() : std::string();
+        };
+        std::string type = str("rope_type");
+        if (type.empty()) type = str("type");
         if (type == "llama3") {
-            llama3FreqFactors(c, it->value("factor", 8.0), it->value("low_freq_factor", 1.0), it->value("high_freq_factor", 4.0),
-                              it->value("original_max_position_embeddings", 8192.0));
+            double factor = 8.0, low = 1.0, high = 4.0, original = 8192.0;
+            for (auto [key, dst] : {std::pair<const char*, double*>{"factor", &factor}, {"low_freq_factor", &low},
+                                    {"high_freq_factor", &high}, {"original_max_position_embeddings", &original}}) {
+                auto f = it->find(key);
+                if (f == it->end()) continue;
+                if (!f->is_number() || !std::isfinite(f->get<double>()) || !(f->get<double>() > 0) || f->get<double>() > 1e9)
+                    return invalidArgument(file + ": rope_scaling." + key + ": expected a positive number, got " + clipForMessage(f->dump()));
+                *dst = f->get<double>();
+            }
+            if (!(high > low))
+                return invalidArgument(file + ": rope_scaling: high_freq_factor " + std::to_string(high) +
+                                       " must be above low_freq_factor " + std::to_string(low));
+            llama3FreqFactors(c, factor, low, high, original);
         } else if (type != "default") {
             return makeError(StatusCode::Unsupported, file + ": rope_scaling " + clipForMessage(it->dump(), 80) +
                                                           " is not supported (supported: none, llama3)");

@@ -1,17 +1,17 @@
-// The byte-level BPE tokenizer of decoder language models (GPT-2, Llama 3, Qwen2, SmolLM2), from a Hugging Face
-// tokenizer.json or from a GGUF file's tokenizer.ggml.* metadata.
+// The byte-level BPE tokenizer of decoder language models (GPT-2, Llama 3, Qwen2, SmolLM2, …), from a Hugging
+// Face tokenizer.json or from a GGUF file's tokenizer.ggml.* metadata.
 //
-// Part of attnscope_model (core/model/bpe_tokenizer.cpp). Pipeline, as the model's own files say:
-//   special tokens  added tokens typed in the text (e.g. <|im_start|>) are matched whole first, longest first, as
-//                   Hugging Face does by default; the text between them goes through the steps below;
-//   pre-tokenizer   regular expressions with Unicode properties (ICU), each splitting every piece and keeping
-//                   what lies between matches: GPT-2's pattern, Llama 3's, Qwen2's, SmolLM2's (every digit on its
-//                   own, then GPT-2's), or tokenizer.json's own Split / ByteLevel / Digits steps;
-//   byte level      each piece's UTF-8 bytes become GPT-2's printable stand-ins (byte b → one character);
-//   BPE             the adjacent pair of lowest merge rank is merged until none is left (a piece that is itself a
-//                   token is taken whole when the tokenizer ignores merges, as Llama 3's does);
-//   template        a BOS token first when the model asks for one.
-// Decoding maps the stand-ins back to bytes, so decode(encode(text)) == text for any valid UTF-8.
+// Part of attnscope_model (core/model/). Pipeline (what Hugging Face tokenizers does for these models):
+//   added tokens: special tokens typed in the raw text ("<|im_start|>") are matched whole, leftmost-longest,
+//                 and become one token each; the text between them goes through the rest;
+//   normaliser:   none, or NFC (Qwen2's tokenizer.json);
+//   pre-tokeniser: the model's regular expressions, pattern by pattern (ICU regex, Unicode properties), and
+//                 Digits; every piece is then seen as its UTF-8 bytes, each byte one symbol of GPT-2's
+//                 byte→unicode alphabet ("Ġ" for a space);
+//   BPE:          the lowest-rank merge first (leftmost on ties) until none applies; with ignore_merges
+//                 (Llama 3) a piece that is itself a token is taken whole;
+//   template:     BOS when the model asks for it (GGUF add_bos_token, tokenizer.json TemplateProcessing).
+// Decoding maps each token back to its bytes, so decode(encode(text)) == text for valid UTF-8 text.
 #pragma once
 
 #include "attnscope/status.h"
@@ -20,59 +20,79 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace attn {
 
-// What a GGUF file says about its tokenizer (tokenizer.ggml.*), the input of BpeTokenizer::fromSpec.
+// A byte-level BPE vocabulary as a GGUF file stores it (tokenizer.ggml.*).
 struct BpeVocabSpec {
-    std::vector<std::string> tokens;   // id → token in byte-level form
-    std::vector<std::string> merges;   // "a b", by rank (first = merged first)
-    std::vector<int> tokenTypes;       // 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte; empty = all 1
-    std::string pre = "default";       // tokenizer.ggml.pre: default, gpt2, llama-bpe (llama3), qwen2, smollm
-    int bos = -1, eos = -1;
-    bool addBos = false;
+    std::vector<std::string> tokens;  // id → token in byte-level form (GPT-2's byte→unicode map, "Ġcapital")
+    std::vector<std::string> merges;  // "a b", by rank (first = applied first)
+    std::vector<int> tokenTypes;      // tokenizer.ggml.token_type: 1 normal, 2 unknown, 3 control,
+                                      // 4 user-defined, 5 unused, 6 byte; empty = all normal. Control and
+                                      // user-defined tokens are matched whole in the text.
+    std::string pre;                  // tokenizer.ggml.pre: "gpt2", "llama-bpe", "qwen2", "smollm", "default"
+    int bos = -1, eos = -1;           // tokenizer.ggml.bos_token_id / eos_token_id; -1 = none
+    bool addBos = false;              // tokenizer.ggml.add_bos_token: encode(…, addSpecial) prepends bos
 };
 
 class BpeTokenizer {
 public:
-    BpeTokenizer();
-    ~BpeTokenizer();
-    BpeTokenizer(BpeTokenizer&&) noexcept;
-    BpeTokenizer& operator=(BpeTokenizer&&) noexcept;
-    BpeTokenizer(const BpeTokenizer&) = delete;
-    BpeTokenizer& operator=(const BpeTokenizer&) = delete;
-
-    // From GGUF metadata. Unsupported names a pre-tokenizer this build does not know (and lists those it does);
-    // InvalidArgument for duplicate tokens, merges naming unknown tokens, token types of another length.
+    // From GGUF metadata. InvalidArgument naming the field for: no tokens, duplicate tokens, an empty token,
+    // more than 1 000 000 tokens or merges, a merge that is not "a b" or names a token (or a result) that is
+    // not in the vocabulary, tokenTypes of another length than tokens, bos/eos/addBos outside the vocabulary.
+    // Unsupported for an unknown pre (naming the supported ones).
     static Expected<BpeTokenizer> fromSpec(const BpeVocabSpec& spec);
-    // From the text of a tokenizer.json whose model.type is BPE (merges as "a b" strings or [a, b] pairs).
+
+    // From the text of a tokenizer.json with model.type "BPE": merges as "a b" strings or [a, b] pairs;
+    // pre_tokenizer ByteLevel, or a Sequence of Split (Regex or String, behavior Isolated or Removed),
+    // Digits and ByteLevel; normalizer null or NFC; decoder ByteLevel (or null); added_tokens matched whole in
+    // the raw text; post_processor ByteLevel, TemplateProcessing (its single template's special tokens before
+    // and after $A) or a Sequence of them. ParseError / Unsupported name what is wrong, e.g.
+    // "tokenizer.json: pre_tokenizer.type \"Metaspace\" is not supported (supported: ByteLevel, Split,
+    // Digits, Sequence)".
     static Expected<BpeTokenizer> fromTokenizerJson(const std::string& text);
 
-    // Token ids and each token's decoded text. With addSpecial, the BOS token the model asks for comes first.
-    // InvalidArgument when the text is not valid UTF-8 (naming the byte offset).
+    // Tokenises `text` (addSpecial: the template's BOS etc. around it). Encoding.ids are the token ids,
+    // Encoding.tokens each token's decoded text (" capital"; a token that is not whole UTF-8 on its own shows
+    // U+FFFD for its incomplete bytes, as Hugging Face's decode of that one id does), typeIds all 0.
+    // InvalidArgument when `text` is not valid UTF-8, naming the byte offset.
     Expected<Encoding> encode(const std::string& text, bool addSpecial = true) const;
-    // The bytes the ids stand for, concatenated (special tokens as their text).
+
+    // The exact bytes of the tokens, concatenated (ids outside the vocabulary are skipped). Tokens that are
+    // parts of one UTF-8 character decode to that character together.
     std::string decode(const std::vector<int>& ids) const;
-    // One token's bytes (may be part of a UTF-8 character; "" for an id outside the vocabulary).
+
+    // One token's decoded text as valid UTF-8 (U+FFFD for incomplete bytes); "" for an id outside the vocabulary.
     std::string tokenText(int id) const;
-    // The id of the token whose decoded text is `text` (e.g. " Paris"), if there is one.
-    std::optional<int> idOf(const std::string& text) const;
+    // The id of the token whose decoded bytes are `decodedText` (" Paris"), the lowest such id.
+    std::optional<int> idOf(const std::string& decodedText) const;
 
     int vocabSize() const;
-    int bos() const;
-    int eos() const;
-    const std::string& preTokenizer() const;  // "gpt2", "llama-bpe", "qwen2", "smollm" or "tokenizer.json"
+    int bos() const { return m_bos; }  // -1 when the model has none
+    int eos() const { return m_eos; }
+    // Sets BOS/EOS (e.g. from a tokenizer_config.json beside a tokenizer.json); InvalidArgument outside the
+    // vocabulary (-1 = none is allowed).
+    Status setBosEos(int bos, int eos);
+
+    struct Impl;  // the vocabulary, merges, pre-tokeniser and cache (bpe_tokenizer.cpp); shared by copies
 
 private:
-    struct Impl;
-    std::unique_ptr<Impl> m;
+    static Expected<BpeTokenizer> fromTokenizerJsonImpl(const std::string& text);
+    std::shared_ptr<const Impl> m_impl;
+    int m_bos = -1, m_eos = -1;
 };
 
-// Wraps `userText` as one user turn, ready for the assistant's answer, as the model's chat template (Jinja) would
-// with add_generation_prompt: ChatML (<|im_start|>…, SmolLM2 and Qwen2, with the default system prompt their
-// templates add) and Llama 3 (<|start_header_id|>…). Another template → Unsupported.
+// Wraps `userText` as one user turn followed by the assistant's generation prompt, as Hugging Face's
+// apply_chat_template(messages=[{"role": "user", "content": userText}], add_generation_prompt=True) renders
+// the model's chat template (`templateText`: tokenizer.chat_template from GGUF, or tokenizer_config.json's):
+//   ChatML (the template has "<|im_start|>", as SmolLM2 and Qwen2): the template's default system turn when it
+//     adds one (a literal "<|im_start|>system\n…<|im_end|>" in the template), then
+//     "<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n";
+//   Llama 3 (the template has "<|start_header_id|>"): "<|begin_of_text|>" when the template writes bos_token,
+//     "<|start_header_id|>user<|end_header_id|>\n\n{text, trimmed}<|eot_id|>" and the assistant header.
+// The result already holds the template's special tokens: encode it with addSpecial = false.
+// Unsupported for any other template (naming the two supported kinds); InvalidArgument for an empty template.
 Expected<std::string> applyChatTemplate(const std::string& templateText, const std::string& userText);
 
 } // namespace attn
