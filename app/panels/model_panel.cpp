@@ -10,6 +10,7 @@
 #include "panels/panels.h"
 #include "render/heatmap_view.h"
 #include "state/model_state.h"
+#include "view/model_grid.h"
 
 #include <attnscope/colormap.h>
 
@@ -46,66 +47,114 @@ void drawSentenceFields(AppState& state)
     if (!m.error.empty()) ImGui::TextColored(ImVec4(0.85f, 0.2f, 0.2f, 1), "%s", m.error.c_str());
 }
 
-// The grid: one thumbnail per (layer, head), a checkbox under each to ablate it.
-void drawModelGrid(AppState& state, float width, float height)
+// The weights a thumbnail draws: the head's own, or (n above the thumbnail's pixels) their block maxima, pooled
+// once per layer result and size (attn::poolMax) and kept in ModelState::thumbs.
+const attn::Matrix& thumbnailValues(ModelState& m, int l, int h, int heads, int shown, std::uint64_t generation)
+{
+    const attn::Matrix& w = m.run->attention[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)].weights;
+    if (shown >= w.rows()) return w;
+    const std::size_t i = static_cast<std::size_t>(l * heads + h);
+    if (m.thumbs.size() <= i) m.thumbs.resize(i + 1);
+    ModelState::PooledThumb& t = m.thumbs[i];
+    if (t.source != w.data() || t.generation != generation || t.side != shown || t.n != w.rows()) {
+        t.values = attn::poolMax(w, shown, shown);
+        t.source = w.data();
+        t.generation = generation;
+        t.side = shown;
+        t.n = w.rows();
+    }
+    return t.values;
+}
+
+// The grid: one thumbnail per (layer, head), a checkbox under each to ablate it. Laid out by planModelGrid
+// (view/model_grid.h): the thumbnails fit the room whatever the token count, and the grid scrolls inside
+// `size` when even the smallest readable thumbnails do not fit.
+void drawModelGrid(AppState& state, ImVec2 size)
 {
     ModelState& m = state.model;
     const attn::ModelRun& run = *m.run;
     const int L = static_cast<int>(run.attention.size()), H = m.model->config.heads;
     const int n = static_cast<int>(run.encoding.tokens.size());
-    const float fontH = ImGui::GetFontSize();
-    const float pad = 6;
-    // Cells stay below 0.8 × the font height so the heatmap widget draws no labels in a thumbnail.
-    const float rowExtra = ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().ItemSpacing.y;  // the checkbox row
-    const float thumb = std::max(24.0f, std::min((width - 40 - pad * float(H)) / float(H),
-                                                 (height - fontH) / float(std::max(L, 1)) - rowExtra));
-    const float cell = std::min(thumb / float(std::max(n, 1)), fontH * 0.79f);
-    ImGui::Dummy(ImVec2(34, 0));
+    ModelGridInput in;
+    in.layers = L;
+    in.heads = H;
+    in.tokens = n;
+    in.width = size.x - ImGui::GetStyle().ScrollbarSize;  // room for a vertical scrollbar, should it appear
+    in.height = size.y;
+    in.labelWidth = ImGui::CalcTextSize("L00").x + 12;
+    in.headerHeight = ImGui::GetTextLineHeightWithSpacing();
+    in.rowExtra = ImGui::GetFrameHeight() + ImGui::GetStyle().ItemSpacing.y;  // the checkbox row
+    const ModelGridPlan plan = planModelGrid(in);
+    m.gridPlan = plan;
+    ImGui::BeginChild("grid", size, false, ImGuiWindowFlags_HorizontalScrollbar);
+    const ImVec2 o = ImGui::GetCursorScreenPos();
+    ImDrawList* dl = ImGui::GetWindowDrawList();
     for (int h = 0; h < H; ++h) {
-        ImGui::SameLine(40 + (cell * float(n) + pad) * float(h));
-        ImGui::Text("H%d", h);
+        const std::string t = "H" + std::to_string(h);
+        const float x = o.x + in.labelWidth + plan.pitchX * float(h) + (plan.thumb - ImGui::CalcTextSize(t.c_str()).x) / 2;
+        dl->AddText(ImVec2(x, o.y), ImGui::GetColorU32(ImGuiCol_Text), t.c_str());
     }
     for (int l = 0; l < L; ++l) {
-        ImGui::Text("L%d", l);
+        const float y = o.y + in.headerHeight + plan.pitchY * float(l);
+        const std::string t = "L" + std::to_string(l);
+        dl->AddText(ImVec2(o.x, y + (plan.thumb - ImGui::GetFontSize()) / 2), ImGui::GetColorU32(ImGuiCol_Text), t.c_str());
+        const std::uint64_t gen = m.layerGeneration.size() > std::size_t(l) ? m.layerGeneration[static_cast<std::size_t>(l)] : 0;
         for (int h = 0; h < H; ++h) {
-            ImGui::SameLine(40 + (cell * float(n) + pad) * float(h));
-            ImGui::BeginGroup();
+            const ImVec2 p(o.x + in.labelWidth + plan.pitchX * float(h), y);
+            ImGui::SetCursorScreenPos(p);
             ImGui::PushID(l * 1000 + h);
             HeatmapSpec spec;
             spec.key = "model/" + std::to_string(l) + "/" + std::to_string(h);
-            spec.src.values = &run.attention[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)].weights;
+            spec.src.values = &thumbnailValues(m, l, h, H, plan.shown, gen);
             spec.src.range = {0.0f, 1.0f, 0};
             spec.src.colormap = attn::Colormap::Viridis;
-            // The texture changes only when its layer does.
-            spec.src.generation = m.layerGeneration.size() > std::size_t(l) ? m.layerGeneration[static_cast<std::size_t>(l)] : 0;
-            spec.cellPx = cell;
+            // The texture changes only when its layer does (or the pooled size).
+            spec.src.generation = gen;
+            spec.cellPx = plan.cell;
             spec.showValues = false;
-            spec.maxWidth = spec.maxHeight = 4096;
+            spec.rowLabelsShown = spec.colLabelsShown = false;
+            spec.maxWidth = spec.maxHeight = plan.thumb + 1;  // never a scrolling map of its own
             const HeatmapHit hit = drawHeatmap(spec);
+            const bool selected = l == m.linesLayer && h == m.linesHead;
+            if (selected)
+                dl->AddRect(ImVec2(hit.cellsMin.x - 2, hit.cellsMin.y - 2), ImVec2(hit.cellsMax.x + 2, hit.cellsMax.y + 2),
+                            IM_COL32(255, 200, 60, 255), 0, 0, 2.0f);
             if (hit.row >= 0) {
-                const float w = spec.src.values->coeff(hit.row, hit.col);
-                ImGui::SetTooltip("layer %d, head %d%s\n%s → %s: %.3f\nclick: open layer %d in the chain view", l, h,
-                                  isAblated(run, l, h) ? " (ablated)" : "",
-                                  run.encoding.tokens[static_cast<std::size_t>(hit.row)].c_str(),
-                                  run.encoding.tokens[static_cast<std::size_t>(hit.col)].c_str(), w, l);
+                if (plan.pooled) {
+                    ImGui::SetTooltip("layer %d, head %d%s\n%d tokens, each cell the largest weight of its block\n"
+                                      "click: open layer %d, head %d in the chain view",
+                                      l, h, isAblated(run, l, h) ? " (ablated)" : "", n, l, h);
+                } else {
+                    const float w = spec.src.values->coeff(hit.row, hit.col);
+                    ImGui::SetTooltip("layer %d, head %d%s\nquery %d '%s' → key %d '%s': %.3f\n"
+                                      "click: open layer %d, head %d in the chain view",
+                                      l, h, isAblated(run, l, h) ? " (ablated)" : "", hit.row,
+                                      run.encoding.tokens[static_cast<std::size_t>(hit.row)].c_str(), hit.col,
+                                      run.encoding.tokens[static_cast<std::size_t>(hit.col)].c_str(), w, l, h);
+                }
             }
             state.recordRect(spec.key, hit.cellsMin, hit.cellsMax);
             if (hit.pressed) {
                 m.linesLayer = l;
                 m.linesHead = h;
-                openLayerInChain(state, l);
+                openLayerInChain(state, l, h);
             }
+            ImGui::SetCursorScreenPos(ImVec2(p.x, p.y + plan.thumb + ImGui::GetStyle().ItemSpacing.y));
             bool off = isAblated(run, l, h);
             if (ImGui::Checkbox("##off", &off)) toggleAblation(state, l, h);
             if (ImGui::IsItemHovered()) ImGui::SetTooltip("ablate layer %d head %d (its weights × 0)", l, h);
             ImGui::PopID();
-            ImGui::EndGroup();
-            if (ImGui::IsItemHovered() && ImGui::IsMouseClicked(ImGuiMouseButton_Right)) {
+            if (ImGui::IsMouseHoveringRect(p, ImVec2(p.x + plan.thumb, p.y + plan.thumb)) && ImGui::IsWindowHovered() &&
+                ImGui::IsMouseClicked(ImGuiMouseButton_Right)) {
                 m.linesLayer = l;
                 m.linesHead = h;
             }
         }
     }
+    // The grid's whole extent, so that the child scrolls to every thumbnail.
+    ImGui::SetCursorScreenPos(o);
+    ImGui::Dummy(ImVec2(plan.contentWidth, plan.contentHeight));
+    ImGui::EndChild();
 }
 
 // BertViz's head view: tokens in two columns, a line per (query, key) whose opacity is the weight; hovering a
@@ -230,7 +279,7 @@ void drawModelPanel(AppState& state)
     drawSentenceFields(state);
     ImGui::Separator();
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    drawModelGrid(state, avail.x, avail.y * 0.62f);
+    drawModelGrid(state, ImVec2(avail.x, avail.y * 0.62f));
     ImGui::Separator();
     const ImVec2 rest = ImGui::GetContentRegionAvail();
     ImGui::BeginChild("lines", ImVec2(rest.x * 0.5f, std::max(rest.y, 120.0f)));

@@ -1,0 +1,164 @@
+// The model view's grid (issue 21): thumbnails fit the window at every token count and model shape (pooled
+// when n exceeds their pixels, scrolling when even the smallest do not fit), neighbours never touch, and a
+// click opens the clicked head. Drawn with no GL over a stand-in model and run (only the shapes matter here).
+#include "headless_imgui.h"
+#include "panels/panels.h"
+#include "render/heatmap_view.h"
+#include "state/app_state.h"
+#include "state/model_state.h"
+#include "view/model_grid.h"
+
+#include <imgui.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+
+namespace {
+
+// A stand-in for a loaded model of L layers × H heads and its run on n tokens: uniform weights, d_model 2·H.
+void fakeModel(app::AppState& state, int L, int H, int n)
+{
+    auto model = std::make_shared<attn::Model>();
+    model->name = "fake";
+    model->config.layers = L;
+    model->config.heads = H;
+    model->config.hidden = 2 * H;
+    model->layers.resize(static_cast<std::size_t>(L));
+    attn::ModelRun run;
+    for (int i = 0; i < n; ++i) run.encoding.tokens.push_back("t" + std::to_string(i));
+    run.encoding.ids.assign(static_cast<std::size_t>(n), 0);
+    const int M = 2 * H;
+    for (int l = 0; l <= L; ++l) run.hidden.push_back(attn::Matrix::Zero(n, M));
+    for (int l = 0; l < L; ++l) {
+        attn::AttentionResult r;
+        for (int h = 0; h < H; ++h) {
+            attn::HeadResult hr;
+            hr.weights = attn::Matrix::Constant(n, n, 1.0f / float(n));
+            r.heads.push_back(std::move(hr));
+        }
+        run.attention.push_back(std::move(r));
+        auto w = std::make_shared<attn::AttentionInput>();
+        w->Wq = w->Wk = w->Wv = w->Wo = attn::Matrix::Identity(M, M);
+        w->bq = w->bk = w->bv = w->bo = attn::Vector::Zero(M);
+        state.model.wanted.weights.push_back(std::move(w));
+    }
+    run.embedding = attn::Vector::Zero(M);
+    state.model.model = std::move(model);
+    state.model.run = std::move(run);
+    state.model.active = true;
+    state.model.showView = true;
+    state.model.textA = "fake";
+}
+
+// Draws no cells: the CPU fallback's one rectangle per cell would overflow ImGui's 16-bit vertex indices with
+// 72 thumbnails of 46² cells (the window draws them as textures). Counts the cells asked for instead.
+class CountingRenderer : public app::HeatmapRenderer {
+public:
+    void drawCells(ImDrawList*, ImVec2, ImVec2, const std::string&, const app::HeatmapSource& src) override
+    {
+        maxCells = std::max<long>(maxCells, long(src.values->size()));
+    }
+    long maxCells = 0;
+};
+
+class ModelGrid : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        createHeadlessImGui();
+        app::setHeatmapRenderer(&renderer);
+        state.autosave = false;
+        state.recordRects = true;
+    }
+    void TearDown() override
+    {
+        app::setHeatmapRenderer(nullptr);
+        ImGui::DestroyContext();
+    }
+    void frames(int k)
+    {
+        for (int i = 0; i < k; ++i) {
+            ImGui::NewFrame();
+            app::drawAllPanels(state);
+            ImGui::Render();
+        }
+    }
+    app::UiRect rect(int l, int h) { return state.rects.at("model/" + std::to_string(l) + "/" + std::to_string(h)); }
+
+    CountingRenderer renderer;
+    app::AppState state;
+};
+
+TEST_F(ModelGrid, ThumbnailsFitAndNeverTouchAtAnyTokenCount)
+{
+    struct Shape { int L, H; };
+    for (auto [w, h] : {std::pair{1280.0f, 800.0f}, {900.0f, 600.0f}})
+        for (Shape s : {Shape{6, 12}, Shape{30, 9}})
+            for (int n : {5, 46, 62, 512}) {
+                SCOPED_TRACE(std::to_string(int(w)) + "x" + std::to_string(int(h)) + " " + std::to_string(s.L) + "x" +
+                             std::to_string(s.H) + " n=" + std::to_string(n));
+                ImGui::GetIO().DisplaySize = ImVec2(w, h);
+                state.rects.clear();
+                state.model.thumbs.clear();
+                state.model.wanted.weights.clear();
+                fakeModel(state, s.L, s.H, n);
+                renderer.maxCells = 0;
+                frames(3);
+                const app::ModelGridPlan& p = state.model.gridPlan;
+                EXPECT_LE(renderer.maxCells, long(p.thumb * p.thumb)) << "no more cells than the thumbnail's pixels";
+                EXPECT_GE(p.thumb, app::kModelThumbMin);
+                EXPECT_EQ(p.pooled, n > int(p.thumb)) << "pooled exactly when n exceeds the pixels";
+                EXPECT_FALSE(p.scrollX) << "the heads fit across";
+                for (int l = 0; l < s.L; ++l)
+                    for (int k = 0; k < s.H; ++k) {
+                        const app::UiRect r = rect(l, k);
+                        EXPECT_NEAR(r.x1 - r.x0, p.thumb, 1.0f) << "L" << l << " H" << k << ": a thumbnail, not n px";
+                        EXPECT_NEAR(r.y1 - r.y0, p.thumb, 1.0f);
+                        if (k + 1 < s.H) EXPECT_LT(r.x1 + 2, rect(l, k + 1).x0) << "L" << l << " H" << k << " touches H" << k + 1;
+                        if (l + 1 < s.L) EXPECT_LT(r.y1 + 2, rect(l + 1, k).y0) << "L" << l << " H" << k << " touches L" << l + 1;
+                        EXPECT_LE(r.x1, w) << "inside the window";
+                    }
+            }
+}
+
+TEST_F(ModelGrid, PlanScrollsOnlyWhenTheSmallestThumbnailsDoNotFit)
+{
+    app::ModelGridInput in;
+    in.layers = 30, in.heads = 9, in.tokens = 46, in.width = 600, in.height = 300, in.rowExtra = 24;
+    app::ModelGridPlan p = app::planModelGrid(in);
+    EXPECT_EQ(p.thumb, app::kModelThumbMin);
+    EXPECT_TRUE(p.scrollY);
+    EXPECT_FALSE(p.scrollX);
+    in.layers = 6, in.heads = 12, in.height = 1000;
+    p = app::planModelGrid(in);
+    EXPECT_FALSE(p.scrollY);
+    EXPECT_LE(p.contentWidth, in.width);
+    EXPECT_GT(p.thumb, app::kModelThumbMin);
+}
+
+TEST_F(ModelGrid, ClickOpensTheClickedHead)
+{
+    fakeModel(state, 6, 12, 8);
+    frames(2);
+    for (auto [l, h] : {std::pair{1, 8}, {2, 9}}) {
+        state.model.showView = true;
+        frames(1);
+        const app::UiRect r = rect(l, h);
+        ImGuiIO& io = ImGui::GetIO();
+        io.MousePos = ImVec2((r.x0 + r.x1) / 2, (r.y0 + r.y1) / 2);
+        frames(1);
+        io.MouseDown[0] = true;
+        frames(1);
+        io.MouseDown[0] = false;
+        frames(1);
+        EXPECT_EQ(state.model.openLayer, l);
+        EXPECT_EQ(state.view.head, h) << "L" << l << " H" << h << " opens head " << h << ", not head 0";
+        EXPECT_EQ(state.model.linesLayer, l);
+        EXPECT_EQ(state.model.linesHead, h);
+    }
+}
+
+} // namespace
