@@ -15,6 +15,7 @@
 // [SECTION] The fit plan and the sidebar strip
 // [SECTION] drawChainPanel
 #include "panels/matrix_editor.h"
+#include "panels/model_panels.h"
 #include "panels/panels.h"
 #include "render/heads_grid.h"
 #include "render/heatmap_view.h"
@@ -875,6 +876,8 @@ void drawChainPanel(AppState& state)
                  ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                      ImGuiWindowFlags_HorizontalScrollbar | ImGuiWindowFlags_NoBringToFrontOnFocus);
     ChainView& v = state.chain;
+    // A model layer: where it is in the model, and the way back (before focus mode takes its Esc).
+    drawModelBreadcrumb(state);
     const int H = state.doc.hasResult() ? static_cast<int>(state.doc.result().heads.size()) : 0;
     std::optional<MapRef> focus = v.focus.empty() ? std::nullopt : mapFromKey(v.focus, H);
     if (!v.focus.empty() && !focus) v.focus.clear();  // the map is gone (fewer heads)

@@ -292,6 +292,72 @@ void drawModelPanel(AppState& state)
     ImGui::End();
 }
 
+bool modelViewShown(const AppState& state)
+{
+    const ModelState& m = state.model;
+    return m.active && m.showView && m.model && m.run;
+}
+
+void drawModelSidebar(AppState& state)
+{
+    ModelState& m = state.model;
+    const attn::ModelConfig& c = m.model->config;
+    ImGui::TextWrapped("%s", m.model->name.c_str());
+    state.recordRect("control/model_summary", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    ImGui::TextDisabled("%s, %d layers × %d heads", c.modelType.empty() ? "model" : c.modelType.c_str(), c.layers, c.heads);
+    ImGui::TextDisabled("d_model %d, d_k %d per head", c.hidden, c.heads > 0 ? c.hidden / c.heads : 0);
+    ImGui::Separator();
+    const std::size_t n = m.run->encoding.tokens.size();
+    ImGui::Text("%zu token%s%s", n, n == 1 ? "" : "s", m.textB.empty() ? "" : " (A and B)");
+    const std::size_t k = m.run->ablated.size();
+    ImGui::Text("%zu head%s ablated", k, k == 1 ? "" : "s");
+    ImGui::BeginDisabled(k == 0);
+    if (ImGui::Button("Restore all heads")) {
+        while (!m.wanted.ablated.empty()) {
+            const auto [l, h] = m.wanted.ablated.back();
+            toggleAblation(state, l, h);
+        }
+    }
+    ImGui::EndDisabled();
+    ImGui::Separator();
+    ImGui::TextWrapped("Click a thumbnail: open that layer and head in the chain view (edit its X and weights; "
+                       "Esc or Back returns here). Right-click: show its lines. The box under it ablates it.");
+    ImGui::Separator();
+    if (ImGui::Button("Open model…")) m.showOpenDialog = true;
+}
+
+void drawModelStatus(AppState& state, const std::string& backend)
+{
+    const ModelState& m = state.model;
+    const std::size_t n = m.run->encoding.tokens.size();
+    if (m.computing())
+        ImGui::Text("%s   |   model %s: computing… %.0f ms   |   %zu tokens  layers=%d  heads=%d", backend.c_str(),
+                    m.model->name.c_str(), m.computingMs(), n, m.model->config.layers, m.model->config.heads);
+    else
+        ImGui::Text("%s   |   model %s: run %.0f ms   |   %zu tokens  layers=%d  heads=%d", backend.c_str(),
+                    m.model->name.c_str(), m.lastRunMs, n, m.model->config.layers, m.model->config.heads);
+    state.recordRect("status/model", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+}
+
+void drawModelBreadcrumb(AppState& state)
+{
+    ModelState& m = state.model;
+    if (m.openLayer < 0 || !m.model || m.showView) return;
+    const bool back = ImGui::Button("< Back");
+    state.recordRect("model/back", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    ImGui::SameLine();
+    const int H = state.doc.hasResult() ? static_cast<int>(state.doc.result().heads.size()) : m.model->config.heads;
+    ImGui::Text("%s › layer %d › head %d", m.model->name.c_str(), m.openLayer, std::clamp(state.view.head, 0, std::max(0, H - 1)));
+    state.recordRect("model/breadcrumb", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    ImGui::SameLine();
+    ImGui::TextDisabled("(Esc or Back: the model view)");
+    // Esc goes back unless a field is being typed in (it cancels that) or a map fills the window (Esc leaves
+    // that first, in the chain panel).
+    const bool esc = ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false) && !ImGui::GetIO().WantTextInput &&
+                     state.chain.focus.empty();
+    if (back || esc) m.showView = true;
+}
+
 void drawModelOpenDialog(AppState& state)
 {
     ModelState& m = state.model;

@@ -81,6 +81,7 @@ protected:
     void frames(int k)
     {
         for (int i = 0; i < k; ++i) {
+            state.doc.recomputeIfNeeded();
             ImGui::NewFrame();
             app::drawAllPanels(state);
             ImGui::Render();
@@ -159,6 +160,49 @@ TEST_F(ModelGrid, ClickOpensTheClickedHead)
         EXPECT_EQ(state.model.linesLayer, l);
         EXPECT_EQ(state.model.linesHead, h);
     }
+}
+
+TEST_F(ModelGrid, SidebarAndStatusBarDescribeTheModel)
+{
+    fakeModel(state, 6, 12, 8);
+    frames(2);
+    EXPECT_TRUE(state.rects.count("control/model_summary")) << "the sidebar names the model";
+    EXPECT_FALSE(state.rects.count("control/layout_column")) << "not the session's controls under the model view";
+    EXPECT_TRUE(state.rects.count("status/model")) << "the status bar gives the model's figures";
+    // The layer opened in the chain view: the session's controls (greyed) and no model status.
+    app::openLayerInChain(state, 2, 9);
+    state.rects.clear();
+    frames(2);
+    EXPECT_FALSE(state.rects.count("control/model_summary"));
+    EXPECT_FALSE(state.rects.count("status/model"));
+}
+
+TEST_F(ModelGrid, BreadcrumbAndEscLeadBackToTheModelView)
+{
+    fakeModel(state, 6, 12, 8);
+    frames(1);
+    app::openLayerInChain(state, 2, 9);
+    frames(2);
+    ASSERT_FALSE(state.model.showView);
+    ASSERT_TRUE(state.rects.count("model/breadcrumb")) << "model › layer 2 › head 9";
+    ImGuiIO& io = ImGui::GetIO();
+    io.KeysDown[ImGuiKey_Escape] = true;
+    frames(1);
+    io.KeysDown[ImGuiKey_Escape] = false;
+    frames(1);
+    EXPECT_TRUE(state.model.showView) << "Esc goes back to the model view";
+    // Back button.
+    app::openLayerInChain(state, 1, 3);
+    frames(2);
+    ASSERT_FALSE(state.model.showView);
+    const app::UiRect r = state.rects.at("model/back");
+    io.MousePos = ImVec2((r.x0 + r.x1) / 2, (r.y0 + r.y1) / 2);
+    frames(1);
+    io.MouseDown[0] = true;
+    frames(1);
+    io.MouseDown[0] = false;
+    frames(1);
+    EXPECT_TRUE(state.model.showView) << "Back goes back to the model view";
 }
 
 } // namespace
