@@ -12,7 +12,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -203,6 +206,24 @@ TEST_F(ModelGrid, BreadcrumbAndEscLeadBackToTheModelView)
     io.MouseDown[0] = false;
     frames(1);
     EXPECT_TRUE(state.model.showView) << "Back goes back to the model view";
+}
+
+TEST_F(ModelGrid, AModelLayerIsNotAutosaved)
+{
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / ("attnscope_modelgrid_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    state.stateDir = dir.string();
+    state.autosave = true;
+    fakeModel(state, 2, 4, 6);
+    frames(1);
+    app::openLayerInChain(state, 1, 2);
+    state.doc.edit([](attn::Session& s) { s.input.X(0, 0) += 1.0f; });
+    frames(1);
+    EXPECT_FALSE(app::autosaveIfNeeded(state, 100.0, true)) << "a model layer: no autosave";
+    EXPECT_FALSE(fs::exists(app::autosavePath(state)));
+    fs::remove_all(dir);
 }
 
 } // namespace
