@@ -167,7 +167,8 @@ int runWindow(const WindowOptions& opt)
     // The autosave is offered back only when the last run did not close cleanly (a crash, a kill): after a
     // clean close its session was what the user chose to leave.
     const bool crashed = beginRun(state);
-    if (opt.sessionPath.empty() && crashed && opt.restoreOffer && !screenshotMode && !state.stateDir.empty()) {
+    const bool modelMode = !opt.model.text.empty() || !opt.model.dir.empty();  // not over the model view
+    if (opt.sessionPath.empty() && !modelMode && crashed && opt.restoreOffer && !screenshotMode && !state.stateDir.empty()) {
         std::error_code ec;
         const std::string a = autosavePath(state);
         if (std::filesystem::exists(a, ec)) {

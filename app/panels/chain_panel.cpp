@@ -596,13 +596,31 @@ void drawHeadsGridRow(AppState& state, float cell)
     for (int h = 0; h < H; ++h) ranges.push_back(rg.weights[static_cast<std::size_t>(h)]);
     const attn::DisplayRange shared = attn::unionRange(ranges, symmetricFor(state, HeatmapKind::Weights));
     g.range = rangeFor(state, HeatmapKind::Weights, "heads", shared);
+    // Thumbnails stay thumbnails: a head with more rows or columns than kGridThumbMax pixels is pooled to
+    // that many cells (each the largest weight of its block), instead of a scrolling map of its own.
+    constexpr int kGridThumbMax = 96;
+    const Eigen::Index n = H > 0 ? std::max(r.heads[0].weights.rows(), r.heads[0].weights.cols()) : 0;
+    const bool pooled = float(n) * cell > float(kGridThumbMax);
+    ChainView& v = state.chain;
+    if (pooled && (v.gridPooledStamp != resultStamp(state) || v.gridPooledSide != kGridThumbMax ||
+                   v.gridPooled.size() != static_cast<std::size_t>(H))) {
+        v.gridPooled.clear();
+        for (int h = 0; h < H; ++h) {
+            const attn::Matrix& w = r.heads[static_cast<std::size_t>(h)].weights;
+            v.gridPooled.push_back(attn::poolMax(w, std::min<Eigen::Index>(w.rows(), kGridThumbMax),
+                                                 std::min<Eigen::Index>(w.cols(), kGridThumbMax)));
+        }
+        v.gridPooledStamp = resultStamp(state);
+        v.gridPooledSide = kGridThumbMax;
+    }
+    if (pooled) g.cellPx = 1.0f;
     for (int h = 0; h < H; ++h) {
         const attn::HeadResult& hr = r.heads[static_cast<std::size_t>(h)];
         HeadsGridItem it;
         it.key = "grid/weights/" + std::to_string(h);
         it.label = "head " + std::to_string(h + 1);
-        it.values = &hr.weights;
-        it.mask = &hr.masked;
+        it.values = pooled ? &v.gridPooled[static_cast<std::size_t>(h)] : &hr.weights;
+        it.mask = pooled ? nullptr : &hr.masked;  // masked weights are 0: the pooled maxima show them as such
         it.generation = resultStamp(state) * 4 + static_cast<std::uint64_t>(HeatmapKind::Weights);
         g.items.push_back(std::move(it));
     }
@@ -611,7 +629,10 @@ void drawHeadsGridRow(AppState& state, float cell)
     for (std::size_t i = 0; i < hit.rects.size(); ++i)
         state.recordRect("headsgrid/" + std::to_string(i), hit.rects[i].first, hit.rects[i].second);
     if (hit.clicked >= 0) state.view.head = hit.clicked;
-    if (hit.hovered >= 0 && hit.row >= 0) {
+    if (hit.hovered >= 0 && hit.row >= 0 && pooled) {
+        ImGui::SetTooltip("head %d: %lld tokens shown in %d px, each cell the largest weight of its block\nclick: show this head above",
+                          hit.hovered + 1, static_cast<long long>(n), kGridThumbMax);
+    } else if (hit.hovered >= 0 && hit.row >= 0) {
         const auto [q, k] = isColumn(state) ? std::pair{hit.col, hit.row} : std::pair{hit.row, hit.col};
         ImGui::BeginTooltip();
         ImGui::Text("head %d: query '%s', key '%s': weight %s", hit.hovered + 1, axisLabel(queryLabels(state), q).c_str(),
@@ -783,6 +804,7 @@ void drawFit(AppState& state)
     small.thumb = p.smallCell < ImGui::GetFontSize() * 0.8f;  // thumbnails: no labels, no colorbar
     small.colorbar = !small.thumb;
     small.colorbarWidth = 0;
+    if (!p.fits) small.maxSize = p.smallView;  // hundreds of tokens: small boxes, so that the weights stay on screen
     drawInputsFit(state, p.inputsCollapsed);
     arrow();
     drawQkvColumn(state, small);
@@ -797,6 +819,7 @@ void drawFit(AppState& state)
     // The plan sized the maps to the window: they need no scrolling box of their own, unless zoomed or
     // too large even at the smallest cells (thousands of tokens).
     if (zoom == 1.0f && p.fits) big.maxSize = 1e6f;
+    if (!p.fits) big.maxSize = p.bigView;
     const float band = drawMap(state, {MapKind::Weights, head}, big);
     ImGui::SameLine();
     // Row layout: the output has the weights' rows (queries), level with them and without labels of its
