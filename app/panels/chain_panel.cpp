@@ -224,10 +224,20 @@ void noteHover(AppState& s, const HeatmapSpec& spec, const HeatmapHit& hit)
     if (spec.colAxis == Axis::Key) s.nextHoverKey = hit.col;
 }
 
-void handleZoom(AppState& s, const HeatmapHit& hit)
+// Ctrl+wheel zooms the map under the mouse only (ChainView::mapZoom); the sidebar's zoom slider scales them
+// all. Each wheel notch zooms by 1.25×, within 0.25…8 (from a few pixels per cell to very large cells).
+void handleZoom(AppState& s, const std::string& key, const HeatmapHit& hit)
 {
-    // Each wheel notch zooms by 1.25×, within 0.25…8 (from a few pixels per cell to very large cells).
-    if (hit.zoomWheel != 0) s.view.zoom = std::clamp(s.view.zoom * std::pow(1.25f, hit.zoomWheel), 0.25f, 8.0f);
+    if (hit.zoomWheel == 0) return;
+    float& z = s.chain.mapZoom[key];
+    if (z <= 0) z = 1.0f;
+    z = std::clamp(z * std::pow(1.25f, hit.zoomWheel), 0.25f, 8.0f);
+}
+
+float mapZoomOf(const AppState& s, const std::string& key)
+{
+    const auto it = s.chain.mapZoom.find(key);
+    return it == s.chain.mapZoom.end() || it->second <= 0 ? 1.0f : it->second;
 }
 
 void arrow()
@@ -409,6 +419,14 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
     if (m.kind == MapKind::HeadOut) fromDevice(spec, r, attn::DeviceMatrix::Output, m.head, state.doc.computing());
     if (!style.rowLabels) spec.rowLabelsShown = false;
     spec.maxWidth = spec.maxHeight = style.maxSize;
+    if (const float local = mapZoomOf(state, key); local != 1.0f) {
+        // Zoomed on its own: the map keeps its unzoomed footprint and its cells scroll inside it, so that
+        // the maps around it stay where they were.
+        const float bands = 80.0f;  // room for the label bands (at most 70 px, heatmap_view) and spacing
+        spec.maxWidth = std::min(style.maxSize, float(spec.src.values->cols()) * style.cell + bands);
+        spec.maxHeight = std::min(style.maxSize, float(spec.src.values->rows()) * style.cell + bands);
+        spec.cellPx = style.cell * local;
+    }
     spec.minColBand = style.minColBand;
 
     ImGui::BeginGroup();
@@ -424,7 +442,7 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
     const bool projection = m.kind == MapKind::Q || m.kind == MapKind::K || m.kind == MapKind::V;
     state.recordRect("heatmap/" + (projection ? name : key), hit.cellsMin, hit.cellsMax);
     noteHover(state, spec, hit);
-    handleZoom(state, hit);
+    handleZoom(state, key, hit);
     if (hit.row >= 0) {
         const float cw = (hit.cellsMax.x - hit.cellsMin.x) / static_cast<float>(spec.src.values->cols());
         const float ch = (hit.cellsMax.y - hit.cellsMin.y) / static_cast<float>(spec.src.values->rows());

@@ -82,6 +82,7 @@ struct ChainView {
     Collapse inputs = Collapse::Auto;
     std::map<int, bool> inputOpen;  // MatrixId → opened from the strip
     FitPlan plan;                   // this frame's plan (made before the panels are drawn)
+    std::map<std::string, float> mapZoom;  // per map key ("weights/0"): its own Ctrl+wheel zoom (absent = 1)
     // The heads grid's thumbnails of heads too large for one pixel a cell (hundreds of tokens): each head's
     // weights pooled to the thumbnail (attn::poolMax), for the result stamp and side they were made for.
     std::vector<attn::Matrix> gridPooled;

@@ -69,4 +69,39 @@ TEST(LargeChain, WeightsStayOnScreenAndGridThumbnailsStaySmall)
         }
 }
 
+TEST(ChainZoom, CtrlWheelZoomsOnlyTheMapUnderTheMouse)
+{
+    createHeadlessImGui();
+    {
+        app::AppState state;
+        state.autosave = false;
+        state.recordRects = true;
+        ASSERT_TRUE(app::openSession(state, std::string(ATTNSCOPE_PRESETS_DIR) + "/seed004_translation_cross.json"));
+        auto frames = [&](int k) {
+            for (int i = 0; i < k; ++i) {
+                state.doc.recomputeIfNeeded();
+                ImGui::NewFrame();
+                app::drawAllPanels(state);
+                ImGui::Render();
+            }
+        };
+        frames(3);
+        const app::UiRect w0 = state.rects.at("heatmap/weights/0"), s0 = state.rects.at("heatmap/scores/0");
+        ImGuiIO& io = ImGui::GetIO();
+        io.MousePos = ImVec2(w0.x0 + 5, w0.y0 + 5);
+        frames(1);
+        io.KeyCtrl = true;
+        io.MouseWheel = 1.0f;
+        frames(1);
+        io.MouseWheel = 0.0f;
+        io.KeyCtrl = false;
+        frames(2);
+        const app::UiRect w1 = state.rects.at("heatmap/weights/0"), s1 = state.rects.at("heatmap/scores/0");
+        EXPECT_NEAR((w1.x1 - w1.x0) / (w0.x1 - w0.x0), 1.25f, 0.01f) << "the map under the mouse zoomed";
+        EXPECT_FLOAT_EQ(s1.x1 - s1.x0, s0.x1 - s0.x0) << "the scores did not";
+        EXPECT_FLOAT_EQ(state.view.zoom, 1.0f) << "the global zoom is the slider's";
+    }
+    ImGui::DestroyContext();
+}
+
 } // namespace
