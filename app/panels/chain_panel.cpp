@@ -260,7 +260,10 @@ void hoverWeightTooltip(const AppState& s, const attn::HeadResult& hr, int q, in
     const int r = col ? k : q, c = col ? q : k;
     const attn::AttentionResult& res = s.doc.result();
     ImGui::BeginTooltip();
-    ImGui::Text("query %d '%s'   key %d '%s'", q, axisLabel(queryLabels(s), q).c_str(), k, axisLabel(keyLabels(s), k).c_str());
+    // Indices are 0-based; a token's own label (a preset's "x3") is quoted apart from it, so that the two
+    // numberings do not read as one.
+    ImGui::Text("query '%s' (index %d)   key '%s' (index %d)", axisLabel(queryLabels(s), q).c_str(), q,
+                axisLabel(keyLabels(s), k).c_str(), k);
     const attn::Score sc = s.doc.session().config.score;
     if (sc == attn::Score::Additive) ImGui::Text("score w_vᵀ·tanh(q·A_q + k·A_k) = %s", attn::formatValue(hr.scores(r, c), 5).c_str());
     else ImGui::Text("score = (q·k) × scale = %s", attn::formatValue(hr.scores(r, c), 5).c_str());
@@ -636,7 +639,7 @@ void drawHeadsGridRow(AppState& state, float cell)
         const attn::HeadResult& hr = r.heads[static_cast<std::size_t>(h)];
         HeadsGridItem it;
         it.key = "grid/weights/" + std::to_string(h);
-        it.label = "head " + std::to_string(h + 1);
+        it.label = "head " + std::to_string(h);  // 0-based, as everywhere (the model grid, --head, figures)
         it.values = pooled ? &v.gridPooled[static_cast<std::size_t>(h)] : &hr.weights;
         it.mask = pooled ? nullptr : &hr.masked;  // masked weights are 0: the pooled maxima show them as such
         it.generation = resultStamp(state) * 4 + static_cast<std::uint64_t>(HeatmapKind::Weights);
@@ -649,11 +652,11 @@ void drawHeadsGridRow(AppState& state, float cell)
     if (hit.clicked >= 0) state.view.head = hit.clicked;
     if (hit.hovered >= 0 && hit.row >= 0 && pooled) {
         ImGui::SetTooltip("head %d: %lld tokens shown in %d px, each cell the largest weight of its block\nclick: show this head above",
-                          hit.hovered + 1, static_cast<long long>(n), kGridThumbMax);
+                          hit.hovered, static_cast<long long>(n), kGridThumbMax);
     } else if (hit.hovered >= 0 && hit.row >= 0) {
         const auto [q, k] = isColumn(state) ? std::pair{hit.col, hit.row} : std::pair{hit.row, hit.col};
         ImGui::BeginTooltip();
-        ImGui::Text("head %d: query '%s', key '%s': weight %s", hit.hovered + 1, axisLabel(queryLabels(state), q).c_str(),
+        ImGui::Text("head %d: query '%s', key '%s': weight %s", hit.hovered, axisLabel(queryLabels(state), q).c_str(),
                     axisLabel(keyLabels(state), k).c_str(),
                     attn::formatValue(r.heads[static_cast<std::size_t>(hit.hovered)].weights(hit.row, hit.col), 5).c_str());
         ImGui::EndTooltip();
@@ -828,7 +831,7 @@ void drawFit(AppState& state)
     drawQkvColumn(state, small);
     arrow();
     ImGui::BeginGroup();
-    if (H > 1) ImGui::TextDisabled("head %d of %d  (click another in the grid below)", head + 1, H);
+    if (H > 1) ImGui::TextDisabled("head %d of heads 0–%d  (click another in the grid below)", head, H - 1);
     drawMap(state, {MapKind::Scores, head}, small);
     ImGui::SameLine();
     MapStyle big;
@@ -880,7 +883,7 @@ void drawFull(AppState& state)
         ImGui::PushID(h);
         if (H > 1) {
             const int w = static_cast<int>(isColumn(state) ? r.heads[static_cast<std::size_t>(h)].Q.rows() : r.heads[static_cast<std::size_t>(h)].Q.cols());
-            ImGui::TextDisabled("head %d of %d  (%s %d…%d of Q)", h + 1, H, isColumn(state) ? "rows" : "columns", h * w, (h + 1) * w - 1);
+            ImGui::TextDisabled("head %d of heads 0–%d  (%s %d…%d of Q)", h, H - 1, isColumn(state) ? "rows" : "columns", h * w, (h + 1) * w - 1);
         }
         // Heads sharing one range show its colorbar once, under the last head; the others keep its room.
         MapStyle hs = st;
