@@ -18,6 +18,7 @@
 #include <imgui_stdlib.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cfloat>
 #include <cmath>
 
@@ -168,7 +169,10 @@ void drawLinesView(AppState& state, ImVec2 size)
     const int n = static_cast<int>(run.encoding.tokens.size());
     ImGui::Text("Lines view: layer %d, head %d (right-click a thumbnail to pick; hover a token)", m.linesLayer, m.linesHead);
     const ImVec2 o = ImGui::GetCursorScreenPos();
-    const float row = std::clamp((size.y - 30) / float(std::max(n, 1)), 6.0f, ImGui::GetFontSize() + 4);
+    // A row per token, never shorter than a label (they overlapped from ~26 tokens): past the room the
+    // child window scrolls.
+    const float row = std::max(ImGui::GetFontSize() + 1, std::min((size.y - 30) / float(std::max(n, 1)), ImGui::GetFontSize() + 4));
+    m.linesRow = row;
     float labelW = 0;
     for (const std::string& t : run.encoding.tokens) labelW = std::max(labelW, ImGui::CalcTextSize(t.c_str()).x);
     const float leftX = o.x + labelW + 8, rightX = std::min(o.x + size.x - labelW - 8, leftX + 220);
@@ -177,7 +181,7 @@ void drawLinesView(AppState& state, ImVec2 size)
     int hover = -1;
     for (int i = 0; i < n; ++i) {
         const float y = o.y + row * (float(i) + 0.5f);
-        if (std::fabs(mouse.y - y) < row / 2 && mouse.x >= o.x && mouse.x <= o.x + size.x) hover = i;
+        if (std::fabs(mouse.y - y) < row / 2 && mouse.x >= o.x && mouse.x <= o.x + size.x && ImGui::IsWindowHovered()) hover = i;
     }
     m.hoverToken = hover;
     state.recordRect("model/lines", o, ImVec2(o.x + size.x, o.y + row * float(n)));
@@ -187,7 +191,8 @@ void drawLinesView(AppState& state, ImVec2 size)
             const float a = std::clamp(w(i, j), 0.0f, 1.0f);
             if (a < (n > 64 ? 0.05f : 0.01f)) continue;  // invisible at that opacity; keeps long texts fluid
             dl->AddLine(ImVec2(leftX, o.y + row * (float(i) + 0.5f)), ImVec2(rightX, o.y + row * (float(j) + 0.5f)),
-                        IM_COL32(31, 100, 200, int(255 * a)), 1.0f + 2.0f * a);
+                        hover >= 0 ? IM_COL32(255, 190, 80, int(80 + 175 * a)) : IM_COL32(110, 180, 255, int(255 * std::min(1.0f, 1.5f * a))),
+                        1.0f + 2.0f * a);  // light blue on the dark background; a hovered token's lines amber
         }
     for (int i = 0; i < n; ++i) {
         const char* t = run.encoding.tokens[static_cast<std::size_t>(i)].c_str();
@@ -200,43 +205,79 @@ void drawLinesView(AppState& state, ImVec2 size)
 }
 
 // Export of the views as PNG / SVG / PDF (the format from the file name), through the same figure code as
-// `attnscope render --model-text`.
+// `attnscope render --model-text`. An existing file is overwritten only after a second click (Overwrite);
+// where the file went is said under the row.
+void saveModelFigure(AppState& state, fig::ModelFigureKind kind)
+{
+    ModelState& m = state.model;
+    const std::string& path = m.exportPath;
+    const std::optional<fig::FigureFormat> format = fig::formatFromPath(path);
+    if (!format) {
+        m.exportStatus = path + ": expected a .png, .svg or .pdf file name";
+        postError(m.exportStatus);
+        return;
+    }
+    fig::ModelFigureOptions fo;
+    fo.kind = kind;
+    fo.layer = m.linesLayer;
+    fo.head = m.linesHead;
+    attn::Expected<std::string> bytes = std::string();
+    if (kind == fig::ModelFigureKind::Lines) bytes = fig::renderLinesFigure(m.model->name, *m.run, fo, *format, 2.0);
+    else {
+        auto f = fig::buildModelFigure(m.model->name, *m.run, fo);
+        if (!f) {
+            m.exportStatus = f.status().message;
+            postError(m.exportStatus);
+            return;
+        }
+        bytes = fig::renderFigure(*f, *format, 2.0);
+    }
+    attn::Status st = bytes.ok() ? attn::writeFileAtomic(path, *bytes) : bytes.status();
+    std::error_code ec;
+    const std::string where = std::filesystem::absolute(path, ec).string();
+    if (st.ok()) {
+        m.exportStatus = "saved " + (ec ? path : where);
+        postMessage(MessageLevel::Info, m.exportStatus);
+    } else {
+        m.exportStatus = st.message;
+        postError(st.message);
+    }
+}
+
 void drawExportRow(AppState& state)
 {
     ModelState& m = state.model;
-    static std::string path = "model_view.pdf";
-    ImGui::SetNextItemWidth(200);
-    ImGui::InputText("##exportpath", &path);
-    auto save = [&](fig::ModelFigureKind kind) {
-        const std::optional<fig::FigureFormat> format = fig::formatFromPath(path);
-        if (!format) {
-            postError(path + ": expected a .png, .svg or .pdf file name");
-            return;
+    // The path on a line of its own and the buttons under it: side by side they ran off a 900-px window.
+    ImGui::SetNextItemWidth(-1);
+    if (ImGui::InputText("##exportpath", &m.exportPath)) m.overwriteKind = -1;
+    const fig::ModelFigureKind kinds[] = {fig::ModelFigureKind::ModelView, fig::ModelFigureKind::Head, fig::ModelFigureKind::Lines};
+    const char* labels[] = {"Save grid", "Save head", "Save lines"};
+    for (int i = 0; i < 3; ++i) {
+        if (i > 0) ImGui::SameLine();
+        if (ImGui::Button(labels[i])) {
+            std::error_code ec;
+            if (std::filesystem::exists(m.exportPath, ec)) m.overwriteKind = i;  // ask first
+            else saveModelFigure(state, kinds[i]);
         }
-        fig::ModelFigureOptions fo;
-        fo.kind = kind;
-        fo.layer = m.linesLayer;
-        fo.head = m.linesHead;
-        attn::Expected<std::string> bytes = std::string();
-        if (kind == fig::ModelFigureKind::Lines) bytes = fig::renderLinesFigure(m.model->name, *m.run, fo, *format, 2.0);
-        else {
-            auto f = fig::buildModelFigure(m.model->name, *m.run, fo);
-            if (!f) {
-                postError(f.status().message);
-                return;
-            }
-            bytes = fig::renderFigure(*f, *format, 2.0);
+        state.recordRect(std::string("model/save/") + std::to_string(i), ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    }
+    if (m.overwriteKind >= 0) {
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1), "%s exists.", m.exportPath.c_str());
+        state.recordRect("model/overwrite_prompt", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        ImGui::SameLine();
+        if (ImGui::Button("Overwrite")) {
+            saveModelFigure(state, kinds[m.overwriteKind]);
+            m.overwriteKind = -1;
         }
-        attn::Status st = bytes.ok() ? attn::writeFileAtomic(path, *bytes) : bytes.status();
-        if (st.ok()) postMessage(MessageLevel::Info, "saved " + path);
-        else postError(st.message);
-    };
-    ImGui::SameLine();
-    if (ImGui::Button("Save grid")) save(fig::ModelFigureKind::ModelView);
-    ImGui::SameLine();
-    if (ImGui::Button("Save head")) save(fig::ModelFigureKind::Head);
-    ImGui::SameLine();
-    if (ImGui::Button("Save lines")) save(fig::ModelFigureKind::Lines);
+        state.recordRect("model/overwrite", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        ImGui::SameLine();
+        if (ImGui::Button("Cancel##overwrite")) m.overwriteKind = -1;
+    } else if (!m.exportStatus.empty()) {
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextDisabled("%s", m.exportStatus.c_str());
+        ImGui::PopTextWrapPos();
+        state.recordRect("model/save_status", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    }
 }
 
 void drawEmbeddingPanel(AppState& state)
@@ -254,7 +295,8 @@ void drawEmbeddingPanel(AppState& state)
     } else {
         ImGui::TextDisabled("type sentence B to compare A and B (cosine similarity)");
     }
-    ImGui::Text("%zu heads ablated", m.run->ablated.size());
+    const std::size_t ablated = m.run->ablated.size();
+    ImGui::Text("%zu head%s ablated", ablated, ablated == 1 ? "" : "s");
     ImGui::Separator();
     ImGui::TextUnformatted("Export (PNG, SVG or PDF from the name; head and lines: the lines view's head)");
     drawExportRow(state);

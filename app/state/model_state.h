@@ -79,6 +79,10 @@ struct ModelState {
     std::string lastChange;         // what the last edit/ablation was, for the cosine panel
     int linesLayer = 0, linesHead = 0;  // the head shown in the lines view
     int hoverToken = -1;            // hovered token in the lines view
+    std::string exportPath = "model_view.pdf";  // Save grid / head / lines: the file (format from its name)
+    std::string exportStatus;       // where the last save went, or why it failed
+    int overwriteKind = -1;         // ≥ 0: the file exists, "Overwrite?" is asked for save button i
+    float linesRow = 0;             // the lines view's row height in the last frame (tests)
     int openLayer = -1;             // the layer opened in the chain view (-1 = none)
     std::uint64_t syncedRevision = 0;   // the document revision last copied back into the model
     attn::Matrix chainX;            // the opened layer's X as last sent (an X edit differs from it)

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -223,6 +224,52 @@ TEST_F(ModelGrid, AModelLayerIsNotAutosaved)
     frames(1);
     EXPECT_FALSE(app::autosaveIfNeeded(state, 100.0, true)) << "a model layer: no autosave";
     EXPECT_FALSE(fs::exists(app::autosavePath(state)));
+    fs::remove_all(dir);
+}
+
+TEST_F(ModelGrid, LinesViewRowsNeverShorterThanALabel)
+{
+    for (int n : {26, 46, 120}) {
+        fakeModel(state, 2, 4, n);
+        frames(2);
+        EXPECT_GE(state.model.linesRow, ImGui::GetFontSize()) << n << " tokens: labels must not overlap";
+        const app::UiRect r = state.rects.at("model/lines");
+        EXPECT_GE(r.y1 - r.y0, float(n) * ImGui::GetFontSize()) << "the view scrolls instead";
+    }
+}
+
+TEST_F(ModelGrid, SaveSaysWhereAndAsksBeforeOverwriting)
+{
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / ("attnscope_modelsave_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const fs::path file = dir / "grid.svg";
+    fakeModel(state, 2, 4, 5);
+    state.model.exportPath = file.string();
+    frames(2);
+    auto click = [&](const std::string& rect) {
+        const app::UiRect r = state.rects.at(rect);
+        ImGuiIO& io = ImGui::GetIO();
+        io.MousePos = ImVec2((r.x0 + r.x1) / 2, (r.y0 + r.y1) / 2);
+        frames(1);
+        io.MouseDown[0] = true;
+        frames(1);
+        io.MouseDown[0] = false;
+        frames(1);
+    };
+    click("model/save/0");
+    ASSERT_TRUE(fs::exists(file)) << "a new file is written at once";
+    EXPECT_NE(state.model.exportStatus.find(file.string()), std::string::npos) << state.model.exportStatus;
+    EXPECT_TRUE(state.rects.count("model/save_status")) << "the window says where it went";
+    { std::ofstream(file) << "mine"; }
+    click("model/save/0");
+    EXPECT_TRUE(state.rects.count("model/overwrite_prompt")) << "an existing file: ask";
+    EXPECT_EQ(fs::file_size(file), 4u) << "not overwritten before the answer";
+    click("model/overwrite");
+    frames(1);  // the button fired on the last frame's release: the next one no longer asks
+    EXPECT_GT(fs::file_size(file), 4u) << "overwritten after Overwrite";
+    EXPECT_FALSE(state.rects.count("model/overwrite_prompt"));
     fs::remove_all(dir);
 }
 
