@@ -33,18 +33,25 @@ bool isAblated(const attn::ModelRun& run, int l, int h)
 void drawSentenceFields(AppState& state)
 {
     ModelState& m = state.model;
-    // Short texts rerun on every keystroke; past 128 tokens a forward takes long enough to stall typing, so
-    // the model reruns when the field is left (Enter, Tab or a click elsewhere).
-    const bool live = m.run->encoding.ids.size() <= 128;
-    bool rerun = false;
+    // Typing reruns the model once the typing pauses (kTextDebounceSeconds), at any length: the forward runs
+    // on the worker (the latest request wins), so the field never stalls, and a half-typed word is not run
+    // on every keystroke. Enter, Tab or a click elsewhere run it at once.
+    bool edited = false, left = false;
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.45f);
-    rerun |= ImGui::InputTextWithHint("##A", "sentence A", &m.textA) && live;
-    rerun |= ImGui::IsItemDeactivatedAfterEdit();
+    edited |= ImGui::InputTextWithHint("##A", "sentence A", &m.textA);
+    state.recordRect("model/textA", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    left |= ImGui::IsItemDeactivatedAfterEdit();
     ImGui::SameLine();
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x);
-    rerun |= ImGui::InputTextWithHint("##B", "sentence B (optional)", &m.textB) && live;
-    rerun |= ImGui::IsItemDeactivatedAfterEdit();
-    if (rerun) rerunModel(state, "edited the text");  // re-tokenised
+    edited |= ImGui::InputTextWithHint("##B", "sentence B (optional)", &m.textB);
+    left |= ImGui::IsItemDeactivatedAfterEdit();
+    const double now = ImGui::GetTime();
+    if (edited) m.textEditedAt = now;
+    if (left || (m.textEditedAt >= 0 && now - m.textEditedAt >= kTextDebounceSeconds)) {
+        m.textEditedAt = -1;
+        ++m.textReruns;
+        rerunModel(state, "edited the text");  // re-tokenised
+    }
     if (!m.error.empty()) ImGui::TextColored(ImVec4(0.85f, 0.2f, 0.2f, 1), "%s", m.error.c_str());
 }
 

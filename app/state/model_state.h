@@ -52,6 +52,10 @@ struct ModelStartup {
     int openLayer = -1;  // --model-layer L: open that layer in the chain view at start (-1 = the model view)
 };
 
+// Typing in a sentence field reruns the model this long after the last keystroke: a pause, not every key
+// (250 ms: shorter than a reader notices, longer than the gap between keys of a typing burst).
+inline constexpr double kTextDebounceSeconds = 0.25;
+
 struct ModelState {
     bool active = false;            // a model is loaded
     bool showView = true;           // the model window is shown over the chain view (View → Model view)
@@ -82,6 +86,8 @@ struct ModelState {
     std::string exportPath = "model_view.pdf";  // Save grid / head / lines: the file (format from its name)
     std::string exportStatus;       // where the last save went, or why it failed
     int overwriteKind = -1;         // ≥ 0: the file exists, "Overwrite?" is asked for save button i
+    double textEditedAt = -1;       // when a sentence field was last typed in and not yet run (-1 = none)
+    long textReruns = 0;            // reruns the sentence fields asked for (tests: debouncing)
     float linesRow = 0;             // the lines view's row height in the last frame (tests)
     int openLayer = -1;             // the layer opened in the chain view (-1 = none)
     std::uint64_t syncedRevision = 0;   // the document revision last copied back into the model

@@ -273,4 +273,29 @@ TEST_F(ModelGrid, SaveSaysWhereAndAsksBeforeOverwriting)
     fs::remove_all(dir);
 }
 
+TEST_F(ModelGrid, TypingRerunsTheModelOnceThePausesComes)
+{
+    fakeModel(state, 2, 4, 5);
+    frames(2);
+    const app::UiRect r = state.rects.at("model/textA");
+    ImGuiIO& io = ImGui::GetIO();
+    io.MousePos = ImVec2(r.x1 - 4, (r.y0 + r.y1) / 2);
+    frames(1);
+    io.MouseDown[0] = true;
+    frames(1);
+    io.MouseDown[0] = false;
+    frames(1);
+    const long before = state.model.textReruns;
+    for (char c : std::string(" cat")) {  // a typing burst: a key every other frame
+        io.AddInputCharacter(static_cast<unsigned>(c));
+        frames(2);
+    }
+    EXPECT_EQ(state.model.textA, "fake cat");
+    EXPECT_EQ(state.model.textReruns, before) << "no run while typing";
+    frames(int(app::kTextDebounceSeconds * 60) + 2);  // the pause (60 frames a second)
+    EXPECT_EQ(state.model.textReruns, before + 1) << "one run once the typing pauses, while the field keeps focus";
+    frames(30);
+    EXPECT_EQ(state.model.textReruns, before + 1) << "and no more";
+}
+
 } // namespace
