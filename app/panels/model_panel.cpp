@@ -182,7 +182,9 @@ void drawLinesView(AppState& state, ImVec2 size)
     m.linesRow = row;
     float labelW = 0;
     for (const std::string& t : run.encoding.tokens) labelW = std::max(labelW, ImGui::CalcTextSize(t.c_str()).x);
-    const float leftX = o.x + labelW + 8, rightX = std::min(o.x + size.x - labelW - 8, leftX + 220);
+    // The width inside the child (less its scrollbar once the rows scroll), so the right labels are not cut.
+    const float width = std::min(size.x, ImGui::GetContentRegionAvail().x);
+    const float leftX = o.x + labelW + 8, rightX = std::min(o.x + width - labelW - 8, leftX + 220);
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const ImVec2 mouse = ImGui::GetIO().MousePos;
     int hover = -1;
