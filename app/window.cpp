@@ -163,7 +163,12 @@ int runWindow(const WindowOptions& opt)
     }
     if (!opt.sessionPath.empty()) {
         openSession(state, opt.sessionPath);  // on failure: error modal, default session kept
-    } else if (opt.restoreOffer && !screenshotMode && !state.stateDir.empty()) {
+    }
+    // The autosave is offered back only when the last run did not close cleanly (a crash, a kill): after a
+    // clean close its session was what the user chose to leave.
+    const bool crashed = beginRun(state);
+    const bool modelMode = !opt.model.text.empty() || !opt.model.dir.empty();  // not over the model view
+    if (opt.sessionPath.empty() && !modelMode && crashed && opt.restoreOffer && !screenshotMode && !state.stateDir.empty()) {
         std::error_code ec;
         const std::string a = autosavePath(state);
         if (std::filesystem::exists(a, ec)) {
@@ -198,8 +203,15 @@ int runWindow(const WindowOptions& opt)
     // SIGTERM/SIGINT close the window the normal way, so the final autosave runs.
     std::signal(SIGTERM, onTerminate);
     std::signal(SIGINT, onTerminate);
-    while (!platform.shouldClose()) {
+    bool clean = false;  // closed by the user (not a signal): the next start offers no restore
+    for (;;) {
         if (g_terminate) platform.requestClose();
+        if (platform.shouldClose() && !g_terminate && !screenshotMode && !state.quitConfirmed) {
+            platform.cancelClose();  // the close button: ask first when edits are unsaved
+            requestQuit(state);
+        }
+        if (state.quitConfirmed) clean = true, platform.requestClose();
+        if (platform.shouldClose()) break;
         // Wait for events when idle (a few frames after the last input, so ImGui settles), else poll.
         const bool busy = screenshotMode || !opt.testHooksDir.empty() || idleFrames < 3 || state.doc.computing() ||
                           state.model.computing() || state.model.loading();
@@ -235,6 +247,7 @@ int runWindow(const WindowOptions& opt)
         autosaveIfNeeded(state, now, false);
     }
     autosaveIfNeeded(state, nowSeconds(), true);
+    if (clean || screenshotMode) endRun(state);
     setHeatmapRenderer(nullptr);
     renderer.shutdown();
     platform.shutdown();

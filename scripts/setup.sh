@@ -18,7 +18,7 @@ ATTNSCOPE_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libeigen3-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   libimgui-dev libglfw3-dev libgl-dev libstb-dev libcairo2-dev libpango1.0-dev libzip-dev
-  python3 python3-venv fonts-dejavu-core
+  python3 python3-venv fonts-dejavu-core fonts-droid-fallback
   xvfb xauth xdotool x11-utils libgl1-mesa-dri libglx-mesa0 poppler-utils
   libportal-dev dbus-daemon
 )

@@ -98,7 +98,8 @@ void addRenderCommand(CLI::App& root, CommandAction& action)
     cmd->add_option("session", opt->session, "Session file (JSON; not with --model-text)");
     std::shared_ptr<ModelRenderCli> model = addModelRenderOptions(*cmd);
     cmd->add_option("-o,--output", opt->out, "FIG.png, FIG.svg or FIG.pdf")->required();
-    cmd->add_option("--panel", opt->panel, "What to draw: " + fig::panelKindList() + " (default weights)");
+    cmd->add_option("--panel", opt->panel, "What to draw: " + fig::panelKindList() +
+                                               " (default weights); with --model-text: weights, model-view or lines");
     cmd->add_option("--head", opt->head, "A head index (0-based) or 'all' for a grid of small multiples (default all)");
     cmd->add_option("--cmap", opt->cmap, "viridis | magma | cividis | rdbu (default: viridis for weights, rdbu otherwise)");
     cmd->add_option("--scale", opt->scale, "PNG pixels per point (2 = 144 dpi; default 2)");
@@ -114,9 +115,12 @@ void addRenderCommand(CLI::App& root, CommandAction& action)
         ->check(CLI::NonNegativeNumber);
     cmd->add_option("--key", opt->key, "With --lesson additive: the key j (0-based; default 0)")->check(CLI::NonNegativeNumber);
     lesson->excludes(cmd->get_option("--panel"))->excludes(cmd->get_option("--per-head-range"))->excludes(cmd->get_option("--cmap"));
-    cmd->callback([opt, model, &action] {
-        action = [opt, model]() -> int {
-            if (modelRenderRequested(*model))
+    cmd->callback([opt, model, cmd, &action] {
+        // --model-text "" is a model render of the empty text ([CLS] [SEP]), as `model --text ""` is, not a
+        // missing session.
+        const bool modelGiven = cmd->get_option("--model-text")->count() > 0;
+        action = [opt, model, modelGiven]() -> int {
+            if (modelRenderRequested(*model) || modelGiven)
                 return renderModelFromCli(*model, opt->panel, opt->head, opt->out, opt->scale,
                                           opt->titleGiven ? std::optional<std::string>(opt->title) : std::nullopt);
             if (opt->session.empty()) return printError("render: a SESSION.json (or --model-text) is required"), kExitBadInput;

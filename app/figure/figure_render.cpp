@@ -478,7 +478,9 @@ attn::Status checkScale(double scale, const FigureLayout& l, int& w, int& h)
                                      " pixels per side: pick fewer heads (--head N), one panel, or write SVG or PDF");
     if (pw * ph > kMaxPixels)
         return attn::invalidArgument("scale " + attn::formatValue(float(scale)) + " gives a " + std::to_string(long(pw)) +
-                                     "×" + std::to_string(long(ph)) + " image, over the limit of 100 megapixels");
+                                     "×" + std::to_string(long(ph)) + " image, over the limit of 100 megapixels: use --scale " +
+                                     attn::formatValue(float(std::max(kMinScale, std::floor(scale * std::sqrt(kMaxPixels / (pw * ph)) * 100) / 100))) +
+                                     " or less, or write SVG or PDF (vector, any size)");
     w = int(pw);
     h = int(ph);
     return {};

@@ -56,6 +56,25 @@ Heatmap headHeatmap(const attn::ModelRun& run, int l, int h, bool small)
     return hm;
 }
 
+// The model view's thumbnails, as in the window's grid (view/model_grid.h): a head of more than
+// kModelViewCells tokens is drawn max-pooled to that many cells (attn::poolMax, each cell the largest weight
+// of its block), so that a 512-token text gives a readable figure of sane size instead of 72 maps of 512²
+// cells (25107×12710 px at scale 2, over the 100-megapixel limit). Labels then name each block's token
+// indices ("8–15").
+constexpr Eigen::Index kModelViewCells = 64;
+
+void poolThumbnail(Heatmap& hm)
+{
+    const Eigen::Index n = hm.values.rows();
+    if (n <= kModelViewCells) return;
+    hm.values = attn::poolMax(hm.values, kModelViewCells, kModelViewCells);
+    hm.rowLabels.clear();
+    for (Eigen::Index b = 0; b < kModelViewCells; ++b)
+        hm.rowLabels.push_back(std::to_string(b * n / kModelViewCells) + "–" + std::to_string((b + 1) * n / kModelViewCells - 1));
+    hm.colLabels = hm.rowLabels;
+    hm.rowLabelsAreTokens = hm.colLabelsAreTokens = false;
+}
+
 } // namespace
 
 attn::Expected<Figure> buildModelFigure(const std::string& modelName, const attn::ModelRun& run,
@@ -67,10 +86,16 @@ attn::Expected<Figure> buildModelFigure(const std::string& modelName, const attn
         const int L = static_cast<int>(run.attention.size());
         const int H = L > 0 ? static_cast<int>(run.attention[0].heads.size()) : 0;
         for (int l = 0; l < L; ++l)
-            for (int h = 0; h < H; ++h) f.panels.push_back(headHeatmap(run, l, h, true));
+            for (int h = 0; h < H; ++h) {
+                Heatmap hm = headHeatmap(run, l, h, true);
+                poolThumbnail(hm);
+                f.panels.push_back(std::move(hm));
+            }
         f.columns = std::max(1, H);
         f.sharedAxes = true;  // token labels on the outer edges only
-        f.title = opt.title.value_or(modelName + ": attention of every layer (rows) × head (columns)");
+        const bool pooled = !run.encoding.tokens.empty() && Eigen::Index(run.encoding.tokens.size()) > kModelViewCells;
+        f.title = opt.title.value_or(modelName + ": attention of every layer (rows) × head (columns)" +
+                                     (pooled ? std::string(", each cell the largest weight of a block of tokens") : std::string()));
         return f;
     }
     ATTNSCOPE_RETURN_IF_ERROR(checkLayerHead(run, opt.layer, opt.head));

@@ -102,7 +102,7 @@ void drawHeadsPanel(const LessonInputs& in, LessonState& st, bool* open)
         errorText(st.contributions.error);
     } else {
         for (std::size_t h = 0; h < c->perHead.size(); ++h) {
-            const std::string title = "head " + std::to_string(h + 1) + "  |.| = " + attn::formatValue(c->norms[h], 3);
+            const std::string title = "head " + std::to_string(h) + "  |.| = " + attn::formatValue(c->norms[h], 3);
             GridOptions o = gridOptions(in, LessonMap::Output);
             o.cell = 26.0f;
             gridBeside(h == 0, 16, ("c" + std::to_string(h)).c_str(), title, c->perHead[h], o);

@@ -15,6 +15,7 @@
 // [SECTION] The fit plan and the sidebar strip
 // [SECTION] drawChainPanel
 #include "panels/matrix_editor.h"
+#include "panels/model_panels.h"
 #include "panels/panels.h"
 #include "render/heads_grid.h"
 #include "render/heatmap_view.h"
@@ -223,10 +224,20 @@ void noteHover(AppState& s, const HeatmapSpec& spec, const HeatmapHit& hit)
     if (spec.colAxis == Axis::Key) s.nextHoverKey = hit.col;
 }
 
-void handleZoom(AppState& s, const HeatmapHit& hit)
+// Ctrl+wheel zooms the map under the mouse only (ChainView::mapZoom); the sidebar's zoom slider scales them
+// all. Each wheel notch zooms by 1.25×, within 0.25…8 (from a few pixels per cell to very large cells).
+void handleZoom(AppState& s, const std::string& key, const HeatmapHit& hit)
 {
-    // Each wheel notch zooms by 1.25×, within 0.25…8 (from a few pixels per cell to very large cells).
-    if (hit.zoomWheel != 0) s.view.zoom = std::clamp(s.view.zoom * std::pow(1.25f, hit.zoomWheel), 0.25f, 8.0f);
+    if (hit.zoomWheel == 0) return;
+    float& z = s.chain.mapZoom[key];
+    if (z <= 0) z = 1.0f;
+    z = std::clamp(z * std::pow(1.25f, hit.zoomWheel), 0.25f, 8.0f);
+}
+
+float mapZoomOf(const AppState& s, const std::string& key)
+{
+    const auto it = s.chain.mapZoom.find(key);
+    return it == s.chain.mapZoom.end() || it->second <= 0 ? 1.0f : it->second;
 }
 
 void arrow()
@@ -249,7 +260,10 @@ void hoverWeightTooltip(const AppState& s, const attn::HeadResult& hr, int q, in
     const int r = col ? k : q, c = col ? q : k;
     const attn::AttentionResult& res = s.doc.result();
     ImGui::BeginTooltip();
-    ImGui::Text("query %d '%s'   key %d '%s'", q, axisLabel(queryLabels(s), q).c_str(), k, axisLabel(keyLabels(s), k).c_str());
+    // Indices are 0-based; a token's own label (a preset's "x3") is quoted apart from it, so that the two
+    // numberings do not read as one.
+    ImGui::Text("query '%s' (index %d)   key '%s' (index %d)", axisLabel(queryLabels(s), q).c_str(), q,
+                axisLabel(keyLabels(s), k).c_str(), k);
     const attn::Score sc = s.doc.session().config.score;
     if (sc == attn::Score::Additive) ImGui::Text("score w_vᵀ·tanh(q·A_q + k·A_k) = %s", attn::formatValue(hr.scores(r, c), 5).c_str());
     else ImGui::Text("score = (q·k) × scale = %s", attn::formatValue(hr.scores(r, c), 5).c_str());
@@ -412,6 +426,14 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
     if (m.kind == MapKind::HeadOut) fromDevice(spec, r, attn::DeviceMatrix::Output, m.head, state.doc.computing());
     if (!style.rowLabels) spec.rowLabelsShown = false;
     spec.maxWidth = spec.maxHeight = style.maxSize;
+    if (const float local = mapZoomOf(state, key); local != 1.0f) {
+        // Zoomed on its own: the map keeps its unzoomed footprint and its cells scroll inside it, so that
+        // the maps around it stay where they were.
+        const float bands = 80.0f;  // room for the label bands (at most 70 px, heatmap_view) and spacing
+        spec.maxWidth = std::min(style.maxSize, float(spec.src.values->cols()) * style.cell + bands);
+        spec.maxHeight = std::min(style.maxSize, float(spec.src.values->rows()) * style.cell + bands);
+        spec.cellPx = style.cell * local;
+    }
     spec.minColBand = style.minColBand;
 
     ImGui::BeginGroup();
@@ -427,7 +449,7 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
     const bool projection = m.kind == MapKind::Q || m.kind == MapKind::K || m.kind == MapKind::V;
     state.recordRect("heatmap/" + (projection ? name : key), hit.cellsMin, hit.cellsMax);
     noteHover(state, spec, hit);
-    handleZoom(state, hit);
+    handleZoom(state, key, hit);
     if (hit.row >= 0) {
         const float cw = (hit.cellsMax.x - hit.cellsMin.x) / static_cast<float>(spec.src.values->cols());
         const float ch = (hit.cellsMax.y - hit.cellsMin.y) / static_cast<float>(spec.src.values->rows());
@@ -599,13 +621,31 @@ void drawHeadsGridRow(AppState& state, float cell)
     for (int h = 0; h < H; ++h) ranges.push_back(rg.weights[static_cast<std::size_t>(h)]);
     const attn::DisplayRange shared = attn::unionRange(ranges, symmetricFor(state, HeatmapKind::Weights));
     g.range = rangeFor(state, HeatmapKind::Weights, "heads", shared);
+    // Thumbnails stay thumbnails: a head with more rows or columns than kGridThumbMax pixels is pooled to
+    // that many cells (each the largest weight of its block), instead of a scrolling map of its own.
+    constexpr int kGridThumbMax = 96;
+    const Eigen::Index n = H > 0 ? std::max(r.heads[0].weights.rows(), r.heads[0].weights.cols()) : 0;
+    const bool pooled = float(n) * cell > float(kGridThumbMax);
+    ChainView& v = state.chain;
+    if (pooled && (v.gridPooledStamp != resultStamp(state) || v.gridPooledSide != kGridThumbMax ||
+                   v.gridPooled.size() != static_cast<std::size_t>(H))) {
+        v.gridPooled.clear();
+        for (int h = 0; h < H; ++h) {
+            const attn::Matrix& w = r.heads[static_cast<std::size_t>(h)].weights;
+            v.gridPooled.push_back(attn::poolMax(w, std::min<Eigen::Index>(w.rows(), kGridThumbMax),
+                                                 std::min<Eigen::Index>(w.cols(), kGridThumbMax)));
+        }
+        v.gridPooledStamp = resultStamp(state);
+        v.gridPooledSide = kGridThumbMax;
+    }
+    if (pooled) g.cellPx = 1.0f;
     for (int h = 0; h < H; ++h) {
         const attn::HeadResult& hr = r.heads[static_cast<std::size_t>(h)];
         HeadsGridItem it;
         it.key = "grid/weights/" + std::to_string(h);
-        it.label = "head " + std::to_string(h + 1);
-        it.values = &hr.weights;
-        it.mask = &hr.masked;
+        it.label = "head " + std::to_string(h);  // 0-based, as everywhere (the model grid, --head, figures)
+        it.values = pooled ? &v.gridPooled[static_cast<std::size_t>(h)] : &hr.weights;
+        it.mask = pooled ? nullptr : &hr.masked;  // masked weights are 0: the pooled maxima show them as such
         it.generation = resultStamp(state) * 4 + static_cast<std::uint64_t>(HeatmapKind::Weights);
         // Grouped-query attention: bracket the query heads that share a KV head (1-based, as the heads).
         const attn::AttentionConfig& cfg = state.doc.session().config;
@@ -618,10 +658,13 @@ void drawHeadsGridRow(AppState& state, float cell)
     for (std::size_t i = 0; i < hit.rects.size(); ++i)
         state.recordRect("headsgrid/" + std::to_string(i), hit.rects[i].first, hit.rects[i].second);
     if (hit.clicked >= 0) state.view.head = hit.clicked;
-    if (hit.hovered >= 0 && hit.row >= 0) {
+    if (hit.hovered >= 0 && hit.row >= 0 && pooled) {
+        ImGui::SetTooltip("head %d: %lld tokens shown in %d px, each cell the largest weight of its block\nclick: show this head above",
+                          hit.hovered, static_cast<long long>(n), kGridThumbMax);
+    } else if (hit.hovered >= 0 && hit.row >= 0) {
         const auto [q, k] = isColumn(state) ? std::pair{hit.col, hit.row} : std::pair{hit.row, hit.col};
         ImGui::BeginTooltip();
-        ImGui::Text("head %d: query '%s', key '%s': weight %s", hit.hovered + 1, axisLabel(queryLabels(state), q).c_str(),
+        ImGui::Text("head %d: query '%s', key '%s': weight %s", hit.hovered, axisLabel(queryLabels(state), q).c_str(),
                     axisLabel(keyLabels(state), k).c_str(),
                     attn::formatValue(r.heads[static_cast<std::size_t>(hit.hovered)].weights(hit.row, hit.col), 5).c_str());
         ImGui::EndTooltip();
@@ -790,12 +833,13 @@ void drawFit(AppState& state)
     small.thumb = p.smallCell < ImGui::GetFontSize() * 0.8f;  // thumbnails: no labels, no colorbar
     small.colorbar = !small.thumb;
     small.colorbarWidth = 0;
+    if (!p.fits) small.maxSize = p.smallView;  // hundreds of tokens: small boxes, so that the weights stay on screen
     drawInputsFit(state, p.inputsCollapsed);
     arrow();
     drawQkvColumn(state, small);
     arrow();
     ImGui::BeginGroup();
-    if (H > 1) ImGui::TextDisabled("head %d of %d  (click another in the grid below)", head + 1, H);
+    if (H > 1) ImGui::TextDisabled("head %d of heads 0–%d  (click another in the grid below)", head, H - 1);
     drawMap(state, {MapKind::Scores, head}, small);
     ImGui::SameLine();
     MapStyle big;
@@ -804,6 +848,7 @@ void drawFit(AppState& state)
     // The plan sized the maps to the window: they need no scrolling box of their own, unless zoomed or
     // too large even at the smallest cells (thousands of tokens).
     if (zoom == 1.0f && p.fits) big.maxSize = 1e6f;
+    if (!p.fits) big.maxSize = p.bigView;
     const float band = drawMap(state, {MapKind::Weights, head}, big);
     ImGui::SameLine();
     // Row layout: the output has the weights' rows (queries), level with them and without labels of its
@@ -846,7 +891,7 @@ void drawFull(AppState& state)
         ImGui::PushID(h);
         if (H > 1) {
             const int w = static_cast<int>(isColumn(state) ? r.heads[static_cast<std::size_t>(h)].Q.rows() : r.heads[static_cast<std::size_t>(h)].Q.cols());
-            ImGui::TextDisabled("head %d of %d  (%s %d…%d of Q)", h + 1, H, isColumn(state) ? "rows" : "columns", h * w, (h + 1) * w - 1);
+            ImGui::TextDisabled("head %d of heads 0–%d  (%s %d…%d of Q)", h, H - 1, isColumn(state) ? "rows" : "columns", h * w, (h + 1) * w - 1);
         }
         // Heads sharing one range show its colorbar once, under the last head; the others keep its room.
         MapStyle hs = st;
@@ -883,6 +928,8 @@ void drawChainPanel(AppState& state)
                  ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                      ImGuiWindowFlags_HorizontalScrollbar | ImGuiWindowFlags_NoBringToFrontOnFocus);
     ChainView& v = state.chain;
+    // A model layer: where it is in the model, and the way back (before focus mode takes its Esc).
+    drawModelBreadcrumb(state);
     const int H = state.doc.hasResult() ? static_cast<int>(state.doc.result().heads.size()) : 0;
     std::optional<MapRef> focus = v.focus.empty() ? std::nullopt : mapFromKey(v.focus, H);
     if (!v.focus.empty() && !focus) v.focus.clear();  // the map is gone (fewer heads)

@@ -1,6 +1,7 @@
 // Controls: layout, mode, heads, score, scale, masks, fill, sizes, tokens, colormaps. Every change is one
 // undo step on the document; typed values out of range are refused in place with the reason.
 #include "messages.h"
+#include "panels/model_panels.h"
 #include "panels/panels.h"
 
 #include <imgui.h>
@@ -353,6 +354,11 @@ void drawControlsPanel(AppState& state)
     ImGui::SetNextWindowSize(ImVec2(kControlsWidth, vp->WorkSize.y - kStatusBarHeight));
     ImGui::Begin("Controls", nullptr, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                                           ImGuiWindowFlags_NoBringToFrontOnFocus);
+    if (modelViewShown(state)) {  // the model's controls, not those of the session under the model view
+        drawModelSidebar(state);
+        ImGui::End();
+        return;
+    }
     const attn::Session& ss = state.doc.session();
     const attn::AttentionConfig& cfg = ss.config;
     if (!ss.name.empty()) ImGui::TextWrapped("%s", ss.name.c_str());

@@ -75,6 +75,44 @@ void drawUnsavedPrompt(AppState& state)
     ImGui::EndPopup();
 }
 
+// "Quit with unsaved edits?": Save then quit (a session with a file), Quit without saving, or Cancel.
+void drawQuitPrompt(AppState& state)
+{
+    if (!state.quitPrompt) return;
+    ImGui::OpenPopup("Quit?");
+    const ImGuiViewport* vp = ImGui::GetMainViewport();
+    ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + vp->WorkSize.x * 0.5f, vp->WorkPos.y + vp->WorkSize.y * 0.4f), ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
+    ImGui::SetNextWindowSize(ImVec2(std::min(520.0f, vp->WorkSize.x - 40.0f), 0), ImGuiCond_Appearing);
+    if (!ImGui::BeginPopupModal("Quit?", nullptr, ImGuiWindowFlags_NoSavedSettings)) return;
+    const bool untitled = state.doc.path().empty();
+    if (untitled) ImGui::TextWrapped("The untitled session has unsaved edits.");
+    else ImGui::TextWrapped("%s has unsaved edits.", fileName(state.doc.path()).c_str());
+    state.recordRect("quit/prompt", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    ImGui::Spacing();
+    bool close = false;
+    if (!untitled) {
+        if (ImGui::Button("Save, then quit", ImVec2(150, 0))) {
+            if (saveSessionAs(state, state.doc.path())) state.quitConfirmed = true;
+            close = true;
+        }
+        ImGui::SameLine();
+    }
+    if (ImGui::Button("Quit without saving", ImVec2(170, 0))) {
+        state.quitConfirmed = true;
+        close = true;
+    }
+    state.recordRect("quit/discard", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel", ImVec2(100, 0)) || keyPressed(ImGuiKey_Escape)) close = true;
+    state.recordRect("quit/cancel", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (untitled) ImGui::TextDisabled("To keep it: Cancel, then File → Open / save….");
+    if (close) {
+        state.quitPrompt = false;
+        ImGui::CloseCurrentPopup();
+    }
+    ImGui::EndPopup();
+}
+
 } // namespace
 
 void drawFilePanel(AppState& state)
@@ -104,6 +142,7 @@ void drawFilePanel(AppState& state)
     }
 
     drawUnsavedPrompt(state);
+    drawQuitPrompt(state);
 
     if (!state.loadError.empty()) ImGui::OpenPopup("Cannot open session");
     const ImGuiViewport* vp = ImGui::GetMainViewport();

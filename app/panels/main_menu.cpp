@@ -1,4 +1,4 @@
-// The menu bar: File (open, save, export, recent), Presets (the files of assets/presets, listed at run time by
+// The menu bar: File (open, save, export, recent, quit), Presets (the files of assets/presets, listed at run time by
 // their session name and description), Edit (undo, redo), Backend, View (panels, options). Opening asks first
 // when there are unsaved changes (requestOpen).
 #include "panels/panels.h"
@@ -68,6 +68,8 @@ void drawMainMenu(AppState& state)
                 if (ImGui::MenuItem(r.c_str())) requestOpen(state, r);
             ImGui::EndMenu();
         }
+        ImGui::Separator();
+        if (ImGui::MenuItem("Quit", "Ctrl+Q")) requestQuit(state);
         ImGui::EndMenu();
     }
     // Fourteen presets with a line of description each are taller than a 600-pixel window: scroll instead.

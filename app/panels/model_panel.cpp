@@ -10,6 +10,7 @@
 #include "panels/panels.h"
 #include "render/heatmap_view.h"
 #include "state/model_state.h"
+#include "view/model_grid.h"
 
 #include <attnscope/colormap.h>
 
@@ -17,6 +18,7 @@
 #include <imgui_stdlib.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cfloat>
 #include <cmath>
 
@@ -31,81 +33,136 @@ bool isAblated(const attn::ModelRun& run, int l, int h)
 void drawSentenceFields(AppState& state)
 {
     ModelState& m = state.model;
-    // Short texts rerun on every keystroke; past 128 tokens a forward takes long enough to stall typing, so
-    // the model reruns when the field is left (Enter, Tab or a click elsewhere).
-    const bool live = m.run->encoding.ids.size() <= 128;
-    bool rerun = false;
+    // Typing reruns the model once the typing pauses (kTextDebounceSeconds), at any length: the forward runs
+    // on the worker (the latest request wins), so the field never stalls, and a half-typed word is not run
+    // on every keystroke. Enter, Tab or a click elsewhere run it at once.
+    bool edited = false, left = false;
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.45f);
-    rerun |= ImGui::InputTextWithHint("##A", "sentence A", &m.textA) && live;
-    rerun |= ImGui::IsItemDeactivatedAfterEdit();
+    edited |= ImGui::InputTextWithHint("##A", "sentence A", &m.textA);
+    state.recordRect("model/textA", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    left |= ImGui::IsItemDeactivatedAfterEdit();
     ImGui::SameLine();
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x);
-    rerun |= ImGui::InputTextWithHint("##B", "sentence B (optional)", &m.textB) && live;
-    rerun |= ImGui::IsItemDeactivatedAfterEdit();
-    if (rerun) rerunModel(state, "edited the text");  // re-tokenised
+    edited |= ImGui::InputTextWithHint("##B", "sentence B (optional)", &m.textB);
+    left |= ImGui::IsItemDeactivatedAfterEdit();
+    const double now = ImGui::GetTime();
+    if (edited) m.textEditedAt = now;
+    if (left || (m.textEditedAt >= 0 && now - m.textEditedAt >= kTextDebounceSeconds)) {
+        m.textEditedAt = -1;
+        ++m.textReruns;
+        rerunModel(state, "edited the text");  // re-tokenised
+    }
     if (!m.error.empty()) ImGui::TextColored(ImVec4(0.85f, 0.2f, 0.2f, 1), "%s", m.error.c_str());
 }
 
-// The grid: one thumbnail per (layer, head), a checkbox under each to ablate it.
-void drawModelGrid(AppState& state, float width, float height)
+// The weights a thumbnail draws: the head's own, or (n above the thumbnail's pixels) their block maxima, pooled
+// once per layer result and size (attn::poolMax) and kept in ModelState::thumbs.
+const attn::Matrix& thumbnailValues(ModelState& m, int l, int h, int heads, int shown, std::uint64_t generation)
+{
+    const attn::Matrix& w = m.run->attention[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)].weights;
+    if (shown >= w.rows()) return w;
+    const std::size_t i = static_cast<std::size_t>(l * heads + h);
+    if (m.thumbs.size() <= i) m.thumbs.resize(i + 1);
+    ModelState::PooledThumb& t = m.thumbs[i];
+    if (t.source != w.data() || t.generation != generation || t.side != shown || t.n != w.rows()) {
+        t.values = attn::poolMax(w, shown, shown);
+        t.source = w.data();
+        t.generation = generation;
+        t.side = shown;
+        t.n = w.rows();
+    }
+    return t.values;
+}
+
+// The grid: one thumbnail per (layer, head), a checkbox under each to ablate it. Laid out by planModelGrid
+// (view/model_grid.h): the thumbnails fit the room whatever the token count, and the grid scrolls inside
+// `size` when even the smallest readable thumbnails do not fit.
+void drawModelGrid(AppState& state, ImVec2 size)
 {
     ModelState& m = state.model;
     const attn::ModelRun& run = *m.run;
     const int L = static_cast<int>(run.attention.size()), H = m.model->config.heads;
     const int n = static_cast<int>(run.encoding.tokens.size());
-    const float fontH = ImGui::GetFontSize();
-    const float pad = 6;
-    // Cells stay below 0.8 × the font height so the heatmap widget draws no labels in a thumbnail.
-    const float rowExtra = ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().ItemSpacing.y;  // the checkbox row
-    const float thumb = std::max(24.0f, std::min((width - 40 - pad * float(H)) / float(H),
-                                                 (height - fontH) / float(std::max(L, 1)) - rowExtra));
-    const float cell = std::min(thumb / float(std::max(n, 1)), fontH * 0.79f);
-    ImGui::Dummy(ImVec2(34, 0));
+    ModelGridInput in;
+    in.layers = L;
+    in.heads = H;
+    in.tokens = n;
+    in.width = size.x - ImGui::GetStyle().ScrollbarSize;  // room for a vertical scrollbar, should it appear
+    in.height = size.y;
+    in.labelWidth = ImGui::CalcTextSize("L00").x + 12;
+    in.headerHeight = ImGui::GetTextLineHeightWithSpacing();
+    in.rowExtra = ImGui::GetFrameHeight() + ImGui::GetStyle().ItemSpacing.y;  // the checkbox row
+    const ModelGridPlan plan = planModelGrid(in);
+    m.gridPlan = plan;
+    ImGui::BeginChild("grid", size, false, ImGuiWindowFlags_HorizontalScrollbar);
+    const ImVec2 o = ImGui::GetCursorScreenPos();
+    ImDrawList* dl = ImGui::GetWindowDrawList();
     for (int h = 0; h < H; ++h) {
-        ImGui::SameLine(40 + (cell * float(n) + pad) * float(h));
-        ImGui::Text("H%d", h);
+        const std::string t = "H" + std::to_string(h);
+        const float x = o.x + in.labelWidth + plan.pitchX * float(h) + (plan.thumb - ImGui::CalcTextSize(t.c_str()).x) / 2;
+        dl->AddText(ImVec2(x, o.y), ImGui::GetColorU32(ImGuiCol_Text), t.c_str());
     }
     for (int l = 0; l < L; ++l) {
-        ImGui::Text("L%d", l);
+        const float y = o.y + in.headerHeight + plan.pitchY * float(l);
+        const std::string t = "L" + std::to_string(l);
+        dl->AddText(ImVec2(o.x, y + (plan.thumb - ImGui::GetFontSize()) / 2), ImGui::GetColorU32(ImGuiCol_Text), t.c_str());
+        const std::uint64_t gen = m.layerGeneration.size() > std::size_t(l) ? m.layerGeneration[static_cast<std::size_t>(l)] : 0;
         for (int h = 0; h < H; ++h) {
-            ImGui::SameLine(40 + (cell * float(n) + pad) * float(h));
-            ImGui::BeginGroup();
+            const ImVec2 p(o.x + in.labelWidth + plan.pitchX * float(h), y);
+            ImGui::SetCursorScreenPos(p);
             ImGui::PushID(l * 1000 + h);
             HeatmapSpec spec;
             spec.key = "model/" + std::to_string(l) + "/" + std::to_string(h);
-            spec.src.values = &run.attention[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)].weights;
+            spec.src.values = &thumbnailValues(m, l, h, H, plan.shown, gen);
             spec.src.range = {0.0f, 1.0f, 0};
             spec.src.colormap = attn::Colormap::Viridis;
-            // The texture changes only when its layer does.
-            spec.src.generation = m.layerGeneration.size() > std::size_t(l) ? m.layerGeneration[static_cast<std::size_t>(l)] : 0;
-            spec.cellPx = cell;
+            // The texture changes only when its layer does (or the pooled size).
+            spec.src.generation = gen;
+            spec.cellPx = plan.cell;
             spec.showValues = false;
-            spec.maxWidth = spec.maxHeight = 4096;
+            spec.rowLabelsShown = spec.colLabelsShown = false;
+            spec.maxWidth = spec.maxHeight = plan.thumb + 1;  // never a scrolling map of its own
             const HeatmapHit hit = drawHeatmap(spec);
+            const bool selected = l == m.linesLayer && h == m.linesHead;
+            if (selected)
+                dl->AddRect(ImVec2(hit.cellsMin.x - 2, hit.cellsMin.y - 2), ImVec2(hit.cellsMax.x + 2, hit.cellsMax.y + 2),
+                            IM_COL32(255, 200, 60, 255), 0, 0, 2.0f);
             if (hit.row >= 0) {
-                const float w = spec.src.values->coeff(hit.row, hit.col);
-                ImGui::SetTooltip("layer %d, head %d%s\n%s → %s: %.3f\nclick: open layer %d in the chain view", l, h,
-                                  isAblated(run, l, h) ? " (ablated)" : "",
-                                  run.encoding.tokens[static_cast<std::size_t>(hit.row)].c_str(),
-                                  run.encoding.tokens[static_cast<std::size_t>(hit.col)].c_str(), w, l);
+                if (plan.pooled) {
+                    ImGui::SetTooltip("layer %d, head %d%s\n%d tokens, each cell the largest weight of its block\n"
+                                      "click: open layer %d, head %d in the chain view",
+                                      l, h, isAblated(run, l, h) ? " (ablated)" : "", n, l, h);
+                } else {
+                    const float w = spec.src.values->coeff(hit.row, hit.col);
+                    ImGui::SetTooltip("layer %d, head %d%s\nquery %d '%s' → key %d '%s': %.3f\n"
+                                      "click: open layer %d, head %d in the chain view",
+                                      l, h, isAblated(run, l, h) ? " (ablated)" : "", hit.row,
+                                      run.encoding.tokens[static_cast<std::size_t>(hit.row)].c_str(), hit.col,
+                                      run.encoding.tokens[static_cast<std::size_t>(hit.col)].c_str(), w, l, h);
+                }
             }
             state.recordRect(spec.key, hit.cellsMin, hit.cellsMax);
             if (hit.pressed) {
                 m.linesLayer = l;
                 m.linesHead = h;
-                openLayerInChain(state, l);
+                openLayerInChain(state, l, h);
             }
+            ImGui::SetCursorScreenPos(ImVec2(p.x, p.y + plan.thumb + ImGui::GetStyle().ItemSpacing.y));
             bool off = isAblated(run, l, h);
             if (ImGui::Checkbox("##off", &off)) toggleAblation(state, l, h);
             if (ImGui::IsItemHovered()) ImGui::SetTooltip("ablate layer %d head %d (its weights × 0)", l, h);
             ImGui::PopID();
-            ImGui::EndGroup();
-            if (ImGui::IsItemHovered() && ImGui::IsMouseClicked(ImGuiMouseButton_Right)) {
+            if (ImGui::IsMouseHoveringRect(p, ImVec2(p.x + plan.thumb, p.y + plan.thumb)) && ImGui::IsWindowHovered() &&
+                ImGui::IsMouseClicked(ImGuiMouseButton_Right)) {
                 m.linesLayer = l;
                 m.linesHead = h;
             }
         }
     }
+    // The grid's whole extent, so that the child scrolls to every thumbnail.
+    ImGui::SetCursorScreenPos(o);
+    ImGui::Dummy(ImVec2(plan.contentWidth, plan.contentHeight));
+    ImGui::EndChild();
 }
 
 // BertViz's head view: tokens in two columns, a line per (query, key) whose opacity is the weight; hovering a
@@ -119,16 +176,21 @@ void drawLinesView(AppState& state, ImVec2 size)
     const int n = static_cast<int>(run.encoding.tokens.size());
     ImGui::Text("Lines view: layer %d, head %d (right-click a thumbnail to pick; hover a token)", m.linesLayer, m.linesHead);
     const ImVec2 o = ImGui::GetCursorScreenPos();
-    const float row = std::clamp((size.y - 30) / float(std::max(n, 1)), 6.0f, ImGui::GetFontSize() + 4);
+    // A row per token, never shorter than a label (they overlapped from ~26 tokens): past the room the
+    // child window scrolls.
+    const float row = std::max(ImGui::GetFontSize() + 1, std::min((size.y - 30) / float(std::max(n, 1)), ImGui::GetFontSize() + 4));
+    m.linesRow = row;
     float labelW = 0;
     for (const std::string& t : run.encoding.tokens) labelW = std::max(labelW, ImGui::CalcTextSize(t.c_str()).x);
-    const float leftX = o.x + labelW + 8, rightX = std::min(o.x + size.x - labelW - 8, leftX + 220);
+    // The width inside the child (less its scrollbar once the rows scroll), so the right labels are not cut.
+    const float width = std::min(size.x, ImGui::GetContentRegionAvail().x);
+    const float leftX = o.x + labelW + 8, rightX = std::min(o.x + width - labelW - 8, leftX + 220);
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const ImVec2 mouse = ImGui::GetIO().MousePos;
     int hover = -1;
     for (int i = 0; i < n; ++i) {
         const float y = o.y + row * (float(i) + 0.5f);
-        if (std::fabs(mouse.y - y) < row / 2 && mouse.x >= o.x && mouse.x <= o.x + size.x) hover = i;
+        if (std::fabs(mouse.y - y) < row / 2 && mouse.x >= o.x && mouse.x <= o.x + size.x && ImGui::IsWindowHovered()) hover = i;
     }
     m.hoverToken = hover;
     state.recordRect("model/lines", o, ImVec2(o.x + size.x, o.y + row * float(n)));
@@ -138,7 +200,8 @@ void drawLinesView(AppState& state, ImVec2 size)
             const float a = std::clamp(w(i, j), 0.0f, 1.0f);
             if (a < (n > 64 ? 0.05f : 0.01f)) continue;  // invisible at that opacity; keeps long texts fluid
             dl->AddLine(ImVec2(leftX, o.y + row * (float(i) + 0.5f)), ImVec2(rightX, o.y + row * (float(j) + 0.5f)),
-                        IM_COL32(31, 100, 200, int(255 * a)), 1.0f + 2.0f * a);
+                        hover >= 0 ? IM_COL32(255, 190, 80, int(80 + 175 * a)) : IM_COL32(110, 180, 255, int(255 * std::min(1.0f, 1.5f * a))),
+                        1.0f + 2.0f * a);  // light blue on the dark background; a hovered token's lines amber
         }
     for (int i = 0; i < n; ++i) {
         const char* t = run.encoding.tokens[static_cast<std::size_t>(i)].c_str();
@@ -151,43 +214,79 @@ void drawLinesView(AppState& state, ImVec2 size)
 }
 
 // Export of the views as PNG / SVG / PDF (the format from the file name), through the same figure code as
-// `attnscope render --model-text`.
+// `attnscope render --model-text`. An existing file is overwritten only after a second click (Overwrite);
+// where the file went is said under the row.
+void saveModelFigure(AppState& state, fig::ModelFigureKind kind)
+{
+    ModelState& m = state.model;
+    const std::string& path = m.exportPath;
+    const std::optional<fig::FigureFormat> format = fig::formatFromPath(path);
+    if (!format) {
+        m.exportStatus = path + ": expected a .png, .svg or .pdf file name";
+        postError(m.exportStatus);
+        return;
+    }
+    fig::ModelFigureOptions fo;
+    fo.kind = kind;
+    fo.layer = m.linesLayer;
+    fo.head = m.linesHead;
+    attn::Expected<std::string> bytes = std::string();
+    if (kind == fig::ModelFigureKind::Lines) bytes = fig::renderLinesFigure(m.model->name, *m.run, fo, *format, 2.0);
+    else {
+        auto f = fig::buildModelFigure(m.model->name, *m.run, fo);
+        if (!f) {
+            m.exportStatus = f.status().message;
+            postError(m.exportStatus);
+            return;
+        }
+        bytes = fig::renderFigure(*f, *format, 2.0);
+    }
+    attn::Status st = bytes.ok() ? attn::writeFileAtomic(path, *bytes) : bytes.status();
+    std::error_code ec;
+    const std::string where = std::filesystem::absolute(path, ec).string();
+    if (st.ok()) {
+        m.exportStatus = "saved " + (ec ? path : where);
+        postMessage(MessageLevel::Info, m.exportStatus);
+    } else {
+        m.exportStatus = st.message;
+        postError(st.message);
+    }
+}
+
 void drawExportRow(AppState& state)
 {
     ModelState& m = state.model;
-    static std::string path = "model_view.pdf";
-    ImGui::SetNextItemWidth(200);
-    ImGui::InputText("##exportpath", &path);
-    auto save = [&](fig::ModelFigureKind kind) {
-        const std::optional<fig::FigureFormat> format = fig::formatFromPath(path);
-        if (!format) {
-            postError(path + ": expected a .png, .svg or .pdf file name");
-            return;
+    // The path on a line of its own and the buttons under it: side by side they ran off a 900-px window.
+    ImGui::SetNextItemWidth(-1);
+    if (ImGui::InputText("##exportpath", &m.exportPath)) m.overwriteKind = -1;
+    const fig::ModelFigureKind kinds[] = {fig::ModelFigureKind::ModelView, fig::ModelFigureKind::Head, fig::ModelFigureKind::Lines};
+    const char* labels[] = {"Save grid", "Save head", "Save lines"};
+    for (int i = 0; i < 3; ++i) {
+        if (i > 0) ImGui::SameLine();
+        if (ImGui::Button(labels[i])) {
+            std::error_code ec;
+            if (std::filesystem::exists(m.exportPath, ec)) m.overwriteKind = i;  // ask first
+            else saveModelFigure(state, kinds[i]);
         }
-        fig::ModelFigureOptions fo;
-        fo.kind = kind;
-        fo.layer = m.linesLayer;
-        fo.head = m.linesHead;
-        attn::Expected<std::string> bytes = std::string();
-        if (kind == fig::ModelFigureKind::Lines) bytes = fig::renderLinesFigure(m.model->name, *m.run, fo, *format, 2.0);
-        else {
-            auto f = fig::buildModelFigure(m.model->name, *m.run, fo);
-            if (!f) {
-                postError(f.status().message);
-                return;
-            }
-            bytes = fig::renderFigure(*f, *format, 2.0);
+        state.recordRect(std::string("model/save/") + std::to_string(i), ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    }
+    if (m.overwriteKind >= 0) {
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1), "%s exists.", m.exportPath.c_str());
+        state.recordRect("model/overwrite_prompt", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        ImGui::SameLine();
+        if (ImGui::Button("Overwrite")) {
+            saveModelFigure(state, kinds[m.overwriteKind]);
+            m.overwriteKind = -1;
         }
-        attn::Status st = bytes.ok() ? attn::writeFileAtomic(path, *bytes) : bytes.status();
-        if (st.ok()) postMessage(MessageLevel::Info, "saved " + path);
-        else postError(st.message);
-    };
-    ImGui::SameLine();
-    if (ImGui::Button("Save grid")) save(fig::ModelFigureKind::ModelView);
-    ImGui::SameLine();
-    if (ImGui::Button("Save head")) save(fig::ModelFigureKind::Head);
-    ImGui::SameLine();
-    if (ImGui::Button("Save lines")) save(fig::ModelFigureKind::Lines);
+        state.recordRect("model/overwrite", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        ImGui::SameLine();
+        if (ImGui::Button("Cancel##overwrite")) m.overwriteKind = -1;
+    } else if (!m.exportStatus.empty()) {
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextDisabled("%s", m.exportStatus.c_str());
+        ImGui::PopTextWrapPos();
+        state.recordRect("model/save_status", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    }
 }
 
 void drawEmbeddingPanel(AppState& state)
@@ -205,7 +304,8 @@ void drawEmbeddingPanel(AppState& state)
     } else {
         ImGui::TextDisabled("type sentence B to compare A and B (cosine similarity)");
     }
-    ImGui::Text("%zu heads ablated", m.run->ablated.size());
+    const std::size_t ablated = m.run->ablated.size();
+    ImGui::Text("%zu head%s ablated", ablated, ablated == 1 ? "" : "s");
     ImGui::Separator();
     ImGui::TextUnformatted("Export (PNG, SVG or PDF from the name; head and lines: the lines view's head)");
     drawExportRow(state);
@@ -230,7 +330,7 @@ void drawModelPanel(AppState& state)
     drawSentenceFields(state);
     ImGui::Separator();
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    drawModelGrid(state, avail.x, avail.y * 0.62f);
+    drawModelGrid(state, ImVec2(avail.x, avail.y * 0.62f));
     ImGui::Separator();
     const ImVec2 rest = ImGui::GetContentRegionAvail();
     ImGui::BeginChild("lines", ImVec2(rest.x * 0.5f, std::max(rest.y, 120.0f)));
@@ -241,6 +341,72 @@ void drawModelPanel(AppState& state)
     drawEmbeddingPanel(state);
     ImGui::EndChild();
     ImGui::End();
+}
+
+bool modelViewShown(const AppState& state)
+{
+    const ModelState& m = state.model;
+    return m.active && m.showView && m.model && m.run;
+}
+
+void drawModelSidebar(AppState& state)
+{
+    ModelState& m = state.model;
+    const attn::ModelConfig& c = m.model->config;
+    ImGui::TextWrapped("%s", m.model->name.c_str());
+    state.recordRect("control/model_summary", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    ImGui::TextDisabled("%s, %d layers × %d heads", c.modelType.empty() ? "model" : c.modelType.c_str(), c.layers, c.heads);
+    ImGui::TextDisabled("d_model %d, d_k %d per head", c.hidden, c.heads > 0 ? c.hidden / c.heads : 0);
+    ImGui::Separator();
+    const std::size_t n = m.run->encoding.tokens.size();
+    ImGui::Text("%zu token%s%s", n, n == 1 ? "" : "s", m.textB.empty() ? "" : " (A and B)");
+    const std::size_t k = m.run->ablated.size();
+    ImGui::Text("%zu head%s ablated", k, k == 1 ? "" : "s");
+    ImGui::BeginDisabled(k == 0);
+    if (ImGui::Button("Restore all heads")) {
+        while (!m.wanted.ablated.empty()) {
+            const auto [l, h] = m.wanted.ablated.back();
+            toggleAblation(state, l, h);
+        }
+    }
+    ImGui::EndDisabled();
+    ImGui::Separator();
+    ImGui::TextWrapped("Click a thumbnail: open that layer and head in the chain view (edit its X and weights; "
+                       "Esc or Back returns here). Right-click: show its lines. The box under it ablates it.");
+    ImGui::Separator();
+    if (ImGui::Button("Open model…")) m.showOpenDialog = true;
+}
+
+void drawModelStatus(AppState& state, const std::string& backend)
+{
+    const ModelState& m = state.model;
+    const std::size_t n = m.run->encoding.tokens.size();
+    if (m.computing())
+        ImGui::Text("%s   |   model %s: computing… %.0f ms   |   %zu tokens  layers=%d  heads=%d", backend.c_str(),
+                    m.model->name.c_str(), m.computingMs(), n, m.model->config.layers, m.model->config.heads);
+    else
+        ImGui::Text("%s   |   model %s: run %.0f ms   |   %zu tokens  layers=%d  heads=%d", backend.c_str(),
+                    m.model->name.c_str(), m.lastRunMs, n, m.model->config.layers, m.model->config.heads);
+    state.recordRect("status/model", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+}
+
+void drawModelBreadcrumb(AppState& state)
+{
+    ModelState& m = state.model;
+    if (m.openLayer < 0 || !m.model || m.showView) return;
+    const bool back = ImGui::Button("< Back");
+    state.recordRect("model/back", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    ImGui::SameLine();
+    const int H = state.doc.hasResult() ? static_cast<int>(state.doc.result().heads.size()) : m.model->config.heads;
+    ImGui::Text("%s › layer %d › head %d", m.model->name.c_str(), m.openLayer, std::clamp(state.view.head, 0, std::max(0, H - 1)));
+    state.recordRect("model/breadcrumb", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    ImGui::SameLine();
+    ImGui::TextDisabled("(Esc or Back: the model view)");
+    // Esc goes back unless a field is being typed in (it cancels that) or a map fills the window (Esc leaves
+    // that first, in the chain panel).
+    const bool esc = ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false) && !ImGui::GetIO().WantTextInput &&
+                     state.chain.focus.empty();
+    if (back || esc) m.showView = true;
 }
 
 void drawModelOpenDialog(AppState& state)

@@ -7,5 +7,12 @@ namespace app {
 
 void drawModelPanel(AppState& state);       // the model view over the chain (sentences, grid, lines, embedding)
 void drawModelOpenDialog(AppState& state);  // File → Open model…; also syncs chain edits back into the model
+// Model mode in the shared windows: while the model view is shown (modelViewShown) the sidebar and the status
+// bar describe the model, not the session under it; a layer opened in the chain view gets a breadcrumb
+// "model › layer L › head H" with Back (and Esc) to the model view.
+bool modelViewShown(const AppState& state);
+void drawModelSidebar(AppState& state);
+void drawModelStatus(AppState& state, const std::string& backend);  // backend: its description
+void drawModelBreadcrumb(AppState& state);
 
 } // namespace app

@@ -38,6 +38,7 @@ void handleShortcuts(AppState& state)
     if (letterPressed('S') && !state.doc.path().empty()) saveSessionAs(state, state.doc.path());
     if (letterPressed('O')) state.showFilePanel = true;
     if (letterPressed('E')) state.exportDialog.open = true;
+    if (letterPressed('Q')) requestQuit(state);
 }
 
 } // namespace

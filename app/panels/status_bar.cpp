@@ -1,5 +1,6 @@
 // Status bar: backend (attn::backendDescription), last compute time (result.timings.total) or "computing… N ms"
 // while the worker computes newer inputs, sizes, errors.
+#include "panels/model_panels.h"
 #include "panels/panels.h"
 
 #include <imgui.h>
@@ -23,7 +24,9 @@ void drawStatusBar(AppState& state)
     const Sizes z = state.doc.sizes();
     // "heads=9 (3 kv)" for grouped-query attention.
     const std::string heads = std::to_string(z.H) + (z.Hkv != z.H ? " (" + std::to_string(z.Hkv) + " kv)" : std::string());
-    if (state.doc.computing()) {
+    if (modelViewShown(state)) {
+        drawModelStatus(state, backend);  // the model's figures, not those of the session under the view
+    } else if (state.doc.computing()) {
         // The views still show the last complete result; this says that a newer one is on its way.
         ImGui::Text("%s   |   computing… %.0f ms   |   n=%d  n_kv=%d  heads=%s  d_k=%d  d_v=%d", backend.c_str(),
                     state.doc.computingMs(), z.T, z.S, heads.c_str(), z.dk, z.dv);

@@ -93,6 +93,7 @@ void Platform::shutdown()
 
 bool Platform::shouldClose() const { return glfwWindowShouldClose(m_window) != 0; }
 void Platform::requestClose() { glfwSetWindowShouldClose(m_window, GLFW_TRUE); }
+void Platform::cancelClose() { glfwSetWindowShouldClose(m_window, GLFW_FALSE); }
 
 void Platform::pollEvents(double timeoutSeconds)
 {

@@ -38,6 +38,7 @@ public:
 
     bool shouldClose() const;
     void requestClose();
+    void cancelClose();  // the close button was pressed, but the app asks first
     // Processes events: waits up to `timeoutSeconds` for one (0 = poll and return at once).
     void pollEvents(double timeoutSeconds);
     // Backends' NewFrame + ImGui::NewFrame. screenshot: the pointer is treated as absent and the clock runs at

@@ -74,9 +74,11 @@ void keepPointUnderMouse(float cell, ImVec2 bands)
     ImGui::SetScrollY(std::max(0.0f, cy * k + bands.y - my));
 }
 
-// Overview of a map larger than its view: a small frame standing for the whole map, in the view's top-right
-// corner, with the part on screen outlined (where you are after zooming and panning).
-void drawOverview(ImVec2 full, ImVec2 bands)
+// Overview of a map larger than its view: the whole map in miniature (its cells drawn small by the renderer,
+// from the same texture), in the view's top-left corner, with the part on screen outlined (where you are
+// after zooming and panning). With no renderer (the CPU fallback) only the frame: a miniature drawn one
+// rectangle per cell would cost as much as the map.
+void drawOverview(ImVec2 full, ImVec2 bands, const HeatmapSpec& spec)
 {
     const ImVec2 wpos = ImGui::GetWindowPos(), wsize = ImGui::GetWindowSize();
     const float sbw = ImGui::GetStyle().ScrollbarSize;
@@ -92,6 +94,7 @@ void drawOverview(ImVec2 full, ImVec2 bands)
     const ImVec2 o(wpos.x + 4.0f, wpos.y + 4.0f);
     ImDrawList* fg = ImGui::GetWindowDrawList();
     fg->AddRectFilled(ImVec2(o.x - 1, o.y - 1), ImVec2(o.x + size.x + 1, o.y + size.y + 1), IM_COL32(20, 20, 24, 110));
+    if (g_renderer) g_renderer->drawCells(fg, o, ImVec2(o.x + size.x, o.y + size.y), spec.key, spec.src);
     fg->AddRect(o, ImVec2(o.x + size.x, o.y + size.y), IM_COL32(200, 200, 210, 220));
     const float x0 = std::max(0.0f, ImGui::GetScrollX() - bands.x), y0 = std::max(0.0f, ImGui::GetScrollY() - bands.y);
     const ImVec2 v0(o.x + std::min(x0 * kx, size.x - 2.0f), o.y + std::min(y0 * ky, size.y - 2.0f));
@@ -338,7 +341,7 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
     ImGui::SetCursorScreenPos(origin);
     ImGui::Dummy(full);
     if (scroll) {
-        drawOverview(full, ImVec2(rowBand, colBand));
+        drawOverview(full, ImVec2(rowBand, colBand), spec);
         ImGui::EndChild();
     }
     ImGui::PopID();

@@ -209,6 +209,7 @@ bool autosaveIfNeeded(AppState& state, double now, bool force)
         if (state.savedRevision == o->revision) state.savedRevision = ~std::uint64_t(0);  // not saved: try again
     }
     if (!state.autosave || state.stateDir.empty() || state.showRestoreOffer) return false;
+    if (state.model.openLayer >= 0) return false;  // a model layer: see app_state.h
     if (rev == state.savedRevision) return false;
     if (!force && now - state.lastChangeTime < kAutosaveDelaySeconds) return false;
     attn::Session s = state.doc.sessionForSave(viewToJson(state.view));
@@ -225,6 +226,36 @@ bool autosaveIfNeeded(AppState& state, double now, bool force)
     }
     state.savedRevision = rev;
     return true;
+}
+
+std::string runMarkerPath(const AppState& state)
+{
+    return state.stateDir.empty() || !state.autosave ? std::string() : state.stateDir + "/running";
+}
+
+bool beginRun(AppState& state)
+{
+    const std::string p = runMarkerPath(state);
+    if (p.empty()) return false;
+    std::error_code ec;
+    const bool crashed = std::filesystem::exists(p, ec);
+    attn::Status st = attn::writeFileAtomic(p, "attnscope is running; removed when its window closes\n");
+    if (!st.ok()) postWarningOnce("running", "cannot write the crash marker: " + st.message);
+    return crashed;
+}
+
+void endRun(AppState& state)
+{
+    const std::string p = runMarkerPath(state);
+    if (p.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove(p, ec);
+}
+
+void requestQuit(AppState& state)
+{
+    if (state.doc.modified()) state.quitPrompt = true;
+    else state.quitConfirmed = true;
 }
 
 } // namespace app

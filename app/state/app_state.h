@@ -72,6 +72,8 @@ struct AppState {
     std::string filePath;      // the path field of the file panel
     std::string loadError;     // shown in a modal when a file fails to load; "" = none
     bool showRestoreOffer = false;
+    bool quitPrompt = false;     // "Quit with unsaved edits?" is shown
+    bool quitConfirmed = false;  // the window closes after this frame
     std::string restorePath;   // the autosaved session offered back
     bool showFilePanel = false;
     bool showLog = false;
@@ -141,6 +143,20 @@ std::string autosavePath(const AppState& state);  // "" when there is no state f
 // (or `force`). The write runs on state.autosaver's thread (a failure is posted on a later call); `force`
 // (at exit) writes now, after the background writes. Returns true when it wrote or queued a write.
 inline constexpr double kAutosaveDelaySeconds = 0.5;  // short: a crash loses at most half a second of edits
+// A layer opened from the model view is not autosaved: it is the model's (tens of MB of trained weights),
+// rebuilt by opening the model again, and a restored copy would be a session detached from the model.
 bool autosaveIfNeeded(AppState& state, double now, bool force);
+
+// Crash detection for the restore offer: a marker file in the state folder lives while a window runs.
+// beginRun writes it and returns whether the previous run left its marker behind (it crashed or was killed:
+// its autosave is then worth offering); endRun removes it on a clean close (Quit, Ctrl+Q, the window's close
+// button). Without a state folder or autosave: no marker, beginRun returns false.
+std::string runMarkerPath(const AppState& state);
+bool beginRun(AppState& state);
+void endRun(AppState& state);
+
+// Quit (File → Quit, Ctrl+Q, the window's close button): at once when nothing is unsaved, else
+// state.quitPrompt asks (save, quit without saving, cancel). state.quitConfirmed tells the window to close.
+void requestQuit(AppState& state);
 
 } // namespace app

@@ -455,7 +455,7 @@ void toggleAblation(AppState& state, int layer, int head)
     submit(m, std::string(on ? "ablated" : "restored") + " layer " + std::to_string(layer) + " head " + std::to_string(head));
 }
 
-void openLayerInChain(AppState& state, int layer)
+void openLayerInChain(AppState& state, int layer, int head)
 {
     ModelState& m = state.model;
     if (!m.model || !m.run || layer < 0 || layer >= static_cast<int>(m.model->layers.size())) return;
@@ -469,6 +469,10 @@ void openLayerInChain(AppState& state, int layer)
     s.input.X = m.run->hidden[static_cast<std::size_t>(layer)];
     s.config.heads = m.model->config.heads;
     m.chainX = s.input.X;
+    // The clicked head, not head 0. The session carries the view (the window adopts a new session's view on
+    // the next frame, and a session's default "{}" would reset the head to 0).
+    state.view.head = std::clamp(head, 0, std::max(0, m.model->config.heads - 1));
+    s.viewJson = viewToJson(state.view);
     state.doc.resetSession(std::move(s), "");  // no undo to another layer: its weights would flow into this one
     m.openLayer = layer;
     m.showView = false;  // the chain view shows the layer; View → Model view brings the grid back

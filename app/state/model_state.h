@@ -15,6 +15,8 @@
 
 #include <attnscope/model.h>
 
+#include "view/model_grid.h"
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -50,6 +52,10 @@ struct ModelStartup {
     int openLayer = -1;  // --model-layer L: open that layer in the chain view at start (-1 = the model view)
 };
 
+// Typing in a sentence field reruns the model this long after the last keystroke: a pause, not every key
+// (250 ms: shorter than a reader notices, longer than the gap between keys of a typing burst).
+inline constexpr double kTextDebounceSeconds = 0.25;
+
 struct ModelState {
     bool active = false;            // a model is loaded
     bool showView = true;           // the model window is shown over the chain view (View → Model view)
@@ -77,9 +83,26 @@ struct ModelState {
     std::string lastChange;         // what the last edit/ablation was, for the cosine panel
     int linesLayer = 0, linesHead = 0;  // the head shown in the lines view
     int hoverToken = -1;            // hovered token in the lines view
+    std::string exportPath = "model_view.pdf";  // Save grid / head / lines: the file (format from its name)
+    std::string exportStatus;       // where the last save went, or why it failed
+    int overwriteKind = -1;         // ≥ 0: the file exists, "Overwrite?" is asked for save button i
+    double textEditedAt = -1;       // when a sentence field was last typed in and not yet run (-1 = none)
+    long textReruns = 0;            // reruns the sentence fields asked for (tests: debouncing)
+    float linesRow = 0;             // the lines view's row height in the last frame (tests)
     int openLayer = -1;             // the layer opened in the chain view (-1 = none)
     std::uint64_t syncedRevision = 0;   // the document revision last copied back into the model
     attn::Matrix chainX;            // the opened layer's X as last sent (an X edit differs from it)
+    // The grid's thumbnails of heads whose n exceeds the thumbnail's pixels: pooled weights (attn::poolMax),
+    // index layer·H + head, redone when the run, the layer's result or the thumbnail size changes.
+    struct PooledThumb {
+        const float* source = nullptr;  // the weights they were pooled from (a new run has new storage)
+        std::uint64_t generation = 0;
+        int side = 0;
+        long n = 0;
+        attn::Matrix values;
+    };
+    std::vector<PooledThumb> thumbs;
+    ModelGridPlan gridPlan;         // the grid's layout in the last frame (tests)
 
     bool computing() const;         // a run is under way or waiting
     double computingMs() const;     // how long the running one has taken so far
@@ -115,8 +138,8 @@ void rerunModel(AppState& state, const std::string& why);
 // Toggles head (l, h) in the ablation set; the worker recomputes from layer l. Asynchronous.
 void toggleAblation(AppState& state, int layer, int head);
 // Opens layer l (all its heads) in the chain view as an editable session: that layer's X (from the shown run)
-// and weights.
-void openLayerInChain(AppState& state, int layer);
+// and weights, showing head `head` (0-based, as the grid numbers it).
+void openLayerInChain(AppState& state, int layer, int head = 0);
 // Once per frame: polls an open request (pollOpenModel), sends edits of the opened layer's session to the
 // worker (weights: recompute from layer l; X: layer l's input pinned to the edited X, recompute from l), and
 // takes a finished run (never waits).

@@ -73,6 +73,30 @@ Fit largestCell(const FitInput& in, float avail, float inputsW, float target)
     return f;
 }
 
+constexpr float kScrollbar = 14.0f;  // a scrolling box's scrollbar (ImGui's default style)
+constexpr float kMinView = 48.0f;    // the smallest box worth scrolling in
+
+// The boxes of a plan that does not fit (chain_view.h, FitPlan::smallView/bigView): the row's fixed parts
+// (inputs, arrows, label bands, colorbars, scrollbars, the head output's columns) come off the width first;
+// the small maps get up to a sixth of the rest each, the weights the remainder; the weights' box is also
+// no taller than the panel under its title and the heads grid.
+void planViews(const FitInput& in, float avail, float inputsW, FitPlan& p)
+{
+    if (p.fits) return;
+    const float band = in.labelBand + 6.0f;
+    const bool thumbs = p.smallCell < in.fontSize * 0.8f;
+    const float smallDecor = (thumbs ? 0.0f : band + kColorbar) + kScrollbar;
+    const int smalls = 2 + (in.finalCols > 0 ? 1 : 0);  // Q/K/V, scores, the final column
+    const float outputW = (in.outputLabels ? band : 0.0f) + float(in.oCols) * p.cell + kColorbar + kScrollbar;
+    const float fixed = inputsW + kArrow * float(smalls) + kSpacing * 3 + float(smalls) * smallDecor + band + kColorbar +
+                        kScrollbar + outputW;
+    const float room = std::max(0.0f, avail - fixed);
+    p.smallView = std::clamp(std::floor(room / 6.0f), kMinView, 200.0f);
+    p.bigView = std::max(kMinView * 2, room - float(smalls) * p.smallView);
+    const float grid = in.heads > 1 ? kSpacing + 2 * kTitle + std::min(float(in.wRows) * p.gridCell, 96.0f) + kScrollbar : 0.0f;
+    p.bigView = std::min(p.bigView, std::max(kMinView * 2, in.chainHeight - kTitle * 2 - band - kScrollbar - grid));
+}
+
 } // namespace
 
 FitPlan planFitLayout(const FitInput& in, Collapse inputs, Collapse sidebar)
@@ -84,12 +108,15 @@ FitPlan planFitLayout(const FitInput& in, Collapse inputs, Collapse sidebar)
     // comfortable cells are enough, nothing collapses for more.
     if (target > kMaxCell) target = kComfortCell;
     struct Option { bool inputsCollapsed, sidebarCollapsed; };
-    const Option order[] = {{false, false}, {true, false}, {true, true}};
+    // With the inputs kept shown (the user opened them), the sidebar may still go: {false, true}, only then
+    // (in Auto the inputs collapse before the sidebar does).
+    const Option order[] = {{false, false}, {true, false}, {true, true}, {false, true}};
     FitPlan best;
     bool have = false;
     for (const Option& o : order) {
         if ((inputs == Collapse::Shown && o.inputsCollapsed) || (inputs == Collapse::Hidden && !o.inputsCollapsed)) continue;
         if ((sidebar == Collapse::Shown && o.sidebarCollapsed) || (sidebar == Collapse::Hidden && !o.sidebarCollapsed)) continue;
+        if (!o.inputsCollapsed && o.sidebarCollapsed && inputs != Collapse::Shown) continue;
         const float avail = in.chainWidth + (o.sidebarCollapsed ? in.sidebarWidth : 0.0f);
         const Fit f = largestCell(in, avail, o.inputsCollapsed ? in.stripWidth : in.inputsWidth, target);
         FitPlan p;
@@ -99,6 +126,7 @@ FitPlan planFitLayout(const FitInput& in, Collapse inputs, Collapse sidebar)
         p.inputsCollapsed = o.inputsCollapsed;
         p.sidebarCollapsed = o.sidebarCollapsed;
         p.fits = f.fits;
+        planViews(in, avail, o.inputsCollapsed ? in.stripWidth : in.inputsWidth, p);
         // Past the target, the option with the largest cells (ties: the later one, with more room).
         if (!have || p.cell >= best.cell) best = p;
         have = true;

@@ -9,6 +9,8 @@
 // the window, the inputs collapse to a strip first, then the controls sidebar.
 #pragma once
 
+#include <attnscope/types.h>
+
 #include "state/result_ranges.h"
 
 #include <attnscope/colormap.h>
@@ -52,6 +54,11 @@ struct FitPlan {
     bool inputsCollapsed = false;
     bool sidebarCollapsed = false;
     bool fits = true;         // false: even the smallest cells overflow (the panel scrolls)
+    // When it does not fit (hundreds of tokens), each map scrolls inside a box of its own, sized so that the
+    // weights stay on screen whole: the small maps (Q, K, V, scores, the final column) get small boxes
+    // first, the weights and the head output what is left. Unbounded when it fits.
+    float smallView = 1e6f;   // side of a small map's box, pixels
+    float bigView = 1e6f;     // side of the weights' (and the head output's) box
 };
 
 inline constexpr float kMinCell = 12.0f;    // below this the labels no longer fit (heatmap_view: 0.8 × font)
@@ -75,6 +82,12 @@ struct ChainView {
     Collapse inputs = Collapse::Auto;
     std::map<int, bool> inputOpen;  // MatrixId → opened from the strip
     FitPlan plan;                   // this frame's plan (made before the panels are drawn)
+    std::map<std::string, float> mapZoom;  // per map key ("weights/0"): its own Ctrl+wheel zoom (absent = 1)
+    // The heads grid's thumbnails of heads too large for one pixel a cell (hundreds of tokens): each head's
+    // weights pooled to the thumbnail (attn::poolMax), for the result stamp and side they were made for.
+    std::vector<attn::Matrix> gridPooled;
+    std::uint64_t gridPooledStamp = ~std::uint64_t(0);
+    int gridPooledSide = 0;
     bool planned = false;
     std::string focus;              // the key of the map in focus mode ("weights/0"); "" = none
     // Colour ranges held by RangeMode::Locked, per map key ("weights/1"); cleared when unlocked.

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 namespace attn {
 namespace {
@@ -211,6 +212,29 @@ std::string formatValue(float v, int significant)
     if (a != 0.0f && (a >= 1e5f || a < 1e-3f)) std::snprintf(buf, sizeof buf, "%.*g", std::max(1, significant - 1), v);
     else std::snprintf(buf, sizeof buf, "%.*g", significant, v);
     return buf;
+}
+
+Matrix poolMax(const Matrix& m, Eigen::Index rows, Eigen::Index cols)
+{
+    if (m.size() == 0) return Matrix();
+    rows = std::clamp<Eigen::Index>(rows, 1, m.rows());
+    cols = std::clamp<Eigen::Index>(cols, 1, m.cols());
+    Matrix out(rows, cols);
+    for (Eigen::Index r = 0; r < rows; ++r) {
+        // Block r covers source rows [r·R/rows, (r+1)·R/rows): near-equal, every row in exactly one block.
+        const Eigen::Index r0 = r * m.rows() / rows, r1 = (r + 1) * m.rows() / rows;
+        for (Eigen::Index c = 0; c < cols; ++c) {
+            const Eigen::Index c0 = c * m.cols() / cols, c1 = (c + 1) * m.cols() / cols;
+            float best = std::numeric_limits<float>::quiet_NaN();
+            for (Eigen::Index i = r0; i < r1; ++i)
+                for (Eigen::Index j = c0; j < c1; ++j) {
+                    const float v = m(i, j);
+                    if (std::isfinite(v) && !(v <= best)) best = v;
+                }
+            out(r, c) = best;
+        }
+    }
+    return out;
 }
 
 } // namespace attn

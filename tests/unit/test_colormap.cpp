@@ -150,5 +150,28 @@ TEST(Format, ShortReadableValues)
     EXPECT_EQ(formatValue(-INFINITY), "-inf");
 }
 
+TEST(Colormap, PoolMaxKeepsEachBlocksLargestEntry)
+{
+    // 5×5 into 2×2: blocks of rows {0,1} / {2,3,4} and the same columns; one strong entry per block.
+    Matrix m = Matrix::Zero(5, 5);
+    m(1, 1) = 0.9f;
+    m(0, 4) = 0.7f;
+    m(4, 0) = 0.5f;
+    m(3, 3) = 0.3f;
+    m(2, 2) = std::nanf("");
+    const Matrix p = poolMax(m, 2, 2);
+    ASSERT_EQ(p.rows(), 2);
+    ASSERT_EQ(p.cols(), 2);
+    EXPECT_FLOAT_EQ(p(0, 0), 0.9f);
+    EXPECT_FLOAT_EQ(p(0, 1), 0.7f);
+    EXPECT_FLOAT_EQ(p(1, 0), 0.5f);
+    EXPECT_FLOAT_EQ(p(1, 1), 0.3f) << "a NaN is skipped, not taken as the maximum";
+    // Sizes past m's are clamped (no pooling), an empty m stays empty, an all-NaN block gives NaN.
+    EXPECT_EQ(poolMax(m, 9, 9).rows(), 5);
+    EXPECT_EQ(poolMax(Matrix(), 3, 3).size(), 0);
+    Matrix nan = Matrix::Constant(2, 2, std::nanf(""));
+    EXPECT_TRUE(std::isnan(poolMax(nan, 1, 1)(0, 0)));
+}
+
 } // namespace
 } // namespace attn

@@ -48,4 +48,10 @@ std::vector<float> niceTicks(float lo, float hi, int maxTicks);
 // Short label for a tick or cell value: e.g. "0.25", "-1e+06", "3.95".
 std::string formatValue(float v, int significant = 3);
 
+// A rows×cols overview of m for a picture smaller than m (a model-view thumbnail of an n×n head): m split into
+// rows×cols near-equal blocks, each cell the largest finite entry of its block (a strong weight stays visible
+// however far the map is shrunk; NaN when the block has no finite entry). rows, cols are clamped to
+// [1, m.rows()] and [1, m.cols()]; an empty m gives an empty matrix.
+Matrix poolMax(const Matrix& m, Eigen::Index rows, Eigen::Index cols);
+
 } // namespace attn
