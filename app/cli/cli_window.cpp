@@ -47,6 +47,9 @@ void addWindowOptions(CLI::App& root, WindowCli& cli)
     root.add_option("--model-text", o.model.text, "Open the model mode with this sentence A (docs/model.md)");
     root.add_option("--pair", o.model.pair, "With --model-text: sentence B");
     root.add_option("--model-dir", o.model.dir, "The model directory (default: build/models/all-MiniLM-L6-v2)");
+    root.add_option("--model", o.model.dir,
+                    "The model: a .gguf file (a decoder language model) or a Hugging Face directory (BERT, gpt2, llama, "
+                    "mistral, qwen2); --model-dir is the same");
     root.add_option("--model-layer", o.model.openLayer, "With --model-text: open this layer in the chain view");
     addBackendOption(root, cli.backend);
     if (CLI::App* bench = root.get_subcommand("bench")) {

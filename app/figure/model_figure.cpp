@@ -16,7 +16,7 @@ namespace app::fig {
 
 namespace {
 
-attn::Status checkLayerHead(const attn::ModelRun& run, int layer, int head)
+attn::Status checkLayerHead(const RunView& run, int layer, int head)
 {
     const int L = static_cast<int>(run.attention.size());
     if (layer < 0 || layer >= L)
@@ -29,12 +29,9 @@ attn::Status checkLayerHead(const attn::ModelRun& run, int layer, int head)
     return {};
 }
 
-bool isAblated(const attn::ModelRun& run, int l, int h)
-{
-    return std::find(run.ablated.begin(), run.ablated.end(), std::make_pair(l, h)) != run.ablated.end();
-}
+bool isAblated(const RunView& run, int l, int h) { return run.isAblated(l, h); }
 
-Heatmap headHeatmap(const attn::ModelRun& run, int l, int h, bool small)
+Heatmap headHeatmap(const RunView& run, int l, int h, bool small)
 {
     Heatmap hm;
     hm.values = run.attention[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)].weights;
@@ -77,7 +74,7 @@ void poolThumbnail(Heatmap& hm)
 
 } // namespace
 
-attn::Expected<Figure> buildModelFigure(const std::string& modelName, const attn::ModelRun& run,
+attn::Expected<Figure> buildModelFigure(const std::string& modelName, const RunView& run,
                                         const ModelFigureOptions& opt)
 {
     Figure f;
@@ -116,7 +113,7 @@ struct LinesLayout {
 constexpr double kLabelSize = 9.0;
 constexpr attn::Rgb8 kLineColor{31, 100, 200};
 
-LinesLayout layoutLines(const attn::ModelRun& run, const std::string& title)
+LinesLayout layoutLines(const RunView& run, const std::string& title)
 {
     LinesLayout L;
     for (const std::string& t : run.encoding.tokens)
@@ -131,7 +128,7 @@ LinesLayout layoutLines(const attn::ModelRun& run, const std::string& title)
     return L;
 }
 
-void drawLines(Painter& p, const attn::ModelRun& run, const ModelFigureOptions& opt, const std::string& title,
+void drawLines(Painter& p, const RunView& run, const ModelFigureOptions& opt, const std::string& title,
                const LinesLayout& L)
 {
     p.fillRect(0, 0, L.width, L.height, {255, 255, 255});
@@ -170,7 +167,7 @@ cairo_status_t appendBytes(void* closure, const unsigned char* data, unsigned in
 
 } // namespace
 
-attn::Expected<std::string> renderLinesFigure(const std::string& modelName, const attn::ModelRun& run,
+attn::Expected<std::string> renderLinesFigure(const std::string& modelName, const RunView& run,
                                               const ModelFigureOptions& opt, FigureFormat format, double scale)
 {
     ATTNSCOPE_RETURN_IF_ERROR(checkLayerHead(run, opt.layer, opt.head));

@@ -1,10 +1,12 @@
 // Figures of a trained model's attention (docs/model.md): one head's weights, the model view (every layer ×
 // head as a grid, as BertViz's model view) and the lines view (BertViz's head view: tokens in two columns
-// joined by lines whose opacity is the weight). Values come from attn::ModelRun; nothing here does math.
+// joined by lines whose opacity is the weight). Values come from a run of an encoder or a decoder (RunView); nothing here does math.
 #pragma once
 
 #include "figure/figure.h"
 #include "figure/figure_render.h"
+
+#include "view/run_view.h"
 
 #include <attnscope/model.h>
 
@@ -21,11 +23,11 @@ struct ModelFigureOptions {
 
 // Head and ModelView as figure descriptions (drawn by figure_render like every heatmap figure).
 // Errors (InvalidArgument): "--layer 7: the model has 6 layers (0..5)", "--head 12: … 12 heads (0..11)".
-attn::Expected<Figure> buildModelFigure(const std::string& modelName, const attn::ModelRun& run,
+attn::Expected<Figure> buildModelFigure(const std::string& modelName, const RunView& run,
                                         const ModelFigureOptions& opt);
 
 // The lines view of one layer and head, rendered to PNG / SVG / PDF bytes (scale: PNG pixels per point).
-attn::Expected<std::string> renderLinesFigure(const std::string& modelName, const attn::ModelRun& run,
+attn::Expected<std::string> renderLinesFigure(const std::string& modelName, const RunView& run,
                                               const ModelFigureOptions& opt, FigureFormat format, double scale);
 
 } // namespace app::fig

@@ -647,10 +647,10 @@ void drawHeadsGridRow(AppState& state, float cell)
         it.values = pooled ? &v.gridPooled[static_cast<std::size_t>(h)] : &hr.weights;
         it.mask = pooled ? nullptr : &hr.masked;  // masked weights are 0: the pooled maxima show them as such
         it.generation = resultStamp(state) * 4 + static_cast<std::uint64_t>(HeatmapKind::Weights);
-        // Grouped-query attention: bracket the query heads that share a KV head (1-based, as the heads).
+        // Grouped-query attention: bracket the query heads that share a KV head (0-based, as the heads).
         const attn::AttentionConfig& cfg = state.doc.session().config;
         if (cfg.kvHeads > 0 && cfg.kvHeads < H && H % cfg.kvHeads == 0)
-            it.group = "KV " + std::to_string(h / (H / cfg.kvHeads) + 1);
+            it.group = "KV " + std::to_string(h / (H / cfg.kvHeads));
         g.items.push_back(std::move(it));
     }
     ImGui::TextDisabled("all heads' weights (one colour range; click a head to show it above)");

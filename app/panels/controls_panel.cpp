@@ -364,10 +364,10 @@ void drawControlsPanel(AppState& state)
     if (!ss.name.empty()) ImGui::TextWrapped("%s", ss.name.c_str());
     // A model layer opened in the chain view (state/model_state.h): its shape, score function, masks and
     // tokens are the model's, so the controls that would change them (and break the link) are disabled.
-    const bool modelLayer = state.model.openLayer >= 0 && state.model.model;
+    const bool modelLayer = state.model.openLayer >= 0 && (state.model.model || state.model.decoder);
     if (modelLayer) {
         ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-        ImGui::TextWrapped("layer %d of %s: its shape is the model's", state.model.openLayer, state.model.model->name.c_str());
+        ImGui::TextWrapped("layer %d of %s: its shape is the model's", state.model.openLayer, state.model.modelName().c_str());
         ImGui::PopStyleColor();
         state.recordRect("control/model_link", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
         if (ImGui::IsItemHovered())

@@ -25,10 +25,7 @@
 namespace app {
 namespace {
 
-bool isAblated(const attn::ModelRun& run, int l, int h)
-{
-    return std::find(run.ablated.begin(), run.ablated.end(), std::make_pair(l, h)) != run.ablated.end();
-}
+bool isAblated(const RunView& run, int l, int h) { return run.isAblated(l, h); }
 
 void drawSentenceFields(AppState& state)
 {
@@ -37,14 +34,29 @@ void drawSentenceFields(AppState& state)
     // on the worker (the latest request wins), so the field never stalls, and a half-typed word is not run
     // on every keystroke. Enter, Tab or a click elsewhere run it at once.
     bool edited = false, left = false;
-    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.45f);
-    edited |= ImGui::InputTextWithHint("##A", "sentence A", &m.textA);
-    state.recordRect("model/textA", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
-    left |= ImGui::IsItemDeactivatedAfterEdit();
-    ImGui::SameLine();
-    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x);
-    edited |= ImGui::InputTextWithHint("##B", "sentence B (optional)", &m.textB);
-    left |= ImGui::IsItemDeactivatedAfterEdit();
+    if (m.isDecoder()) {
+        // One text; the model predicts what follows it. The chat template wraps it as a user turn.
+        ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x - ImGui::CalcTextSize("chat template").x - 40);
+        edited |= ImGui::InputTextWithHint("##A", "text (the model predicts the next token)", &m.textA);
+        state.recordRect("model/textA", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        left |= ImGui::IsItemDeactivatedAfterEdit();
+        ImGui::SameLine();
+        ImGui::BeginDisabled(m.decoder->chatTemplate.empty());
+        if (ImGui::Checkbox("chat template", &m.chat)) left = true;
+        ImGui::EndDisabled();
+        if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+            ImGui::SetTooltip(m.decoder->chatTemplate.empty() ? "this model has no chat template"
+                                                               : "wrap the text as one user turn, as the model was tuned to read it");
+    } else {
+        ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.45f);
+        edited |= ImGui::InputTextWithHint("##A", "sentence A", &m.textA);
+        state.recordRect("model/textA", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        left |= ImGui::IsItemDeactivatedAfterEdit();
+        ImGui::SameLine();
+        ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x);
+        edited |= ImGui::InputTextWithHint("##B", "sentence B (optional)", &m.textB);
+        left |= ImGui::IsItemDeactivatedAfterEdit();
+    }
     const double now = ImGui::GetTime();
     if (edited) m.textEditedAt = now;
     if (left || (m.textEditedAt >= 0 && now - m.textEditedAt >= kTextDebounceSeconds)) {
@@ -59,7 +71,7 @@ void drawSentenceFields(AppState& state)
 // once per layer result and size (attn::poolMax) and kept in ModelState::thumbs.
 const attn::Matrix& thumbnailValues(ModelState& m, int l, int h, int heads, int shown, std::uint64_t generation)
 {
-    const attn::Matrix& w = m.run->attention[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)].weights;
+    const attn::Matrix& w = m.shownRun().attention[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)].weights;
     if (shown >= w.rows()) return w;
     const std::size_t i = static_cast<std::size_t>(l * heads + h);
     if (m.thumbs.size() <= i) m.thumbs.resize(i + 1);
@@ -80,8 +92,8 @@ const attn::Matrix& thumbnailValues(ModelState& m, int l, int h, int heads, int 
 void drawModelGrid(AppState& state, ImVec2 size)
 {
     ModelState& m = state.model;
-    const attn::ModelRun& run = *m.run;
-    const int L = static_cast<int>(run.attention.size()), H = m.model->config.heads;
+    const RunView run = m.shownRun();
+    const int L = static_cast<int>(run.attention.size()), H = m.heads(), Hkv = m.kvHeads();
     const int n = static_cast<int>(run.encoding.tokens.size());
     ModelGridInput in;
     in.layers = L;
@@ -90,17 +102,38 @@ void drawModelGrid(AppState& state, ImVec2 size)
     in.width = size.x - ImGui::GetStyle().ScrollbarSize;  // room for a vertical scrollbar, should it appear
     in.height = size.y;
     in.labelWidth = ImGui::CalcTextSize("L00").x + 12;
-    in.headerHeight = ImGui::GetTextLineHeightWithSpacing();
+    in.headerHeight = ImGui::GetTextLineHeightWithSpacing() * (Hkv != H ? 2.0f : 1.0f);  // + a row of KV groups
     in.rowExtra = ImGui::GetFrameHeight() + ImGui::GetStyle().ItemSpacing.y;  // the checkbox row
     const ModelGridPlan plan = planModelGrid(in);
     m.gridPlan = plan;
     ImGui::BeginChild("grid", size, false, ImGuiWindowFlags_HorizontalScrollbar);
     const ImVec2 o = ImGui::GetCursorScreenPos();
     ImDrawList* dl = ImGui::GetWindowDrawList();
+    // Grouped-query attention: a bracket over the query heads that share a key/value head ("kv 0").
+    const float headY = o.y + (Hkv != H ? ImGui::GetTextLineHeightWithSpacing() : 0.0f);
+    if (Hkv != H && Hkv > 0) {
+        const int group = H / Hkv;
+        for (int g = 0; g < Hkv; ++g) {
+            const float x0 = o.x + in.labelWidth + plan.pitchX * float(g * group);
+            const float x1 = o.x + in.labelWidth + plan.pitchX * float((g + 1) * group - 1) + plan.thumb;
+            const float y = o.y + ImGui::GetTextLineHeight() * 0.5f;
+            const ImU32 col = IM_COL32(150, 170, 200, 255);
+            dl->AddLine(ImVec2(x0, y + 5), ImVec2(x0, y), col);
+            dl->AddLine(ImVec2(x0, y), ImVec2(x1, y), col);
+            dl->AddLine(ImVec2(x1, y), ImVec2(x1, y + 5), col);
+            const std::string t = "kv " + std::to_string(g);
+            const ImVec2 ts = ImGui::CalcTextSize(t.c_str());
+            const float tx = (x0 + x1 - ts.x) / 2;
+            dl->AddRectFilled(ImVec2(tx - 3, o.y), ImVec2(tx + ts.x + 3, o.y + ts.y), ImGui::GetColorU32(ImGuiCol_WindowBg));
+            dl->AddText(ImVec2(tx, o.y), col, t.c_str());
+        }
+        state.recordRect("model/kv_groups", ImVec2(o.x + in.labelWidth, o.y),
+                         ImVec2(o.x + in.labelWidth + plan.pitchX * float(H), headY));
+    }
     for (int h = 0; h < H; ++h) {
         const std::string t = "H" + std::to_string(h);
         const float x = o.x + in.labelWidth + plan.pitchX * float(h) + (plan.thumb - ImGui::CalcTextSize(t.c_str()).x) / 2;
-        dl->AddText(ImVec2(x, o.y), ImGui::GetColorU32(ImGuiCol_Text), t.c_str());
+        dl->AddText(ImVec2(x, headY), ImGui::GetColorU32(ImGuiCol_Text), t.c_str());
     }
     for (int l = 0; l < L; ++l) {
         const float y = o.y + in.headerHeight + plan.pitchY * float(l);
@@ -114,6 +147,10 @@ void drawModelGrid(AppState& state, ImVec2 size)
             HeatmapSpec spec;
             spec.key = "model/" + std::to_string(l) + "/" + std::to_string(h);
             spec.src.values = &thumbnailValues(m, l, h, H, plan.shown, gen);
+            // A decoder's causal maps hatched above the diagonal (masked, not 0), where cells are not pooled.
+            const attn::HeadResult& head = run.attention[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)];
+            if (!plan.pooled && head.masked.rows() == head.weights.rows() && head.masked.cols() == head.weights.cols())
+                spec.src.mask = &head.masked;
             spec.src.range = {0.0f, 1.0f, 0};
             spec.src.colormap = attn::Colormap::Viridis;
             // The texture changes only when its layer does (or the pooled size).
@@ -170,7 +207,7 @@ void drawModelGrid(AppState& state, ImVec2 size)
 void drawLinesView(AppState& state, ImVec2 size)
 {
     ModelState& m = state.model;
-    const attn::ModelRun& run = *m.run;
+    const RunView run = m.shownRun();
     const attn::Matrix& w =
         run.attention[static_cast<std::size_t>(m.linesLayer)].heads[static_cast<std::size_t>(m.linesHead)].weights;
     const int n = static_cast<int>(run.encoding.tokens.size());
@@ -231,9 +268,9 @@ void saveModelFigure(AppState& state, fig::ModelFigureKind kind)
     fo.layer = m.linesLayer;
     fo.head = m.linesHead;
     attn::Expected<std::string> bytes = std::string();
-    if (kind == fig::ModelFigureKind::Lines) bytes = fig::renderLinesFigure(m.model->name, *m.run, fo, *format, 2.0);
+    if (kind == fig::ModelFigureKind::Lines) bytes = fig::renderLinesFigure(m.modelName(), m.shownRun(), fo, *format, 2.0);
     else {
-        auto f = fig::buildModelFigure(m.model->name, *m.run, fo);
+        auto f = fig::buildModelFigure(m.modelName(), m.shownRun(), fo);
         if (!f) {
             m.exportStatus = f.status().message;
             postError(m.exportStatus);
@@ -311,18 +348,145 @@ void drawEmbeddingPanel(AppState& state)
     drawExportRow(state);
 }
 
+// A token as a label: visible whitespace, something for an empty one.
+std::string tokenLabel(const std::string& t)
+{
+    if (t.empty()) return "\u2205";
+    std::string out;
+    for (char c : t) {
+        if (c == '\n') out += "\u23ce";
+        else if (c == '\t') out += "\u21e5";
+        else out += c;
+    }
+    return out;
+}
+
+// The text coloured by surprise (−log p of each token given those before it): dark for what the model
+// expected, red for what surprised it. A click shows the predictions after that token.
+void drawSurpriseText(AppState& state, ImVec2 size)
+{
+    ModelState& m = state.model;
+    const attn::DecoderRun& r = *m.drun;
+    const int n = static_cast<int>(r.encoding.tokens.size());
+    ImGui::BeginChild("surprise", size, false);
+    const float right = ImGui::GetContentRegionAvail().x;
+    const ImVec2 start = ImGui::GetCursorPos();
+    float x = 0, y = 0;
+    const float h = ImGui::GetTextLineHeightWithSpacing() + 2;
+    const int selected = m.predictPosition < 0 ? n - 1 : m.predictPosition;
+    for (int i = 0; i < n; ++i) {
+        const std::string label = tokenLabel(r.encoding.tokens[static_cast<std::size_t>(i)]);
+        const float w = ImGui::CalcTextSize(label.c_str()).x + 6;
+        if (x > 0 && x + w > right) {
+            x = 0;
+            y += h;
+        }
+        ImGui::SetCursorPos(ImVec2(start.x + x, start.y + y));
+        const float sur = i < static_cast<int>(r.surprise.size()) ? r.surprise[static_cast<std::size_t>(i)] : NAN;
+        // 0 nats → the background, 10 nats (p ≈ 0.00005) and more → full red.
+        const float t = std::isfinite(sur) ? std::clamp(sur / 10.0f, 0.0f, 1.0f) : 0.0f;
+        const ImVec4 bg(0.16f + 0.64f * t, 0.18f + 0.02f * t, 0.22f - 0.1f * t, 1.0f);
+        ImGui::PushStyleColor(ImGuiCol_Button, bg);
+        ImGui::PushStyleColor(ImGuiCol_ButtonHovered, ImVec4(bg.x + 0.1f, bg.y + 0.1f, bg.z + 0.1f, 1));
+        ImGui::PushStyleVar(ImGuiStyleVar_FramePadding, ImVec2(3, 1));
+        ImGui::PushID(i);
+        if (i == selected) ImGui::PushStyleColor(ImGuiCol_Border, ImVec4(1, 0.78f, 0.24f, 1));
+        if (i == selected) ImGui::PushStyleVar(ImGuiStyleVar_FrameBorderSize, 1.5f);
+        if (ImGui::Button(label.c_str())) {
+            m.predictPosition = i == n - 1 ? -1 : i;
+            m.hasBefore = false;  // the change in log p was of another position
+        }
+        if (i == selected) ImGui::PopStyleVar(), ImGui::PopStyleColor();
+        if (ImGui::IsItemHovered()) {
+            if (std::isfinite(sur))
+                ImGui::SetTooltip("token %d '%s' (id %d)\nsurprise %.2f nats: the model gave it p = %.3g\nclick: what it predicts after it",
+                                  i, label.c_str(), r.encoding.ids[static_cast<std::size_t>(i)], sur, std::exp(-sur));
+            else
+                ImGui::SetTooltip("token %d '%s' (id %d): the first token, nothing before it to predict it\n"
+                                  "click: what the model predicts after it", i, label.c_str(), r.encoding.ids[static_cast<std::size_t>(i)]);
+        }
+        state.recordRect("model/token/" + std::to_string(i), ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        ImGui::PopID();
+        ImGui::PopStyleVar();
+        ImGui::PopStyleColor(2);
+        x += w + 3;
+    }
+    ImGui::EndChild();
+}
+
+// The next-token predictions of the selected position: top-k bars, each with its change in log p since the
+// last ablation or edit; the temperature; Generate.
+void drawPredictionsPanel(AppState& state)
+{
+    ModelState& m = state.model;
+    updatePredictions(m);
+    const attn::DecoderRun& r = *m.drun;
+    const int n = static_cast<int>(r.encoding.tokens.size());
+    const int pos = m.predictPosition < 0 ? n - 1 : m.predictPosition;
+    ImGui::TextUnformatted("Text coloured by surprise (red: the model did not expect it); click a token");
+    const float textHeight = std::min(ImGui::GetContentRegionAvail().y * 0.3f, 6 * (ImGui::GetTextLineHeightWithSpacing() + 2));
+    drawSurpriseText(state, ImVec2(0, std::max(textHeight, ImGui::GetTextLineHeightWithSpacing() * 2)));
+    ImGui::Separator();
+    const std::string after = tokenLabel(r.encoding.tokens[static_cast<std::size_t>(pos)]);
+    ImGui::Text("Next token after '%s' (token %d%s)", after.c_str(), pos, pos == n - 1 ? ", the last" : "");
+    state.recordRect("model/next_title", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (m.hasBefore && !m.lastChange.empty()) ImGui::TextDisabled("Δ log p: since %s", m.lastChange.c_str());
+    const float barW = std::max(60.0f, ImGui::GetContentRegionAvail().x - 170);
+    for (std::size_t i = 0; i < m.predictions.size(); ++i) {
+        const attn::TokenProbability& t = m.predictions[i];
+        const std::string label = "'" + tokenLabel(t.token) + "'  " + attn::formatValue(t.p, 3);
+        ImGui::ProgressBar(t.p, ImVec2(barW, 0), label.c_str());
+        state.recordRect("model/next/" + std::to_string(i), ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("id %d, logit %.3f, p = %.4f at temperature %.2f", t.id, t.logit, t.p, m.temperature);
+        if (m.hasBefore && m.beforeLogits.size() == m.shownLogits.size()) {
+            const float d = attn::logProbability(m.shownLogits, t.id) - attn::logProbability(m.beforeLogits, t.id);
+            ImGui::SameLine();
+            const ImVec4 col = std::fabs(d) < 0.005f ? ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled)
+                                                     : d > 0 ? ImVec4(0.45f, 0.85f, 0.45f, 1) : ImVec4(1.0f, 0.45f, 0.4f, 1);
+            ImGui::TextColored(col, "%+.2f", d);
+        }
+    }
+    ImGui::SetNextItemWidth(120);
+    ImGui::SliderInt("top k", &m.topK, 1, 30);
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(140);
+    ImGui::SliderFloat("temperature", &m.temperature, 0.05f, 3.0f, "%.2f", ImGuiSliderFlags_Logarithmic);
+    const bool busy = m.generateLeft > 0;
+    ImGui::BeginDisabled(busy);
+    if (ImGui::Button("Generate")) generateTokens(state, 1);
+    state.recordRect("model/generate", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+        ImGui::SetTooltip(m.sample ? "append a token sampled at the temperature" : "append the most probable token");
+    ImGui::SameLine();
+    if (ImGui::Button("Generate 10")) generateTokens(state, 10);
+    ImGui::EndDisabled();
+    ImGui::SameLine();
+    if (busy) {
+        if (ImGui::Button("Stop")) m.generateLeft = 0;
+        ImGui::SameLine();
+    }
+    ImGui::Checkbox("sample", &m.sample);
+    const std::size_t ablated = r.ablated.size();
+    ImGui::Text("%zu head%s ablated", ablated, ablated == 1 ? "" : "s");
+    ImGui::Separator();
+    ImGui::TextUnformatted("Export (PNG, SVG or PDF from the name; head and lines: the lines view's head)");
+    drawExportRow(state);
+}
+
 } // namespace
 
 void drawModelPanel(AppState& state)
 {
     ModelState& m = state.model;
-    if (!m.active || !m.showView || !m.model || !m.run) return;
+    if (!m.active || !m.showView || !m.hasRun()) return;
     const ImGuiViewport* vp = ImGui::GetMainViewport();
     const float left = controlsWidth(state);  // the sidebar, or its strip when the user collapsed it
     ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + left, vp->WorkPos.y));
     ImGui::SetNextWindowSize(ImVec2(vp->WorkSize.x - left, vp->WorkSize.y - kStatusBarHeight));
-    const std::string title = "Model: " + m.model->name + " (" + std::to_string(m.model->config.layers) + " layers × " +
-                              std::to_string(m.model->config.heads) + " heads)" +
+    const std::string kv = m.kvHeads() != m.heads() ? " over " + std::to_string(m.kvHeads()) + " KV heads" : std::string();
+    const std::string title = "Model: " + m.modelName() + " (" + std::to_string(m.layers()) + " layers × " +
+                              std::to_string(m.heads()) + " heads" + kv + ")" +
                               (m.computing() ? "   computing… " + std::to_string(int(m.computingMs())) + " ms" : "") +
                               (m.loading() ? "   loading " + m.loadingDir() + "…" : "") + "###model";
     ImGui::SetNextWindowBgAlpha(1.0f);  // opaque: it covers the chain view
@@ -338,7 +502,8 @@ void drawModelPanel(AppState& state)
     ImGui::EndChild();
     ImGui::SameLine();
     ImGui::BeginChild("embedding", ImVec2(0, std::max(rest.y, 120.0f)));
-    drawEmbeddingPanel(state);
+    if (m.isDecoder()) drawPredictionsPanel(state);
+    else drawEmbeddingPanel(state);
     ImGui::EndChild();
     ImGui::End();
 }
@@ -346,21 +511,30 @@ void drawModelPanel(AppState& state)
 bool modelViewShown(const AppState& state)
 {
     const ModelState& m = state.model;
-    return m.active && m.showView && m.model && m.run;
+    return m.active && m.showView && m.hasRun();
 }
 
 void drawModelSidebar(AppState& state)
 {
     ModelState& m = state.model;
-    const attn::ModelConfig& c = m.model->config;
-    ImGui::TextWrapped("%s", m.model->name.c_str());
+    ImGui::TextWrapped("%s", m.modelName().c_str());
     state.recordRect("control/model_summary", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
-    ImGui::TextDisabled("%s, %d layers × %d heads", c.modelType.empty() ? "model" : c.modelType.c_str(), c.layers, c.heads);
-    ImGui::TextDisabled("d_model %d, d_k %d per head", c.hidden, c.heads > 0 ? c.hidden / c.heads : 0);
+    if (m.isDecoder()) {
+        const attn::DecoderConfig& c = m.decoder->config;
+        ImGui::TextDisabled("%s decoder, %d layers × %d heads", c.architecture.c_str(), c.layers, c.heads);
+        if (c.kvHeads != c.heads) ImGui::TextDisabled("grouped-query: %d heads share each of %d KV heads", c.heads / c.kvHeads, c.kvHeads);
+        ImGui::TextDisabled("d_model %d, d_k %d per head, vocabulary %d", c.hidden, c.headDim, c.vocab);
+        ImGui::TextDisabled("context %d tokens, %s", c.maxPositions, m.decoder->format.c_str());
+    } else {
+        const attn::ModelConfig& c = m.model->config;
+        ImGui::TextDisabled("%s, %d layers × %d heads", c.modelType.empty() ? "model" : c.modelType.c_str(), c.layers, c.heads);
+        ImGui::TextDisabled("d_model %d, d_k %d per head", c.hidden, c.heads > 0 ? c.hidden / c.heads : 0);
+    }
     ImGui::Separator();
-    const std::size_t n = m.run->encoding.tokens.size();
-    ImGui::Text("%zu token%s%s", n, n == 1 ? "" : "s", m.textB.empty() ? "" : " (A and B)");
-    const std::size_t k = m.run->ablated.size();
+    const RunView run = m.shownRun();
+    const std::size_t n = run.encoding.tokens.size();
+    ImGui::Text("%zu token%s%s", n, n == 1 ? "" : "s", m.isDecoder() || m.textB.empty() ? "" : " (A and B)");
+    const std::size_t k = run.ablated.size();
     ImGui::Text("%zu head%s ablated", k, k == 1 ? "" : "s");
     ImGui::BeginDisabled(k == 0);
     if (ImGui::Button("Restore all heads")) {
@@ -380,25 +554,26 @@ void drawModelSidebar(AppState& state)
 void drawModelStatus(AppState& state, const std::string& backend)
 {
     const ModelState& m = state.model;
-    const std::size_t n = m.run->encoding.tokens.size();
+    const std::size_t n = m.shownRun().encoding.tokens.size();
+    const std::string heads = std::to_string(m.heads()) + (m.kvHeads() != m.heads() ? " (" + std::to_string(m.kvHeads()) + " kv)" : "");
     if (m.computing())
-        ImGui::Text("%s   |   model %s: computing… %.0f ms   |   %zu tokens  layers=%d  heads=%d", backend.c_str(),
-                    m.model->name.c_str(), m.computingMs(), n, m.model->config.layers, m.model->config.heads);
+        ImGui::Text("%s   |   model %s: computing… %.0f ms   |   %zu tokens  layers=%d  heads=%s", backend.c_str(),
+                    m.modelName().c_str(), m.computingMs(), n, m.layers(), heads.c_str());
     else
-        ImGui::Text("%s   |   model %s: run %.0f ms   |   %zu tokens  layers=%d  heads=%d", backend.c_str(),
-                    m.model->name.c_str(), m.lastRunMs, n, m.model->config.layers, m.model->config.heads);
+        ImGui::Text("%s   |   model %s: run %.0f ms   |   %zu tokens  layers=%d  heads=%s", backend.c_str(),
+                    m.modelName().c_str(), m.lastRunMs, n, m.layers(), heads.c_str());
     state.recordRect("status/model", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
 }
 
 void drawModelBreadcrumb(AppState& state)
 {
     ModelState& m = state.model;
-    if (m.openLayer < 0 || !m.model || m.showView) return;
+    if (m.openLayer < 0 || (!m.model && !m.decoder) || m.showView) return;
     const bool back = ImGui::Button("< Back");
     state.recordRect("model/back", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     ImGui::SameLine();
-    const int H = state.doc.hasResult() ? static_cast<int>(state.doc.result().heads.size()) : m.model->config.heads;
-    ImGui::Text("%s › layer %d › head %d", m.model->name.c_str(), m.openLayer, std::clamp(state.view.head, 0, std::max(0, H - 1)));
+    const int H = state.doc.hasResult() ? static_cast<int>(state.doc.result().heads.size()) : m.heads();
+    ImGui::Text("%s › layer %d › head %d", m.modelName().c_str(), m.openLayer, std::clamp(state.view.head, 0, std::max(0, H - 1)));
     state.recordRect("model/breadcrumb", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     ImGui::SameLine();
     ImGui::TextDisabled("(Esc or Back: the model view)");
@@ -416,11 +591,13 @@ void drawModelOpenDialog(AppState& state)
     // flow back into the model.
     syncModelEdits(state);
     if (!m.showOpenDialog) return;
-    if (m.dirField.empty()) m.dirField = defaultModelDirectory();
+    if (m.dirField.empty()) m.dirField = defaultDecoderPath();
     // 560 pixels wide; as tall as its lines (a "loading" line or an error comes and goes).
     ImGui::SetNextWindowSizeConstraints(ImVec2(560, 0), ImVec2(560, FLT_MAX));
     if (ImGui::Begin("Open model", &m.showOpenDialog, ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_AlwaysAutoResize)) {
-        ImGui::TextWrapped("A Hugging Face BERT directory: config.json, model.safetensors and tokenizer.json (or vocab.txt).");
+        ImGui::TextWrapped("A .gguf file (a decoder: llama, qwen2, gpt2 architectures), or a Hugging Face directory: a BERT "
+                           "encoder or a gpt2 / llama / mistral / qwen2 decoder (config.json, model.safetensors or its "
+                           "shards, tokenizer.json).");
         ImGui::SetNextItemWidth(-1);
         const bool enter = ImGui::InputText("##dir", &m.dirField, ImGuiInputTextFlags_EnterReturnsTrue);
         state.recordRect("model/open_dir", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());

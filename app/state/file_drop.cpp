@@ -1,5 +1,7 @@
 #include "state/file_drop.h"
 
+#include "state/model_state.h"
+
 #include "messages.h"
 #include "io/array_io.h"
 #include "state/export_actions.h"
@@ -102,6 +104,8 @@ DropKind dropKindOf(const std::string& path)
     const std::string e = lowerExtension(path);
     if (e == ".json") return DropKind::Session;
     if (e == ".npy" || e == ".npz" || e == ".safetensors") return DropKind::Array;
+    std::error_code ec;
+    if (e == ".gguf" || std::filesystem::is_directory(path, ec)) return DropKind::Model;
     return DropKind::Unknown;
 }
 
@@ -154,6 +158,13 @@ std::vector<DropOutcome> handleFileDrop(AppState& state, const std::vector<std::
                                                           : "opened " + path;
             out.push_back(std::move(o));
             continue;
+        case DropKind::Model:
+            // As File → Open model…: read in the background, installed when read (or its error posted then).
+            requestOpenModel(state, path);
+            state.model.dirField = path;
+            o.ok = true;
+            o.message = "opening model " + path + "…";
+            break;
         case DropKind::Array:
             if (target) o = importOnto(state, path, *target);
             else
@@ -162,8 +173,8 @@ std::vector<DropOutcome> handleFileDrop(AppState& state, const std::vector<std::
             break;
         case DropKind::Unknown: {
             const std::string ext = lowerExtension(path);
-            o.message = "cannot open " + path + ": expected a session (.json) or, dropped onto a matrix, an array "
-                        "(.npy, .npz, .safetensors); got " + (ext.empty() ? std::string("no extension") : "'" + ext + "'");
+            o.message = "cannot open " + path + ": expected a session (.json), a model (.gguf or a model folder) or, "
+                        "dropped onto a matrix, an array (.npy, .npz, .safetensors); got " + (ext.empty() ? std::string("no extension") : "'" + ext + "'");
             break;
         }
         }

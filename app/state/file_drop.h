@@ -14,8 +14,9 @@
 
 namespace app {
 
-enum class DropKind { Session, Array, Unknown };
-// By extension, case-insensitive: .json → Session; .npy .npz .safetensors → Array.
+enum class DropKind { Session, Array, Model, Unknown };
+// By extension, case-insensitive: .json → Session; .npy .npz .safetensors → Array; .gguf → Model; a folder
+// (a Hugging Face model directory) → Model.
 DropKind dropKindOf(const std::string& path);
 
 // The matrix editor under `pos` among `editors` (the last one drawn there wins: it is on top), if any.

@@ -12,8 +12,26 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <variant>
 
 namespace app {
+
+namespace {
+std::filesystem::path modelsFolder()
+{
+    std::error_code ec;
+    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) return "build/models";
+    return exe.parent_path().parent_path() / "models";
+}
+} // namespace
+
+std::string defaultDecoderPath()
+{
+    const std::filesystem::path p = modelsFolder() / "SmolLM2-135M-Instruct" / "SmolLM2-135M-Instruct.Q4_1.gguf";
+    std::error_code ec;
+    return std::filesystem::exists(p, ec) ? p.string() : defaultModelDirectory();
+}
 
 std::string defaultModelDirectory()
 {
@@ -53,6 +71,10 @@ int firstChangedLayer(const ModelRequest& a, const ModelRequest& b, bool withPin
         if (a.pin && a.pin->layer >= 0) from = std::min(from, a.pin->layer);
         if (b.pin && b.pin->layer >= 0) from = std::min(from, b.pin->layer);
     }
+    if (a.qkvPin != b.qkvPin) {
+        if (a.qkvPin && a.qkvPin->layer >= 0) from = std::min(from, a.qkvPin->layer);
+        if (b.qkvPin && b.qkvPin->layer >= 0) from = std::min(from, b.qkvPin->layer);
+    }
     return from;
 }
 
@@ -61,6 +83,7 @@ int firstChangedLayer(const ModelRequest& a, const ModelRequest& b, bool withPin
 // One complete run, what the views show: the pair run, A and B alone, and the request they come from.
 struct ModelBuffer {
     std::optional<attn::ModelRun> run, runA, runB;
+    std::optional<attn::DecoderRun> drun;  // a decoder's run (instead of the three above)
     ModelRequest request;
     bool valid = false;  // false: the buffers hold no run of `request` (none yet, or a failed one)
 };
@@ -72,6 +95,7 @@ struct ModelBuffer {
 class ModelWorker {
 public:
     explicit ModelWorker(attn::Model model) : m_model(std::move(model)), m_thread([this] { loop(); }) {}
+    explicit ModelWorker(attn::DecoderModel model) : m_decoder(std::move(model)), m_thread([this] { loop(); }) {}
     ~ModelWorker()
     {
         {
@@ -86,6 +110,8 @@ public:
     ModelWorker& operator=(const ModelWorker&) = delete;
 
     const attn::Model& model() const { return m_model; }  // name, config, tokenizer only (see ModelState::model)
+    // A decoder's name, config, tokenizer, final norm and unembedding (see ModelState::decoder).
+    const attn::DecoderModel& decoder() const { return *m_decoder; }
 
     void submit(ModelRequest r)
     {
@@ -166,6 +192,7 @@ private:
     // Brings m_buffer from the request it holds to `req`. Only this thread touches m_model and m_buffer here.
     attn::Status runJob(const ModelRequest& req)
     {
+        if (m_decoder) return runDecoderJob(req);
         // The model's weights follow the request (layers whose snapshot changed since the last job).
         const std::size_t L = m_model.layers.size();
         if (req.weights.size() != L) return attn::invalidArgument("model request: expected " + std::to_string(L) + " layers' weights");
@@ -235,7 +262,57 @@ private:
         return attn::Status::success();
     }
 
+    // A decoder: the text's tokens are run reusing the buffer's positions before the first changed token
+    // (rerunDecoder: typing at the end and Generate compute only the new tokens); the same text with other
+    // ablations, an edited W^O or pinned Q/K/V recomputes from the lowest layer that changed.
+    attn::Status runDecoderJob(const ModelRequest& req)
+    {
+        attn::DecoderModel& dm = *m_decoder;
+        const std::size_t L = dm.layers.size();
+        if (req.weights.size() != L) return attn::invalidArgument("model request: expected " + std::to_string(L) + " layers' weights");
+        m_applied.resize(L);
+        int edited = static_cast<int>(L);
+        for (std::size_t l = 0; l < L; ++l) {
+            if (m_applied[l] == req.weights[l] || !req.weights[l]) continue;
+            dm.layers[l].Wo = req.weights[l]->Wo;
+            dm.layers[l].bo = req.weights[l]->bo;
+            m_applied[l] = req.weights[l];
+            edited = std::min(edited, static_cast<int>(l));
+        }
+        ModelBuffer& b = m_buffer;
+        const bool hadRun = b.valid && b.drun;
+        const bool sameText = hadRun && b.request.textA == req.textA && b.request.chat == req.chat &&
+                              b.request.generated == req.generated;
+        int from = hadRun ? firstChangedLayer(b.request, req, false) : 0;
+        from = std::min(from, edited);
+        b.valid = false;  // until the job succeeded
+        if (!b.drun) b.drun.emplace();
+        attn::DecoderRun& r = *b.drun;
+        r.pinned = req.qkvPin ? *req.qkvPin : attn::DecoderRun::PinnedQKV{};
+        if (sameText) {
+            if (from < static_cast<int>(L)) {
+                r.ablated = req.ablated;
+                ATTNSCOPE_RETURN_IF_ERROR(attn::recomputeDecoderFrom(dm, from, r));
+            }
+        } else {
+            auto enc = attn::encodeForDecoder(dm, req.textA, req.chat);
+            if (!enc) return enc.status();
+            enc->ids.insert(enc->ids.end(), req.generated.begin(), req.generated.end());
+            if (enc->ids.empty()) return attn::invalidArgument("the text has no tokens: type something");
+            attn::DecoderOptions o;
+            o.ablate = req.ablated;
+            // The positions kept from the buffer's run are valid only under the same weights and ablations.
+            const bool sameModel = hadRun && from >= static_cast<int>(L) && !req.qkvPin;
+            ATTNSCOPE_RETURN_IF_ERROR(attn::rerunDecoder(dm, enc->ids, o, sameModel, r));
+            if (req.qkvPin) ATTNSCOPE_RETURN_IF_ERROR(attn::recomputeDecoderFrom(dm, req.qkvPin->layer, r));
+        }
+        b.request = req;
+        b.valid = true;
+        return attn::Status::success();
+    }
+
     attn::Model m_model;                 // this thread's: weights as of the last job, each layer's X
+    std::optional<attn::DecoderModel> m_decoder;  // or a decoder (then m_model is empty)
     std::vector<std::shared_ptr<const attn::AttentionInput>> m_applied;  // the weight snapshots in m_model
     ModelBuffer m_buffer;
     mutable std::mutex m_mutex;
@@ -250,14 +327,31 @@ private:
 
 // [SECTION] Opening a model in the background --------------------------------------------------------------
 
-// One open request: attn::loadModel(dir) on a thread of its own (std::async). Its future is read only once the
+namespace {
+// A model of either family, as read from its files.
+using LoadedModel = std::variant<attn::Model, attn::DecoderModel>;
+
+attn::Expected<LoadedModel> loadEither(const std::string& path)
+{
+    if (attn::isDecoderModelPath(path)) {
+        auto d = attn::loadDecoder(path);
+        if (!d) return d.status();
+        return LoadedModel(std::move(*d));
+    }
+    auto m = attn::loadModel(path);
+    if (!m) return m.status();
+    return LoadedModel(std::move(*m));
+}
+} // namespace
+
+// One open request: loadEither(path) on a thread of its own (std::async). Its future is read only once the
 // load is done; like every std::async future it waits for the load when destroyed (at most one load's time:
 // loadModel cannot be interrupted).
 class ModelLoad {
 public:
     explicit ModelLoad(std::string dir)
         : m_dir(std::move(dir)), m_started(std::chrono::steady_clock::now()),
-          m_result(std::async(std::launch::async, [d = m_dir] { return attn::loadModel(d); }))
+          m_result(std::async(std::launch::async, [d = m_dir] { return loadEither(d); }))
     {
     }
 
@@ -269,7 +363,7 @@ public:
     // Also after take(): a retired load is dropped once done, taken or not.
     bool done() const { return !m_result.valid() || m_result.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
     // The load's result once it is done (once), else nothing. Never waits.
-    std::optional<attn::Expected<attn::Model>> take()
+    std::optional<attn::Expected<LoadedModel>> take()
     {
         if (!m_result.valid() || !done()) return std::nullopt;
         return m_result.get();
@@ -278,7 +372,7 @@ public:
 private:
     const std::string m_dir;
     const std::chrono::steady_clock::time_point m_started;
-    std::future<attn::Expected<attn::Model>> m_result;
+    std::future<attn::Expected<LoadedModel>> m_result;
 };
 
 bool ModelState::loading() const { return load != nullptr; }
@@ -300,6 +394,14 @@ void retireLoad(ModelState& m)
 
 // [SECTION] The model mode -------------------------------------------------------------------------------
 
+std::string ModelState::modelName() const { return decoder ? decoder->name : model ? model->name : std::string(); }
+int ModelState::layers() const
+{
+    return decoder ? decoder->config.layers : model ? static_cast<int>(model->layers.size()) : 0;
+}
+int ModelState::heads() const { return decoder ? decoder->config.heads : model ? model->config.heads : 0; }
+int ModelState::kvHeads() const { return decoder ? decoder->config.kvHeads : heads(); }
+
 bool ModelState::computing() const { return worker && worker->busy(); }
 double ModelState::computingMs() const { return worker ? worker->runningMs() : 0; }
 long ModelState::runsStarted() const { return worker ? worker->jobsStarted() : 0; }
@@ -308,7 +410,7 @@ namespace {
 
 void bumpFrom(ModelState& m, int layer)
 {
-    m.layerGeneration.resize(m.model ? m.model->layers.size() : 0, 0);
+    m.layerGeneration.resize(static_cast<std::size_t>(m.layers()), 0);
     for (std::size_t l = static_cast<std::size_t>(std::max(layer, 0)); l < m.layerGeneration.size(); ++l) ++m.layerGeneration[l];
 }
 
@@ -316,7 +418,9 @@ void submit(ModelState& m, const std::string& why)
 {
     if (!m.worker) return;
     m.wanted.textA = m.textA;
-    m.wanted.textB = m.textB;
+    m.wanted.textB = m.isDecoder() ? std::string() : m.textB;
+    m.wanted.chat = m.isDecoder() && m.chat;
+    m.wanted.generated = m.chat ? m.generated : std::vector<int>();
     m.wanted.why = why;
     ++m.wanted.id;
     m.worker->submit(m.wanted);
@@ -326,14 +430,17 @@ void submit(ModelState& m, const std::string& why)
 void takeFinished(ModelState& m)
 {
     if (!m.worker) return;
-    const bool hadRun = m.run.has_value();
+    const bool hadRun = m.hasRun();
     const ModelRequest before = m.shown;  // cheap: texts and shared snapshots
-    ModelBuffer shown{std::move(m.run), std::move(m.runA), std::move(m.runB), std::move(m.shown)};
+    // A decoder's predictions before this run, for the change of each one's log p: kept when the text stays.
+    attn::Vector logitsBefore = m.shownLogits;
+    ModelBuffer shown{std::move(m.run), std::move(m.runA), std::move(m.runB), std::move(m.drun), std::move(m.shown)};
     shown.valid = hadRun;
     const std::optional<ModelWorker::Finished> f = m.worker->take(shown);
     m.run = std::move(shown.run);
     m.runA = std::move(shown.runA);
     m.runB = std::move(shown.runB);
+    m.drun = std::move(shown.drun);
     m.shown = std::move(shown.request);
     if (!f) return;
     m.lastRunMs = f->ms;
@@ -345,11 +452,41 @@ void takeFinished(ModelState& m)
         return;
     }
     m.error.clear();
+    // The thumbnails whose layer changed since the run shown before (not since the worker's older buffer).
+    const bool sameText = hadRun && before.textA == m.shown.textA && before.textB == m.shown.textB && before.chat == m.shown.chat;
+    bumpFrom(m, sameText ? firstChangedLayer(before, m.shown, true) : 0);
+    if (m.isDecoder()) {
+        for (const std::string& w : m.drun->warnings) postWarning(w);
+        m.hasBefore = sameText && logitsBefore.size() > 0;
+        if (m.hasBefore) m.beforeLogits = std::move(logitsBefore);
+        if (!sameText) m.predictPosition = -1;
+        m.predictionsFor = {};  // recomputed by updatePredictions
+        updatePredictions(m);
+        m.lastChange = f->why;
+        // Generate: the next token once this run is shown.
+        if (m.generateLeft > 0) {
+            --m.generateLeft;
+            const attn::TokenProbability next = m.predictions.empty() ? attn::TokenProbability{} : m.predictions.front();
+            int id = next.id;
+            if (m.sample) {
+                const attn::Vector& logits = m.drun->lastLogits;
+                id = attn::sampleToken(logits, m.temperature, m.sampleCount++);
+            }
+            if (id == m.decoder->tokenizer.eos()) {
+                m.generateLeft = 0;
+                postMessage(MessageLevel::Info, "Generate stopped at the end-of-text token");
+                return;
+            }
+            // Without the chat template the token joins the text (editable like the rest); with it, it follows
+            // the template's assistant prompt as a token id.
+            if (m.chat) m.generated.push_back(id);
+            else m.textA += m.decoder->tokenizer.tokenText(id);
+            submit(m, "generated a token");
+        }
+        return;
+    }
     for (const std::string& w : m.run->warnings) postWarning(w);
     m.embedding = m.run->embedding;
-    // The thumbnails whose layer changed since the run shown before (not since the worker's older buffer).
-    const bool sameText = hadRun && before.textA == m.shown.textA && before.textB == m.shown.textB;
-    bumpFrom(m, sameText ? firstChangedLayer(before, m.shown, true) : 0);
     m.hasCosineBefore = m.hasCosine;
     m.cosineBefore = m.cosine;
     m.hasCosine = m.runA && m.runB;
@@ -365,6 +502,9 @@ void rerunModel(AppState& state, const std::string& why)
     if (!m.worker) return;
     m.openLayer = -1;  // the chain view's layer belongs to the old text
     m.wanted.pin.reset();  // so does an edited X
+    m.wanted.qkvPin.reset();  // and a decoder layer's edited Q, K, V
+    m.generated.clear();
+    m.generateLeft = 0;  // an edit of the text stops Generate
     submit(m, why);
 }
 
@@ -372,21 +512,38 @@ namespace {
 
 // Makes `model` (read from `dir`) the window's: a new worker, the UI's copy of its weights, no run yet, then
 // the first run on the fields' text. The one install path of openModel and pollOpenModel.
-void installModel(AppState& state, attn::Model model, const std::string& dir)
+void installModel(AppState& state, LoadedModel loaded, const std::string& dir)
 {
     ModelState& m = state.model;
     m.worker.reset();  // waits for the old model's run to end
     m.wanted = {};
-    for (const attn::EncoderLayer& layer : model.layers) {
-        auto w = std::make_shared<attn::AttentionInput>(layer.attention);
-        w->X.resize(0, 0);
-        m.wanted.weights.push_back(std::move(w));
+    m.model.reset();
+    m.decoder.reset();
+    if (auto* model = std::get_if<attn::Model>(&loaded)) {
+        for (const attn::EncoderLayer& layer : model->layers) {
+            auto w = std::make_shared<attn::AttentionInput>(layer.attention);
+            w->X.resize(0, 0);
+            m.wanted.weights.push_back(std::move(w));
+        }
+        auto worker = std::make_shared<ModelWorker>(std::move(*model));
+        // Aliases the worker's model: the UI reads its name, config and tokenizer, fixed after loading.
+        m.model = std::shared_ptr<const attn::Model>(worker, &worker->model());
+        m.worker = std::move(worker);
+    } else {
+        auto& decoder = std::get<attn::DecoderModel>(loaded);
+        m.wanted.weights.assign(decoder.layers.size(), nullptr);  // the model's own W^O until one is edited
+        auto worker = std::make_shared<ModelWorker>(std::move(decoder));
+        m.decoder = std::shared_ptr<const attn::DecoderModel>(worker, &worker->decoder());
+        m.worker = std::move(worker);
     }
-    auto worker = std::make_shared<ModelWorker>(std::move(model));
-    // Aliases the worker's model: the UI reads its name, config and tokenizer, fixed after loading.
-    m.model = std::shared_ptr<const attn::Model>(worker, &worker->model());
-    m.worker = std::move(worker);
     m.dir = dir;
+    m.drun.reset();
+    m.generated.clear();
+    m.generateLeft = 0;
+    m.predictions.clear();
+    m.shownLogits.resize(0);
+    m.hasBefore = false;
+    m.predictPosition = -1;
     m.run.reset();
     m.runA.reset();
     m.runB.reset();
@@ -395,9 +552,10 @@ void installModel(AppState& state, attn::Model model, const std::string& dir)
     m.active = true;
     m.showView = true;
     m.hasCosine = m.hasCosineBefore = false;
-    m.layerGeneration.assign(m.model->layers.size(), 0);
-    if (m.textA.empty()) m.textA = "The cat sat on the mat.";
-    submit(m, "opened " + m.model->name);
+    m.layerGeneration.assign(static_cast<std::size_t>(m.layers()), 0);
+    m.thumbs.clear();
+    if (m.textA.empty()) m.textA = m.isDecoder() ? "The capital of France is" : "The cat sat on the mat.";
+    submit(m, "opened " + m.modelName());
 }
 
 } // namespace
@@ -405,7 +563,7 @@ void installModel(AppState& state, attn::Model model, const std::string& dir)
 attn::Status openModel(AppState& state, const std::string& dir)
 {
     retireLoad(state.model);  // the latest request wins
-    auto model = attn::loadModel(dir);
+    auto model = loadEither(dir);
     if (!model) {
         postError(model.status().message);
         return model.status();
@@ -429,7 +587,7 @@ std::optional<attn::Status> pollOpenModel(AppState& state)
     ModelState& m = state.model;
     std::erase_if(m.retiredLoads, [](const std::shared_ptr<ModelLoad>& l) { return l->done(); });
     if (!m.load) return std::nullopt;
-    std::optional<attn::Expected<attn::Model>> r = m.load->take();
+    std::optional<attn::Expected<LoadedModel>> r = m.load->take();
     if (!r) return std::nullopt;
     const std::string dir = m.load->dir();
     m.load.reset();  // done: joins at once
@@ -455,9 +613,87 @@ void toggleAblation(AppState& state, int layer, int head)
     submit(m, std::string(on ? "ablated" : "restored") + " layer " + std::to_string(layer) + " head " + std::to_string(head));
 }
 
+namespace {
+
+// A decoder's layer in the chain view: what the attention core computed (Q and K after RoPE, V, the causal
+// mask) and W^O, in Direct mode (RoPE sits between W^Q/W^K and the scores, so Q, K and V are what is edited).
+void openDecoderLayerInChain(AppState& state, int layer, int head)
+{
+    ModelState& m = state.model;
+    if (!m.decoder || !m.drun || layer < 0 || layer >= m.layers()) return;
+    attn::Session s;
+    s.name = m.decoder->name + " layer " + std::to_string(layer);
+    s.description = "Layer " + std::to_string(layer) + " of " + m.decoder->name +
+                    ": Q and K as the scores use them (after RoPE), V, and W^O, with " + std::to_string(m.heads()) +
+                    " query heads over " + std::to_string(m.kvHeads()) +
+                    " key/value heads. Edits flow back into the model: the layers from this one on and the "
+                    "predictions are recomputed.";
+    s.queryTokens = s.keyTokens = m.drun->encoding.tokens;
+    attn::Status st = attn::decoderLayerInput(*m.decoder, *m.drun, layer, s.input, s.config);
+    if (!st.ok()) {
+        postError(st.message);
+        return;
+    }
+    // The UI's W^O of the layer: the model's own (read-only for the worker), or the last edit sent.
+    if (const auto& w = m.wanted.weights[static_cast<std::size_t>(layer)]) {
+        s.input.Wo = w->Wo;
+        s.input.bo = w->bo;
+    }
+    m.chainQ = s.input.Q;
+    m.chainK = s.input.K;
+    m.chainV = s.input.V;
+    state.view.head = std::clamp(head, 0, std::max(0, m.heads() - 1));
+    s.viewJson = viewToJson(state.view);
+    state.doc.resetSession(std::move(s), "");
+    m.openLayer = layer;
+    m.showView = false;
+    m.syncedRevision = state.doc.revision();
+}
+
+// Edits of a decoder layer's session: Q, K, V pinned (recompute from the layer), W^O/b^O as the layer's.
+void syncDecoderEdits(AppState& state)
+{
+    ModelState& m = state.model;
+    const attn::Session& s = state.doc.session();
+    const attn::AttentionInput& in = s.input;
+    const std::size_t l = static_cast<std::size_t>(m.openLayer);
+    auto same = [](const auto& a, const auto& b) { return a.rows() == b.rows() && a.cols() == b.cols(); };
+    const attn::DecoderLayer& own = m.decoder->layers[l];
+    const attn::Matrix& wo = m.wanted.weights[l] ? m.wanted.weights[l]->Wo : own.Wo;
+    const attn::Vector& bo = m.wanted.weights[l] ? m.wanted.weights[l]->bo : own.bo;
+    if (s.config.mode != attn::Mode::Direct || !same(in.Q, m.chainQ) || !same(in.K, m.chainK) || !same(in.V, m.chainV) ||
+        !same(in.Wo, wo) || !same(in.bo, bo) || s.config.heads != m.heads() || s.config.kvHeads != m.kvHeads()) {
+        postWarning("model layer " + std::to_string(m.openLayer) +
+                    ": the session's shapes no longer match the model; its edits no longer flow back");
+        m.openLayer = -1;
+        return;
+    }
+    const bool woEdited = !(in.Wo == wo && in.bo == bo);
+    const bool qkvEdited = in.Q != m.chainQ || in.K != m.chainK || in.V != m.chainV;
+    if (!woEdited && !qkvEdited) return;  // a mask or view change: nothing for the model
+    if (woEdited) {
+        auto w = std::make_shared<attn::AttentionInput>();
+        w->Wo = in.Wo;
+        w->bo = in.bo;
+        m.wanted.weights[l] = std::move(w);
+    }
+    if (qkvEdited) {
+        // One pin at a time, as for an encoder's X.
+        m.wanted.qkvPin = std::make_shared<const attn::DecoderRun::PinnedQKV>(attn::DecoderRun::PinnedQKV{m.openLayer, in.Q, in.K, in.V});
+        m.chainQ = in.Q;
+        m.chainK = in.K;
+        m.chainV = in.V;
+    }
+    const std::string what = woEdited && qkvEdited ? "Q/K/V and W^O" : woEdited ? "W^O" : "Q/K/V";
+    submit(m, "edited layer " + std::to_string(m.openLayer) + "'s " + what);
+}
+
+} // namespace
+
 void openLayerInChain(AppState& state, int layer, int head)
 {
     ModelState& m = state.model;
+    if (m.isDecoder()) return openDecoderLayerInChain(state, layer, head);
     if (!m.model || !m.run || layer < 0 || layer >= static_cast<int>(m.model->layers.size())) return;
     attn::Session s;
     s.name = m.model->name + " layer " + std::to_string(layer);
@@ -486,6 +722,7 @@ void syncModelEdits(AppState& state)
     takeFinished(m);
     if (m.openLayer < 0 || !m.worker || state.doc.revision() == m.syncedRevision) return;
     m.syncedRevision = state.doc.revision();
+    if (m.isDecoder()) return syncDecoderEdits(state);
     const attn::AttentionInput& in = state.doc.session().input;
     const std::size_t l = static_cast<std::size_t>(m.openLayer);
     const attn::AttentionInput& dst = *m.wanted.weights[l];
@@ -536,12 +773,56 @@ void startModelMode(AppState& state, const ModelStartup& startup)
     state.model.dirField = dir;
     if (!openModel(state, dir).ok()) return;
     finishModelRuns(state);  // before the first frame: the window opens on the run
-    if (!state.model.run) return;  // a text error: the message is in the panel
+    if (!state.model.hasRun()) return;  // a text error: the message is in the panel
     if (startup.openLayer >= 0) {
-        if (startup.openLayer < static_cast<int>(state.model.model->layers.size())) openLayerInChain(state, startup.openLayer);
+        if (startup.openLayer < state.model.layers()) openLayerInChain(state, startup.openLayer);
         else postError("--model-layer " + std::to_string(startup.openLayer) + ": the model has " +
-                       std::to_string(state.model.model->layers.size()) + " layers");
+                       std::to_string(state.model.layers()) + " layers");
     }
+}
+
+} // namespace app
+
+namespace app {
+
+void generateTokens(AppState& state, int count)
+{
+    ModelState& m = state.model;
+    if (!m.isDecoder() || !m.worker || count <= 0) return;
+    const bool idle = m.generateLeft == 0;
+    m.generateLeft += count;
+    // The first token goes from the run on screen; the rest follow each finished run (takeFinished).
+    if (idle && m.hasRun() && !m.computing()) {
+        --m.generateLeft;
+        updatePredictions(m);
+        int id = m.predictions.empty() ? -1 : m.predictions.front().id;
+        if (m.sample) id = attn::sampleToken(m.drun->lastLogits, m.temperature, m.sampleCount++);
+        if (id < 0 || id == m.decoder->tokenizer.eos()) {
+            m.generateLeft = 0;
+            if (id >= 0) postMessage(MessageLevel::Info, "Generate stopped at the end-of-text token");
+            return;
+        }
+        if (m.chat) m.generated.push_back(id);
+        else m.textA += m.decoder->tokenizer.tokenText(id);
+        submit(m, "generated a token");
+    }
+}
+
+void updatePredictions(ModelState& m)
+{
+    if (!m.isDecoder() || !m.drun) return;
+    const int n = static_cast<int>(m.drun->encoding.ids.size());
+    if (m.predictPosition >= n) m.predictPosition = -1;
+    const ModelState::PredictionKey key{m.shown.id, m.predictPosition, m.topK, m.temperature};
+    if (key == m.predictionsFor && !m.predictions.empty()) return;
+    m.predictionsFor = key;
+    if (m.predictPosition < 0) m.shownLogits = m.drun->lastLogits;
+    else {
+        auto logits = attn::logitsAt(*m.decoder, *m.drun, m.predictPosition);
+        if (!logits) return;
+        m.shownLogits = std::move(*logits);
+    }
+    m.predictions = attn::topTokens(*m.decoder, m.shownLogits, std::clamp(m.topK, 1, 50), m.temperature);
 }
 
 } // namespace app

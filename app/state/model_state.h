@@ -11,11 +11,17 @@
 // Opening a model from the window (File → Open model…) reads its files on a thread of its own (ModelLoad,
 // model_state.cpp; ~90 MB of safetensors): the frame loop polls it and installs the model when it is read,
 // the previous model staying usable until then. Start-up and the tests open synchronously (openModel).
+//
+// Two families share all of this: an encoder (BERT: attn::Model, two sentences, the embedding and cosine) and a
+// decoder language model (attn::DecoderModel from a .gguf file or a Hugging Face directory: one text, the
+// next-token predictions, Generate). The same worker runs either; the views read a run through RunView.
 #pragma once
 
+#include <attnscope/decoder.h>
 #include <attnscope/model.h>
 
 #include "view/model_grid.h"
+#include "view/run_view.h"
 
 #include <cstdint>
 #include <memory>
@@ -38,6 +44,12 @@ struct ModelRequest {
     // a new snapshot, so comparing pointers tells which layers changed.
     std::vector<std::shared_ptr<const attn::AttentionInput>> weights;
     std::shared_ptr<const attn::PinnedInput> pin;  // an edited layer input (chain view X edits); null = none
+    // Decoders: per layer null = the model's own W^O (the chain view of a decoder layer edits only Q, K, V and
+    // W^O: RoPE sits between W^Q/W^K and the scores), else the edited W^O and b^O in Wo/bo.
+    // A layer's Q, K, V as edited in the chain view (after RoPE), used by every recompute; null = none.
+    std::shared_ptr<const attn::DecoderRun::PinnedQKV> qkvPin;
+    bool chat = false;                         // decoders: the text wrapped as one user turn (chat template)
+    std::vector<int> generated;                // decoders with chat: tokens Generate appended after the template
     std::string why;                           // for the cosine panel ("ablated layer 2 head 5")
     std::uint64_t id = 0;                      // increases with every request
 };
@@ -66,6 +78,29 @@ struct ModelState {
     // The loaded model. The UI reads only its name, config and tokenizer (fixed after loading): the layers'
     // contents belong to the worker, which writes them (the edited weights, each layer's X) while it runs.
     std::shared_ptr<const attn::Model> model;
+    // Or a decoder language model (then `model` is null). The UI reads its name, config, tokenizer, final norm
+    // and unembedding (never written after loading); its layers belong to the worker.
+    std::shared_ptr<const attn::DecoderModel> decoder;
+    std::optional<attn::DecoderRun> drun;   // the decoder's last complete run (what every view shows)
+    // Next-token predictions (decoders): of the token at `predictPosition` (-1 = the last), top `topK` at
+    // `temperature`; recomputed when the run or these change. `before*`: the logits at that position in the run
+    // shown before the last ablation or edit of the same text (each prediction shows its change in log p).
+    int predictPosition = -1;
+    int topK = 10;
+    float temperature = 1.0f;
+    bool sample = false;                    // Generate samples at the temperature instead of taking the top token
+    int generateLeft = 0;                   // tokens Generate still has to append (one per finished run)
+    std::uint64_t sampleCount = 0;          // the samples drawn so far (the seed of the next one)
+    std::vector<attn::TokenProbability> predictions;
+    attn::Vector shownLogits, beforeLogits; // at predictPosition, now and before the last change
+    bool hasBefore = false;
+    struct PredictionKey {                  // the run (shown.id) and settings the predictions were made for
+        std::uint64_t run = 0;
+        int position = -2, k = 0;
+        float temperature = 0;
+        bool operator==(const PredictionKey&) const = default;
+    } predictionsFor;
+    attn::Matrix chainQ, chainK, chainV;    // a decoder layer's Q, K, V as last sent to the chain view
     // The last complete run (what every view shows): the pair, and A and B alone (for the cosine; only with
     // B given). Swapped in whole when a run finishes.
     std::optional<attn::ModelRun> run;
@@ -75,6 +110,8 @@ struct ModelState {
     std::shared_ptr<ModelWorker> worker;
     double lastRunMs = 0;           // wall time of the last finished run
     std::string textA, textB;       // the sentence fields (B empty = single sentence)
+    bool chat = false;              // decoders: wrap the text as one user turn (the model's chat template)
+    std::vector<int> generated;     // with chat: the tokens Generate appended (cleared when the text changes)
     std::string error;              // the last failure (load, tokenise), shown in the panel; "" = none
     std::vector<std::uint64_t> layerGeneration;  // +1 when layer l's result changes (thumbnail textures)
     attn::Vector embedding;         // of the current run (the pair when B is given)
@@ -104,6 +141,14 @@ struct ModelState {
     std::vector<PooledThumb> thumbs;
     ModelGridPlan gridPlan;         // the grid's layout in the last frame (tests)
 
+    bool isDecoder() const { return decoder != nullptr; }
+    bool hasRun() const { return isDecoder() ? drun.has_value() : run.has_value(); }
+    RunView shownRun() const { return isDecoder() ? RunView(*drun) : RunView(*run); }  // hasRun() first
+    std::string modelName() const;
+    int layers() const;             // L of either family (0 = none)
+    int heads() const;              // H (query heads)
+    int kvHeads() const;            // H_kv (= H for an encoder)
+
     bool computing() const;         // a run is under way or waiting
     double computingMs() const;     // how long the running one has taken so far
     long runsStarted() const;       // runs the worker started since the model was opened (tests: coalescing)
@@ -118,7 +163,11 @@ struct ModelState {
     double loadingMs() const;       // how long it has been reading
 };
 
-// Loads the model at `dir` (replacing the current one only on success; the load itself is synchronous, a
+// Where File → Open model… starts: the installed SmolLM2 GGUF when it is there (build/models/SmolLM2-…), else
+// the encoder's directory.
+std::string defaultDecoderPath();
+
+// Loads the model at `dir` (a BERT directory, a decoder's directory or a .gguf file) (replacing the current one only on success; the load itself is synchronous, a
 // file load) and sends the first run on the fields' text to the worker. Replaces an open request in flight.
 // On failure: the message is posted (log, toast, stderr) and returned; the current model stays.
 attn::Status openModel(AppState& state, const std::string& dir);
@@ -144,6 +193,11 @@ void openLayerInChain(AppState& state, int layer, int head = 0);
 // worker (weights: recompute from layer l; X: layer l's input pinned to the edited X, recompute from l), and
 // takes a finished run (never waits).
 void syncModelEdits(AppState& state);
+// Decoders: appends `count` tokens to the text, one per finished run: the top prediction of the last position,
+// or a sample at the temperature (ModelState::sample). Any edit of the text stops it.
+void generateTokens(AppState& state, int count);
+// Decoders: recomputes ModelState::predictions when the run or the prediction settings changed (every frame).
+void updatePredictions(ModelState& m);
 // Blocks until every sent request has run and its result is shown (start-up, tests, headless tools).
 void finishModelRuns(AppState& state);
 // Starts the model mode from the command line (errors go to the message log; the window still opens) and

@@ -757,3 +757,67 @@ std::vector<TokenProbability> topTokens(const DecoderModel& model, const Vector&
 }
 
 } // namespace attn
+
+namespace attn {
+
+int sampleToken(const Vector& logits, float temperature, std::uint64_t seed)
+{
+    const Eigen::Index V = logits.size();
+    if (V == 0) return -1;
+    Eigen::Index best = 0;
+    for (Eigen::Index i = 1; i < V; ++i)
+        if (logits[i] > logits[best]) best = i;  // the first of equal maxima
+    if (!(temperature > 0) || !std::isfinite(temperature)) return static_cast<int>(best);
+    // splitmix64 of the seed → a uniform number in [0, 1): the same seed draws the same token on every machine.
+    std::uint64_t z = seed + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const double u = double(z >> 11) * (1.0 / 9007199254740992.0);
+    const double mx = logits[best], t = temperature;
+    double sum = 0;
+    for (Eigen::Index i = 0; i < V; ++i) sum += std::exp((double(logits[i]) - mx) / t);
+    double acc = 0;
+    for (Eigen::Index i = 0; i < V; ++i) {
+        acc += std::exp((double(logits[i]) - mx) / t) / sum;
+        if (u < acc) return static_cast<int>(i);
+    }
+    return static_cast<int>(best);  // rounding left u above the last sum
+}
+
+} // namespace attn
+
+namespace attn {
+
+Status decoderLayerInput(const DecoderModel& model, const DecoderRun& run, int layer, AttentionInput& in, AttentionConfig& cfg)
+{
+    const DecoderConfig& c = model.config;
+    if (layer < 0 || layer >= c.layers || static_cast<int>(run.attention.size()) != c.layers)
+        return invalidArgument("layer " + std::to_string(layer) + " is outside 0.." + std::to_string(c.layers - 1) +
+                               " (or the run has no result for it)");
+    const AttentionResult& r = run.attention[static_cast<std::size_t>(layer)];
+    if (static_cast<int>(r.heads.size()) != c.heads) return invalidArgument("the run's layer " + std::to_string(layer) + " has no heads");
+    const Eigen::Index n = r.heads[0].Q.rows(), D = c.headDim;
+    const int group = c.heads / c.kvHeads;
+    in = AttentionInput{};
+    in.Q.resize(n, c.heads * D);
+    in.K.resize(n, c.kvHeads * D);
+    in.V.resize(n, c.kvHeads * D);
+    for (int h = 0; h < c.heads; ++h) in.Q.middleCols(h * D, D) = r.heads[static_cast<std::size_t>(h)].Q;
+    for (int g = 0; g < c.kvHeads; ++g) {
+        in.K.middleCols(g * D, D) = r.heads[static_cast<std::size_t>(g * group)].K;
+        in.V.middleCols(g * D, D) = r.heads[static_cast<std::size_t>(g * group)].V;
+    }
+    const DecoderLayer& l = model.layers[static_cast<std::size_t>(layer)];
+    in.Wo = l.Wo;
+    in.bo = l.bo;
+    in.mask.causal = true;
+    slidingWindowMask(c, static_cast<int>(n), 0, static_cast<int>(n), in.mask);
+    cfg = AttentionConfig{};
+    cfg.mode = Mode::Direct;
+    cfg.heads = c.heads;
+    cfg.kvHeads = c.kvHeads;
+    return Status::success();
+}
+
+} // namespace attn

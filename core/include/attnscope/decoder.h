@@ -16,6 +16,7 @@
 #include "attnscope/tokenizer.h"
 #include "attnscope/types.h"
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -164,7 +165,18 @@ struct TokenProbability {
 // The k most probable next tokens (probabilities at `temperature` > 0; 1 = the model's own distribution).
 std::vector<TokenProbability> topTokens(const DecoderModel& model, const Vector& logits, int k, float temperature = 1.0f);
 
+// Layer `layer` of a run as the attention core computed it, as a session's input (the chain view of a decoder
+// layer): Direct mode, Q (n×H·D, after RoPE), K and V (n×H_kv·D), the causal mask (and Mistral's window), W^O
+// and b^O; `cfg` gets heads H and kvHeads H_kv. InvalidArgument for a layer outside 0..L−1.
+Status decoderLayerInput(const DecoderModel& model, const DecoderRun& run, int layer, AttentionInput& in,
+                         AttentionConfig& cfg);
+
 // log softmax(logits)[id], in nats.
 float logProbability(const Vector& logits, int id);
+
+// A token drawn from softmax(logits / temperature) by a uniform number made from `seed` (splitmix64): the same
+// seed draws the same token on every machine. A temperature ≤ 0 (or not finite) takes the most probable
+// token (the lowest id of equal maxima); −1 for empty logits.
+int sampleToken(const Vector& logits, float temperature, std::uint64_t seed);
 
 } // namespace attn

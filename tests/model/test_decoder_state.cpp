@@ -1,0 +1,236 @@
+// The window's model mode with a decoder language model, without a window: ModelState over the tiny llama GGUF
+// (tests/model/data/tiny_llama.gguf: 4 query heads over 2 KV heads) and SmolLM2 when installed. The worker's
+// shown runs equal synchronous forwards of the same request; ablations, typing, Generate and chain-view edits
+// (W^O, pinned Q/K/V) flow into the predictions.
+#include "../gui/headless_imgui.h"
+
+#include "panels/model_panels.h"
+#include "panels/panels.h"
+#include "state/app_state.h"
+#include "state/file_drop.h"
+#include "state/model_state.h"
+
+#include <attnscope/decoder.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+namespace {
+
+const std::string kTiny = std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama.gguf";
+
+// A synchronous forward of `text` (chat off) under `ablate`, on a model of our own (the window's belongs to
+// its worker): the oracle of the shown run.
+attn::DecoderRun syncRun(attn::DecoderModel& model, const std::string& text, const std::vector<std::pair<int, int>>& ablate = {})
+{
+    auto enc = attn::encodeForDecoder(model, text, false);
+    EXPECT_TRUE(enc.ok()) << enc.status().message;
+    attn::DecoderOptions o;
+    o.ablate = ablate;
+    auto run = attn::runDecoder(model, enc->ids, o);
+    EXPECT_TRUE(run.ok()) << run.status().message;
+    return run.ok() ? std::move(*run) : attn::DecoderRun{};
+}
+
+// Within 1e-5 of the largest logit: the worker may reuse a prefix (appendTokens) where the oracle runs whole,
+// and the products then sum the same numbers in another blocking.
+void expectSameLogits(const attn::Vector& got, const attn::Vector& want, const std::string& what)
+{
+    ASSERT_EQ(got.size(), want.size()) << what;
+    const float tol = 1e-5f * std::max(1.0f, want.cwiseAbs().maxCoeff());
+    EXPECT_LE((got - want).cwiseAbs().maxCoeff(), tol) << what;
+}
+
+class DecoderMode : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        auto m = attn::loadDecoder(kTiny);
+        ASSERT_TRUE(m.ok()) << m.status().message;
+        oracle = std::move(*m);
+        app::ModelStartup st;
+        st.text = "the cat sat on";
+        st.dir = kTiny;
+        app::startModelMode(state, st);
+        ASSERT_TRUE(state.model.active);
+        ASSERT_TRUE(state.model.isDecoder());
+        ASSERT_TRUE(state.model.drun.has_value()) << state.model.error;
+    }
+    app::AppState state;
+    attn::DecoderModel oracle;
+};
+
+TEST_F(DecoderMode, OpensWithPredictionsOfTheLastToken)
+{
+    app::ModelState& m = state.model;
+    EXPECT_EQ(m.layers(), oracle.config.layers);
+    EXPECT_EQ(m.heads(), 4);
+    EXPECT_EQ(m.kvHeads(), 2);
+    const attn::DecoderRun want = syncRun(oracle, "the cat sat on");
+    EXPECT_EQ(m.drun->encoding.ids, want.encoding.ids);
+    expectSameLogits(m.drun->lastLogits, want.lastLogits, "opened");
+    app::updatePredictions(m);
+    const auto top = attn::topTokens(oracle, want.lastLogits, m.topK, 1.0f);
+    ASSERT_EQ(m.predictions.size(), top.size());
+    EXPECT_EQ(m.predictions[0].id, top[0].id);
+    // A click on token 1: the predictions after it (its logits, not the last position's).
+    m.predictPosition = 1;
+    app::updatePredictions(m);
+    auto at1 = attn::logitsAt(oracle, want, 1);
+    ASSERT_TRUE(at1.ok());
+    expectSameLogits(m.shownLogits, *at1, "token 1");
+    EXPECT_EQ(m.predictions[0].id, attn::topTokens(oracle, *at1, 1)[0].id);
+}
+
+TEST_F(DecoderMode, AnAblationMovesThePredictionsAndSaysByHowMuch)
+{
+    app::ModelState& m = state.model;
+    app::updatePredictions(m);
+    const attn::Vector before = m.shownLogits;
+    app::toggleAblation(state, 1, 3);
+    app::finishModelRuns(state);
+    ASSERT_EQ(m.drun->ablated.size(), 1u);
+    const attn::DecoderRun want = syncRun(oracle, "the cat sat on", {{1, 3}});
+    expectSameLogits(m.drun->lastLogits, want.lastLogits, "ablated 1.3");
+    EXPECT_TRUE(m.hasBefore);
+    expectSameLogits(m.beforeLogits, before, "the logits before the ablation");
+    EXPECT_GT((m.shownLogits - m.beforeLogits).cwiseAbs().maxCoeff(), 1e-4f) << "ablating a head changed nothing";
+    // Restoring it gives the unablated run back.
+    app::toggleAblation(state, 1, 3);
+    app::finishModelRuns(state);
+    expectSameLogits(m.drun->lastLogits, syncRun(oracle, "the cat sat on").lastLogits, "restored");
+}
+
+TEST_F(DecoderMode, TypingAndGenerateAppendToTheText)
+{
+    app::ModelState& m = state.model;
+    m.textA = "the cat sat on the";
+    app::rerunModel(state, "edited the text");
+    app::finishModelRuns(state);
+    attn::DecoderRun want = syncRun(oracle, "the cat sat on the");
+    EXPECT_EQ(m.drun->encoding.ids, want.encoding.ids);
+    expectSameLogits(m.drun->lastLogits, want.lastLogits, "typed");
+    // Generate 2: the top token twice, each predicted from the text so far.
+    std::string expected = m.textA;
+    for (int i = 0; i < 2; ++i) {
+        const attn::DecoderRun r = syncRun(oracle, expected);
+        expected += oracle.tokenizer.tokenText(attn::topTokens(oracle, r.lastLogits, 1)[0].id);
+    }
+    app::generateTokens(state, 2);
+    app::finishModelRuns(state);
+    EXPECT_EQ(m.textA, expected);
+    EXPECT_EQ(m.generateLeft, 0);
+    expectSameLogits(m.drun->lastLogits, syncRun(oracle, expected).lastLogits, "generated");
+}
+
+TEST_F(DecoderMode, ALayerInTheChainViewEditsFlowBack)
+{
+    app::ModelState& m = state.model;
+    app::openLayerInChain(state, 1, 3);
+    ASSERT_EQ(m.openLayer, 1);
+    EXPECT_EQ(state.view.head, 3);
+    const attn::Session& s = state.doc.session();
+    EXPECT_EQ(s.config.mode, attn::Mode::Direct);
+    EXPECT_EQ(s.config.heads, 4);
+    EXPECT_EQ(s.config.kvHeads, 2);
+    EXPECT_TRUE(s.input.mask.causal);
+    const int n = static_cast<int>(m.drun->encoding.ids.size());
+    EXPECT_EQ(s.input.Q.rows(), n);
+    EXPECT_EQ(s.input.Q.cols(), 4 * oracle.config.headDim);
+    EXPECT_EQ(s.input.K.cols(), 2 * oracle.config.headDim);
+
+    // An edit of W^O: the layers from 1 on and the predictions follow (oracle: the same edit, a whole forward).
+    attn::Session edited = s;
+    edited.input.Wo.row(0) *= 3.0f;
+    state.doc.setSession(edited, "");
+    app::syncModelEdits(state);
+    app::finishModelRuns(state);
+    oracle.layers[1].Wo = edited.input.Wo;
+    expectSameLogits(m.drun->lastLogits, syncRun(oracle, "the cat sat on").lastLogits, "W^O edited");
+
+    // An edit of K (after RoPE): pinned, layers 1… recomputed from it.
+    edited.input.K(n - 1, 0) += 2.0f;
+    state.doc.setSession(edited, "");
+    app::syncModelEdits(state);
+    app::finishModelRuns(state);
+    attn::DecoderRun want = syncRun(oracle, "the cat sat on");
+    attn::AttentionInput in;
+    attn::AttentionConfig cfg;
+    ASSERT_TRUE(attn::decoderLayerInput(oracle, want, 1, in, cfg).ok());
+    in.K(n - 1, 0) += 2.0f;
+    want.pinned = attn::DecoderRun::PinnedQKV{1, in.Q, in.K, in.V};
+    ASSERT_TRUE(attn::recomputeDecoderFrom(oracle, 1, want).ok());
+    expectSameLogits(m.drun->lastLogits, want.lastLogits, "K pinned");
+}
+
+TEST_F(DecoderMode, PanelsDrawHeadlessAndAClickedTokenShowsItsPredictions)
+{
+    ImGuiIO& io = createHeadlessImGui();
+    io.BackendFlags |= ImGuiBackendFlags_RendererHasVtxOffset;
+    state.recordRects = true;
+    auto frame = [&] {
+        ImGui::NewFrame();
+        app::drawModelPanel(state);
+        app::drawModelOpenDialog(state);
+        ImGui::Render();
+    };
+    for (int i = 0; i < 3; ++i) frame();
+    EXPECT_EQ(state.rects.count("model/kv_groups"), 1u);
+    EXPECT_EQ(state.rects.count("model/next/0"), 1u);
+    ASSERT_EQ(state.rects.count("model/token/1"), 1u);
+    const app::UiRect r = state.rects["model/token/1"];
+    io.MousePos = ImVec2((r.x0 + r.x1) / 2, (r.y0 + r.y1) / 2);
+    frame();
+    io.MouseDown[0] = true;
+    frame();
+    io.MouseDown[0] = false;
+    frame();
+    EXPECT_EQ(state.model.predictPosition, 1);
+    ImGui::DestroyContext();
+}
+
+TEST(DecoderDrop, AGgufOrAFolderIsAModel)
+{
+    EXPECT_EQ(app::dropKindOf("/x/m.GGUF"), app::DropKind::Model);
+    EXPECT_EQ(app::dropKindOf(ATTNSCOPE_DECODER_DATA "/tiny_llama"), app::DropKind::Model);
+    EXPECT_EQ(app::dropKindOf("/x/s.json"), app::DropKind::Session);
+}
+
+TEST(SampleToken, TheSameSeedDrawsTheSameTokenAndZeroTemperatureTheTop)
+{
+    attn::Vector logits(5);
+    logits << 0.1f, 2.0f, -1.0f, 2.0f, 0.5f;
+    EXPECT_EQ(attn::sampleToken(logits, 0.0f, 7), 1);  // the first of the equal maxima
+    int counts[5] = {0, 0, 0, 0, 0};
+    for (std::uint64_t s = 0; s < 4000; ++s) {
+        const int id = attn::sampleToken(logits, 1.0f, s);
+        ASSERT_GE(id, 0);
+        ASSERT_LT(id, 5);
+        ++counts[id];
+        EXPECT_EQ(id, attn::sampleToken(logits, 1.0f, s));
+    }
+    // p = softmax(logits): 0.061, 0.405, 0.020, 0.405, 0.091; 4000 draws are within 5 standard deviations.
+    EXPECT_NEAR(counts[1], 1620, 160);
+    EXPECT_NEAR(counts[3], 1620, 160);
+    EXPECT_NEAR(counts[2], 80, 45);
+    EXPECT_EQ(attn::sampleToken(attn::Vector(), 1.0f, 1), -1);
+}
+
+TEST(SmolLM2Window, TheCapitalOfFranceIsParisOnTop)
+{
+    if (!std::filesystem::exists(ATTNSCOPE_SMOLLM2)) GTEST_SKIP() << "SmolLM2 is not installed (scripts/setup.sh installs it)";
+    app::AppState state;
+    app::ModelStartup st;
+    st.text = "The capital of France is";
+    st.dir = ATTNSCOPE_SMOLLM2;
+    app::startModelMode(state, st);
+    ASSERT_TRUE(state.model.drun.has_value()) << state.model.error;
+    app::updatePredictions(state.model);
+    ASSERT_FALSE(state.model.predictions.empty());
+    EXPECT_EQ(state.model.predictions[0].token, " Paris");
+    EXPECT_EQ(state.model.kvHeads(), 3);
+}
+
+} // namespace
