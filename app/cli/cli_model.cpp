@@ -277,6 +277,46 @@ std::optional<LoadedRun> loadAndRun(const std::string& modelDir, const std::stri
     return LoadedRun{std::move(*model), std::move(*run)};
 }
 
+// `render --model X.gguf --model-text T`: a decoder's grid, head, lines view or next-token bars.
+int renderDecoderFromCli(const ModelRenderCli& o, const std::string& path, const std::string& panel,
+                         const fig::ModelFigureOptions& fo, const std::string& out, fig::FigureFormat format, double scale)
+{
+    if (!o.pair.empty()) return printError("--pair: a decoder reads one text (--model-text)"), kExitBadInput;
+    auto model = attn::loadDecoder(path);
+    if (!model) return printError(model.status().message), kExitBadInput;
+    attn::DecoderOptions mo;
+    if (!o.ablate.empty()) {
+        auto ab = attn::parseAblation(o.ablate, model->config.layers, model->config.heads);
+        if (!ab) return printError(ab.status().message), kExitBadInput;
+        mo.ablate = *ab;
+    }
+    auto enc = attn::encodeForDecoder(*model, o.text, o.chat);
+    if (!enc) return printError(enc.status().message), kExitBadInput;
+    if (enc->ids.empty()) return printError("--model-text: the text has no tokens (this model adds no BOS)"), kExitBadInput;
+    auto run = attn::runDecoder(*model, enc->ids, mo);
+    if (!run) return printError(run.status().message), run.status().code == attn::StatusCode::Internal ? kExitFailure : kExitBadInput;
+    for (const std::string& w : run->warnings) std::fprintf(stderr, "attnscope: warning: %s\n", w.c_str());
+    attn::Expected<std::string> bytes = std::string();
+    if (panel == "next") {
+        std::vector<fig::NextTokenBar> bars;
+        for (const attn::TokenProbability& t : attn::topTokens(*model, run->lastLogits, o.topK)) bars.push_back({t.token, t.p});
+        const std::string last = run->encoding.tokens.empty() ? std::string() : run->encoding.tokens.back();
+        bytes = fig::renderNextFigure(fo.title.value_or(model->name + ": the next token after '" + last + "'"), bars, format, scale);
+    } else if (fo.kind == fig::ModelFigureKind::Lines) {
+        bytes = fig::renderLinesFigure(model->name, *run, fo, format, scale);
+    } else {
+        attn::Expected<fig::Figure> f = fig::buildModelFigure(model->name, *run, fo);
+        if (!f) return printError(f.status().message), kExitBadInput;
+        bytes = fig::renderFigure(*f, format, scale);
+    }
+    if (!bytes) {
+        printError(bytes.status().message);
+        return bytes.status().code == attn::StatusCode::InvalidArgument ? kExitBadInput : kExitFailure;
+    }
+    if (attn::Status w = attn::writeFileAtomic(out, *bytes); !w.ok()) return printError(w.message), kExitCannotWrite;
+    return kExitOk;
+}
+
 } // namespace
 
 std::shared_ptr<ModelRenderCli> addModelRenderOptions(CLI::App& render)
@@ -285,7 +325,10 @@ std::shared_ptr<ModelRenderCli> addModelRenderOptions(CLI::App& render)
     render.add_option("--model-text", o->text, "Draw a trained model's attention on this text instead of a session "
                                                "(--panel weights | model-view | lines)");
     render.add_option("--pair", o->pair, "With --model-text: sentence B");
-    render.add_option("--model-dir", o->modelDir, "With --model-text: the model directory (default: build/models/all-MiniLM-L6-v2)");
+    render.add_option("--model,--model-dir", o->modelDir,
+                      "With --model-text: a .gguf file or a model directory (default: build/models/all-MiniLM-L6-v2)");
+    render.add_flag("--chat", o->chat, "With --model-text and a decoder: wrap the text as one user turn (chat template)");
+    render.add_option("--top-k", o->topK, "With --panel next: how many predictions (default 10)")->check(CLI::Range(1, 100));
     render.add_option("--ablate", o->ablate, "With --model-text: heads to ablate, LAYER:HEAD[,LAYER:HEAD…]");
     render.add_option("--layer", o->layer, "With --model-text: the layer (0-based; default 0)");
     return o;
@@ -300,7 +343,9 @@ int renderModelFromCli(const ModelRenderCli& o, const std::string& panel, const 
     if (panel == "weights") fo.kind = fig::ModelFigureKind::Head;
     else if (panel == "model-view") fo.kind = fig::ModelFigureKind::ModelView;
     else if (panel == "lines") fo.kind = fig::ModelFigureKind::Lines;
-    else return printError("--panel: with --model-text expected weights, model-view or lines, got '" + panel + "'"), kExitBadInput;
+    else if (panel != "next")
+        return printError("--panel: with --model-text expected weights, model-view, lines or next (decoders), got '" + panel + "'"),
+               kExitBadInput;
     fo.layer = o.layer;
     if (head != "all") {
         std::size_t used = 0;
@@ -313,6 +358,10 @@ int renderModelFromCli(const ModelRenderCli& o, const std::string& panel, const 
             return printError("--head: expected a head index ≥ 0, got '" + head + "'"), kExitBadInput;
     }
     fo.title = title;
+    const std::string dir = o.modelDir.empty() ? defaultModelDirectory() : o.modelDir;
+    if (attn::isDecoderModelPath(dir) || dir.ends_with(".gguf")) return renderDecoderFromCli(o, dir, panel, fo, out, *format, scale);
+    if (panel == "next") return printError("--panel next: the next-token predictions are a decoder's (a .gguf file or a gpt2, "
+                                           "llama, mistral or qwen2 directory), not an encoder's"), kExitBadInput;
     int rc = kExitOk;
     std::optional<LoadedRun> lr = loadAndRun(o.modelDir, o.text, o.pair, o.ablate, attn::Backend::Cpu, rc);
     if (!lr) return rc;

@@ -12,6 +12,8 @@ namespace app {
 struct ModelRenderCli {
     std::string text, pair, modelDir, ablate;
     int layer = 0;
+    bool chat = false;  // decoders: the text as one user turn of the chat template
+    int topK = 10;      // decoders, --panel next: how many predictions
 };
 
 // Adds --model-text, --pair, --model-dir, --ablate and --layer to the render subcommand.

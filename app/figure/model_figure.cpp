@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 
 namespace app::fig {
 
@@ -167,32 +168,30 @@ cairo_status_t appendBytes(void* closure, const unsigned char* data, unsigned in
 
 } // namespace
 
-attn::Expected<std::string> renderLinesFigure(const std::string& modelName, const RunView& run,
-                                              const ModelFigureOptions& opt, FigureFormat format, double scale)
+namespace {
+
+// Draws `draw` on a page of width × height points as PNG (scaled), SVG or PDF bytes.
+attn::Expected<std::string> renderPainted(double width, double height, FigureFormat format, double scale, const char* what,
+                                          const std::function<void(Painter&)>& draw)
 {
-    ATTNSCOPE_RETURN_IF_ERROR(checkLayerHead(run, opt.layer, opt.head));
-    const std::string title = opt.title.value_or(modelName + ": layer " + std::to_string(opt.layer) + ", head " +
-                                                 std::to_string(opt.head) + " (query → key)");
-    const LinesLayout L = layoutLines(run, title);
     if (format == FigureFormat::Svg) {
-        SvgPainter p(L.width, L.height);
-        drawLines(p, run, opt, title, L);
+        SvgPainter p(width, height);
+        draw(p);
         return p.finish();
     }
     std::string out;
     cairo_surface_t* surface = nullptr;
     if (format == FigureFormat::Pdf) {
-        surface = cairo_pdf_surface_create_for_stream(appendBytes, &out, L.width, L.height);
+        surface = cairo_pdf_surface_create_for_stream(appendBytes, &out, width, height);
     } else {
-        if (!(scale >= kMinScale && scale <= kMaxScale) || L.width * L.height * scale * scale > kMaxPixels)
+        if (!(scale >= kMinScale && scale <= kMaxScale) || width * height * scale * scale > kMaxPixels)
             return attn::invalidArgument("scale: expected a value in [0.25, 16] giving at most 100 megapixels");
-        surface = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, int(std::ceil(L.width * scale)),
-                                             int(std::ceil(L.height * scale)));
+        surface = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, int(std::ceil(width * scale)), int(std::ceil(height * scale)));
     }
     cairo_t* cr = cairo_create(surface);
     if (format == FigureFormat::Png) cairo_scale(cr, scale, scale);
     CairoPainter painter(cr);
-    drawLines(painter, run, opt, title, L);
+    draw(painter);
     cairo_destroy(cr);
     cairo_status_t st = CAIRO_STATUS_SUCCESS;
     if (format == FigureFormat::Pdf) cairo_surface_finish(surface);
@@ -200,8 +199,54 @@ attn::Expected<std::string> renderLinesFigure(const std::string& modelName, cons
     if (st == CAIRO_STATUS_SUCCESS) st = cairo_surface_status(surface);
     cairo_surface_destroy(surface);
     if (st != CAIRO_STATUS_SUCCESS)
-        return attn::makeError(attn::StatusCode::Internal, std::string("lines figure: ") + cairo_status_to_string(st));
+        return attn::makeError(attn::StatusCode::Internal, std::string(what) + ": " + cairo_status_to_string(st));
     return out;
+}
+
+// A token as a label: its spaces and line breaks visible.
+std::string visibleToken(const std::string& t)
+{
+    std::string out = "'";
+    for (char c : t) out += c == '\n' ? std::string("\u23ce") : std::string(1, c);
+    return out + "'";
+}
+
+} // namespace
+
+attn::Expected<std::string> renderLinesFigure(const std::string& modelName, const RunView& run,
+                                              const ModelFigureOptions& opt, FigureFormat format, double scale)
+{
+    ATTNSCOPE_RETURN_IF_ERROR(checkLayerHead(run, opt.layer, opt.head));
+    const std::string title = opt.title.value_or(modelName + ": layer " + std::to_string(opt.layer) + ", head " +
+                                                 std::to_string(opt.head) + " (query → key)");
+    const LinesLayout L = layoutLines(run, title);
+    return renderPainted(L.width, L.height, format, scale, "lines figure",
+                         [&](Painter& p) { drawLines(p, run, opt, title, L); });
+}
+
+attn::Expected<std::string> renderNextFigure(const std::string& title, const std::vector<NextTokenBar>& bars,
+                                             FigureFormat format, double scale)
+{
+    if (bars.empty()) return attn::invalidArgument("next-token figure: no predictions");
+    const TextStyle label{kLabelSize};
+    double labelW = 0;
+    for (const NextTokenBar& b : bars) labelW = std::max(labelW, measureText({{visibleToken(b.token), 0}}, label).width);
+    const double barMax = 220, row = 16, top = title.empty() ? 12 : 34;
+    const double titleW = title.empty() ? 0 : measureText({{title, 0}}, {10.0, true}).width;
+    const double width = std::max(labelW + barMax + 70, titleW) + 24, height = top + row * double(bars.size()) + 12;
+    const double x0 = (width - (labelW + barMax + 70)) / 2 + labelW + 6;
+    return renderPainted(width, height, format, scale, "next-token figure", [&](Painter& p) {
+        p.fillRect(0, 0, width, height, {255, 255, 255});
+        if (!title.empty()) p.text({{title, 0}}, {10.0, true}, width / 2, 10, HAlign::Center, VAlign::Top);
+        for (std::size_t i = 0; i < bars.size(); ++i) {
+            const double y = top + row * double(i);
+            const float pr = std::clamp(bars[i].p, 0.0f, 1.0f);
+            p.text({{visibleToken(bars[i].token), 0}}, label, x0 - 6, y + row / 2, HAlign::Right, VAlign::Middle);
+            p.fillRect(x0, y + 2, barMax, row - 4, {236, 238, 242});
+            p.fillRect(x0, y + 2, barMax * pr, row - 4, kLineColor);
+            p.text({{attn::formatValue(bars[i].p, 3), 0}}, label, x0 + barMax + 6, y + row / 2, HAlign::Left, VAlign::Middle);
+        }
+    });
 }
 
 } // namespace app::fig

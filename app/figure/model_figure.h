@@ -30,4 +30,12 @@ attn::Expected<Figure> buildModelFigure(const std::string& modelName, const RunV
 attn::Expected<std::string> renderLinesFigure(const std::string& modelName, const RunView& run,
                                               const ModelFigureOptions& opt, FigureFormat format, double scale);
 
+// A decoder's next-token predictions as bars (token, probability), most probable first.
+struct NextTokenBar {
+    std::string token;  // decoded text, e.g. " Paris"
+    float p = 0;
+};
+attn::Expected<std::string> renderNextFigure(const std::string& title, const std::vector<NextTokenBar>& bars,
+                                             FigureFormat format, double scale);
+
 } // namespace app::fig

@@ -424,8 +424,20 @@ void drawPredictionsPanel(AppState& state)
     const int n = static_cast<int>(r.encoding.tokens.size());
     const int pos = m.predictPosition < 0 ? n - 1 : m.predictPosition;
     ImGui::TextUnformatted("Text coloured by surprise (red: the model did not expect it); click a token");
-    const float textHeight = std::min(ImGui::GetContentRegionAvail().y * 0.3f, 6 * (ImGui::GetTextLineHeightWithSpacing() + 2));
-    drawSurpriseText(state, ImVec2(0, std::max(textHeight, ImGui::GetTextLineHeightWithSpacing() * 2)));
+    // As tall as the wrapped tokens, up to a third of the panel (then it scrolls).
+    int lines = 1;
+    {
+        const float right = ImGui::GetContentRegionAvail().x - ImGui::GetStyle().ScrollbarSize;
+        float x = 0;
+        for (const std::string& t : r.encoding.tokens) {
+            const float w = ImGui::CalcTextSize(tokenLabel(t).c_str()).x + 9;
+            if (x > 0 && x + w > right) x = 0, ++lines;
+            x += w;
+        }
+    }
+    const float lineH = ImGui::GetTextLineHeightWithSpacing() + 2;
+    const float textHeight = std::min(ImGui::GetContentRegionAvail().y * 0.34f, float(lines) * lineH + 4);
+    drawSurpriseText(state, ImVec2(0, std::max(textHeight, lineH + 4)));
     ImGui::Separator();
     const std::string after = tokenLabel(r.encoding.tokens[static_cast<std::size_t>(pos)]);
     ImGui::Text("Next token after '%s' (token %d%s)", after.c_str(), pos, pos == n - 1 ? ", the last" : "");
@@ -519,6 +531,7 @@ void drawModelSidebar(AppState& state)
     ModelState& m = state.model;
     ImGui::TextWrapped("%s", m.modelName().c_str());
     state.recordRect("control/model_summary", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    ImGui::PushTextWrapPos(0.0f);  // the sidebar is narrow: the summary lines wrap
     if (m.isDecoder()) {
         const attn::DecoderConfig& c = m.decoder->config;
         ImGui::TextDisabled("%s decoder, %d layers × %d heads", c.architecture.c_str(), c.layers, c.heads);
@@ -530,6 +543,7 @@ void drawModelSidebar(AppState& state)
         ImGui::TextDisabled("%s, %d layers × %d heads", c.modelType.empty() ? "model" : c.modelType.c_str(), c.layers, c.heads);
         ImGui::TextDisabled("d_model %d, d_k %d per head", c.hidden, c.heads > 0 ? c.hidden / c.heads : 0);
     }
+    ImGui::PopTextWrapPos();
     ImGui::Separator();
     const RunView run = m.shownRun();
     const std::size_t n = run.encoding.tokens.size();
@@ -545,8 +559,12 @@ void drawModelSidebar(AppState& state)
     }
     ImGui::EndDisabled();
     ImGui::Separator();
-    ImGui::TextWrapped("Click a thumbnail: open that layer and head in the chain view (edit its X and weights; "
-                       "Esc or Back returns here). Right-click: show its lines. The box under it ablates it.");
+    ImGui::TextWrapped(m.isDecoder() ? "Click a thumbnail: open that layer and head in the chain view (edit its Q, K, V "
+                                       "and W^O; Esc or Back returns here). Right-click: show its lines. The box under "
+                                       "it ablates it: watch the predictions move."
+                                     : "Click a thumbnail: open that layer and head in the chain view (edit its X and "
+                                       "weights; Esc or Back returns here). Right-click: show its lines. The box under "
+                                       "it ablates it.");
     ImGui::Separator();
     if (ImGui::Button("Open model…")) m.showOpenDialog = true;
 }
