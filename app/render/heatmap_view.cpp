@@ -135,7 +135,8 @@ std::string cellValueText(float v, float cellPx, float fontSize)
         else if (t.rfind("-0.", 0) == 0) t.erase(1, 1);
         if (font->CalcTextSizeA(fontSize, FLT_MAX, 0.0f, t.c_str()).x <= room) return t;
     }
-    return "";
+    // Not even that fits: a dot says "a value is here, too wide to print" (a blank cell read as 0).
+    return "\u00b7";
 }
 
 ImU32 contrastingTextColor(attn::Colormap cmap, const attn::DisplayRange& range, float v)

@@ -99,7 +99,8 @@ void drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange&
                   float minWidth = kColorbarWidth);
 
 // The text printed in a cell `cellPx` wide for value v: 3 significant digits, else 2, else 2 without the
-// leading zero (".91"), whichever first fits in `fontSize`; "" when none does.
+// leading zero (".91"), then 1 digit ("-.1"), whichever first fits in `fontSize`; a middle dot "·" when none
+// does (a value too wide to print, not a blank cell that reads as 0); "" for NaN/Inf.
 std::string cellValueText(float v, float cellPx, float fontSize);
 
 // Black or white, whichever reads better on the colour of value v.

@@ -258,5 +258,7 @@ TEST_F(NullBackend, CellValuesFitTheCellAndStayCloseToTheValue)
         EXPECT_NEAR(std::stof(t), v, 0.5f * lead + 1e-6f) << v << " shown as " << t;
     }
     EXPECT_TRUE(app::cellValueText(NAN, cell, font).empty());
+    // A cell too narrow for any form of the value shows a dot, not a blank that reads as 0 (issue 21).
+    EXPECT_EQ(app::cellValueText(-0.0457f, 19.0f, 11.5f), "\u00b7");
     ImGui::EndFrame();
 }
