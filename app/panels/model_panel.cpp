@@ -86,7 +86,7 @@ const attn::Matrix& thumbnailValues(ModelState& m, int l, int h, int heads, int 
     return t.values;
 }
 
-// The grid: one thumbnail per (layer, head), a checkbox under each to ablate it. Laid out by planModelGrid
+// The grid: one thumbnail per (layer, head), a × in its corner (on hover) to ablate it. Laid out by planModelGrid
 // (view/model_grid.h): the thumbnails fit the room whatever the token count, and the grid scrolls inside
 // `size` when even the smallest readable thumbnails do not fit.
 void drawModelGrid(AppState& state, ImVec2 size)
@@ -103,7 +103,7 @@ void drawModelGrid(AppState& state, ImVec2 size)
     in.height = size.y;
     in.labelWidth = ImGui::CalcTextSize("L00").x + 12;
     in.headerHeight = ImGui::GetTextLineHeightWithSpacing() * (Hkv != H ? 2.0f : 1.0f);  // + a row of KV groups
-    in.rowExtra = ImGui::GetFrameHeight() + ImGui::GetStyle().ItemSpacing.y;  // the checkbox row
+    in.rowExtra = ImGui::GetStyle().ItemSpacing.y + 2;  // a gap (ablation is the × in each thumbnail's corner)
     const ModelGridPlan plan = planModelGrid(in);
     m.gridPlan = plan;
     ImGui::BeginChild("grid", size, false, ImGuiWindowFlags_HorizontalScrollbar);
@@ -160,34 +160,55 @@ void drawModelGrid(AppState& state, ImVec2 size)
             spec.rowLabelsShown = spec.colLabelsShown = false;
             spec.maxWidth = spec.maxHeight = plan.thumb + 1;  // never a scrolling map of its own
             const HeatmapHit hit = drawHeatmap(spec);
+            // The ablation switch: a × in the thumbnail's top-right corner, shown on hover and while ablated
+            // (then the thumbnail is dimmed and crossed out).
+            const bool ablated = isAblated(run, l, h);
+            const float box = std::clamp(plan.thumb * 0.3f, 12.0f, 18.0f);
+            const ImVec2 c0(hit.cellsMax.x - box, hit.cellsMin.y), c1(hit.cellsMax.x, hit.cellsMin.y + box);
+            // (The thumbnail's button is active from the press on, which a plain IsWindowHovered would not allow.)
+            const bool overThumb = ImGui::IsMouseHoveringRect(hit.cellsMin, hit.cellsMax) &&
+                                   ImGui::IsWindowHovered(ImGuiHoveredFlags_AllowWhenBlockedByActiveItem);
+            const bool overBox = overThumb && ImGui::IsMouseHoveringRect(c0, c1);
+            if (ablated) {
+                dl->AddRectFilled(hit.cellsMin, hit.cellsMax, IM_COL32(0, 0, 0, 150));
+                dl->AddLine(hit.cellsMin, hit.cellsMax, IM_COL32(230, 70, 60, 220), 1.5f);
+                dl->AddLine(ImVec2(hit.cellsMin.x, hit.cellsMax.y), ImVec2(hit.cellsMax.x, hit.cellsMin.y), IM_COL32(230, 70, 60, 220), 1.5f);
+            }
+            if (overThumb || ablated) {
+                dl->AddRectFilled(c0, c1, overBox ? IM_COL32(230, 70, 60, 255) : IM_COL32(40, 40, 48, 230), 2.0f);
+                const ImVec2 ts = ImGui::CalcTextSize("\u00d7");
+                dl->AddText(ImVec2((c0.x + c1.x - ts.x) / 2, (c0.y + c1.y - ts.y) / 2), IM_COL32(255, 255, 255, 255), "\u00d7");
+            }
+            state.recordRect("model/ablate/" + std::to_string(l) + "/" + std::to_string(h), c0, c1);
             const bool selected = l == m.linesLayer && h == m.linesHead;
             if (selected)
                 dl->AddRect(ImVec2(hit.cellsMin.x - 2, hit.cellsMin.y - 2), ImVec2(hit.cellsMax.x + 2, hit.cellsMax.y + 2),
                             IM_COL32(255, 200, 60, 255), 0, 0, 2.0f);
-            if (hit.row >= 0) {
+            if (overBox) {
+                ImGui::SetTooltip(ablated ? "layer %d, head %d is ablated: click to restore it"
+                                          : "click: ablate layer %d, head %d (its context zeroed before W^O)", l, h);
+            } else if (hit.row >= 0) {
                 if (plan.pooled) {
                     ImGui::SetTooltip("layer %d, head %d%s\n%d tokens, each cell the largest weight of its block\n"
-                                      "click: open layer %d, head %d in the chain view",
+                                      "click: open layer %d, head %d in the chain view; × (top right): ablate",
                                       l, h, isAblated(run, l, h) ? " (ablated)" : "", n, l, h);
                 } else {
                     const float w = spec.src.values->coeff(hit.row, hit.col);
                     ImGui::SetTooltip("layer %d, head %d%s\nquery %d '%s' → key %d '%s': %.3f\n"
-                                      "click: open layer %d, head %d in the chain view",
+                                      "click: open layer %d, head %d in the chain view; × (top right): ablate",
                                       l, h, isAblated(run, l, h) ? " (ablated)" : "", hit.row,
                                       run.encoding.tokens[static_cast<std::size_t>(hit.row)].c_str(), hit.col,
                                       run.encoding.tokens[static_cast<std::size_t>(hit.col)].c_str(), w, l, h);
                 }
             }
             state.recordRect(spec.key, hit.cellsMin, hit.cellsMax);
-            if (hit.pressed) {
+            if (hit.pressed && overBox) {
+                toggleAblation(state, l, h);
+            } else if (hit.pressed) {
                 m.linesLayer = l;
                 m.linesHead = h;
                 openLayerInChain(state, l, h);
             }
-            ImGui::SetCursorScreenPos(ImVec2(p.x, p.y + plan.thumb + ImGui::GetStyle().ItemSpacing.y));
-            bool off = isAblated(run, l, h);
-            if (ImGui::Checkbox("##off", &off)) toggleAblation(state, l, h);
-            if (ImGui::IsItemHovered()) ImGui::SetTooltip("ablate layer %d head %d (its weights × 0)", l, h);
             ImGui::PopID();
             if (ImGui::IsMouseHoveringRect(p, ImVec2(p.x + plan.thumb, p.y + plan.thumb)) && ImGui::IsWindowHovered() &&
                 ImGui::IsMouseClicked(ImGuiMouseButton_Right)) {
@@ -560,11 +581,11 @@ void drawModelSidebar(AppState& state)
     ImGui::EndDisabled();
     ImGui::Separator();
     ImGui::TextWrapped(m.isDecoder() ? "Click a thumbnail: open that layer and head in the chain view (edit its Q, K, V "
-                                       "and W^O; Esc or Back returns here). Right-click: show its lines. The box under "
-                                       "it ablates it: watch the predictions move."
+                                       "and W^O; Esc or Back returns here). Right-click: show its lines. The × in its "
+                                       "corner (on hover) ablates it: watch the predictions move."
                                      : "Click a thumbnail: open that layer and head in the chain view (edit its X and "
-                                       "weights; Esc or Back returns here). Right-click: show its lines. The box under "
-                                       "it ablates it.");
+                                       "weights; Esc or Back returns here). Right-click: show its lines. The × in its "
+                                       "corner (on hover) ablates it.");
     ImGui::Separator();
     if (ImGui::Button("Open model…")) m.showOpenDialog = true;
 }

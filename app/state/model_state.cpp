@@ -148,6 +148,12 @@ public:
         std::lock_guard<std::mutex> lock(m_mutex);
         return m_running || m_pending.has_value();
     }
+    // Nothing running, waiting, or finished and not yet taken.
+    bool idle() const
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        return !m_running && !m_pending && !m_finished;
+    }
     double runningMs() const
     {
         std::lock_guard<std::mutex> lock(m_mutex);
@@ -758,10 +764,12 @@ void syncModelEdits(AppState& state)
 void finishModelRuns(AppState& state)
 {
     ModelState& m = state.model;
+    // Taking a run may send the next (Generate), which a small model can finish before the check below: stop
+    // only when nothing is running, waiting or left untaken.
     while (m.worker) {
         m.worker->waitUntilDone();
         takeFinished(m);
-        if (!m.worker->busy()) break;
+        if (m.worker->idle()) break;
     }
 }
 

@@ -122,7 +122,9 @@ TEST_F(DecoderMode, TypingAndGenerateAppendToTheText)
     app::finishModelRuns(state);
     EXPECT_EQ(m.textA, expected);
     EXPECT_EQ(m.generateLeft, 0);
-    expectSameLogits(m.drun->lastLogits, syncRun(oracle, expected).lastLogits, "generated");
+    const attn::DecoderRun whole = syncRun(oracle, expected);
+    EXPECT_EQ(m.drun->encoding.ids, whole.encoding.ids);
+    expectSameLogits(m.drun->lastLogits, whole.lastLogits, "generated");
 }
 
 TEST_F(DecoderMode, ALayerInTheChainViewEditsFlowBack)
@@ -188,6 +190,26 @@ TEST_F(DecoderMode, PanelsDrawHeadlessAndAClickedTokenShowsItsPredictions)
     io.MouseDown[0] = false;
     frame();
     EXPECT_EQ(state.model.predictPosition, 1);
+    // The × in a thumbnail's corner ablates that head (and a second click restores it); the thumbnail itself
+    // still opens the layer.
+    auto click = [&](const std::string& key) {
+        ASSERT_EQ(state.rects.count(key), 1u) << key;
+        const app::UiRect b = state.rects[key];
+        io.MousePos = ImVec2((b.x0 + b.x1) / 2, (b.y0 + b.y1) / 2);
+        frame();
+        io.MouseDown[0] = true;
+        frame();
+        io.MouseDown[0] = false;
+        frame();
+    };
+    click("model/ablate/1/2");
+    app::finishModelRuns(state);
+    ASSERT_EQ(state.model.drun->ablated.size(), 1u);
+    EXPECT_EQ(state.model.drun->ablated[0], std::make_pair(1, 2));
+    EXPECT_EQ(state.model.openLayer, -1) << "the × opened the layer too";
+    click("model/ablate/1/2");
+    app::finishModelRuns(state);
+    EXPECT_TRUE(state.model.drun->ablated.empty());
     ImGui::DestroyContext();
 }
 
