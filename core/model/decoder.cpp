@@ -337,10 +337,10 @@ void layerNormRows(const Matrix& x, const Vector& gamma, const Vector& beta, flo
 }
 
 void attentionInputs(const DecoderModel& m, const DecoderLayer& L, const Matrix& x, int pos0, Matrix& normed, Matrix& Q,
-                     Matrix& K, Matrix& V)
+                     Matrix& K, Matrix& V, int period)
 {
     if (m.config.family == DecoderFamily::Gpt2) gpt2AttentionInputs(m, L, x, normed, Q, K, V);
-    else llamaAttentionInputs(m, L, x, pos0, normed, Q, K, V);
+    else llamaAttentionInputs(m, L, x, pos0, normed, Q, K, V, period);
 }
 
 void afterAttention(const DecoderModel& m, const DecoderLayer& L, const Matrix& attnOut, const Matrix& x, BlockScratch& s,
@@ -354,6 +354,26 @@ void finalNorm(const DecoderModel& m, const Matrix& x, Matrix& out)
 {
     if (m.config.family == DecoderFamily::Gpt2) layerNormRows(x, m.finalNormGamma, m.finalNormBeta, m.config.normEps, out);
     else rmsNormRows(x, m.finalNormGamma, m.config.normEps, out);
+}
+
+AttentionConfig layerConfig(const DecoderConfig& c, Backend backend)
+{
+    AttentionConfig cfg;
+    cfg.mode = Mode::Direct;
+    cfg.heads = c.heads;
+    cfg.kvHeads = c.kvHeads;
+    cfg.backend = backend;
+    cfg.incremental = false;  // every input changes when a layer below is recomputed
+    return cfg;
+}
+
+void slidingWindowMask(const DecoderConfig& c, int queries, int pos0, int keys, MaskSpec& mask)
+{
+    mask.custom.resize(0, 0);
+    if (c.slidingWindow <= 0 || pos0 + queries <= c.slidingWindow) return;
+    mask.custom = MaskMatrix::Zero(queries, keys);
+    for (int i = 0; i < queries; ++i)
+        for (int j = 0; j <= pos0 + i - c.slidingWindow && j < keys; ++j) mask.custom(i, j) = 1;
 }
 
 } // namespace detail
@@ -373,28 +393,6 @@ Status checkAblation(const DecoderConfig& c, const std::vector<std::pair<int, in
             return invalidArgument("ablate: head " + std::to_string(h) + " is outside 0.." + std::to_string(c.heads - 1));
     }
     return Status::success();
-}
-
-// The attention core's configuration for one layer: Q, K, V given (Direct mode, after RoPE), causal, grouped-query.
-AttentionConfig layerConfig(const DecoderConfig& c, Backend backend)
-{
-    AttentionConfig cfg;
-    cfg.mode = Mode::Direct;
-    cfg.heads = c.heads;
-    cfg.kvHeads = c.kvHeads;
-    cfg.backend = backend;
-    cfg.incremental = false;  // every input changes when a layer below is recomputed
-    return cfg;
-}
-
-// Mistral's sliding window: key j is hidden from query i when i − j ≥ window (on top of causality).
-void slidingWindowMask(const DecoderConfig& c, int queries, int pos0, int keys, MaskSpec& mask)
-{
-    mask.custom.resize(0, 0);
-    if (c.slidingWindow <= 0 || pos0 + queries <= c.slidingWindow) return;
-    mask.custom = MaskMatrix::Zero(queries, keys);
-    for (int i = 0; i < queries; ++i)
-        for (int j = 0; j <= pos0 + i - c.slidingWindow && j < keys; ++j) mask.custom(i, j) = 1;
 }
 
 // W^O: the concat of the heads' contexts (rows row0…) times W^O (+ b^O), after the ablated heads' contexts are

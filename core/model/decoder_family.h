@@ -23,7 +23,7 @@ Status llamaConfigFromGguf(const GgufFile& f, const std::string& arch, DecoderCo
 Status llamaTensors(WeightSource& w, bool ggufNames, bool unpermuteQK, DecoderModel& m);
 using BlockScratch = DecoderBlockScratch;
 void llamaAttentionInputs(const DecoderModel& m, const DecoderLayer& L, const Matrix& x, int pos0, Matrix& normed,
-                          Matrix& Q, Matrix& K, Matrix& V);
+                          Matrix& Q, Matrix& K, Matrix& V, int period = 0);
 void llamaAfterAttention(const DecoderModel& m, const DecoderLayer& L, const Matrix& attnOut, const Matrix& x,
                          BlockScratch& s, Matrix& out);
 
@@ -39,9 +39,11 @@ void gpt2AfterAttention(const DecoderModel& m, const DecoderLayer& L, const Matr
 // [SECTION] One block, by family (dispatching on model.config.family)
 
 // The attention's inputs of layer `layer` for the tokens at positions pos0, pos0+1, … (x: their residual stream,
-// rows × M): Q rows×H·D and K, V rows×H_kv·D, Q and K rotated by RoPE where the family uses it.
+// rows × M): Q rows×H·D and K, V rows×H_kv·D, Q and K rotated by RoPE where the family uses it. With period > 0,
+// x is blocks of `period` rows, each the same positions pos0 … pos0+period−1 (the stacked variants of a head scan,
+// core/model/interp.cpp), so that the projections stream the weights once for all blocks.
 void attentionInputs(const DecoderModel& model, const DecoderLayer& layer, const Matrix& x, int pos0, Matrix& normed,
-                     Matrix& Q, Matrix& K, Matrix& V);
+                     Matrix& Q, Matrix& K, Matrix& V, int period = 0);
 // The rest of the block: out = x + attnOut, then out += feed-forward(norm(out)). `scratch` holds buffers.
 void afterAttention(const DecoderModel& model, const DecoderLayer& layer, const Matrix& attnOut, const Matrix& x,
                     BlockScratch& scratch, Matrix& out);
@@ -49,6 +51,12 @@ void afterAttention(const DecoderModel& model, const DecoderLayer& layer, const 
 void finalNorm(const DecoderModel& model, const Matrix& x, Matrix& out);
 
 // [SECTION] Shared numerics (core/model/decoder.cpp)
+
+// The attention core's configuration for one layer: Q, K, V given (Direct mode, after RoPE), causal, grouped-query.
+AttentionConfig layerConfig(const DecoderConfig& c, Backend backend);
+// Mistral's sliding window for `queries` rows at positions pos0… over `keys` keys: key j is hidden from query i
+// when i − j ≥ window (on top of causality); mask.custom is left empty when nothing is hidden.
+void slidingWindowMask(const DecoderConfig& c, int queries, int pos0, int keys, MaskSpec& mask);
 
 // out = a · b with b's columns split over the thread team (Eigen's own products run on one thread in core).
 void product(const Matrix& a, const Matrix& b, Matrix& out);

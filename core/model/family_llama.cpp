@@ -258,7 +258,9 @@ namespace {
 
 // RoPE with Hugging Face's pairing (dimension i with i + D/2 of each head), computed as transformers does in
 // float32: inv_freq[i] = θ^(−2i/D) (÷ the Llama 3 factor), angle = position · inv_freq[i].
-void rope(const DecoderConfig& c, Matrix& x, int heads, int pos0)
+// With period > 0 the rows are blocks of `period` tokens each (stacked variants of one text, as the head scans of
+// interp.cpp run them): row r is position pos0 + r mod period.
+void rope(const DecoderConfig& c, Matrix& x, int heads, int pos0, int period)
 {
     const int D = c.headDim, half = D / 2;
     std::vector<float> invFreq(static_cast<std::size_t>(half));
@@ -270,7 +272,7 @@ void rope(const DecoderConfig& c, Matrix& x, int heads, int pos0)
     const Eigen::Index n = x.rows();
 #pragma omp parallel for schedule(static) if (n * heads * D >= (1 << 16))
     for (Eigen::Index r = 0; r < n; ++r) {
-        const float pos = static_cast<float>(pos0 + r);
+        const float pos = static_cast<float>(pos0 + (period > 0 ? r % period : r));
         float* row = x.row(r).data();
         for (int i = 0; i < half; ++i) {
             const float angle = pos * invFreq[static_cast<std::size_t>(i)];
@@ -288,7 +290,7 @@ void rope(const DecoderConfig& c, Matrix& x, int heads, int pos0)
 } // namespace
 
 void llamaAttentionInputs(const DecoderModel& m, const DecoderLayer& L, const Matrix& x, int pos0, Matrix& h, Matrix& Q,
-                          Matrix& K, Matrix& V)
+                          Matrix& K, Matrix& V, int period)
 {
     const DecoderConfig& c = m.config;
     rmsNormRows(x, L.attnNormGamma, c.normEps, h);
@@ -300,8 +302,8 @@ void llamaAttentionInputs(const DecoderModel& m, const DecoderLayer& L, const Ma
         K.rowwise() += L.bk.transpose();
         V.rowwise() += L.bv.transpose();
     }
-    rope(c, Q, c.heads, pos0);
-    rope(c, K, c.kvHeads, pos0);
+    rope(c, Q, c.heads, pos0, period);
+    rope(c, K, c.kvHeads, pos0, period);
 }
 
 void llamaAfterAttention(const DecoderModel& m, const DecoderLayer& L, const Matrix& attnOut, const Matrix& x,

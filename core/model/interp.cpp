@@ -1,0 +1,475 @@
+// Interpretability views of a decoder run (issue 20). See attnscope/interp.h for the contract and docs/interp.md.
+//
+// [SECTION] Checks and targets
+// [SECTION] Direct logit attribution
+// [SECTION] Logit lens
+// [SECTION] Head types and the induction probe
+// [SECTION] Scans (head importance, activation patching)
+#include "attnscope/interp.h"
+
+#include "attnscope/attention.h"
+#include "decoder_family.h"
+#include "teams.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace attn {
+using namespace detail;
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Checks and targets
+// -----------------------------------------------------------------------------------------------------
+
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// A run of this model with everything the views read: L+1 residual streams and L attention results of n rows,
+// the last position's logits.
+Status checkRun(const DecoderModel& model, const DecoderRun& run, const char* what = "the run")
+{
+    const DecoderConfig& c = model.config;
+    if (static_cast<int>(run.hidden.size()) != c.layers + 1 || static_cast<int>(run.attention.size()) != c.layers)
+        return invalidArgument(std::string(what) + " does not come from this model (" + std::to_string(run.attention.size()) +
+                               " layers, the model has " + std::to_string(c.layers) + ")");
+    const Eigen::Index n = run.hidden[0].rows();
+    if (n == 0) return invalidArgument(std::string(what) + " has no tokens");
+    const Eigen::Index HD = Eigen::Index(c.heads) * c.headDim;
+    for (int l = 0; l < c.layers; ++l) {
+        const AttentionResult& a = run.attention[static_cast<std::size_t>(l)];
+        if (a.concat.rows() != n || a.concat.cols() != HD || run.hidden[static_cast<std::size_t>(l) + 1].rows() != n ||
+            static_cast<int>(a.heads.size()) != c.heads)
+            return invalidArgument(std::string(what) + ": layer " + std::to_string(l) + " does not hold " +
+                                   std::to_string(n) + " positions of " + std::to_string(c.heads) + " heads");
+    }
+    if (run.lastLogits.size() == 0) return invalidArgument(std::string(what) + " has no logits");
+    return Status::success();
+}
+
+Status checkTarget(const Vector& logits, int id, const char* what = "target")
+{
+    if (id < 0 || id >= logits.size())
+        return invalidArgument(std::string(what) + " id " + std::to_string(id) + " is outside the vocabulary 0.." +
+                               std::to_string(logits.size() - 1));
+    return Status::success();
+}
+
+bool isAblated(const DecoderRun& run, int l, int h)
+{
+    return std::find(run.ablated.begin(), run.ablated.end(), std::make_pair(l, h)) != run.ablated.end();
+}
+
+std::string quoted(const std::string& s)
+{
+    std::string q(1, '\'');  // appended, not "'" + s: GCC 12 warns falsely (-Wrestrict) on const char* + string&&
+    q += s;
+    q += '\'';
+    return q;
+}
+
+} // namespace
+
+Expected<InterpTarget> interpTarget(const DecoderModel& model, const DecoderRun& run, int id)
+{
+    const Vector& logits = run.lastLogits;
+    if (logits.size() == 0) return invalidArgument("the run has no logits");
+    if (id < 0) {
+        id = 0;
+        for (Eigen::Index i = 1; i < logits.size(); ++i)
+            if (logits[i] > logits[id]) id = static_cast<int>(i);  // the first of equal maxima
+    }
+    ATTNSCOPE_RETURN_IF_ERROR(checkTarget(logits, id));
+    InterpTarget t;
+    t.id = id;
+    t.token = model.tokenizer.tokenText(id);
+    t.logit = logits[id];
+    t.logprob = logProbability(logits, id);
+    return t;
+}
+
+Expected<int> targetTokenId(const DecoderModel& model, const std::string& token)
+{
+    if (token.empty()) return invalidArgument("the target is empty; a target is one token");
+    auto enc = model.tokenizer.encode(token, false);
+    if (!enc) return enc.status();
+    if (enc->ids.size() == 1) return enc->ids[0];
+    std::string msg = quoted(token) + " is " + std::to_string(enc->ids.size()) + " tokens:";
+    for (const std::string& piece : enc->tokens) {
+        msg += ' ';
+        msg += quoted(piece);
+    }
+    return invalidArgument(msg + "; a target is one token");
+}
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Direct logit attribution
+// -----------------------------------------------------------------------------------------------------
+
+Expected<DirectLogitAttribution> directLogitAttribution(const DecoderModel& model, const DecoderRun& run, int targetId)
+{
+    ATTNSCOPE_RETURN_IF_ERROR(checkRun(model, run));
+    ATTNSCOPE_RETURN_IF_ERROR(checkTarget(run.lastLogits, targetId));
+    const DecoderConfig& c = model.config;
+    const int L = c.layers, H = c.heads, D = c.headDim, M = c.hidden;
+    const Eigen::Index last = run.hidden[0].rows() - 1;
+    const Vector x = run.hidden.back().row(last).transpose();
+    const Vector u = model.unembedding().row(targetId).transpose();
+    // The final norm frozen at this run's scale is linear: component c adds c·w to the logit. RMSNorm: w = γ⊙u / rms.
+    // LayerNorm: (c − mean(c))·(γ⊙u)/σ = c·(w − mean(w)) with w = γ⊙u/σ, and β·u is the norm's own term.
+    Vector w = model.finalNormGamma.cwiseProduct(u);
+    DirectLogitAttribution out;
+    if (c.family == DecoderFamily::Gpt2) {
+        const float mean = x.mean();
+        const float var = (x.array() - mean).square().sum() / static_cast<float>(M);
+        w /= std::sqrt(var + c.normEps);
+        w.array() -= w.mean();
+        out.normBias = model.finalNormBeta.size() > 0 ? model.finalNormBeta.dot(u) : 0.0f;
+    } else {
+        w /= std::sqrt(x.squaredNorm() / static_cast<float>(M) + c.normEps);
+    }
+    out.heads = Matrix::Zero(L, H);
+    out.attnBias = Vector::Zero(L);
+    out.mlp = Vector::Zero(L);
+    out.embed = run.hidden[0].row(last).dot(w.transpose());
+    for (int l = 0; l < L; ++l) {
+        const DecoderLayer& layer = model.layers[static_cast<std::size_t>(l)];
+        const AttentionResult& a = run.attention[static_cast<std::size_t>(l)];
+        // Head h writes concat[h·D…]·W^O[h·D…, :]; its share is that row times W^O's rows times w.
+        const Vector ow = layer.Wo * w;
+        for (int h = 0; h < H; ++h) out.heads(l, h) = a.concat.row(last).segment(h * D, D).dot(ow.segment(h * D, D).transpose());
+        if (layer.bo.size() > 0) out.attnBias[l] = layer.bo.dot(w);
+        const auto delta = run.hidden[static_cast<std::size_t>(l) + 1].row(last) - run.hidden[static_cast<std::size_t>(l)].row(last) -
+                           a.output.row(last);
+        out.mlp[l] = delta.dot(w.transpose());
+    }
+    out.logit = run.lastLogits[targetId];
+    return out;
+}
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Logit lens
+// -----------------------------------------------------------------------------------------------------
+
+Expected<LogitLens> logitLens(const DecoderModel& model, const DecoderRun& run, int k, int positions)
+{
+    ATTNSCOPE_RETURN_IF_ERROR(checkRun(model, run));
+    if (k < 1) return invalidArgument("logit lens: k is " + std::to_string(k) + "; expected at least 1");
+    if (positions < 0) return invalidArgument("logit lens: positions is " + std::to_string(positions) + "; expected 0 (all) or more");
+    const int L = model.config.layers;
+    const int n = static_cast<int>(run.hidden[0].rows());
+    LogitLens lens;
+    lens.firstPosition = positions == 0 ? 0 : std::max(0, n - positions);
+    const int count = n - lens.firstPosition;
+    lens.top.assign(static_cast<std::size_t>(L), {});
+    const TeamsForTheLoad teams;
+    // Row blocks, as predictions() does: the logits of 64 rows at a time, never rows × V at once.
+    constexpr int kRows = 64;
+    Matrix normed, logits;
+    for (int l = 0; l < L; ++l) {
+        auto& layerTop = lens.top[static_cast<std::size_t>(l)];
+        layerTop.reserve(static_cast<std::size_t>(count));
+        const Matrix& h = run.hidden[static_cast<std::size_t>(l) + 1];
+        for (int r0 = lens.firstPosition; r0 < n; r0 += kRows) {
+            const int rows = std::min(kRows, n - r0);
+            finalNorm(model, h.middleRows(r0, rows), normed);
+            productTransposed(normed, model.unembedding(), logits);
+            for (int i = 0; i < rows; ++i) layerTop.push_back(topTokens(model, logits.row(i).transpose(), k));
+        }
+    }
+    return lens;
+}
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Head types and the induction probe
+// -----------------------------------------------------------------------------------------------------
+
+HeadTypes headTypes(const DecoderRun& run)
+{
+    HeadTypes t;
+    const int L = static_cast<int>(run.attention.size());
+    const int H = L > 0 ? static_cast<int>(run.attention[0].heads.size()) : 0;
+    t.previous = t.duplicate = t.induction = t.sink = Matrix::Zero(L, H);
+    const std::vector<int>& ids = run.encoding.ids;
+    const int n = static_cast<int>(ids.size());
+    // Per query, the keys each score sums (the same for every head).
+    std::vector<std::vector<int>> dupKeys(static_cast<std::size_t>(n)), indKeys(static_cast<std::size_t>(n));
+    int dupQueries = 0, indQueries = 0;
+    for (int i = 0; i < n; ++i) {
+        for (int j = 0; j < i; ++j)
+            if (ids[static_cast<std::size_t>(j)] == ids[static_cast<std::size_t>(i)]) dupKeys[static_cast<std::size_t>(i)].push_back(j);
+        for (int k = 1; k < i; ++k)
+            if (ids[static_cast<std::size_t>(k) - 1] == ids[static_cast<std::size_t>(i)]) indKeys[static_cast<std::size_t>(i)].push_back(k);
+        dupQueries += !dupKeys[static_cast<std::size_t>(i)].empty();
+        indQueries += !indKeys[static_cast<std::size_t>(i)].empty();
+    }
+    t.hasRepeats = dupQueries > 0;
+    for (int l = 0; l < L; ++l) {
+        const auto& heads = run.attention[static_cast<std::size_t>(l)].heads;
+        for (int h = 0; h < H && h < static_cast<int>(heads.size()); ++h) {
+            const Matrix& w = heads[static_cast<std::size_t>(h)].weights;
+            if (w.rows() < n || w.cols() < n) continue;  // a run without maps scores 0
+            double prev = 0, sink = 0, dup = 0, ind = 0;
+            for (int i = 1; i < n; ++i) {
+                prev += w(i, i - 1);
+                sink += w(i, 0);
+            }
+            for (int i = 0; i < n; ++i) {
+                for (int j : dupKeys[static_cast<std::size_t>(i)]) dup += w(i, j);
+                for (int k : indKeys[static_cast<std::size_t>(i)]) ind += w(i, k);
+            }
+            if (n > 1) {
+                t.previous(l, h) = static_cast<float>(prev / (n - 1));
+                t.sink(l, h) = static_cast<float>(sink / (n - 1));
+            }
+            if (dupQueries > 0) t.duplicate(l, h) = static_cast<float>(dup / dupQueries);
+            if (indQueries > 0) t.induction(l, h) = static_cast<float>(ind / indQueries);
+        }
+    }
+    return t;
+}
+
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t& state)
+{
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// An ordinary word token: a space and 2–8 ASCII letters (" table"). Such a token after a space-separated word
+// is its own pre-token in every byte-level BPE pattern here, so a text of them re-encodes to the same ids.
+bool isWordToken(const std::string& s)
+{
+    if (s.size() < 3 || s.size() > 9 || s[0] != ' ') return false;
+    return std::all_of(s.begin() + 1, s.end(), [](char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'); });
+}
+
+} // namespace
+
+Expected<InductionProbe> inductionProbe(const DecoderModel& model, int length, std::uint64_t seed)
+{
+    if (length < 1) return invalidArgument("induction probe: length is " + std::to_string(length) + "; expected at least 1");
+    if (2 * length + 1 > model.config.maxPositions)
+        return invalidArgument("induction probe: 2×" + std::to_string(length) + " tokens do not fit the model's " +
+                               std::to_string(model.config.maxPositions) + " positions");
+    std::vector<int> words;
+    for (int id = 0; id < model.tokenizer.vocabSize(); ++id)
+        if (isWordToken(model.tokenizer.tokenText(id))) words.push_back(id);
+    if (static_cast<int>(words.size()) < length)
+        return invalidArgument("induction probe: the vocabulary has " + std::to_string(words.size()) +
+                               " word tokens (a space and 2–8 ASCII letters); the probe needs " + std::to_string(length));
+    std::uint64_t state = seed;
+    // A pick can fail to re-encode when two neighbouring words merge or a word is split; 64 fresh picks make a
+    // failure of all of them vanishingly unlikely for a real vocabulary.
+    constexpr int kTries = 64;
+    for (int attempt = 0; attempt < kTries; ++attempt) {
+        // `length` distinct words: a partial Fisher–Yates shuffle.
+        std::vector<int> pool = words;
+        std::vector<int> r;
+        for (int i = 0; i < length; ++i) {
+            const std::size_t left = pool.size() - static_cast<std::size_t>(i);
+            const std::size_t j = static_cast<std::size_t>(i) + static_cast<std::size_t>(splitmix64(state) % left);
+            std::swap(pool[static_cast<std::size_t>(i)], pool[j]);
+            r.push_back(pool[static_cast<std::size_t>(i)]);
+        }
+        std::string half;
+        for (int id : r) half += model.tokenizer.tokenText(id);
+        InductionProbe p;
+        p.text = half + half;
+        auto enc = encodeForDecoder(model, p.text, false);
+        if (!enc) return enc.status();
+        std::vector<int> want;
+        if (enc->ids.size() == 2 * r.size() + 1 && model.tokenizer.bos() >= 0 && enc->ids[0] == model.tokenizer.bos())
+            want.push_back(model.tokenizer.bos());
+        want.insert(want.end(), r.begin(), r.end());
+        want.insert(want.end(), r.begin(), r.end());
+        if (enc->ids == want) {
+            p.ids = std::move(want);
+            return p;
+        }
+    }
+    return invalidArgument("induction probe: no pick of " + std::to_string(length) + " word tokens re-encoded to itself in " +
+                           std::to_string(kTries) + " tries");
+}
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Scans (head importance, activation patching)
+// -----------------------------------------------------------------------------------------------------
+
+namespace {
+
+// Stacked rows per batch of variants: enough that a layer's weights stream once for all of a layer's heads at the
+// usual lengths (SmolLM2's 9 heads × 20 tokens), few enough that the feed-forward's buffers stay small (4096 ×
+// 1536 floats = 25 MB).
+constexpr Eigen::Index kScanRows = 4096;
+
+// The last position's logits (g × V) of g variants of layer l: variant v's concat of layer l (its heads' contexts
+// before W^O, ablated heads zeroed) is rows v·n… of `concat` (g·n × H·D). The rest of layer l and layers l+1…L−1
+// run on the stacked rows, the attention of each variant through the attention core.
+Status variantLogits(const DecoderModel& model, const DecoderRun& run, int l, int g, const Matrix& concat, Matrix& logits)
+{
+    const DecoderConfig& c = model.config;
+    const int L = c.layers, D = c.headDim;
+    const Eigen::Index n = run.hidden[0].rows();
+    const DecoderLayer& first = model.layers[static_cast<std::size_t>(l)];
+    Matrix out, next, normed, Q, K, V;
+    BlockScratch scratch;
+    product(concat, first.Wo, out);
+    if (first.bo.size() > 0) out.rowwise() += first.bo.transpose();
+    Matrix x = run.hidden[static_cast<std::size_t>(l)].replicate(g, 1);
+    afterAttention(model, first, out, x, scratch, next);
+    x.swap(next);
+    const AttentionConfig cfg = layerConfig(c, Backend::Cpu);
+    AttentionInput in;
+    in.mask.causal = true;
+    slidingWindowMask(c, static_cast<int>(n), 0, static_cast<int>(n), in.mask);
+    AttentionResult res;
+    Matrix cat(Eigen::Index(g) * n, Eigen::Index(c.heads) * D);
+    for (int k = l + 1; k < L; ++k) {
+        const DecoderLayer& layer = model.layers[static_cast<std::size_t>(k)];
+        const bool pinned = run.pinned.layer == k;
+        if (pinned) {
+            const DecoderRun::PinnedQKV& p = run.pinned;
+            if (p.Q.rows() != n || p.Q.cols() != cat.cols() || p.K.rows() != n || p.V.rows() != n || p.K.cols() != p.V.cols())
+                return invalidArgument("the pinned Q, K, V of layer " + std::to_string(k) + " do not fit the run's " +
+                                       std::to_string(n) + " tokens");
+        } else {
+            attentionInputs(model, layer, x, 0, normed, Q, K, V, static_cast<int>(n));
+        }
+        for (int v = 0; v < g; ++v) {
+            in.Q = pinned ? run.pinned.Q : Matrix(Q.middleRows(v * n, n));
+            in.K = pinned ? run.pinned.K : Matrix(K.middleRows(v * n, n));
+            in.V = pinned ? run.pinned.V : Matrix(V.middleRows(v * n, n));
+            if (auto s = compute(in, cfg, res); !s.ok()) return makeError(s.code, "layer " + std::to_string(k) + ": " + s.message);
+            cat.middleRows(v * n, n) = res.concat;
+        }
+        for (const auto& [al, ah] : run.ablated)
+            if (al == k) cat.middleCols(Eigen::Index(ah) * D, D).setZero();
+        product(cat, layer.Wo, out);
+        if (layer.bo.size() > 0) out.rowwise() += layer.bo.transpose();
+        afterAttention(model, layer, out, x, scratch, next);
+        x.swap(next);
+    }
+    Matrix last(g, c.hidden);
+    for (int v = 0; v < g; ++v) last.row(v) = x.row(v * n + n - 1);
+    finalNorm(model, last, normed);
+    productTransposed(normed, model.unembedding(), logits);
+    return Status::success();
+}
+
+// One scan: for each layer from the last, the given heads' variants (makeVariant(l, h, concat) edits the layer's
+// concat for head h), batched; score(l, h, logits) fills the row. Rows not reached stay NaN.
+template <class MakeVariant, class Score>
+Status scan(const DecoderModel& model, const DecoderRun& run, const std::vector<std::vector<int>>& headsOfLayer,
+            Matrix& out, const ScanProgress& progress, MakeVariant makeVariant, Score score)
+{
+    const DecoderConfig& c = model.config;
+    const Eigen::Index n = run.hidden[0].rows();
+    const int perBatch = static_cast<int>(std::max<Eigen::Index>(1, kScanRows / n));
+    const TeamsForTheLoad teams;
+    Matrix concat, logits;
+    for (int l = c.layers - 1; l >= 0; --l) {
+        const std::vector<int>& heads = headsOfLayer[static_cast<std::size_t>(l)];
+        const Matrix& base = run.attention[static_cast<std::size_t>(l)].concat;
+        for (std::size_t b0 = 0; b0 < heads.size(); b0 += static_cast<std::size_t>(perBatch)) {
+            const int g = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(perBatch), heads.size() - b0));
+            concat.resize(Eigen::Index(g) * n, base.cols());
+            for (int v = 0; v < g; ++v) {
+                auto block = concat.middleRows(v * n, n);
+                block = base;
+                makeVariant(l, heads[b0 + static_cast<std::size_t>(v)], block);
+            }
+            ATTNSCOPE_RETURN_IF_ERROR(variantLogits(model, run, l, g, concat, logits));
+            for (int v = 0; v < g; ++v) out(l, heads[b0 + static_cast<std::size_t>(v)]) = score(logits.row(v).transpose());
+        }
+        if (progress && !progress(l)) break;
+    }
+    return Status::success();
+}
+
+} // namespace
+
+Status headImportance(DecoderModel& model, const DecoderRun& run, int targetId, Matrix& out, const ScanProgress& progress)
+{
+    ATTNSCOPE_RETURN_IF_ERROR(checkRun(model, run));
+    ATTNSCOPE_RETURN_IF_ERROR(checkTarget(run.lastLogits, targetId));
+    const DecoderConfig& c = model.config;
+    const int D = c.headDim;
+    out = Matrix::Constant(c.layers, c.heads, kNaN);
+    std::vector<std::vector<int>> heads(static_cast<std::size_t>(c.layers));
+    for (int l = 0; l < c.layers; ++l)
+        for (int h = 0; h < c.heads; ++h)
+            if (!isAblated(run, l, h)) heads[static_cast<std::size_t>(l)].push_back(h);
+    const float base = logProbability(run.lastLogits, targetId);
+    // An already ablated head changes nothing: 0, set as its row is reached.
+    auto progressAndZeros = [&](int l) {
+        for (int h = 0; h < c.heads; ++h)
+            if (isAblated(run, l, h)) out(l, h) = 0;
+        return !progress || progress(l);
+    };
+    return scan(model, run, heads, out, progressAndZeros,
+                [D](int, int h, auto& block) { block.middleCols(Eigen::Index(h) * D, D).setZero(); },
+                [&](const Vector& logits) { return logProbability(logits, targetId) - base; });
+}
+
+Status activationPatching(DecoderModel& model, const DecoderRun& clean, const DecoderRun& corrupted, int targetA,
+                          int targetB, Matrix& out, PatchingMetric* metric, const ScanProgress& progress)
+{
+    ATTNSCOPE_RETURN_IF_ERROR(checkRun(model, clean, "the clean run"));
+    ATTNSCOPE_RETURN_IF_ERROR(checkRun(model, corrupted, "the corrupted run"));
+    const Eigen::Index nClean = clean.hidden[0].rows(), nCorrupted = corrupted.hidden[0].rows();
+    if (nClean != nCorrupted)
+        return invalidArgument("patching: the clean run has " + std::to_string(nClean) + " tokens, the corrupted run " +
+                               std::to_string(nCorrupted) + "; patching needs equal lengths");
+    auto sorted = [](std::vector<std::pair<int, int>> v) {
+        std::sort(v.begin(), v.end());
+        return v;
+    };
+    if (sorted(clean.ablated) != sorted(corrupted.ablated))
+        return invalidArgument("patching: the clean and corrupted runs ablate different heads; patching needs the same ablations");
+    ATTNSCOPE_RETURN_IF_ERROR(checkTarget(corrupted.lastLogits, targetA, "target A"));
+    ATTNSCOPE_RETURN_IF_ERROR(checkTarget(corrupted.lastLogits, targetB, "target B"));
+    const float mClean = clean.lastLogits[targetA] - clean.lastLogits[targetB];
+    const float mCorrupted = corrupted.lastLogits[targetA] - corrupted.lastLogits[targetB];
+    if (metric) *metric = {mClean, mCorrupted};
+    if (!(mClean != mCorrupted))
+        return invalidArgument("patching: logit(A) − logit(B) is " + std::to_string(mClean) +
+                               " in both runs; there is no difference to recover");
+    const DecoderConfig& c = model.config;
+    const int D = c.headDim;
+    out = Matrix::Constant(c.layers, c.heads, kNaN);
+    std::vector<std::vector<int>> heads(static_cast<std::size_t>(c.layers));
+    for (auto& row : heads)
+        for (int h = 0; h < c.heads; ++h) row.push_back(h);
+    return scan(
+        model, corrupted, heads, out, progress,
+        [&](int l, int h, auto& block) {
+            block.middleCols(Eigen::Index(h) * D, D) =
+                clean.attention[static_cast<std::size_t>(l)].concat.middleCols(Eigen::Index(h) * D, D);
+        },
+        [&](const Vector& logits) { return (logits[targetA] - logits[targetB] - mCorrupted) / (mClean - mCorrupted); });
+}
+
+double headScanFlops(const DecoderConfig& c, int n)
+{
+    const double N = n, M = c.hidden, HD = double(c.heads) * c.headDim, KD = double(c.kvHeads) * c.headDim;
+    const double F = c.intermediate, H = c.heads;
+    // Multiply-adds × 2 per variant of n tokens.
+    const double qkv = 2 * N * M * (HD + 2 * KD);
+    const double o = 2 * N * HD * M;
+    const double ffn = 2 * N * M * F * (c.family == DecoderFamily::Gpt2 ? 2 : 3);
+    const double attention = 2 * 2 * H * N * N * c.headDim;  // QKᵀ and weights·V, every score computed
+    const double lmHead = 2 * M * double(c.vocab);            // the last position only
+    double total = 0;
+    for (int l = 0; l < c.layers; ++l) {
+        const double later = double(c.layers - 1 - l);
+        total += H * (o + ffn + later * (qkv + attention + o + ffn) + lmHead);
+    }
+    return total;
+}
+
+} // namespace attn
