@@ -471,7 +471,13 @@ void drawPredictionsPanel(AppState& state)
         ImGui::ProgressBar(t.p, ImVec2(barW, 0), label.c_str());
         state.recordRect("model/next/" + std::to_string(i), ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
         if (ImGui::IsItemHovered())
-            ImGui::SetTooltip("id %d, logit %.3f, p = %.4f at temperature %.2f", t.id, t.logit, t.p, m.temperature);
+            ImGui::SetTooltip("id %d, logit %.3f, p = %.4f at temperature %.2f\nclick: make it the target that head importance\n"
+                              "and logit attribution explain", t.id, t.logit, t.p, m.temperature);
+        if (ImGui::IsItemClicked()) setWhyTargetId(state, t.id);
+        if (m.why.target == t.id) {
+            ImGui::SameLine();
+            ImGui::TextDisabled("target");
+        }
         if (m.hasBefore && m.beforeLogits.size() == m.shownLogits.size()) {
             const float d = attn::logProbability(m.shownLogits, t.id) - attn::logProbability(m.beforeLogits, t.id);
             ImGui::SameLine();
@@ -527,7 +533,14 @@ void drawModelPanel(AppState& state)
     drawSentenceFields(state);
     ImGui::Separator();
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    drawModelGrid(state, ImVec2(avail.x, avail.y * 0.62f));
+    const ImVec2 gridSize(avail.x, avail.y * 0.62f);
+    if (m.isDecoder()) {
+        // A decoder's grid area also shows why it predicts what it does (tabs: panels/why_panel.cpp).
+        const float y0 = ImGui::GetCursorPosY();
+        if (!drawWhyView(state, gridSize)) drawModelGrid(state, ImVec2(gridSize.x, gridSize.y - (ImGui::GetCursorPosY() - y0)));
+    } else {
+        drawModelGrid(state, gridSize);
+    }
     ImGui::Separator();
     const ImVec2 rest = ImGui::GetContentRegionAvail();
     ImGui::BeginChild("lines", ImVec2(rest.x * 0.5f, std::max(rest.y, 120.0f)));

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <variant>
@@ -84,6 +85,7 @@ int firstChangedLayer(const ModelRequest& a, const ModelRequest& b, bool withPin
 struct ModelBuffer {
     std::optional<attn::ModelRun> run, runA, runB;
     std::optional<attn::DecoderRun> drun;  // a decoder's run (instead of the three above)
+    InterpResults interp;                  // what explains the decoder's run (when the request asked)
     ModelRequest request;
     bool valid = false;  // false: the buffers hold no run of `request` (none yet, or a failed one)
 };
@@ -170,14 +172,41 @@ public:
         std::lock_guard<std::mutex> lock(m_mutex);
         return m_jobsStarted;
     }
+    bool scanning() const
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        return m_scanJob.has_value();
+    }
+    // The scans' results when they changed since `generation`, else nothing. Never waits (beyond the copy).
+    std::optional<ScanResults> scanIfNewer(std::uint64_t generation) const
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        if (m_scan.generation == generation) return std::nullopt;
+        return m_scan;
+    }
+    // Blocks until no job runs or waits and no scan is left (tests).
+    void waitForScans()
+    {
+        std::unique_lock<std::mutex> lock(m_mutex);
+        m_cv.wait(lock, [this] { return !m_running && !m_pending && !m_scanJob; });
+    }
 
 private:
     void loop()
     {
         std::unique_lock<std::mutex> lock(m_mutex);
         for (;;) {
-            m_cv.wait(lock, [this] { return m_stop || (m_pending && !m_finished); });
+            m_cv.wait(lock, [this] { return m_stop || (m_pending && !m_finished) || (m_scanJob && !m_pending); });
             if (m_stop) return;
+            if (!m_pending) {
+                // A scan, between jobs: any request sent meanwhile stops it (it is about the run before).
+                lock.unlock();
+                runScans();
+                lock.lock();
+                m_scanJob.reset();
+                m_cv.notify_all();
+                continue;
+            }
             ModelRequest req = std::move(*m_pending);
             m_pending.reset();
             m_running = true;
@@ -314,7 +343,234 @@ private:
         }
         b.request = req;
         b.valid = true;
+        explain(req);
         return attn::Status::success();
+    }
+
+    // [SECTION] Why the model says it (issue 20) --------------------------------------------------------
+
+    // The cheap views of the run just made (no forward: a few products with the unembedding), into the buffer.
+    void explain(const ModelRequest& req)
+    {
+        ModelBuffer& b = m_buffer;
+        b.interp = {};
+        if (req.interp.cheap) {
+            const attn::DecoderModel& dm = *m_decoder;
+            const attn::DecoderRun& r = *b.drun;
+            auto target = attn::interpTarget(dm, r, req.interp.target);
+            auto dla = target ? attn::directLogitAttribution(dm, r, target->id) : attn::Expected<attn::DirectLogitAttribution>(target.status());
+            auto lens = attn::logitLens(dm, r, 5, req.interp.lensPositions);
+            if (!target) b.interp.error = target.status().message;
+            else if (!dla) b.interp.error = dla.status().message;
+            else if (!lens) b.interp.error = lens.status().message;
+            else {
+                b.interp.target = std::move(*target);
+                b.interp.dla = std::move(*dla);
+                b.interp.lens = std::move(*lens);
+                b.interp.types = attn::headTypes(r);
+                b.interp.valid = true;
+            }
+        }
+        queueScans(req);
+    }
+
+    // What a scan's map depends on besides the run: the run's text, weights, ablations and pin, and the scan's
+    // own settings. A finished scan of an equal key is kept (switching views does not redo it).
+    struct ScanKey {
+        std::string text;
+        bool chat = false;
+        std::vector<int> generated;
+        std::vector<std::pair<int, int>> ablated;
+        std::vector<std::shared_ptr<const attn::AttentionInput>> weights;
+        std::shared_ptr<const attn::DecoderRun::PinnedQKV> pin;
+        int target = -1;
+        std::string clean;
+        int a = -1, b = -1;
+        bool operator==(const ScanKey&) const = default;
+    };
+    static ScanKey keyOf(const ModelRequest& r, bool patching)
+    {
+        ScanKey k{r.textA, r.chat, r.generated, r.ablated, r.weights, r.qkvPin, -1, {}, -1, -1};
+        if (patching) {
+            k.clean = r.interp.cleanText;
+            k.a = r.interp.targetA;
+            k.b = r.interp.targetB;
+        } else {
+            k.target = r.interp.target;
+        }
+        return k;
+    }
+
+    struct ScanJob {
+        std::uint64_t request = 0;
+        bool importance = false, patching = false;
+        int target = -1;
+        attn::DecoderRun run;   // the run explained, without its maps (the scans need the streams and contexts)
+        ModelRequest req;
+    };
+
+    // A run's copy for a scan: everything but the heads' maps (n×n each, the bulk of a long run).
+    static attn::DecoderRun scanCopy(const attn::DecoderRun& r)
+    {
+        attn::DecoderRun c;
+        c.encoding = r.encoding;
+        c.ablated = r.ablated;
+        c.hidden = r.hidden;
+        c.finalHidden = r.finalHidden;
+        c.lastLogits = r.lastLogits;
+        c.pinned = r.pinned;
+        c.attention.resize(r.attention.size());
+        for (std::size_t l = 0; l < r.attention.size(); ++l) {
+            const attn::AttentionResult& a = r.attention[l];
+            attn::AttentionResult& d = c.attention[l];
+            d.scale = a.scale;
+            d.concat = a.concat;
+            d.output = a.output;
+            d.Q = a.Q;
+            d.K = a.K;
+            d.V = a.V;
+            d.heads.resize(a.heads.size());  // the heads' count, not their maps
+        }
+        return c;
+    }
+
+    // Called on this thread at the end of a job (the mutex not held): what the scans must (re)do for `req`.
+    void queueScans(const ModelRequest& req)
+    {
+        const int L = static_cast<int>(m_decoder->layers.size()), H = m_decoder->config.heads;
+        const attn::DecoderRun& r = *m_buffer.drun;
+        ScanJob job;
+        job.request = req.id;
+        const bool importanceKept = m_importanceKey && *m_importanceKey == keyOf(req, false);
+        const bool patchingKept = m_patchingKey && *m_patchingKey == keyOf(req, true);
+        job.importance = req.interp.importance && !importanceKept;
+        job.patching = req.interp.patching && !patchingKept && req.interp.targetA >= 0 && req.interp.targetB >= 0 &&
+                       !req.interp.cleanText.empty();
+        if (job.importance) {
+            auto t = attn::interpTarget(*m_decoder, r, req.interp.target);
+            job.target = t ? t->id : -1;
+        }
+        std::lock_guard<std::mutex> lock(m_mutex);
+        ++m_scan.generation;
+        m_scan.request = req.id;
+        m_scan.error.clear();
+        if (job.importance) {
+            m_scan.importance = attn::Matrix::Constant(L, H, std::numeric_limits<float>::quiet_NaN());
+            m_scan.importanceRows = 0;
+            m_scan.importanceDone = false;
+            m_scan.importanceTarget = job.target;
+            m_scan.importanceMs = 0;
+            ++m_scan.importanceScans;
+            m_importanceKey.reset();
+        } else if (!importanceKept) {
+            m_scan.importance.resize(0, 0);
+            m_scan.importanceDone = false;
+            m_importanceKey.reset();
+        }
+        if (job.patching) {
+            m_scan.patching = attn::Matrix::Constant(L, H, std::numeric_limits<float>::quiet_NaN());
+            m_scan.patchingRows = 0;
+            m_scan.patchingDone = false;
+            m_scan.patchingMs = 0;
+            ++m_scan.patchingScans;
+            m_patchingKey.reset();
+        } else if (!patchingKept) {
+            m_scan.patching.resize(0, 0);
+            m_scan.patchingDone = false;
+            m_patchingKey.reset();
+        }
+        if (!job.importance && !job.patching) {
+            m_scanJob.reset();
+            return;
+        }
+        job.run = scanCopy(r);
+        job.req = req;
+        m_scanJob = std::move(job);
+    }
+
+    // Runs the queued scans (this thread; the mutex not held). Each row is published as it is done.
+    void runScans()
+    {
+        ScanJob job;
+        {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            job = std::move(*m_scanJob);  // the optional stays set (scanning) until the loop resets it
+        }
+        attn::DecoderModel& dm = *m_decoder;
+        using Clock = std::chrono::steady_clock;
+        auto stopWanted = [this] {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            return m_stop || m_pending.has_value();
+        };
+        auto fail = [this, &job](const std::string& message) {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            if (m_scan.request != job.request) return;
+            m_scan.error = message;
+            ++m_scan.generation;
+        };
+        if (job.importance) {
+            attn::Matrix out;
+            const auto t0 = Clock::now();
+            auto progress = [&](int layer) {
+                std::lock_guard<std::mutex> lock(m_mutex);
+                if (m_scan.request == job.request && m_scan.importance.rows() == out.rows()) {
+                    m_scan.importance.row(layer) = out.row(layer);
+                    ++m_scan.importanceRows;
+                    m_scan.importanceMs = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+                    ++m_scan.generation;
+                }
+                return !m_stop && !m_pending;
+            };
+            attn::Status st = attn::headImportance(dm, job.run, job.target, out, progress);
+            if (!st.ok()) return fail("head importance: " + st.message);
+            if (stopWanted()) return;
+            std::lock_guard<std::mutex> lock(m_mutex);
+            if (m_scan.request == job.request) {
+                m_scan.importance = out;
+                m_scan.importanceDone = true;
+                m_scan.importanceMs = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+                ++m_scan.generation;
+                m_importanceKey = keyOf(job.req, false);
+            }
+        }
+        if (job.patching) {
+            const auto t0 = Clock::now();
+            // The clean prompt's run, under the same weights and ablations (not the pin: an edit of the text's
+            // own layer input).
+            auto enc = attn::encodeForDecoder(dm, job.req.interp.cleanText, job.req.chat);
+            if (!enc) return fail("patching: the clean prompt: " + enc.status().message);
+            attn::DecoderOptions o;
+            o.ablate = job.run.ablated;
+            attn::DecoderRun clean;
+            if (attn::Status st = attn::runDecoder(dm, enc->ids, o, clean); !st.ok()) return fail("patching: " + st.message);
+            if (stopWanted()) return;
+            clean = scanCopy(clean);
+            attn::Matrix out;
+            attn::PatchingMetric metric;
+            auto progress = [&](int layer) {
+                std::lock_guard<std::mutex> lock(m_mutex);
+                if (m_scan.request == job.request && m_scan.patching.rows() == out.rows()) {
+                    m_scan.patching.row(layer) = out.row(layer);
+                    ++m_scan.patchingRows;
+                    m_scan.patchingMs = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+                    ++m_scan.generation;
+                }
+                return !m_stop && !m_pending;
+            };
+            attn::Status st = attn::activationPatching(dm, clean, job.run, job.req.interp.targetA, job.req.interp.targetB,
+                                                       out, &metric, progress);
+            if (!st.ok()) return fail("patching: " + st.message);
+            if (stopWanted()) return;
+            std::lock_guard<std::mutex> lock(m_mutex);
+            if (m_scan.request == job.request) {
+                m_scan.patching = out;
+                m_scan.metric = metric;
+                m_scan.patchingDone = true;
+                m_scan.patchingMs = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+                ++m_scan.generation;
+                m_patchingKey = keyOf(job.req, true);
+            }
+        }
     }
 
     attn::Model m_model;                 // this thread's: weights as of the last job, each layer's X
@@ -328,6 +584,9 @@ private:
     bool m_running = false, m_stop = false;
     std::chrono::steady_clock::time_point m_started;
     long m_jobsStarted = 0;
+    std::optional<ScanJob> m_scanJob;      // the scans still to run for the last job (set = scanning)
+    ScanResults m_scan;                    // their results so far (read by the frame loop under the mutex)
+    std::optional<ScanKey> m_importanceKey, m_patchingKey;  // what the finished maps in m_scan are of
     std::thread m_thread;  // last: starts once every other member is ready
 };
 
@@ -409,6 +668,7 @@ int ModelState::heads() const { return decoder ? decoder->config.heads : model ?
 int ModelState::kvHeads() const { return decoder ? decoder->config.kvHeads : heads(); }
 
 bool ModelState::computing() const { return worker && worker->busy(); }
+bool ModelState::scanning() const { return worker && worker->scanning(); }
 double ModelState::computingMs() const { return worker ? worker->runningMs() : 0; }
 long ModelState::runsStarted() const { return worker ? worker->jobsStarted() : 0; }
 
@@ -427,6 +687,11 @@ void submit(ModelState& m, const std::string& why)
     m.wanted.textB = m.isDecoder() ? std::string() : m.textB;
     m.wanted.chat = m.isDecoder() && m.chat;
     m.wanted.generated = m.chat ? m.generated : std::vector<int>();
+    const WhyView v = m.isDecoder() ? m.why.view : WhyView::Attention;
+    m.wanted.interp.cheap = v != WhyView::Attention;
+    m.wanted.interp.importance = v == WhyView::Importance;
+    m.wanted.interp.patching = v == WhyView::Patching;
+    m.wanted.interp.target = m.why.target;
     m.wanted.why = why;
     ++m.wanted.id;
     m.worker->submit(m.wanted);
@@ -440,13 +705,15 @@ void takeFinished(ModelState& m)
     const ModelRequest before = m.shown;  // cheap: texts and shared snapshots
     // A decoder's predictions before this run, for the change of each one's log p: kept when the text stays.
     attn::Vector logitsBefore = m.shownLogits;
-    ModelBuffer shown{std::move(m.run), std::move(m.runA), std::move(m.runB), std::move(m.drun), std::move(m.shown)};
+    ModelBuffer shown{std::move(m.run), std::move(m.runA), std::move(m.runB), std::move(m.drun), std::move(m.why.results),
+                      std::move(m.shown)};
     shown.valid = hadRun;
     const std::optional<ModelWorker::Finished> f = m.worker->take(shown);
     m.run = std::move(shown.run);
     m.runA = std::move(shown.runA);
     m.runB = std::move(shown.runB);
     m.drun = std::move(shown.drun);
+    m.why.results = std::move(shown.interp);
     m.shown = std::move(shown.request);
     if (!f) return;
     m.lastRunMs = f->ms;
@@ -462,13 +729,18 @@ void takeFinished(ModelState& m)
     const bool sameText = hadRun && before.textA == m.shown.textA && before.textB == m.shown.textB && before.chat == m.shown.chat;
     bumpFrom(m, sameText ? firstChangedLayer(before, m.shown, true) : 0);
     if (m.isDecoder()) {
-        for (const std::string& w : m.drun->warnings) postWarning(w);
-        m.hasBefore = sameText && logitsBefore.size() > 0;
-        if (m.hasBefore) m.beforeLogits = std::move(logitsBefore);
+        // A request that changed only what explains the run (the view, a target) leaves the predictions' "before".
+        const bool sameRun = sameText && firstChangedLayer(before, m.shown, true) >= m.layers() &&
+                             before.generated == m.shown.generated;
+        if (!sameRun) for (const std::string& w : m.drun->warnings) postWarning(w);
+        if (!sameRun) {
+            m.hasBefore = sameText && logitsBefore.size() > 0;
+            if (m.hasBefore) m.beforeLogits = std::move(logitsBefore);
+            m.lastChange = f->why;
+        }
         if (!sameText) m.predictPosition = -1;
         m.predictionsFor = {};  // recomputed by updatePredictions
         updatePredictions(m);
-        m.lastChange = f->why;
         // Generate: the next token once this run is shown.
         if (m.generateLeft > 0) {
             --m.generateLeft;
@@ -498,6 +770,22 @@ void takeFinished(ModelState& m)
     m.hasCosine = m.runA && m.runB;
     if (m.hasCosine) m.cosine = attn::cosineSimilarity(m.runA->embedding, m.runB->embedding);
     m.lastChange = f->why;
+}
+
+// The scans' rows finished since the last frame (never waits but for the copy).
+void pollScans(ModelState& m)
+{
+    if (!m.worker || !m.isDecoder()) return;
+    std::optional<ScanResults> r = m.worker->scanIfNewer(m.why.scan.generation);
+    if (!r) return;
+    m.why.scan = std::move(*r);
+    auto pending = [](const attn::Matrix& map, attn::MaskMatrix& mask) {
+        mask.resize(map.rows(), map.cols());
+        for (Eigen::Index i = 0; i < map.rows(); ++i)
+            for (Eigen::Index j = 0; j < map.cols(); ++j) mask(i, j) = std::isnan(map(i, j)) ? 1 : 0;
+    };
+    pending(m.why.scan.importance, m.why.importancePending);
+    pending(m.why.scan.patching, m.why.patchingPending);
 }
 
 } // namespace
@@ -726,6 +1014,7 @@ void syncModelEdits(AppState& state)
     ModelState& m = state.model;
     pollOpenModel(state);
     takeFinished(m);
+    pollScans(m);
     if (m.openLayer < 0 || !m.worker || state.doc.revision() == m.syncedRevision) return;
     m.syncedRevision = state.doc.revision();
     if (m.isDecoder()) return syncDecoderEdits(state);
@@ -831,6 +1120,115 @@ void updatePredictions(ModelState& m)
         m.shownLogits = std::move(*logits);
     }
     m.predictions = attn::topTokens(*m.decoder, m.shownLogits, std::clamp(m.topK, 1, 50), m.temperature);
+}
+
+} // namespace app
+
+namespace app {
+
+const char* toString(WhyView v)
+{
+    switch (v) {
+    case WhyView::Attention: return "Attention";
+    case WhyView::Importance: return "Head importance";
+    case WhyView::Dla: return "Logit attribution";
+    case WhyView::LogitLens: return "Logit lens";
+    case WhyView::HeadTypes: return "Head types";
+    case WhyView::Patching: return "Patching";
+    }
+    return "?";
+}
+
+const char* toString(HeadTypeScore s)
+{
+    switch (s) {
+    case HeadTypeScore::Previous: return "previous token";
+    case HeadTypeScore::Duplicate: return "duplicate token";
+    case HeadTypeScore::Induction: return "induction";
+    case HeadTypeScore::Sink: return "first token (sink)";
+    }
+    return "?";
+}
+
+void setWhyView(AppState& state, WhyView view)
+{
+    ModelState& m = state.model;
+    if (!m.isDecoder() || m.why.view == view) return;
+    m.why.view = view;
+    submit(m, std::string("showing ") + toString(view));
+}
+
+void setWhyTargetId(AppState& state, int id)
+{
+    ModelState& m = state.model;
+    if (!m.isDecoder()) return;
+    m.why.targetError.clear();
+    m.why.target = id;
+    m.why.targetText = id >= 0 ? m.decoder->tokenizer.tokenText(id) : std::string();
+    submit(m, id >= 0 ? "target '" + m.why.targetText + "'" : "target: the top prediction");
+}
+
+void setWhyTarget(AppState& state, const std::string& token)
+{
+    ModelState& m = state.model;
+    if (!m.isDecoder()) return;
+    if (token.empty()) return setWhyTargetId(state, -1);
+    auto id = attn::targetTokenId(*m.decoder, token);
+    if (!id) {
+        m.why.targetText = token;
+        m.why.targetError = id.status().message;
+        return;
+    }
+    setWhyTargetId(state, *id);
+}
+
+void setPatching(AppState& state, const std::string& clean, const std::string& a, const std::string& b)
+{
+    ModelState& m = state.model;
+    if (!m.isDecoder()) return;
+    m.why.cleanText = clean;
+    m.why.targetAText = a;
+    m.why.targetBText = b;
+    m.why.patchError.clear();
+    auto ia = attn::targetTokenId(*m.decoder, a);
+    auto ib = attn::targetTokenId(*m.decoder, b);
+    auto enc = attn::encodeForDecoder(*m.decoder, clean, m.chat);
+    auto own = attn::encodeForDecoder(*m.decoder, m.textA, m.chat);
+    if (!ia) m.why.patchError = "target A: " + ia.status().message;
+    else if (!ib) m.why.patchError = "target B: " + ib.status().message;
+    else if (*ia == *ib) m.why.patchError = "targets A and B are the same token: the difference is always 0";
+    else if (!enc) m.why.patchError = "the clean prompt: " + enc.status().message;
+    else if (own && enc->ids.size() != own->ids.size() + m.generated.size())
+        m.why.patchError = "the clean prompt has " + std::to_string(enc->ids.size()) + " tokens, the text has " +
+                           std::to_string(own->ids.size() + m.generated.size()) + "; patching needs equal lengths";
+    const bool ok = m.why.patchError.empty();
+    m.wanted.interp.cleanText = ok ? clean : std::string();
+    m.wanted.interp.targetA = ok ? *ia : -1;
+    m.wanted.interp.targetB = ok ? *ib : -1;
+    submit(m, "patching from '" + clean + "'");
+}
+
+void fillInductionProbe(AppState& state, std::uint64_t seed)
+{
+    ModelState& m = state.model;
+    if (!m.isDecoder()) return;
+    auto probe = attn::inductionProbe(*m.decoder, 20, seed);
+    if (!probe) {
+        postError(probe.status().message);
+        return;
+    }
+    m.textA = probe->text;
+    m.chat = false;
+    rerunModel(state, "the induction probe (a random sequence, repeated)");
+}
+
+void finishScans(AppState& state)
+{
+    ModelState& m = state.model;
+    if (!m.worker) return;
+    finishModelRuns(state);
+    m.worker->waitForScans();
+    pollScans(m);
 }
 
 } // namespace app

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <attnscope/decoder.h>
+#include <attnscope/interp.h>
 #include <attnscope/model.h>
 
 #include "view/model_grid.h"
@@ -35,6 +36,65 @@ struct AppState;
 class ModelWorker;
 class ModelLoad;
 
+// Why the model says it (issue 20, decoders; docs/interp.md): what the grid's area shows instead of the attention
+// maps. The worker computes each after the run it explains; the scans (importance, patching) row by row.
+enum class WhyView { Attention, Importance, Dla, LogitLens, HeadTypes, Patching };
+enum class HeadTypeScore { Previous, Duplicate, Induction, Sink };
+const char* toString(WhyView v);
+const char* toString(HeadTypeScore s);
+
+// Sent with every request: what the worker computes after the run.
+struct InterpRequest {
+    bool cheap = false;              // the target, direct logit attribution, logit lens and head types
+    bool importance = false;         // the head-importance scan (progressive)
+    bool patching = false;           // the activation-patching scan (progressive)
+    int target = -1;                 // token id (-1 = the top prediction at the last position)
+    std::string cleanText;           // patching: the clean prompt (the text is the corrupted one)
+    int targetA = -1, targetB = -1;  // patching: the metric logit(A) − logit(B)
+    int lensPositions = 48;          // the logit lens of the last this many positions (0 = all)
+    bool operator==(const InterpRequest&) const = default;
+};
+
+// What the worker computed from a run (swapped in with it).
+struct InterpResults {
+    bool valid = false;              // computed for this run (InterpRequest::cheap was set)
+    attn::InterpTarget target;
+    attn::DirectLogitAttribution dla;
+    attn::LogitLens lens;
+    attn::HeadTypes types;
+    std::string error;               // why they could not be computed ("" = none)
+};
+
+// A scan's progress, filled row by row on the worker (the layers nearest the output first) and copied by the
+// frame loop when `generation` changes.
+struct ScanResults {
+    std::uint64_t request = 0;       // the request whose run the maps explain (0 = none)
+    std::uint64_t generation = 0;    // +1 for every row and state change
+    attn::Matrix importance;         // L×H Δ log p(target); NaN where not computed yet
+    attn::Matrix patching;           // L×H fraction of the clean − corrupted difference recovered
+    attn::PatchingMetric metric;
+    int importanceRows = 0, patchingRows = 0;  // rows done
+    bool importanceDone = false, patchingDone = false;
+    int importanceTarget = -1;       // the target the importance map is about
+    double importanceMs = 0, patchingMs = 0;   // how long each took (so far)
+    long importanceScans = 0, patchingScans = 0;  // scans started since the model opened (tests: kept maps)
+    std::string error;               // why a scan failed ("" = none)
+};
+
+struct WhyState {
+    WhyView view = WhyView::Attention;
+    HeadTypeScore typeScore = HeadTypeScore::Induction;
+    std::string targetText;          // the typed target ("" = the top prediction)
+    int target = -1;                 // its id (-1 = the top prediction)
+    std::string targetError;
+    std::string cleanText = "When Mary and John went to the store, Mary gave a drink to";
+    std::string targetAText = " Mary", targetBText = " John";
+    std::string patchError;          // a target that is not one token, unequal lengths
+    InterpResults results;           // of the shown run
+    ScanResults scan;                // the UI's copy of the worker's
+    attn::MaskMatrix importancePending, patchingPending;  // rows not computed yet (hatched)
+};
+
 // Everything a model run depends on. A request is complete (not a delta), so a burst of requests can be
 // coalesced into its last one.
 struct ModelRequest {
@@ -50,6 +110,7 @@ struct ModelRequest {
     std::shared_ptr<const attn::DecoderRun::PinnedQKV> qkvPin;
     bool chat = false;                         // decoders: the text wrapped as one user turn (chat template)
     std::vector<int> generated;                // decoders with chat: tokens Generate appended after the template
+    InterpRequest interp;                      // decoders: the views that explain the run
     std::string why;                           // for the cosine panel ("ablated layer 2 head 5")
     std::uint64_t id = 0;                      // increases with every request
 };
@@ -140,6 +201,9 @@ struct ModelState {
     };
     std::vector<PooledThumb> thumbs;
     ModelGridPlan gridPlan;         // the grid's layout in the last frame (tests)
+    WhyState why;                   // decoders: importance, attribution, logit lens, head types, patching
+
+    bool scanning() const;          // a scan (importance, patching) is under way on the worker
 
     bool isDecoder() const { return decoder != nullptr; }
     bool hasRun() const { return isDecoder() ? drun.has_value() : run.has_value(); }
@@ -198,6 +262,19 @@ void syncModelEdits(AppState& state);
 void generateTokens(AppState& state, int count);
 // Decoders: recomputes ModelState::predictions when the run or the prediction settings changed (every frame).
 void updatePredictions(ModelState& m);
+// Decoders: shows `view` in the grid's place and asks the worker for what it needs (the cheap views after every
+// run, a scan once). Asynchronous.
+void setWhyView(AppState& state, WhyView view);
+// The target explained by importance and attribution: a token typed as text (" Paris": one token of the
+// vocabulary, else WhyState::targetError says why) or, empty, the top prediction. Asynchronous.
+void setWhyTarget(AppState& state, const std::string& token);
+void setWhyTargetId(AppState& state, int id);  // a clicked prediction
+// Patching: the clean prompt and the two targets (logit(A) − logit(B)); errors in WhyState::patchError.
+void setPatching(AppState& state, const std::string& clean, const std::string& a, const std::string& b);
+// Fills the text with the induction probe (a repeated random-token sequence; `seed` picks it).
+void fillInductionProbe(AppState& state, std::uint64_t seed);
+// Blocks until the scans asked for have finished or stopped, and copies their results (tests).
+void finishScans(AppState& state);
 // Blocks until every sent request has run and its result is shown (start-up, tests, headless tools).
 void finishModelRuns(AppState& state);
 // Starts the model mode from the command line (errors go to the message log; the window still opens) and

@@ -1,0 +1,242 @@
+// The window's "why" views of a decoder (issue 20), without a window: ModelState over the tiny llama GGUF. What the
+// worker shows (head importance, attribution, logit lens, head types, patching) equals the core's functions run
+// synchronously on a model of the test's own; switching views keeps the predictions' "before"; an ablation
+// restarts the scan on the new run; typed targets and patching settings are checked; the tabs draw headless
+// and a click on a map's head opens it.
+#include "../gui/headless_imgui.h"
+
+#include "panels/model_panels.h"
+#include "panels/panels.h"
+#include "state/app_state.h"
+#include "state/model_state.h"
+
+#include <attnscope/decoder.h>
+#include <attnscope/interp.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+namespace {
+
+const std::string kTiny = std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama.gguf";
+
+attn::DecoderRun syncRun(attn::DecoderModel& model, const std::string& text, const std::vector<std::pair<int, int>>& ablate = {})
+{
+    auto enc = attn::encodeForDecoder(model, text, false);
+    EXPECT_TRUE(enc.ok()) << enc.status().message;
+    attn::DecoderOptions o;
+    o.ablate = ablate;
+    auto run = attn::runDecoder(model, enc->ids, o);
+    EXPECT_TRUE(run.ok()) << run.status().message;
+    return run.ok() ? std::move(*run) : attn::DecoderRun{};
+}
+
+// The worker's maps come from the same functions on the same numbers (the run may have been made by appending
+// where the oracle runs whole: products then sum in another blocking), so 1e-4 of the largest value.
+void expectNear(const attn::Matrix& got, const attn::Matrix& want, const std::string& what)
+{
+    ASSERT_EQ(got.rows(), want.rows()) << what;
+    ASSERT_EQ(got.cols(), want.cols()) << what;
+    const float tol = 1e-4f * std::max(1.0f, want.cwiseAbs().maxCoeff());
+    for (Eigen::Index i = 0; i < want.rows(); ++i)
+        for (Eigen::Index j = 0; j < want.cols(); ++j)
+            EXPECT_NEAR(got(i, j), want(i, j), tol) << what << " at layer " << i << ", head " << j;
+}
+
+class WhyMode : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        auto m = attn::loadDecoder(kTiny);
+        ASSERT_TRUE(m.ok()) << m.status().message;
+        oracle = std::move(*m);
+        app::ModelStartup st;
+        st.text = kText;
+        st.dir = kTiny;
+        app::startModelMode(state, st);
+        ASSERT_TRUE(state.model.drun.has_value()) << state.model.error;
+    }
+    const std::string kText = "the cat sat on the mat and the cat";
+    app::AppState state;
+    attn::DecoderModel oracle;
+};
+
+TEST_F(WhyMode, HeadImportanceIsTheCoresScanOfTheShownRun)
+{
+    app::setWhyView(state, app::WhyView::Importance);
+    app::finishScans(state);
+    const app::WhyState& w = state.model.why;
+    ASSERT_TRUE(w.results.valid) << w.results.error;
+    ASSERT_TRUE(w.scan.importanceDone) << w.scan.error;
+    EXPECT_EQ(w.scan.request, state.model.shown.id);
+    const attn::DecoderRun run = syncRun(oracle, kText);
+    auto target = attn::interpTarget(oracle, run, -1);
+    ASSERT_TRUE(target.ok());
+    EXPECT_EQ(w.results.target.id, target->id);
+    EXPECT_EQ(w.scan.importanceTarget, target->id);
+    attn::Matrix want;
+    ASSERT_TRUE(attn::headImportance(oracle, run, target->id, want).ok());
+    expectNear(w.scan.importance, want, "importance");
+    // No row is left pending once done.
+    EXPECT_EQ(w.importancePending.cast<int>().sum(), 0);
+
+    // An ablation: a new run, and the scan is redone on it (the ablated head itself scores 0).
+    app::toggleAblation(state, 1, 2);
+    app::finishScans(state);
+    ASSERT_TRUE(state.model.why.scan.importanceDone) << state.model.why.scan.error;
+    const attn::DecoderRun ablated = syncRun(oracle, kText, {{1, 2}});
+    auto t2 = attn::interpTarget(oracle, ablated, -1);
+    ASSERT_TRUE(attn::headImportance(oracle, ablated, t2->id, want).ok());
+    expectNear(state.model.why.scan.importance, want, "importance after the ablation");
+    EXPECT_EQ(state.model.why.scan.importance(1, 2), 0.0f);
+}
+
+TEST_F(WhyMode, SwitchingViewsKeepsThePredictionsChangeAndAFinishedScan)
+{
+    app::ModelState& m = state.model;
+    app::toggleAblation(state, 0, 1);
+    app::finishModelRuns(state);
+    ASSERT_TRUE(m.hasBefore);
+    const std::string change = m.lastChange;
+    const attn::Vector before = m.beforeLogits;
+    app::setWhyView(state, app::WhyView::Importance);
+    app::finishScans(state);
+    EXPECT_TRUE(m.hasBefore) << "showing a view is not a change of the model";
+    EXPECT_EQ(m.lastChange, change);
+    EXPECT_TRUE(m.beforeLogits.isApprox(before));
+    ASSERT_TRUE(m.why.scan.importanceDone);
+    const long scans = m.why.scan.importanceScans;
+    const attn::Matrix importance = m.why.scan.importance;
+    // Away and back: the finished map of the same run and target is kept, not scanned again.
+    app::setWhyView(state, app::WhyView::LogitLens);
+    app::finishScans(state);
+    app::setWhyView(state, app::WhyView::Importance);
+    app::finishScans(state);
+    EXPECT_EQ(m.why.scan.importanceScans, scans);
+    EXPECT_TRUE(m.why.scan.importanceDone);
+    EXPECT_TRUE(m.why.scan.importance.isApprox(importance));
+    EXPECT_EQ(m.why.scan.request, m.shown.id);
+}
+
+TEST_F(WhyMode, AttributionLensAndTypesAreTheCoresOfTheShownRun)
+{
+    app::setWhyView(state, app::WhyView::Dla);
+    app::finishScans(state);
+    const app::InterpResults& r = state.model.why.results;
+    ASSERT_TRUE(r.valid) << r.error;
+    const attn::DecoderRun run = syncRun(oracle, kText);
+    auto dla = attn::directLogitAttribution(oracle, run, r.target.id);
+    ASSERT_TRUE(dla.ok());
+    expectNear(r.dla.heads, dla->heads, "dla heads");
+    EXPECT_NEAR(r.dla.logit, dla->logit, 1e-4f * std::max(1.0f, std::fabs(dla->logit)));
+    const attn::HeadTypes types = attn::headTypes(run);
+    expectNear(r.types.induction, types.induction, "induction");
+    expectNear(r.types.previous, types.previous, "previous");
+    EXPECT_TRUE(r.types.hasRepeats);  // "the cat" comes twice
+    ASSERT_EQ(r.lens.top.size(), std::size_t(oracle.config.layers));
+    // The lens's last layer at the last position is the model's own top prediction.
+    const auto top = attn::topTokens(oracle, run.lastLogits, 1, 1.0f);
+    ASSERT_FALSE(r.lens.top.back().empty());
+    EXPECT_EQ(r.lens.top.back().back().front().id, top[0].id);
+}
+
+TEST_F(WhyMode, TypedTargetsAndPatchingSettingsAreChecked)
+{
+    app::ModelState& m = state.model;
+    app::setWhyView(state, app::WhyView::Importance);
+    app::finishScans(state);
+    // A prediction clicked as the target: the scan is about it.
+    const auto top = attn::topTokens(oracle, m.drun->lastLogits, 2, 1.0f);
+    app::setWhyTargetId(state, top[1].id);
+    app::finishScans(state);
+    EXPECT_EQ(m.why.results.target.id, top[1].id);
+    EXPECT_EQ(m.why.scan.importanceTarget, top[1].id);
+    // Not one token: the field says why and nothing is sent.
+    const long runs = m.runsStarted();
+    app::setWhyTarget(state, "the cat sat");
+    EXPECT_NE(m.why.targetError.find("tokens"), std::string::npos) << m.why.targetError;
+    EXPECT_EQ(m.runsStarted(), runs);
+
+    // Patching: a clean prompt of another length is refused with both lengths named.
+    app::setWhyView(state, app::WhyView::Patching);
+    app::setPatching(state, "the dog", top[0].token, top[1].token);
+    EXPECT_NE(m.why.patchError.find("equal lengths"), std::string::npos) << m.why.patchError;
+    app::setPatching(state, kText, top[0].token, top[0].token);
+    EXPECT_NE(m.why.patchError.find("same token"), std::string::npos) << m.why.patchError;
+}
+
+TEST_F(WhyMode, PatchingIsTheCoresScanOfTheTwoRuns)
+{
+    app::ModelState& m = state.model;
+    const attn::DecoderRun corrupted = syncRun(oracle, kText);
+    // A clean prompt of the same token length (the tiny fixture's BPE splits words its own way): the text with
+    // its last word replaced by the first of these that keeps the length.
+    std::string clean;
+    for (const char* word : {"mat", "sat", "on", "and", "the", "dog", "hat"}) {
+        const std::string c = kText.substr(0, kText.rfind(' ') + 1) + word;
+        auto enc = attn::encodeForDecoder(oracle, c, false);
+        if (c != kText && enc.ok() && enc->ids.size() == corrupted.encoding.ids.size()) {
+            clean = c;
+            break;
+        }
+    }
+    ASSERT_FALSE(clean.empty()) << "no clean prompt of the text's length";
+    const attn::DecoderRun cleanRun = syncRun(oracle, clean);
+    const auto topClean = attn::topTokens(oracle, cleanRun.lastLogits, 1, 1.0f);
+    const auto topCorrupt = attn::topTokens(oracle, corrupted.lastLogits, 2, 1.0f);
+    const int a = topClean[0].id;
+    const int b = topCorrupt[0].id != a ? topCorrupt[0].id : topCorrupt[1].id;
+    app::setWhyView(state, app::WhyView::Patching);
+    app::setPatching(state, clean, oracle.tokenizer.tokenText(a), oracle.tokenizer.tokenText(b));
+    ASSERT_TRUE(m.why.patchError.empty()) << m.why.patchError;
+    app::finishScans(state);
+    ASSERT_TRUE(m.why.scan.patchingDone) << m.why.scan.error;
+    attn::Matrix want;
+    attn::PatchingMetric metric;
+    ASSERT_TRUE(attn::activationPatching(oracle, cleanRun, corrupted, a, b, want, &metric).ok());
+    expectNear(m.why.scan.patching, want, "patching");
+    EXPECT_NEAR(m.why.scan.metric.clean, metric.clean, 1e-4f * std::max(1.0f, std::fabs(metric.clean)));
+    EXPECT_NEAR(m.why.scan.metric.corrupted, metric.corrupted, 1e-4f * std::max(1.0f, std::fabs(metric.corrupted)));
+}
+
+TEST_F(WhyMode, TabsDrawHeadlessAndAClickOnTheMapOpensTheHead)
+{
+    ImGuiIO& io = createHeadlessImGui();
+    io.BackendFlags |= ImGuiBackendFlags_RendererHasVtxOffset;
+    state.recordRects = true;
+    auto frame = [&] {
+        ImGui::NewFrame();
+        app::drawModelPanel(state);
+        ImGui::Render();
+    };
+    auto click = [&](const std::string& key, float fx = 0.5f, float fy = 0.5f) {
+        ASSERT_EQ(state.rects.count(key), 1u) << key;
+        const app::UiRect b = state.rects[key];
+        io.MousePos = ImVec2(b.x0 + (b.x1 - b.x0) * fx, b.y0 + (b.y1 - b.y0) * fy);
+        frame();
+        io.MouseDown[0] = true;
+        frame();
+        io.MouseDown[0] = false;
+        frame();
+    };
+    for (int i = 0; i < 3; ++i) frame();
+    // Every tab draws (the scans and the cheap views finish in between).
+    for (const char* tab : {"Logit attribution", "Logit lens", "Head types", "Patching", "Head importance"}) {
+        click(std::string("why/tab/") + tab);
+        app::finishScans(state);
+        frame();
+        frame();
+    }
+    EXPECT_EQ(state.model.why.view, app::WhyView::Importance);
+    ASSERT_EQ(state.rects.count("why/map/importance"), 1u);
+    // The map is layers × heads: a click in the last row's first column opens the last layer, head 0.
+    const int L = state.model.layers(), H = state.model.heads();
+    click("why/map/importance", 0.5f / float(H), (float(L) - 0.5f) / float(L));
+    EXPECT_EQ(state.model.openLayer, L - 1);
+    EXPECT_EQ(state.view.head, 0);
+    ImGui::DestroyContext();
+}
+
+} // namespace
