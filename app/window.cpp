@@ -183,7 +183,11 @@ int runWindow(const WindowOptions& opt)
         state.view.lessons[screenshotLesson] = true;
         state.lessonSaveRows = false;  // the saved panel shows the lesson, not the window's save row
     }
-    if (!opt.model.text.empty() || !opt.model.dir.empty()) startModelMode(state, opt.model);
+    if (!opt.model.text.empty() || !opt.model.dir.empty()) {
+        ModelStartup startup = opt.model;
+        startup.waitForViews = screenshotMode;  // the screenshot shows the scans finished
+        startModelMode(state, startup);
+    }
     for (const std::string& name : opt.open) {
         if (name == "export") state.exportDialog.open = true;
         else if (name == "file") state.showFilePanel = true;

@@ -51,6 +51,13 @@ void addWindowOptions(CLI::App& root, WindowCli& cli)
                     "The model: a .gguf file (a decoder language model) or a Hugging Face directory (BERT, gpt2, llama, "
                     "mistral, qwen2); --model-dir is the same");
     root.add_option("--model-layer", o.model.openLayer, "With --model-text: open this layer in the chain view");
+    root.add_option("--why", o.model.why,
+                    "With a decoder: show this view over the grid (docs/interp.md): attention, importance, dla, lens, "
+                    "types or patching")
+        ->check(CLI::IsMember({"attention", "importance", "dla", "lens", "types", "patching"}));
+    root.add_option("--patch-from", o.model.patchFrom,
+                    "With a decoder: patch each head from this clean prompt into the text (of equal token length)");
+    root.add_option("--targets", o.model.targets, "With --patch-from: the metric's tokens A,B (logit(A) − logit(B))");
     addBackendOption(root, cli.backend);
     if (CLI::App* bench = root.get_subcommand("bench")) {
         bench->add_flag("--gui", cli.benchGui, "Benchmark the window instead: frames/s while editing, edit-to-picture latency");

@@ -207,7 +207,7 @@ attn::Expected<std::string> renderPainted(double width, double height, FigureFor
 std::string visibleToken(const std::string& t)
 {
     std::string out = "'";
-    for (char c : t) out += c == '\n' ? std::string("\u23ce") : std::string(1, c);
+    for (char c : t) out += c == '\n' ? std::string("\u21b5") : std::string(1, c);
     return out + "'";
 }
 

@@ -375,7 +375,7 @@ std::string tokenLabel(const std::string& t)
     if (t.empty()) return "\u2205";
     std::string out;
     for (char c : t) {
-        if (c == '\n') out += "\u23ce";
+        if (c == '\n') out += "\u21b5";
         else if (c == '\t') out += "\u21e5";
         else out += c;
     }

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,9 +25,15 @@ namespace {
 std::string visible(const std::string& t)
 {
     if (t.empty()) return "\u2205";
+    // A token of spaces only would be an empty-looking cell: its spaces as middle dots.
+    if (t.find_first_not_of(' ') == std::string::npos) {
+        std::string dots;
+        for (std::size_t i = 0; i < t.size(); ++i) dots += "\u00b7";
+        return dots;
+    }
     std::string out;
     for (char c : t) {
-        if (c == '\n') out += "\u23ce";
+        if (c == '\n') out += "\u21b5";
         else if (c == '\t') out += "\u21e5";
         else out += c;
     }
@@ -59,37 +66,52 @@ void drawLayerHeadMap(AppState& state, const MapSpec& ms, ImVec2 size)
     const attn::Matrix& v = *ms.values;
     const int L = static_cast<int>(v.rows()), C = static_cast<int>(v.cols());
     if (L == 0 || C == 0) return;
-    static std::vector<std::string> rowLabels;
-    rowLabels = numbered("L", L);
+    const std::vector<std::string> layerLabels = numbered("L", L);
     const std::vector<std::string> colLabels = ms.colLabels.empty() ? numbered("H", C) : ms.colLabels;
-    const float labelW = ImGui::CalcTextSize("L00").x + 14, headerH = ImGui::GetTextLineHeightWithSpacing() + 6;
-    const float cellW = (size.x - labelW - kColorbarWidth - 24) / float(C);
-    const float cellH = (size.y - headerH - 8) / float(L);
-    const float cell = std::clamp(std::min(cellW, cellH), 9.0f, 64.0f);
+    const float labelW = ImGui::CalcTextSize("MLP00").x + 14, headerH = ImGui::GetTextLineHeightWithSpacing() + 6;
+    const float roomW = size.x - labelW - kColorbarWidth - 24, roomH = size.y - headerH - 8;
+    // Layers down the side, or across when that gives larger cells (30 layers × 9 heads in a wide, low room: the
+    // cells are then 3× larger and the values fit in them).
+    const float cellRows = std::min(roomW / float(C), roomH / float(L));
+    const float cellCols = std::min(roomW / float(L), roomH / float(C));
+    const bool across = cellCols > cellRows;
+    const float cell = std::clamp(across ? cellCols : cellRows, 9.0f, 64.0f);
+    // The shown matrix and its pending rows, transposed when the layers go across (kept per map: ImGui draws
+    // after this returns).
+    static std::map<std::string, std::pair<attn::Matrix, attn::MaskMatrix>> shown;
+    auto& [values, mask] = shown[ms.key];
+    const bool hasMask = ms.pending && ms.pending->rows() == v.rows() && ms.pending->cols() == v.cols();
+    if (across) {
+        values = v.transpose();
+        if (hasMask) mask = ms.pending->transpose();
+    } else {
+        values = v;
+        if (hasMask) mask = *ms.pending;
+    }
     HeatmapSpec spec;
     spec.key = ms.key;
-    spec.src.values = &v;
-    spec.src.mask = ms.pending && ms.pending->rows() == v.rows() ? ms.pending : nullptr;
+    spec.src.values = &values;
+    spec.src.mask = hasMask ? &mask : nullptr;
     spec.src.range = ms.range;
     spec.src.colormap = ms.colormap;
-    spec.src.generation = m.why.scan.generation ^ (std::uint64_t(m.shown.id) << 32);
+    spec.src.generation = m.why.scan.generation ^ (std::uint64_t(m.shown.id) << 32) ^ (across ? 1u << 31 : 0u);
     spec.cellPx = cell;
-    spec.rowLabels = &rowLabels;
-    spec.colLabels = &colLabels;
+    spec.rowLabels = across ? &colLabels : &layerLabels;
+    spec.colLabels = across ? &layerLabels : &colLabels;
     spec.maxWidth = size.x - kColorbarWidth - 16;
     spec.maxHeight = size.y - 4;
-    const ImVec2 at = ImGui::GetCursorScreenPos();
     const HeatmapHit hit = drawHeatmap(spec);
     state.recordRect(std::string("why/map/") + ms.key, hit.cellsMin, hit.cellsMax);
+    if (across) state.recordRect(std::string("why/map/") + ms.key + "/across", hit.cellsMin, hit.cellsMax);
     ImGui::SameLine();
     drawColorbar((std::string(ms.key) + "/bar").c_str(), ms.colormap, ms.range,
                  std::min(kColorbarMaxHeight, std::max(60.0f, hit.cellsMax.y - hit.cellsMin.y)));
-    (void)at;
     if (hit.row >= 0 && hit.col >= 0) {
-        const float x = v(hit.row, hit.col);
-        const bool head = hit.col < ms.headColumns;
-        const std::string what = head ? "layer " + std::to_string(hit.row) + ", head " + std::to_string(hit.col)
-                                      : "layer " + std::to_string(hit.row) + ", " + colLabels[static_cast<std::size_t>(hit.col)];
+        const int layer = across ? hit.col : hit.row, column = across ? hit.row : hit.col;
+        const float x = v(layer, column);
+        const bool head = column < ms.headColumns;
+        const std::string what = head ? "layer " + std::to_string(layer) + ", head " + std::to_string(column)
+                                      : "layer " + std::to_string(layer) + ", " + colLabels[static_cast<std::size_t>(column)];
         if (std::isnan(x)) ImGui::SetTooltip("%s: not computed yet (the layers nearest the output come first)", what.c_str());
         else {
             char line[256];
@@ -97,9 +119,9 @@ void drawLayerHeadMap(AppState& state, const MapSpec& ms, ImVec2 size)
             ImGui::SetTooltip("%s\n%s%s", what.c_str(), line, head ? "\nclick: open this head in the chain view" : "");
         }
         if (hit.pressed && head) {
-            m.linesLayer = hit.row;
-            m.linesHead = hit.col;
-            openLayerInChain(state, hit.row, hit.col);
+            m.linesLayer = layer;
+            m.linesHead = column;
+            openLayerInChain(state, layer, column);
         }
     }
 }

@@ -1071,6 +1071,24 @@ void startModelMode(AppState& state, const ModelStartup& startup)
     if (!openModel(state, dir).ok()) return;
     finishModelRuns(state);  // before the first frame: the window opens on the run
     if (!state.model.hasRun()) return;  // a text error: the message is in the panel
+    if (!startup.why.empty() || !startup.patchFrom.empty()) {
+        ModelState& m = state.model;
+        const std::optional<WhyView> v = whyViewFromName(startup.why.empty() ? "patching" : startup.why);
+        if (!m.isDecoder()) postError("--why / --patch-from: the views that explain a prediction are a decoder's");
+        else if (!v) postError("--why: expected attention, importance, dla, lens, types or patching, got '" + startup.why + "'");
+        else {
+            if (!startup.patchFrom.empty()) {
+                const std::size_t comma = startup.targets.find(',');
+                const std::string a = comma == std::string::npos ? m.why.targetAText : startup.targets.substr(0, comma);
+                const std::string b = comma == std::string::npos ? m.why.targetBText : startup.targets.substr(comma + 1);
+                setPatching(state, startup.patchFrom, a, b);
+                if (!m.why.patchError.empty()) postError("--patch-from: " + m.why.patchError);
+            }
+            setWhyView(state, *v);
+            if (startup.waitForViews) finishScans(state);
+            else finishModelRuns(state);
+        }
+    }
     if (startup.openLayer >= 0) {
         if (startup.openLayer < state.model.layers()) openLayerInChain(state, startup.openLayer);
         else postError("--model-layer " + std::to_string(startup.openLayer) + ": the model has " +
@@ -1148,6 +1166,17 @@ const char* toString(HeadTypeScore s)
     case HeadTypeScore::Sink: return "first token (sink)";
     }
     return "?";
+}
+
+std::optional<WhyView> whyViewFromName(const std::string& name)
+{
+    if (name == "attention") return WhyView::Attention;
+    if (name == "importance") return WhyView::Importance;
+    if (name == "dla") return WhyView::Dla;
+    if (name == "lens") return WhyView::LogitLens;
+    if (name == "types") return WhyView::HeadTypes;
+    if (name == "patching") return WhyView::Patching;
+    return std::nullopt;
 }
 
 void setWhyView(AppState& state, WhyView view)

@@ -123,7 +123,13 @@ std::string defaultModelDirectory();
 struct ModelStartup {
     std::string text, pair, dir;
     int openLayer = -1;  // --model-layer L: open that layer in the chain view at start (-1 = the model view)
+    // Decoders: --why VIEW shows that view over the grid (importance, dla, lens, types, patching); --patch-from
+    // TEXT and --targets A,B set up patching. waitForViews: the first frame shows them finished (screenshots).
+    std::string why, patchFrom, targets;
+    bool waitForViews = false;
 };
+// --why's names: "attention", "importance", "dla", "lens", "types", "patching".
+std::optional<WhyView> whyViewFromName(const std::string& name);
 
 // Typing in a sentence field reruns the model this long after the last keystroke: a pause, not every key
 // (250 ms: shorter than a reader notices, longer than the gap between keys of a typing burst).

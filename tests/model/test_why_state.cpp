@@ -231,9 +231,13 @@ TEST_F(WhyMode, TabsDrawHeadlessAndAClickOnTheMapOpensTheHead)
     }
     EXPECT_EQ(state.model.why.view, app::WhyView::Importance);
     ASSERT_EQ(state.rects.count("why/map/importance"), 1u);
-    // The map is layers × heads: a click in the last row's first column opens the last layer, head 0.
+    // The map is layers × heads (or heads × layers when that gives larger cells): a click on the last layer's
+    // head 0 opens it.
     const int L = state.model.layers(), H = state.model.heads();
-    click("why/map/importance", 0.5f / float(H), (float(L) - 0.5f) / float(L));
+    if (state.rects.count("why/map/importance/across"))
+        click("why/map/importance", (float(L) - 0.5f) / float(L), 0.5f / float(H));
+    else
+        click("why/map/importance", 0.5f / float(H), (float(L) - 0.5f) / float(L));
     EXPECT_EQ(state.model.openLayer, L - 1);
     EXPECT_EQ(state.view.head, 0);
     ImGui::DestroyContext();
