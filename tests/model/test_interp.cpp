@@ -4,10 +4,13 @@
 // probe, cancellation and bad input. Tolerances: 1e-4 (float32 forwards of a few layers; the batched scans sum in
 // another order than the naive recomputes, which moves logits by ~1e-6 here).
 #include <attnscope/interp.h>
+#include <attnscope/preset_io.h>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -395,6 +398,91 @@ TEST(Interp, ScanFlopsCountTheRecomputes)
     // n = 3: per variant, O 2·3·4·4 = 96, FFN 2·3·4·8·3 = 576, Q/K/V 2·3·4·(4+4) = 192, attention 4·2·9·2 = 144,
     // LM head 2·4·10 = 80. Row 1: 2·(96+576+80); row 0: 2·(96+576+192+144+96+576+80).
     EXPECT_DOUBLE_EQ(attn::headScanFlops(c, 3), 2 * (96 + 576 + 80) + 2 * (96 + 576 + 192 + 144 + 96 + 576 + 80));
+}
+
+// SmolLM2-135M-Instruct Q4_1 against transformers (make_interp_goldens.py): hooks on o_proj as a notebook would
+// ablate or patch, DLA in float64, the logit lens through model.norm and the LM head. Tolerances are the brief's
+// 1e-3 (nats for importance, logit units for DLA, fractions for patching): our forward and transformers' agree to
+// ~1e-3 of the largest logit (test_decoder_golden), which bounds each difference of two forwards. Head types are
+// means of attention weights, which agree within 1e-4 there, so 1e-4 here.
+TEST(InterpGolden, SmolLM2MatchesTransformers)
+{
+    if (FILE* f = std::fopen(ATTNSCOPE_SMOLLM2, "rb")) std::fclose(f);
+    else GTEST_SKIP() << ATTNSCOPE_SMOLLM2 << " is not installed (scripts/setup.sh)";
+    auto text = attn::readFile(std::string(ATTNSCOPE_DECODER_GOLDENS) + "/interp_smollm2.json", 8u << 20);
+    ASSERT_TRUE(text.ok()) << text.status().message;
+    const nlohmann::json g = nlohmann::json::parse(*text);
+    auto model = attn::loadDecoder(ATTNSCOPE_SMOLLM2);
+    ASSERT_TRUE(model.ok()) << model.status().message;
+    const int L = model->config.layers, H = model->config.heads;
+    auto matrixOf = [&](const nlohmann::json& rows) {
+        Matrix m(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(rows[0].size()));
+        for (Eigen::Index r = 0; r < m.rows(); ++r)
+            for (Eigen::Index c = 0; c < m.cols(); ++c) m(r, c) = rows[r][c].get<float>();
+        return m;
+    };
+    for (const auto& c : g["cases"]) {
+        const std::string what = c["text"].get<std::string>();
+        auto enc = attn::encodeForDecoder(*model, what, false);
+        ASSERT_TRUE(enc.ok());
+        ASSERT_EQ(enc->ids, c["ids"].get<std::vector<int>>()) << what;
+        auto run = attn::runDecoder(*model, enc->ids);
+        ASSERT_TRUE(run.ok());
+        auto target = attn::interpTarget(*model, *run);
+        ASSERT_TRUE(target.ok());
+        ASSERT_EQ(target->id, c["target"].get<int>()) << what;
+        EXPECT_NEAR(target->logprob, c["logprob"].get<float>(), 1e-3) << what;
+        Matrix importance;
+        ASSERT_TRUE(attn::headImportance(*model, *run, target->id, importance).ok());
+        const Matrix want = matrixOf(c["head_importance"]);
+        EXPECT_LE((importance - want).cwiseAbs().maxCoeff(), 1e-3) << what;
+        auto dla = attn::directLogitAttribution(*model, *run, target->id);
+        ASSERT_TRUE(dla.ok());
+        EXPECT_LE((dla->heads - matrixOf(c["dla"]["heads"])).cwiseAbs().maxCoeff(), 1e-3) << what;
+        for (int l = 0; l < L; ++l) EXPECT_NEAR(dla->mlp[l], c["dla"]["mlp"][l].get<float>(), 1e-3) << what << " mlp " << l;
+        EXPECT_NEAR(dla->embed, c["dla"]["embed"].get<float>(), 1e-3) << what;
+        EXPECT_NEAR(dla->logit, c["dla"]["logit"].get<float>(), 1e-3) << what;
+        // Lens: the top-1 token of every layer and position; where transformers' two most probable tokens are
+        // within 1e-4 in probability, float rounding may pick either, so such a near-tie is not a mismatch.
+        auto lens = attn::logitLens(*model, *run, 1);
+        ASSERT_TRUE(lens.ok());
+        int mismatches = 0;
+        for (int l = 0; l < L; ++l)
+            for (std::size_t i = 0; i < enc->ids.size(); ++i)
+                if (lens->top[l][i][0].id != c["lens_top1"][l][i].get<int>() && c["lens_gap"][l][i].get<double>() > 1e-4) {
+                    ++mismatches;
+                    ADD_FAILURE() << what << ": lens layer " << l << " position " << i << ": " << lens->top[l][i][0].id
+                                  << ", transformers " << c["lens_top1"][l][i];
+                }
+        EXPECT_EQ(mismatches, 0);
+        const attn::HeadTypes types = attn::headTypes(*run);
+        for (const char* kind : {"previous", "duplicate", "induction", "sink"}) {
+            const Matrix& m = std::string(kind) == "previous" ? types.previous
+                              : std::string(kind) == "duplicate" ? types.duplicate
+                              : std::string(kind) == "induction" ? types.induction : types.sink;
+            EXPECT_LE((m - matrixOf(c["head_types"][kind])).cwiseAbs().maxCoeff(), 1e-4) << what << " " << kind;
+        }
+    }
+    const auto& p = g["patching"];
+    auto cleanIds = attn::encodeForDecoder(*model, p["clean_text"].get<std::string>(), false);
+    auto badIds = attn::encodeForDecoder(*model, p["corrupted_text"].get<std::string>(), false);
+    ASSERT_TRUE(cleanIds.ok() && badIds.ok());
+    auto clean = attn::runDecoder(*model, cleanIds->ids);
+    auto bad = attn::runDecoder(*model, badIds->ids);
+    ASSERT_TRUE(clean.ok() && bad.ok());
+    auto a = attn::targetTokenId(*model, p["targets"][0].get<std::string>());
+    auto b = attn::targetTokenId(*model, p["targets"][1].get<std::string>());
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(*a, p["target_ids"][0].get<int>());
+    EXPECT_EQ(*b, p["target_ids"][1].get<int>());
+    Matrix map;
+    attn::PatchingMetric metric;
+    ASSERT_TRUE(attn::activationPatching(*model, *clean, *bad, *a, *b, map, &metric).ok());
+    EXPECT_NEAR(metric.clean, p["clean"].get<float>(), 1e-3);
+    EXPECT_NEAR(metric.corrupted, p["corrupted"].get<float>(), 1e-3);
+    ASSERT_EQ(map.rows(), L);
+    ASSERT_EQ(map.cols(), H);
+    EXPECT_LE((map - matrixOf(p["map"])).cwiseAbs().maxCoeff(), 1e-3);
 }
 
 } // namespace
