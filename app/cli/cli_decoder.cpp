@@ -6,6 +6,7 @@
 #include "cli/cli_session.h"  // humanSize
 
 #include <attnscope/decoder.h>
+#include <attnscope/interp.h>
 #include <attnscope/model.h>  // parseAblation
 #include <attnscope/preset_io.h>
 
@@ -29,6 +30,120 @@ bool jsonEstimateFits(std::uint64_t values, double maxMb, const std::string& wha
                "; write fewer layers (--layers 0,5) or raise --max-output-mb");
     return false;
 }
+
+std::string ModelOptionsCli::interpFlag() const
+{
+    if (!target.empty()) return "--target";
+    if (headImportance) return "--head-importance";
+    if (dla) return "--dla";
+    if (logitLens) return "--logit-lens";
+    if (headTypes) return "--head-types";
+    if (!patchFrom.empty()) return "--patch-from";
+    if (!targets.empty()) return "--targets";
+    return "";
+}
+
+namespace {
+
+json matrixJson(const attn::Matrix& m)
+{
+    json rows = json::array();
+    for (Eigen::Index r = 0; r < m.rows(); ++r) {
+        json row = json::array();
+        for (Eigen::Index c = 0; c < m.cols(); ++c) row.push_back(std::isfinite(m(r, c)) ? json(m(r, c)) : json(nullptr));
+        rows.push_back(std::move(row));
+    }
+    return rows;
+}
+
+json vectorJson(const attn::Vector& v)
+{
+    json out = json::array();
+    for (Eigen::Index i = 0; i < v.size(); ++i) out.push_back(v[i]);
+    return out;
+}
+
+// The interpretability views asked for (attnscope/interp.h), added to `head`; the corrupted run of patching is
+// `run` (the text), the clean one is --patch-from's. Returns the exit code (kExitOk when everything was added).
+int addInterpViews(const ModelOptionsCli& opt, attn::DecoderModel& model, const attn::DecoderRun& run,
+                   const attn::DecoderOptions& mo, json& head)
+{
+    if (opt.interpFlag().empty()) return kExitOk;
+    const bool patching = !opt.patchFrom.empty();
+    if (!opt.targets.empty() && !patching) return printError("--targets: only with --patch-from CLEAN_TEXT"), kExitBadInput;
+    if (patching && opt.targets.empty()) return printError("--patch-from: --targets A,B is required (logit(A) − logit(B))"), kExitBadInput;
+    int targetId = -1;
+    if (!opt.target.empty()) {
+        auto id = attn::targetTokenId(model, opt.target);
+        if (!id) return printError("--target: " + id.status().message), kExitBadInput;
+        targetId = *id;
+    }
+    int a = -1, b = -1;
+    std::vector<std::string> ab;
+    if (patching) {
+        // Split at commas only: a token's leading space is part of it (" Mary, John" is " Mary" and " John").
+        std::string rest = opt.targets;
+        for (std::size_t comma; (comma = rest.find(',')) != std::string::npos; rest.erase(0, comma + 1)) ab.push_back(rest.substr(0, comma));
+        ab.push_back(rest);
+        if (ab.size() != 2)
+            return printError("--targets: expected two tokens A,B, got " + std::to_string(ab.size()) + " ('" + opt.targets + "')"),
+                   kExitBadInput;
+        auto ia = attn::targetTokenId(model, ab[0]);
+        if (!ia) return printError("--targets: " + ia.status().message), kExitBadInput;
+        auto ib = attn::targetTokenId(model, ab[1]);
+        if (!ib) return printError("--targets: " + ib.status().message), kExitBadInput;
+        a = *ia;
+        b = *ib;
+    }
+    auto target = attn::interpTarget(model, run, targetId);
+    if (!target) return printError(target.status().message), kExitBadInput;
+    head["target"] = {{"id", target->id}, {"token", target->token}, {"logprob", target->logprob}};
+    if (opt.headImportance) {
+        attn::Matrix importance;
+        if (attn::Status s = attn::headImportance(model, run, target->id, importance); !s.ok()) return printError(s.message), kExitFailure;
+        head["head_importance"] = matrixJson(importance);
+    }
+    if (opt.dla) {
+        auto d = attn::directLogitAttribution(model, run, target->id);
+        if (!d) return printError(d.status().message), kExitFailure;
+        head["dla"] = {{"heads", matrixJson(d->heads)}, {"mlp", vectorJson(d->mlp)}, {"attn_bias", vectorJson(d->attnBias)},
+                       {"embed", d->embed}, {"norm_bias", d->normBias}, {"logit", d->logit}};
+    }
+    if (opt.logitLens) {
+        auto lens = attn::logitLens(model, run, 1);
+        if (!lens) return printError(lens.status().message), kExitFailure;
+        json layers = json::array();
+        for (const auto& layer : lens->top) {
+            json row = json::array();
+            for (const auto& top : layer) row.push_back({{"id", top[0].id}, {"token", top[0].token}, {"p", top[0].p}});
+            layers.push_back(std::move(row));
+        }
+        head["logit_lens"] = std::move(layers);
+    }
+    if (opt.headTypes) {
+        const attn::HeadTypes t = attn::headTypes(run);
+        head["head_types"] = {{"previous", matrixJson(t.previous)}, {"duplicate", matrixJson(t.duplicate)},
+                              {"induction", matrixJson(t.induction)}, {"sink", matrixJson(t.sink)}, {"has_repeats", t.hasRepeats}};
+    }
+    if (patching) {
+        auto enc = attn::encodeForDecoder(model, opt.patchFrom, opt.chat);
+        if (!enc) return printError("--patch-from: " + enc.status().message), kExitBadInput;
+        if (enc->ids.size() != run.encoding.ids.size())
+            return printError("--patch-from: the clean text has " + std::to_string(enc->ids.size()) + " tokens, the text has " +
+                              std::to_string(run.encoding.ids.size()) + "; patching needs equal lengths"),
+                   kExitBadInput;
+        auto clean = attn::runDecoder(model, enc->ids, mo);
+        if (!clean) return printError("--patch-from: " + clean.status().message), kExitFailure;
+        attn::Matrix map;
+        attn::PatchingMetric metric;
+        if (attn::Status s = attn::activationPatching(model, *clean, run, a, b, map, &metric); !s.ok())
+            return printError("--patch-from: " + s.message), kExitBadInput;
+        head["patching"] = {{"map", matrixJson(map)}, {"clean", metric.clean}, {"corrupted", metric.corrupted}, {"targets", ab}};
+    }
+    return kExitOk;
+}
+
+} // namespace
 
 int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path)
 {
@@ -64,6 +179,9 @@ int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path)
         printError(run.status().message);
         return run.status().code == attn::StatusCode::Internal ? kExitFailure : kExitBadInput;
     }
+    // The views explain the text's own last position, before any generated token.
+    json interp;
+    if (int rc = addInterpViews(opt, *model, *run, mo, interp); rc != kExitOk) return rc;
     std::vector<int> generated;
     for (int g = 0; g < opt.generate && static_cast<int>(run->encoding.ids.size()) < c.maxPositions; ++g) {
         const auto top = attn::topTokens(*model, run->lastLogits, 1, 1.0f);
@@ -102,6 +220,7 @@ int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path)
     std::vector<std::string> warnings = enc->warnings;
     warnings.insert(warnings.end(), run->warnings.begin(), run->warnings.end());
     if (!warnings.empty()) head["warnings"] = warnings;
+    for (auto& [key, value] : interp.items()) head[key] = std::move(value);
     std::string text = head.dump(-1, ' ', false, json::error_handler_t::replace);
     text.pop_back();  // the closing brace: the large arrays follow
     text += ",\"layers\":[";

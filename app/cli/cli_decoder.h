@@ -24,6 +24,12 @@ struct ModelOptionsCli {
     double maxOutputMb = 256;  // the JSON is refused above this estimate (use --layers)
     int benchTokens = 128;     // --bench --tokens N (decoders)
     bool jsonFlag = false;     // --json: the bench always prints JSON; accepted for the documented command line
+    // Decoders, interpretability (attnscope/interp.h): the target token (default the most probable next one), and
+    // which views to add to the JSON. --patch-from is the clean text of activation patching (--text is corrupted).
+    std::string target, patchFrom, targets;
+    bool headImportance = false, dla = false, logitLens = false, headTypes = false;
+    // The first interpretability flag given ("--dla"), for messages; "" when none.
+    std::string interpFlag() const;
 };
 
 // Runs a decoder model at `path` (a .gguf file or a decoder directory). Returns the exit code.

@@ -5,6 +5,7 @@
 #include "cli/cli_decoder.h"
 
 #include <attnscope/decoder.h>
+#include <attnscope/interp.h>
 
 #include <nlohmann/json.hpp>
 
@@ -102,6 +103,37 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
         ablate.push_back(msSince(t0));
         if (!s.ok()) return printError(s.message), kExitFailure;
     }
+    // The interpretability views on a 20-token text (issue 20): the head-importance scan beside its SGEMM bound
+    // (headScanFlops / the measured rate), and the cheap views. The scan and the lens take seconds on SmolLM2, so
+    // they are timed at most 3 times.
+    attn::DecoderRun small;
+    const std::vector<int> smallIds(ids.begin(), ids.begin() + std::min<std::ptrdiff_t>(20, std::ptrdiff_t(ids.size())));
+    if (attn::Status s = attn::runDecoder(*model, smallIds, {}, small); !s.ok()) return printError(s.message), kExitFailure;
+    const auto target = attn::interpTarget(*model, small);
+    if (!target) return printError(target.status().message), kExitFailure;
+    std::vector<double> importance, dla, lens, types;
+    for (int r = 0; r < std::min(repeats, 3); ++r) {
+        attn::Matrix map;
+        auto t0 = Clock::now();
+        attn::Status s = attn::headImportance(*model, small, target->id, map);
+        importance.push_back(msSince(t0));
+        if (!s.ok()) return printError(s.message), kExitFailure;
+        t0 = Clock::now();
+        auto l = attn::logitLens(*model, small, 1);
+        lens.push_back(msSince(t0));
+        if (!l) return printError(l.status().message), kExitFailure;
+    }
+    for (int r = 0; r < repeats; ++r) {
+        auto t0 = Clock::now();
+        auto d = attn::directLogitAttribution(*model, small, target->id);
+        dla.push_back(msSince(t0));
+        if (!d) return printError(d.status().message), kExitFailure;
+        t0 = Clock::now();
+        const attn::HeadTypes t = attn::headTypes(small);
+        types.push_back(msSince(t0));
+        if (t.sink.rows() != c.layers) return printError("head types: no rows"), kExitFailure;
+    }
+    const double scanBoundMs = attn::headScanFlops(c, static_cast<int>(smallIds.size())) / (bounds.sgemmGflops * 1e6);
     const double flop = forwardFlop(c, n);
     const double boundMs = flop / (bounds.sgemmGflops * 1e6);
     const double fwd = median(forward), app1 = median(append), abl = median(ablate);
@@ -124,6 +156,13 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
     j["ablation_toggle_ms"] = abl;
     j["ablation_over_forward"] = abl / fwd;
     j["ablation_goal"] = double(c.layers - layer) / c.layers;  // (L − l) / L
+    j["interp_tokens"] = static_cast<int>(smallIds.size());
+    j["head_importance_ms"] = median(importance);
+    j["head_scan_bound_ms"] = scanBoundMs;
+    j["head_scan_over_bound"] = scanBoundMs / median(importance);  // share of the SGEMM bound reached
+    j["dla_ms"] = median(dla);
+    j["logit_lens_ms"] = median(lens);
+    j["head_types_ms"] = median(types);
     j["peak_rss_mb"] = peakRssMb();
     j["bounds"] = {{"sgemm_gflops", bounds.sgemmGflops}, {"memory_gbs", bounds.memGBs}};
     std::cout << j.dump(2) << "\n";

@@ -146,6 +146,9 @@ int runModelCommand(const ModelOptionsCli& opt)
     if (int rc = checkBackendUsable(backend); rc != kExitOk) return rc;
     // A .gguf file or a gpt2 / llama / mistral / qwen2 directory is a decoder; a BERT directory the encoder below.
     if (attn::isDecoderModelPath(dir) || dir.ends_with(".gguf")) return opt.bench ? runDecoderBench(opt, dir) : runDecoderCommand(opt, dir);
+    if (const std::string flag = opt.interpFlag(); !flag.empty())
+        return printError(flag + ": the interpretability views are a decoder's (a .gguf file or a gpt2, llama, mistral or "
+                                 "qwen2 directory); " + dir + " is an encoder"), kExitBadInput;
     if (opt.chat || opt.generate > 0 || opt.logits)
         return printError("model: --chat, --generate and --logits are for decoder models (a .gguf file or a gpt2, llama, "
                           "mistral or qwen2 directory); " + dir + " is an encoder"), kExitBadInput;
@@ -400,6 +403,15 @@ void addModelCommand(CLI::App& root, CommandAction& action)
     cmd->add_flag("--logits", opt->logits, "Decoders: write the last position's logits");
     cmd->add_option("--generate", opt->generate, "Decoders: append N tokens, each the most probable (greedy)")
         ->check(CLI::Range(0, 4096));
+    cmd->add_option("--target", opt->target, "Decoders: the token the views explain, e.g. ' Paris' (default: the most probable next one)");
+    cmd->add_flag("--head-importance", opt->headImportance,
+                  "Decoders: Δ log p(target) when each head is ablated (L×H; one recompute per head)");
+    cmd->add_flag("--dla", opt->dla, "Decoders: direct logit attribution of the target (heads, MLPs, embedding)");
+    cmd->add_flag("--logit-lens", opt->logitLens, "Decoders: each layer's top token at each position");
+    cmd->add_flag("--head-types", opt->headTypes, "Decoders: previous-token, duplicate, induction and sink scores per head");
+    cmd->add_option("--patch-from", opt->patchFrom,
+                    "Decoders: activation patching from this clean text into --text (equal token lengths; with --targets)");
+    cmd->add_option("--targets", opt->targets, "Decoders, --patch-from: the two tokens of logit(A) − logit(B), as A,B");
     cmd->add_option("--max-output-mb", opt->maxOutputMb,
                     "Refuse to write a JSON larger than this estimate, in MB (default 256; --layers writes less)")
         ->check(CLI::PositiveNumber);

@@ -97,7 +97,8 @@ Status headImportance(DecoderModel& model, const DecoderRun& run, int targetId, 
 // each head (l,h) its context (its slice of the concat before W^O, at every position) is taken from the clean run
 // into the corrupted one and layers l…L−1 recomputed; out(l,h) = (m_patched − m_corrupted) / (m_clean −
 // m_corrupted) where m = logit(targetA) − logit(targetB) at the last position (1 = the head restores all of the
-// clean difference). InvalidArgument when the lengths differ or m_clean = m_corrupted.
+// clean difference). InvalidArgument when the lengths differ, the runs ablate different heads, or m_clean =
+// m_corrupted. The corrupted run's pin (if any) is honoured in the recomputes.
 struct PatchingMetric {
     float clean = 0, corrupted = 0;  // logit(A) − logit(B) in each run
 };
