@@ -275,10 +275,13 @@ namespace {
 // Columns per task of a product: wide enough that each task's packing of the left operand pays off (at 128, packing
 // was 15 % of a SmolLM2 forward), split evenly; a function of the sizes only, so that the sums (and so the bits)
 // do not depend on the number of threads.
+// The count of tasks is even: with 3 tasks (SmolLM2's 1536-wide gate and up) two cores did two rounds, one of them
+// alone (75 % of the team's time), and a 192-wide K or V was one task on one core; even counts keep both busy.
 constexpr Eigen::Index kProductCols = 512;
 Eigen::Index taskCols(Eigen::Index cols)
 {
-    const Eigen::Index tasks = (cols + kProductCols - 1) / kProductCols;
+    Eigen::Index tasks = (cols + kProductCols - 1) / kProductCols;
+    if (cols >= 64) tasks += tasks % 2;
     return ((cols + tasks - 1) / tasks + 15) / 16 * 16;
 }
 // Below this many multiply-adds one thread does the product (a team costs more than it saves).
@@ -617,12 +620,13 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
         appendRows(res.output, part.output);
         for (int h = 0; h < c.heads; ++h) {
             HeadResult& dst = res.heads[static_cast<std::size_t>(h)];
-            const HeadResult& src = part.heads[static_cast<std::size_t>(h)];
-            dst.K = src.K;
-            dst.V = src.V;
+            HeadResult& src = part.heads[static_cast<std::size_t>(h)];
+            // The keys and values of every position are part's own (it is dropped after): moved, not copied.
+            dst.K = std::move(src.K);
+            dst.V = std::move(src.V);
             // Old queries' scores against the new keys (masked: in their future, but a whole forward computes
             // every score, and so the kept maps match it).
-            Matrix future = (dst.Q * src.K.bottomRows(m).transpose()) * res.scale;
+            Matrix future = (dst.Q * dst.K.bottomRows(m).transpose()) * res.scale;
             growSquare(dst.scores, src.scores, 0.0f);
             dst.scores.topRightCorner(n, m) = future;
             growSquare(dst.masked, src.masked, std::uint8_t(1));
