@@ -132,11 +132,7 @@ void drawTargetRow(AppState& state)
     ModelState& m = state.model;
     WhyState& w = m.why;
     const InterpResults& r = w.results;
-    if (r.valid)
-        ImGui::Text("Target '%s' (id %d): log p = %.3f, p = %.3f, logit %.3f", visible(r.target.token).c_str(), r.target.id,
-                    r.target.logprob, std::exp(r.target.logprob), r.target.logit);
-    else
-        ImGui::TextUnformatted("Target: computing…");
+    ImGui::TextUnformatted("Target");
     ImGui::SameLine();
     ImGui::SetNextItemWidth(140);
     if (ImGui::InputTextWithHint("##target", "type a token", &w.targetText, ImGuiInputTextFlags_EnterReturnsTrue))
@@ -149,6 +145,13 @@ void drawTargetRow(AppState& state)
     ImGui::BeginDisabled(w.target < 0);
     if (ImGui::Button("Top prediction")) setWhyTargetId(state, -1);
     ImGui::EndDisabled();
+    // The numbers after the controls: on a narrow window they are what gets cut, not the field.
+    ImGui::SameLine();
+    if (r.valid)
+        ImGui::Text("'%s' (id %d): log p = %.3f, p = %.3f, logit %.3f", visible(r.target.token).c_str(), r.target.id,
+                    r.target.logprob, std::exp(r.target.logprob), r.target.logit);
+    else
+        ImGui::TextUnformatted("computing…");
     if (!w.targetError.empty()) ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "%s", w.targetError.c_str());
     if (!r.error.empty()) ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "%s", r.error.c_str());
 }

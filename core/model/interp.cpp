@@ -336,92 +336,149 @@ Expected<InductionProbe> inductionProbe(const DecoderModel& model, int length, s
 
 namespace {
 
-// Stacked rows per batch of variants: enough that a layer's weights stream once for all of a layer's heads at the
-// usual lengths (SmolLM2's 9 heads × 20 tokens), few enough that the feed-forward's buffers stay small (4096 ×
-// 1536 floats = 25 MB).
+// Stacked rows of variants at most (a group's feed-forward buffers: 4096 × 1536 floats = 25 MB).
 constexpr Eigen::Index kScanRows = 4096;
+// Start layers per group at most: a group's rows are reported together, so the first rows (the layers nearest
+// the output) appear after a few layers' recomputes, not after the whole scan.
+constexpr int kGroupLayers = 5;
+// The first group (the layers nearest the output) smaller still: its rows are on screen in about 100 ms.
+constexpr int kFirstGroupLayers = 2;
 
-// The last position's logits (g × V) of g variants of layer l: variant v's concat of layer l (its heads' contexts
-// before W^O, ablated heads zeroed) is rows v·n… of `concat` (g·n × H·D). The rest of layer l and layers l+1…L−1
-// run on the stacked rows, the attention of each variant through the attention core.
-Status variantLogits(const DecoderModel& model, const DecoderRun& run, int l, int g, const Matrix& concat, Matrix& logits)
+// Layer k, whole, on g stacked variants (x: g·n rows entering layer k, replaced by the rows leaving it): Q, K, V
+// and the feed-forward on all rows at once (each weight streams once for every variant), the attention of each
+// variant through the attention core. A pinned layer uses its pinned Q, K, V for every variant (as a recompute).
+Status fullLayer(const DecoderModel& model, const DecoderRun& run, int k, int g, Matrix& x, BlockScratch& scratch)
 {
     const DecoderConfig& c = model.config;
-    const int L = c.layers, D = c.headDim;
+    const int D = c.headDim;
     const Eigen::Index n = run.hidden[0].rows();
-    const DecoderLayer& first = model.layers[static_cast<std::size_t>(l)];
-    Matrix out, next, normed, Q, K, V;
-    BlockScratch scratch;
-    product(concat, first.Wo, out);
-    if (first.bo.size() > 0) out.rowwise() += first.bo.transpose();
-    Matrix x = run.hidden[static_cast<std::size_t>(l)].replicate(g, 1);
-    afterAttention(model, first, out, x, scratch, next);
-    x.swap(next);
+    const DecoderLayer& layer = model.layers[static_cast<std::size_t>(k)];
+    const bool pinned = run.pinned.layer == k;
+    Matrix normed, Q, K, V, out, next;
+    if (pinned) {
+        const DecoderRun::PinnedQKV& p = run.pinned;
+        if (p.Q.rows() != n || p.Q.cols() != Eigen::Index(c.heads) * D || p.K.rows() != n || p.V.rows() != n ||
+            p.K.cols() != p.V.cols())
+            return invalidArgument("the pinned Q, K, V of layer " + std::to_string(k) + " do not fit the run's " +
+                                   std::to_string(n) + " tokens");
+    } else {
+        attentionInputs(model, layer, x, 0, normed, Q, K, V, static_cast<int>(n));
+    }
     const AttentionConfig cfg = layerConfig(c, Backend::Cpu);
     AttentionInput in;
     in.mask.causal = true;
     slidingWindowMask(c, static_cast<int>(n), 0, static_cast<int>(n), in.mask);
     AttentionResult res;
     Matrix cat(Eigen::Index(g) * n, Eigen::Index(c.heads) * D);
-    for (int k = l + 1; k < L; ++k) {
-        const DecoderLayer& layer = model.layers[static_cast<std::size_t>(k)];
-        const bool pinned = run.pinned.layer == k;
-        if (pinned) {
-            const DecoderRun::PinnedQKV& p = run.pinned;
-            if (p.Q.rows() != n || p.Q.cols() != cat.cols() || p.K.rows() != n || p.V.rows() != n || p.K.cols() != p.V.cols())
-                return invalidArgument("the pinned Q, K, V of layer " + std::to_string(k) + " do not fit the run's " +
-                                       std::to_string(n) + " tokens");
-        } else {
-            attentionInputs(model, layer, x, 0, normed, Q, K, V, static_cast<int>(n));
-        }
-        for (int v = 0; v < g; ++v) {
-            in.Q = pinned ? run.pinned.Q : Matrix(Q.middleRows(v * n, n));
-            in.K = pinned ? run.pinned.K : Matrix(K.middleRows(v * n, n));
-            in.V = pinned ? run.pinned.V : Matrix(V.middleRows(v * n, n));
-            if (auto s = compute(in, cfg, res); !s.ok()) return makeError(s.code, "layer " + std::to_string(k) + ": " + s.message);
-            cat.middleRows(v * n, n) = res.concat;
-        }
-        for (const auto& [al, ah] : run.ablated)
-            if (al == k) cat.middleCols(Eigen::Index(ah) * D, D).setZero();
-        product(cat, layer.Wo, out);
-        if (layer.bo.size() > 0) out.rowwise() += layer.bo.transpose();
-        afterAttention(model, layer, out, x, scratch, next);
-        x.swap(next);
+    for (int v = 0; v < g; ++v) {
+        in.Q = pinned ? run.pinned.Q : Matrix(Q.middleRows(v * n, n));
+        in.K = pinned ? run.pinned.K : Matrix(K.middleRows(v * n, n));
+        in.V = pinned ? run.pinned.V : Matrix(V.middleRows(v * n, n));
+        if (auto s = compute(in, cfg, res); !s.ok()) return makeError(s.code, "layer " + std::to_string(k) + ": " + s.message);
+        cat.middleRows(v * n, n) = res.concat;
     }
-    Matrix last(g, c.hidden);
-    for (int v = 0; v < g; ++v) last.row(v) = x.row(v * n + n - 1);
-    finalNorm(model, last, normed);
-    productTransposed(normed, model.unembedding(), logits);
+    for (const auto& [al, ah] : run.ablated)
+        if (al == k) cat.middleCols(Eigen::Index(ah) * D, D).setZero();
+    product(cat, layer.Wo, out);
+    if (layer.bo.size() > 0) out.rowwise() += layer.bo.transpose();
+    afterAttention(model, layer, out, x, scratch, next);
+    x.swap(next);
     return Status::success();
 }
 
-// One scan: for each layer from the last, the given heads' variants (makeVariant(l, h, concat) edits the layer's
-// concat for head h), batched; score(l, h, logits) fills the row. Rows not reached stay NaN.
+// The rows leaving layer l for g variants of its concat (rows v·n… of `concat`, the heads' contexts before W^O):
+// W^O and the rest of the block on the run's own input to layer l. Appended to x.
+void startVariants(const DecoderModel& model, const DecoderRun& run, int l, int g, const Matrix& concat, Matrix& x,
+                   BlockScratch& scratch)
+{
+    const DecoderLayer& layer = model.layers[static_cast<std::size_t>(l)];
+    Matrix out, next;
+    product(concat, layer.Wo, out);
+    if (layer.bo.size() > 0) out.rowwise() += layer.bo.transpose();
+    afterAttention(model, layer, out, run.hidden[static_cast<std::size_t>(l)].replicate(g, 1), scratch, next);
+    const Eigen::Index old = x.rows();
+    x.conservativeResize(old + next.rows(), next.cols());
+    x.bottomRows(next.rows()) = next;
+}
+
+// One scan. Its variants come in units (one layer's heads, in batches of at most kScanRows rows when the text is
+// long), grouped from the top: units while the group's rows stay within kScanRows and it spans at most
+// kGroupLayers layers. From the group's lowest layer up, each layer runs whole on the variants started below it
+// and then starts its own (makeVariant(l, h, concat) edits the layer's concat for head h), so that every layer's
+// weights stream once for all of the group's variants; at the top, the last position's logits of every variant,
+// which score(logits) turns into its cell. Rows not reached stay NaN; progress(l), top down, once a layer's
+// every unit is done.
 template <class MakeVariant, class Score>
 Status scan(const DecoderModel& model, const DecoderRun& run, const std::vector<std::vector<int>>& headsOfLayer,
             Matrix& out, const ScanProgress& progress, MakeVariant makeVariant, Score score)
 {
     const DecoderConfig& c = model.config;
+    const int L = c.layers;
     const Eigen::Index n = run.hidden[0].rows();
-    const int perBatch = static_cast<int>(std::max<Eigen::Index>(1, kScanRows / n));
     const TeamsForTheLoad teams;
-    Matrix concat, logits;
-    for (int l = c.layers - 1; l >= 0; --l) {
+    struct Unit {
+        int layer;
+        std::vector<int> heads;
+    };
+    std::vector<Unit> units;  // top layer first
+    const std::size_t perBatch = static_cast<std::size_t>(std::max<Eigen::Index>(1, kScanRows / n));
+    for (int l = L - 1; l >= 0; --l) {
         const std::vector<int>& heads = headsOfLayer[static_cast<std::size_t>(l)];
-        const Matrix& base = run.attention[static_cast<std::size_t>(l)].concat;
-        for (std::size_t b0 = 0; b0 < heads.size(); b0 += static_cast<std::size_t>(perBatch)) {
-            const int g = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(perBatch), heads.size() - b0));
-            concat.resize(Eigen::Index(g) * n, base.cols());
-            for (int v = 0; v < g; ++v) {
-                auto block = concat.middleRows(v * n, n);
-                block = base;
-                makeVariant(l, heads[b0 + static_cast<std::size_t>(v)], block);
-            }
-            ATTNSCOPE_RETURN_IF_ERROR(variantLogits(model, run, l, g, concat, logits));
-            for (int v = 0; v < g; ++v) out(l, heads[b0 + static_cast<std::size_t>(v)]) = score(logits.row(v).transpose());
-        }
-        if (progress && !progress(l)) break;
+        for (std::size_t b0 = 0; b0 < heads.size(); b0 += perBatch)
+            units.push_back({l, std::vector<int>(heads.begin() + std::ptrdiff_t(b0),
+                                                 heads.begin() + std::ptrdiff_t(std::min(heads.size(), b0 + perBatch)))});
     }
+    BlockScratch scratch;
+    Matrix concat, x, last, normed, logits;
+    int reported = L;  // layers ≥ this were reported
+    for (std::size_t u0 = 0; u0 < units.size();) {
+        // The group: units u0 … u1−1.
+        std::size_t u1 = u0;
+        Eigen::Index rows = 0;
+        const int span = u0 == 0 ? kFirstGroupLayers : kGroupLayers;
+        while (u1 < units.size() && units[u0].layer - units[u1].layer < span &&
+               (u1 == u0 || rows + Eigen::Index(units[u1].heads.size()) * n <= kScanRows)) {
+            rows += Eigen::Index(units[u1].heads.size()) * n;
+            ++u1;
+        }
+        const int first = units[u1 - 1].layer, top = units[u0].layer;
+        std::vector<std::pair<int, int>> made;  // (layer, head) of each variant, in the order of x's row blocks
+        x.resize(0, c.hidden);
+        for (int k = first; k < L; ++k) {
+            if (!made.empty()) ATTNSCOPE_RETURN_IF_ERROR(fullLayer(model, run, k, static_cast<int>(made.size()), x, scratch));
+            if (k > top) continue;
+            const Matrix& base = run.attention[static_cast<std::size_t>(k)].concat;
+            for (std::size_t u = u0; u < u1; ++u) {
+                if (units[u].layer != k || units[u].heads.empty()) continue;
+                const int g = static_cast<int>(units[u].heads.size());
+                concat.resize(Eigen::Index(g) * n, base.cols());
+                for (int v = 0; v < g; ++v) {
+                    auto block = concat.middleRows(v * n, n);
+                    block = base;
+                    makeVariant(k, units[u].heads[static_cast<std::size_t>(v)], block);
+                    made.emplace_back(k, units[u].heads[static_cast<std::size_t>(v)]);
+                }
+                startVariants(model, run, k, g, concat, x, scratch);
+            }
+        }
+        if (!made.empty()) {
+            last.resize(static_cast<Eigen::Index>(made.size()), c.hidden);
+            for (std::size_t v = 0; v < made.size(); ++v) last.row(Eigen::Index(v)) = x.row(Eigen::Index(v) * n + n - 1);
+            finalNorm(model, last, normed);
+            productTransposed(normed, model.unembedding(), logits);
+            for (std::size_t v = 0; v < made.size(); ++v)
+                out(made[v].first, made[v].second) = score(logits.row(Eigen::Index(v)).transpose());
+        }
+        // The layers whose every unit is done: all above the next group's top layer.
+        const int done = u1 < units.size() ? units[u1].layer + 1 : 0;
+        for (int l = reported - 1; l >= done; --l)
+            if (progress && !progress(l)) return Status::success();
+        reported = std::min(reported, done);
+        u0 = u1;
+    }
+    // Layers without a unit (every head already ablated) below the last one reported.
+    for (int l = reported - 1; l >= 0; --l)
+        if (progress && !progress(l)) return Status::success();
     return Status::success();
 }
 

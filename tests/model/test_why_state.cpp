@@ -16,6 +16,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <string>
 
 namespace {
@@ -241,6 +243,51 @@ TEST_F(WhyMode, TabsDrawHeadlessAndAClickOnTheMapOpensTheHead)
     EXPECT_EQ(state.model.openLayer, L - 1);
     EXPECT_EQ(state.view.head, 0);
     ImGui::DestroyContext();
+}
+
+} // namespace
+
+namespace {
+
+TEST_F(WhyMode, AProbeTheVocabularyCannotMakeLeavesTheText)
+{
+    // The tiny fixture's 300-token vocabulary has too few word tokens for 20: the text stays, nothing is run.
+    app::ModelState& m = state.model;
+    const long runs = m.runsStarted();
+    app::fillInductionProbe(state, 3);
+    app::finishModelRuns(state);
+    EXPECT_EQ(m.textA, kText);
+    EXPECT_EQ(m.runsStarted(), runs);
+    EXPECT_FALSE(attn::inductionProbe(oracle, 20, 3).ok());
+}
+
+// SmolLM2 on the probe: induction heads appear (a head in the middle layers puts most of its weight on the token
+// after the current token's earlier copy), as they do in every trained language model studied so far.
+TEST(SmolLM2Why, TheInductionProbeShowsInductionHeads)
+{
+    if (!std::filesystem::exists(ATTNSCOPE_SMOLLM2)) GTEST_SKIP() << "SmolLM2 is not installed (scripts/setup.sh installs it)";
+    app::AppState state;
+    app::ModelStartup st;
+    st.text = "hello";
+    st.dir = ATTNSCOPE_SMOLLM2;
+    app::startModelMode(state, st);
+    ASSERT_TRUE(state.model.drun.has_value()) << state.model.error;
+    app::setWhyView(state, app::WhyView::HeadTypes);
+    app::fillInductionProbe(state, 1);
+    app::finishScans(state);
+    const app::InterpResults& r = state.model.why.results;
+    ASSERT_TRUE(r.valid) << r.error;
+    // The text is the probe: [BOS] r r, 20 word tokens twice.
+    auto probe = attn::inductionProbe(*state.model.decoder, 20, 1);
+    ASSERT_TRUE(probe.ok()) << probe.status().message;
+    EXPECT_EQ(state.model.textA, probe->text);
+    EXPECT_EQ(state.model.drun->encoding.ids, probe->ids);
+    EXPECT_TRUE(r.types.hasRepeats);
+    Eigen::Index l = 0, h = 0;
+    const float best = r.types.induction.maxCoeff(&l, &h);
+    std::printf("strongest induction head: layer %d head %d, score %.3f; mean %.3f\n", int(l), int(h), best,
+                r.types.induction.mean());
+    EXPECT_GT(best, 0.5f);
 }
 
 } // namespace

@@ -6,7 +6,8 @@
 // V = vocabulary. Maps are L×H (row = layer, column = query head), as the window's grid.
 //
 // Cheap (from the run alone, no forward): directLogitAttribution, logitLens, headTypes.
-// Scans (one recompute per head, batched per layer so that each layer's weights stream once per scan row):
+// Scans (one recompute per head, batched over groups of start layers so that each layer's weights stream once per
+// group):
 // headImportance, activationPatching. Both compute the rows of the layers nearest the output first (they need the
 // fewest layers recomputed), report each finished row through `progress` and stop early when it returns false.
 #pragma once
@@ -83,8 +84,9 @@ struct InductionProbe {
 };
 Expected<InductionProbe> inductionProbe(const DecoderModel& model, int length = 20, std::uint64_t seed = 1);
 
-// Called after each finished layer row of a scan with that layer; return false to stop (the scan then returns
-// success with `out` holding the rows done and NaN in the others).
+// Called with each finished layer row of a scan, top down; return false to stop (the scan then returns success
+// with `out` holding the rows done and NaN in the others). Rows are computed in groups of up to 5 layers (the
+// group's variants share the streaming of each weight), so a stop may leave more rows done than were reported.
 using ScanProgress = std::function<bool(int layer)>;
 
 // Head importance: out (L×H) = log p(target | head (l,h) ablated too) − log p(target | run) at the last position,
