@@ -440,7 +440,11 @@ void drawMatrixEditor(AppState& state, MatrixId id, ImVec2 maxSize)
     ImGui::Dummy(full);
     if (scroll) ImGui::EndChild();
     if (f.hasMatrix && f.id == id && !f.error.empty()) {
+        // Wrapped at the matrix's width: a long message under a small matrix widened its panel and shifted the
+        // chain to its right (issue 21).
+        ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + std::max(full.x, 160.0f));
         ImGui::TextColored(ImVec4(1.0f, 0.4f, 0.4f, 1.0f), "%s", f.error.c_str());
+        ImGui::PopTextWrapPos();
         state.recordRect("cell_error", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     }
     ImGui::EndGroup();

@@ -6,7 +6,8 @@
 2. A session dropped on the window opens (through openSession, as File → Open) and clears the selection:
    no outline any more.
 3. Clicking W^K's title selects W^K; Ctrl+V pastes into W^K (which now holds W^Q's values), W^Q is unchanged.
-4. Escape restores a cell being typed: "abc" + Enter is refused with red text (hook rect cell_error);
+4. Escape restores a cell being typed: a word + Enter is refused with red text (hook rect cell_error) that wraps
+   at the matrix's width;
    Escape closes the field, the red text goes and the cell keeps its value; a digit typed then Escape
    leaves the value too.
 5. Drops of arrays: a .npy of W^V's shape dropped onto W^V's editor replaces W^V (one undo step: Ctrl+Z
@@ -99,9 +100,14 @@ def run(app, a, autosave, stderr_path):
     x00 = app.layout()["X00"]
     app.click("cell/X/0/0")
     wait_for(lambda: "editing" in rects(), "the cell's text field to open")
-    xdo("type", "--delay", "50", "abc")
+    # A long refused text: its message wraps at the matrix's width instead of widening the panel (issue 21).
+    xdo("type", "--delay", "30", "abcdefghijklmnopqrstuvwxyz")
     key("Return")
     wait_for(lambda: "cell_error" in rects(), "the red text under the editor")
+    cols = sorted(k for k in rects() if k.startswith("cell/X/0/"))
+    right = max(rects()[k][2] for k in cols)
+    if rects()["cell_error"][2] > right + 2:
+        fail("the error under X reaches x=%.0f, past the matrix's right edge %.0f" % (rects()["cell_error"][2], right))
     key("Escape")
     wait_for(lambda: "cell_error" not in rects() and "editing" not in rects(), "Escape to close the field and its red text")
     if app.layout()["X00"] != x00:
