@@ -523,6 +523,18 @@ void drawInputEditors(AppState& state)
     ImGui::EndGroup();
 }
 
+// An editor opened from the strip: at most 30 % of the chain's width (at least 160 px), so that on a narrow window
+// it scrolls inside its box and the weights keep their room (issue 21: at 900×600 with the sidebar and X open they
+// got 12-pixel cells and the output went off the right edge). The fit plan uses the same width.
+ImVec2 stripEditorMax()
+{
+    const ImGuiViewport* vp = ImGui::GetMainViewport();
+    // Of the width beside the whole sidebar, whether it shows or not: beside the strip, at 900 px, the wider
+    // editor still pushed the final column off the edge.
+    const float chain = vp->WorkSize.x - kControlsWidth - 2 * ImGui::GetStyle().WindowPadding.x;
+    return ImVec2(std::clamp(0.3f * chain, 160.0f, kEditorMax.x), kEditorMax.y);
+}
+
 // Fit: the inputs (W^O included) either open as editors, or collapsed to a strip of their names, each a
 // button that opens (or closes) that one editor beside the strip.
 void drawInputsFit(AppState& state, bool collapsed)
@@ -543,7 +555,13 @@ void drawInputsFit(AppState& state, bool collapsed)
         // The click toggles `open` between the push and the pop: pop what was pushed.
         const bool highlighted = open;
         if (highlighted) ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
-        if (ImGui::Button(name, ImVec2(kInputsStripWidth, 0))) open = !open;
+        if (ImGui::Button(name, ImVec2(kInputsStripWidth, 0))) {
+            open = !open;
+            // The latest request wins: an editor opened on a window too narrow for it beside a sidebar the user
+            // brought back lets the fit layout fold the sidebar again (» returns it), instead of squeezing the
+            // weights into a scrolling box of 12-pixel cells (900×600, issue 21).
+            if (open && state.chain.sidebar == Collapse::Shown) state.chain.sidebar = Collapse::Auto;
+        }
         if (highlighted) ImGui::PopStyleColor();
         state.recordRect(std::string("strip/") + name, ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
         if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s: click to %s its editor", matrixTitle(state, id).c_str(), open ? "close" : "open");
@@ -555,7 +573,7 @@ void drawInputsFit(AppState& state, bool collapsed)
         ImGui::SameLine();
         ImGui::BeginGroup();
         for (MatrixId id : ids)
-            if (state.chain.inputOpen[static_cast<int>(id)]) drawMatrixEditor(state, id, kEditorMax);
+            if (state.chain.inputOpen[static_cast<int>(id)]) drawMatrixEditor(state, id, stripEditorMax());
         ImGui::EndGroup();
     }
     ImGui::EndGroup();
@@ -564,7 +582,7 @@ void drawInputsFit(AppState& state, bool collapsed)
 // The open inputs column's width, from the matrices (not measured from a previous frame, so that the plan
 // never depends on how many frames have been drawn): each editor is its title, or its cells (42 px each,
 // panels/matrix_editor.cpp, plus the row index band) up to kEditorMax and a scrollbar.
-float inputsColumnWidth(const AppState& state)
+float inputsColumnWidth(const AppState& state, ImVec2 editorMax = kEditorMax)
 {
     std::vector<MatrixId> ids = inputIds(state);
     for (MatrixId id : {MatrixId::Wo, MatrixId::Bo})
@@ -572,7 +590,7 @@ float inputsColumnWidth(const AppState& state)
     float w = 0;
     for (MatrixId id : ids) {
         const int cols = isColumn(state) ? state.doc.rows(id) : state.doc.cols(id);  // as shown
-        const float cells = std::min(kEditorMax.x, 40.0f + 42.0f * static_cast<float>(cols)) + ImGui::GetStyle().ScrollbarSize;
+        const float cells = std::min(editorMax.x, 40.0f + 42.0f * static_cast<float>(cols)) + ImGui::GetStyle().ScrollbarSize;
         w = std::max({w, cells, ImGui::CalcTextSize(matrixTitle(state, id).c_str()).x});
     }
     return w;
@@ -709,7 +727,7 @@ void planChainLayout(AppState& state)
     in.inputsWidth = inputsColumnWidth(state);
     bool anyOpen = false;
     for (const auto& [id, open] : v.inputOpen) anyOpen = anyOpen || open;
-    in.stripWidth = kInputsStripWidth + (anyOpen ? in.inputsWidth : 0.0f);
+    in.stripWidth = kInputsStripWidth + (anyOpen ? inputsColumnWidth(state, stripEditorMax()) : 0.0f);
     in.wRows = static_cast<int>(hr.weights.rows());
     in.wCols = static_cast<int>(hr.weights.cols());
     in.wVisible = static_cast<int>(hr.weights.size());
