@@ -4,6 +4,7 @@
 #include "cli/cli.h"
 #include "cli/cli_decoder.h"
 #include "cli/cli_session.h"  // humanSize
+#include "figure/model_figure.h"
 
 #include <attnscope/decoder.h>
 #include <attnscope/interp.h>
@@ -15,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 namespace app {
 
@@ -65,21 +67,21 @@ json vectorJson(const attn::Vector& v)
 
 // The interpretability views asked for (attnscope/interp.h), added to `head`; the corrupted run of patching is
 // `run` (the text), the clean one is --patch-from's. Returns the exit code (kExitOk when everything was added).
-int addInterpViews(const ModelOptionsCli& opt, attn::DecoderModel& model, const attn::DecoderRun& run,
-                   const attn::DecoderOptions& mo, json& head)
+// --target, --patch-from and --targets checked and looked up (a, b: the ids of --targets; ab: their texts).
+int parseInterpOptions(const ModelOptionsCli& opt, const attn::DecoderModel& model, int& targetId, int& a, int& b,
+                       std::vector<std::string>& ab)
 {
-    if (opt.interpFlag().empty()) return kExitOk;
     const bool patching = !opt.patchFrom.empty();
     if (!opt.targets.empty() && !patching) return printError("--targets: only with --patch-from CLEAN_TEXT"), kExitBadInput;
     if (patching && opt.targets.empty()) return printError("--patch-from: --targets A,B is required (logit(A) − logit(B))"), kExitBadInput;
-    int targetId = -1;
+    targetId = -1;
     if (!opt.target.empty()) {
         auto id = attn::targetTokenId(model, opt.target);
         if (!id) return printError("--target: " + id.status().message), kExitBadInput;
         targetId = *id;
     }
-    int a = -1, b = -1;
-    std::vector<std::string> ab;
+    a = b = -1;
+    ab.clear();
     if (patching) {
         // Split at commas only: a token's leading space is part of it (" Mary, John" is " Mary" and " John").
         std::string rest = opt.targets;
@@ -95,6 +97,32 @@ int addInterpViews(const ModelOptionsCli& opt, attn::DecoderModel& model, const 
         a = *ia;
         b = *ib;
     }
+    return kExitOk;
+}
+
+// The clean run of --patch-from (under the text's ablations), or the exit code in `rc`.
+std::optional<attn::DecoderRun> cleanRunFromCli(const ModelOptionsCli& opt, attn::DecoderModel& model, const attn::DecoderRun& run,
+                                                const attn::DecoderOptions& mo, int& rc)
+{
+    auto enc = attn::encodeForDecoder(model, opt.patchFrom, opt.chat);
+    if (!enc) return printError("--patch-from: " + enc.status().message), rc = kExitBadInput, std::nullopt;
+    if (enc->ids.size() != run.encoding.ids.size())
+        return printError("--patch-from: the clean text has " + std::to_string(enc->ids.size()) + " tokens, the text has " +
+                          std::to_string(run.encoding.ids.size()) + "; patching needs equal lengths"),
+               rc = kExitBadInput, std::nullopt;
+    auto clean = attn::runDecoder(model, enc->ids, mo);
+    if (!clean) return printError("--patch-from: " + clean.status().message), rc = kExitFailure, std::nullopt;
+    return std::move(*clean);
+}
+
+int addInterpViews(const ModelOptionsCli& opt, attn::DecoderModel& model, const attn::DecoderRun& run,
+                   const attn::DecoderOptions& mo, json& head)
+{
+    if (opt.interpFlag().empty()) return kExitOk;
+    const bool patching = !opt.patchFrom.empty();
+    int targetId = -1, a = -1, b = -1;
+    std::vector<std::string> ab;
+    if (int rc = parseInterpOptions(opt, model, targetId, a, b, ab); rc != kExitOk) return rc;
     auto target = attn::interpTarget(model, run, targetId);
     if (!target) return printError(target.status().message), kExitBadInput;
     head["target"] = {{"id", target->id}, {"token", target->token}, {"logprob", target->logprob}};
@@ -126,14 +154,9 @@ int addInterpViews(const ModelOptionsCli& opt, attn::DecoderModel& model, const 
                               {"induction", matrixJson(t.induction)}, {"sink", matrixJson(t.sink)}, {"has_repeats", t.hasRepeats}};
     }
     if (patching) {
-        auto enc = attn::encodeForDecoder(model, opt.patchFrom, opt.chat);
-        if (!enc) return printError("--patch-from: " + enc.status().message), kExitBadInput;
-        if (enc->ids.size() != run.encoding.ids.size())
-            return printError("--patch-from: the clean text has " + std::to_string(enc->ids.size()) + " tokens, the text has " +
-                              std::to_string(run.encoding.ids.size()) + "; patching needs equal lengths"),
-                   kExitBadInput;
-        auto clean = attn::runDecoder(model, enc->ids, mo);
-        if (!clean) return printError("--patch-from: " + clean.status().message), kExitFailure;
+        int rc = kExitOk;
+        std::optional<attn::DecoderRun> clean = cleanRunFromCli(opt, model, run, mo, rc);
+        if (!clean) return rc;
         attn::Matrix map;
         attn::PatchingMetric metric;
         if (attn::Status s = attn::activationPatching(model, *clean, run, a, b, map, &metric); !s.ok())
@@ -144,6 +167,72 @@ int addInterpViews(const ModelOptionsCli& opt, attn::DecoderModel& model, const 
 }
 
 } // namespace
+
+int decoderInterpMap(const ModelOptionsCli& opt, attn::DecoderModel& model, const attn::DecoderRun& run,
+                     const attn::DecoderOptions& mo, const std::string& panel, const std::string& score, fig::LayerHeadMap& map)
+{
+    int targetId = -1, a = -1, b = -1;
+    std::vector<std::string> ab;
+    if (panel == "patching" && opt.patchFrom.empty())
+        return printError("--panel patching: --patch-from CLEAN_TEXT and --targets A,B are required"), kExitBadInput;
+    if (panel != "patching" && !opt.patchFrom.empty())
+        return printError("--patch-from: only with --panel patching"), kExitBadInput;
+    if (int rc = parseInterpOptions(opt, model, targetId, a, b, ab); rc != kExitOk) return rc;
+    auto target = attn::interpTarget(model, run, targetId);
+    if (!target) return printError(target.status().message), kExitBadInput;
+    const std::string quoted = "'" + target->token + "'";
+    map.subtitle = "\"" + opt.text + "\"";
+    map.cmap = attn::Colormap::RdBu;
+    if (panel == "importance") {
+        if (attn::Status s = attn::headImportance(model, run, target->id, map.values); !s.ok()) return printError(s.message), kExitFailure;
+        map.title = model.name + ": Δ log p(" + quoted + ") with each head ablated";
+        map.colorbarLabel = "Δ log p (nats)";
+    } else if (panel == "dla") {
+        auto d = attn::directLogitAttribution(model, run, target->id);
+        if (!d) return printError(d.status().message), kExitFailure;
+        const Eigen::Index H = d->heads.cols();
+        const bool bias = d->attnBias.size() > 0 && d->attnBias.cwiseAbs().maxCoeff() > 0;
+        map.values.resize(d->heads.rows(), H + 1 + (bias ? 1 : 0));
+        map.values.leftCols(H) = d->heads;
+        map.values.col(H) = d->mlp;
+        if (bias) map.values.col(H + 1) = d->attnBias;
+        for (Eigen::Index h = 0; h < H; ++h) map.colLabels.push_back("H" + std::to_string(h));
+        map.colLabels.push_back("MLP");
+        if (bias) map.colLabels.push_back("b^O");
+        map.title = model.name + ": direct contributions to the logit of " + quoted;
+        map.colorbarLabel = "logit";
+    } else if (panel == "types") {
+        const attn::HeadTypes t = attn::headTypes(run);
+        const std::string kind = score.empty() ? "induction" : score;
+        if (kind == "previous") map.values = t.previous;
+        else if (kind == "duplicate") map.values = t.duplicate;
+        else if (kind == "induction") map.values = t.induction;
+        else if (kind == "sink") map.values = t.sink;
+        else return printError("--score: expected previous, duplicate, induction or sink, got '" + kind + "'"), kExitBadInput;
+        map.title = model.name + ": " + kind + " score of each head";
+        map.cmap = attn::Colormap::Viridis;
+        map.range = {0.0f, 1.0f, 0};
+        map.colorbarLabel = "mean attention weight";
+        return kExitOk;
+    } else if (panel == "patching") {
+        int rc = kExitOk;
+        std::optional<attn::DecoderRun> clean = cleanRunFromCli(opt, model, run, mo, rc);
+        if (!clean) return rc;
+        attn::PatchingMetric metric;
+        if (attn::Status s = attn::activationPatching(model, *clean, run, a, b, map.values, &metric); !s.ok())
+            return printError("--patch-from: " + s.message), kExitBadInput;
+        map.title = model.name + ": share of logit('" + ab[0] + "') − logit('" + ab[1] + "') restored by each head";
+        map.subtitle = "clean \"" + opt.patchFrom + "\" into \"" + opt.text + "\"";
+        map.colorbarLabel = "fraction restored";
+        const attn::DisplayRange r = attn::displayRange(map.values, nullptr, true);
+        map.range = {std::min(-1.0f, r.lo), std::max(1.0f, r.hi), 0};
+        return kExitOk;
+    } else {
+        return printError("--panel " + panel + ": not a layers × heads view"), kExitBadInput;
+    }
+    map.range = attn::displayRange(map.values, nullptr, true);
+    return kExitOk;
+}
 
 int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path)
 {

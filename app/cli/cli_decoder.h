@@ -2,6 +2,7 @@
 // directories), beside the BERT encoder of cli_model.cpp: predictions, surprise, generation (docs/model.md).
 #pragma once
 
+#include <attnscope/decoder.h>
 #include <attnscope/status.h>
 #include <attnscope/types.h>
 
@@ -31,6 +32,14 @@ struct ModelOptionsCli {
     // The first interpretability flag given ("--dla"), for messages; "" when none.
     std::string interpFlag() const;
 };
+
+namespace fig { struct LayerHeadMap; }
+
+// `render --model-text … --panel importance|dla|types|patching` of a decoder: the layers × heads map of `run` (the
+// text's) as a figure's description, with --target, --patch-from (and --targets) of `opt` and, for types, `score`
+// (previous, duplicate, induction: the default, sink). Returns the exit code; the message is printed.
+int decoderInterpMap(const ModelOptionsCli& opt, attn::DecoderModel& model, const attn::DecoderRun& run,
+                     const attn::DecoderOptions& mo, const std::string& panel, const std::string& score, fig::LayerHeadMap& map);
 
 // Runs a decoder model at `path` (a .gguf file or a decoder directory). Returns the exit code.
 int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path);

@@ -305,6 +305,17 @@ int renderDecoderFromCli(const ModelRenderCli& o, const std::string& path, const
         for (const attn::TokenProbability& t : attn::topTokens(*model, run->lastLogits, o.topK)) bars.push_back({t.token, t.p});
         const std::string last = run->encoding.tokens.empty() ? std::string() : run->encoding.tokens.back();
         bytes = fig::renderNextFigure(fo.title.value_or(model->name + ": the next token after '" + last + "'"), bars, format, scale);
+    } else if (panel == "importance" || panel == "dla" || panel == "types" || panel == "patching") {
+        ModelOptionsCli io;
+        io.text = o.text;
+        io.chat = o.chat;
+        io.target = o.target;
+        io.patchFrom = o.patchFrom;
+        io.targets = o.targets;
+        fig::LayerHeadMap map;
+        if (int rc = decoderInterpMap(io, *model, *run, mo, panel, o.score, map); rc != kExitOk) return rc;
+        if (fo.title) map.title = *fo.title;
+        bytes = fig::renderFigure(fig::buildLayerHeadFigure(map), format, scale);
     } else if (fo.kind == fig::ModelFigureKind::Lines) {
         bytes = fig::renderLinesFigure(model->name, *run, fo, format, scale);
     } else {
@@ -334,6 +345,11 @@ std::shared_ptr<ModelRenderCli> addModelRenderOptions(CLI::App& render)
     render.add_option("--top-k", o->topK, "With --panel next: how many predictions (default 10)")->check(CLI::Range(1, 100));
     render.add_option("--ablate", o->ablate, "With --model-text: heads to ablate, LAYER:HEAD[,LAYER:HEAD…]");
     render.add_option("--layer", o->layer, "With --model-text: the layer (0-based; default 0)");
+    render.add_option("--target", o->target,
+                      "With --panel importance or dla: the token explained, e.g. ' Paris' (default: the top prediction)");
+    render.add_option("--score", o->score, "With --panel types: previous, duplicate, induction (default) or sink");
+    render.add_option("--patch-from", o->patchFrom, "With --panel patching: the clean text (--model-text is the corrupted one)");
+    render.add_option("--targets", o->targets, "With --panel patching: the two tokens of logit(A) − logit(B), as A,B");
     return o;
 }
 
@@ -346,8 +362,9 @@ int renderModelFromCli(const ModelRenderCli& o, const std::string& panel, const 
     if (panel == "weights") fo.kind = fig::ModelFigureKind::Head;
     else if (panel == "model-view") fo.kind = fig::ModelFigureKind::ModelView;
     else if (panel == "lines") fo.kind = fig::ModelFigureKind::Lines;
-    else if (panel != "next")
-        return printError("--panel: with --model-text expected weights, model-view, lines or next (decoders), got '" + panel + "'"),
+    else if (panel != "next" && panel != "importance" && panel != "dla" && panel != "types" && panel != "patching")
+        return printError("--panel: with --model-text expected weights, model-view, lines, or (decoders) next, importance, dla, "
+                          "types or patching, got '" + panel + "'"),
                kExitBadInput;
     fo.layer = o.layer;
     if (head != "all") {
@@ -365,6 +382,9 @@ int renderModelFromCli(const ModelRenderCli& o, const std::string& panel, const 
     if (attn::isDecoderModelPath(dir) || dir.ends_with(".gguf")) return renderDecoderFromCli(o, dir, panel, fo, out, *format, scale);
     if (panel == "next") return printError("--panel next: the next-token predictions are a decoder's (a .gguf file or a gpt2, "
                                            "llama, mistral or qwen2 directory), not an encoder's"), kExitBadInput;
+    if (fo.kind == fig::ModelFigureKind::Head && panel != "weights")
+        return printError("--panel " + panel + ": the interpretability views are a decoder's (docs/interp.md), not an encoder's"),
+               kExitBadInput;
     int rc = kExitOk;
     std::optional<LoadedRun> lr = loadAndRun(o.modelDir, o.text, o.pair, o.ablate, attn::Backend::Cpu, rc);
     if (!lr) return rc;

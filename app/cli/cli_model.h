@@ -14,6 +14,9 @@ struct ModelRenderCli {
     int layer = 0;
     bool chat = false;  // decoders: the text as one user turn of the chat template
     int topK = 10;      // decoders, --panel next: how many predictions
+    // Decoders, --panel importance|dla|types|patching (docs/interp.md): the target token, the score of types, and
+    // patching's clean text and its two tokens A,B.
+    std::string target, score, patchFrom, targets;
 };
 
 // Adds --model-text, --pair, --model-dir, --ablate and --layer to the render subcommand.

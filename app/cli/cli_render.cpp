@@ -99,7 +99,8 @@ void addRenderCommand(CLI::App& root, CommandAction& action)
     std::shared_ptr<ModelRenderCli> model = addModelRenderOptions(*cmd);
     cmd->add_option("-o,--output", opt->out, "FIG.png, FIG.svg or FIG.pdf")->required();
     cmd->add_option("--panel", opt->panel, "What to draw: " + fig::panelKindList() +
-                                               " (default weights); with --model-text: weights, model-view, lines or next (a decoder's predictions)");
+                                               " (default weights); with --model-text: weights, model-view, lines or next (a decoder's predictions), and a "
+                                               "decoder's importance, dla, types or patching (docs/interp.md)");
     cmd->add_option("--head", opt->head, "A head index (0-based) or 'all' for a grid of small multiples (default all)");
     cmd->add_option("--cmap", opt->cmap, "viridis | magma | cividis | rdbu (default: viridis for weights, rdbu otherwise)");
     cmd->add_option("--scale", opt->scale, "PNG pixels per point (2 = 144 dpi; default 2)");

@@ -75,6 +75,26 @@ void poolThumbnail(Heatmap& hm)
 
 } // namespace
 
+Figure buildLayerHeadFigure(const LayerHeadMap& map)
+{
+    Figure f;
+    f.title = map.title;
+    f.subtitle = map.subtitle;
+    Heatmap h;
+    h.values = map.values;
+    for (Eigen::Index l = 0; l < map.values.rows(); ++l) h.rowLabels.push_back("L" + std::to_string(l));
+    h.colLabels = map.colLabels;
+    for (Eigen::Index c = Eigen::Index(h.colLabels.size()); c < map.values.cols(); ++c) h.colLabels.push_back("H" + std::to_string(c));
+    h.rowAxis = "layer";
+    h.colAxis = "head";
+    h.cmap = map.cmap;
+    h.range = map.range;
+    f.panels.push_back(std::move(h));
+    f.colorbarLabel = map.colorbarLabel;
+    f.annotate = true;
+    return f;
+}
+
 attn::Expected<Figure> buildModelFigure(const std::string& modelName, const RunView& run,
                                         const ModelFigureOptions& opt)
 {

@@ -30,6 +30,18 @@ attn::Expected<Figure> buildModelFigure(const std::string& modelName, const RunV
 attn::Expected<std::string> renderLinesFigure(const std::string& modelName, const RunView& run,
                                               const ModelFigureOptions& opt, FigureFormat format, double scale);
 
+// A layers × heads map of a decoder (docs/interp.md: head importance, logit attribution, head types, patching)
+// as a figure: one heatmap, a row per layer ("L0"…), a column per head ("H0"…, or `colLabels`), values printed
+// in the cells, the given colormap and range.
+struct LayerHeadMap {
+    std::string title, subtitle, colorbarLabel;
+    attn::Matrix values;                 // L × columns
+    std::vector<std::string> colLabels;  // empty = "H0", "H1", …
+    attn::Colormap cmap = attn::Colormap::RdBu;
+    attn::DisplayRange range;
+};
+Figure buildLayerHeadFigure(const LayerHeadMap& map);
+
 // A decoder's next-token predictions as bars (token, probability), most probable first.
 struct NextTokenBar {
     std::string token;  // decoded text, e.g. " Paris"
