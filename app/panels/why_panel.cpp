@@ -5,6 +5,10 @@
 // state/model_state.h; nothing here computes.
 #include "panels/model_panels.h"
 
+#include "figure/figure_render.h"
+#include "figure/model_figure.h"
+#include "io/array_io.h"
+#include "messages.h"
 #include "render/heatmap_view.h"
 #include "state/model_state.h"
 
@@ -15,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -163,6 +168,94 @@ void drawScanStatus(const char* what, int rows, int L, bool done, double ms, con
     else ImGui::TextDisabled("%s: %d of %d layers (%.0f ms so far; the layers nearest the output first)…", what, rows, L, ms);
 }
 
+fig::LayerHeadMap savedMap(const ModelState& m, const MapSpec& ms, const std::string& title, const std::string& barLabel)
+{
+    fig::LayerHeadMap lm;
+    lm.title = m.modelName() + ": " + title;
+    lm.subtitle = "\"" + m.textA + "\"";
+    lm.colorbarLabel = barLabel;
+    lm.values = *ms.values;
+    lm.colLabels = ms.colLabels;
+    lm.cmap = ms.colormap;
+    lm.range = ms.range;
+    return lm;
+}
+
+const char* viewFileName(WhyView v)
+{
+    switch (v) {
+    case WhyView::Importance: return "importance";
+    case WhyView::Dla: return "attribution";
+    case WhyView::HeadTypes: return "head_types";
+    case WhyView::Patching: return "patching";
+    default: return "view";
+    }
+}
+
+// The map of the view as saved: the same numbers, labels, colormap and range as on screen.
+void saveWhyMap(AppState& state, const fig::LayerHeadMap& map, int kind)
+{
+    WhyState& w = state.model.why;
+    const std::string path = kind == 0 ? w.exportPath : std::filesystem::path(w.exportPath).replace_extension(".npy").string();
+    attn::Status st;
+    if (kind == 0) {
+        const std::optional<fig::FigureFormat> format = fig::formatFromPath(path);
+        if (!format) st = attn::invalidArgument(path + ": expected a .png, .svg or .pdf file name");
+        else st = fig::writeFigure(fig::buildLayerHeadFigure(map), path, *format, 2.0);
+    } else {
+        st = io::writeNpy(path, io::NamedArray{viewFileName(w.view), &map.values, nullptr, nullptr, {}});
+    }
+    std::error_code ec;
+    const std::string where = std::filesystem::absolute(path, ec).string();
+    w.exportStatus = st.ok() ? "saved " + (ec ? path : where) : st.message;
+    if (st.ok()) postMessage(MessageLevel::Info, w.exportStatus);
+    else postError(st.message);
+}
+
+// Under a map: its file name, Save figure and Save .npy (asking before overwriting), and where it went.
+void drawWhyExportRow(AppState& state, const fig::LayerHeadMap& map)
+{
+    WhyState& w = state.model.why;
+    static WhyView named = WhyView::Attention;
+    // Each view starts with a name of its own, until the user types another.
+    if (w.exportPath.empty() || (named != w.view && w.exportPath.rfind(viewFileName(named), 0) == 0)) {
+        w.exportPath = std::string(viewFileName(w.view)) + ".pdf";
+        w.overwriteKind = -1;
+    }
+    named = w.view;
+    ImGui::SetNextItemWidth(std::min(320.0f, ImGui::GetContentRegionAvail().x * 0.5f));
+    if (ImGui::InputText("##whyexport", &w.exportPath)) w.overwriteKind = -1;
+    const char* labels[] = {"Save figure", "Save .npy"};
+    for (int i = 0; i < 2; ++i) {
+        ImGui::SameLine();
+        if (ImGui::Button(labels[i])) {
+            const std::string path = i == 0 ? w.exportPath : std::filesystem::path(w.exportPath).replace_extension(".npy").string();
+            std::error_code ec;
+            if (std::filesystem::exists(path, ec)) w.overwriteKind = i;
+            else saveWhyMap(state, map, i);
+        }
+        state.recordRect(std::string("why/save/") + std::to_string(i), ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        if (ImGui::IsItemHovered())
+            ImGui::SetTooltip(i == 0 ? "the map as a figure: PNG, SVG or PDF from the file name"
+                                     : "the map's numbers (layers × columns, float32) as .npy beside the figure's name");
+    }
+    if (w.overwriteKind >= 0) {
+        ImGui::SameLine();
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1), "exists:");
+        ImGui::SameLine();
+        if (ImGui::Button("Overwrite##why")) {
+            saveWhyMap(state, map, w.overwriteKind);
+            w.overwriteKind = -1;
+        }
+        state.recordRect("why/overwrite", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        ImGui::SameLine();
+        if (ImGui::Button("Cancel##why")) w.overwriteKind = -1;
+    } else if (!w.exportStatus.empty()) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("%s", w.exportStatus.c_str());
+    }
+}
+
 void drawImportance(AppState& state, ImVec2 size)
 {
     ModelState& m = state.model;
@@ -181,6 +274,8 @@ void drawImportance(AppState& state, ImVec2 size)
     ms.range = attn::displayRange(s.importance, nullptr, true);
     ms.headColumns = m.heads();
     ms.meaning = "Δ log p(target) when ablated: %+.4f nats (negative: the head helps the target)";
+    if (s.importanceDone)
+        drawWhyExportRow(state, savedMap(m, ms, "Δ log p('" + w.results.target.token + "') with each head ablated", "Δ log p (nats)"));
     drawLayerHeadMap(state, ms, ImVec2(size.x, ImGui::GetContentRegionAvail().y));
 }
 
@@ -209,6 +304,7 @@ void drawAttribution(AppState& state, ImVec2 size)
     if (bias) ms.colLabels.push_back("b^O");
     ms.headColumns = H;
     ms.meaning = "direct contribution to the target's logit: %+.4f";
+    drawWhyExportRow(state, savedMap(m, ms, "direct contributions to the logit of '" + r.target.token + "'", "logit"));
     ImGui::TextDisabled("embeddings %+.3f · heads %+.3f · MLPs %+.3f%s · final norm bias %+.3f = logit %.3f", d.embed,
                         d.heads.sum(), d.mlp.sum(), bias ? (" · b^O " + attn::formatValue(d.attnBias.sum())).c_str() : "",
                         d.normBias, d.logit);
@@ -322,6 +418,7 @@ void drawHeadTypes(AppState& state, ImVec2 size)
     ms.range = {0.0f, 1.0f, 0};
     ms.headColumns = m.heads();
     ms.meaning = meaning;
+    drawWhyExportRow(state, savedMap(m, ms, std::string(toString(w.typeScore)) + " score of each head", "mean attention weight"));
     drawLayerHeadMap(state, ms, ImVec2(size.x, ImGui::GetContentRegionAvail().y));
 }
 
@@ -373,6 +470,12 @@ void drawPatching(AppState& state, ImVec2 size)
     ms.range = {std::min(-1.0f, auto_.lo), std::max(1.0f, auto_.hi), 0};
     ms.headColumns = m.heads();
     ms.meaning = "patched from the clean run, it restores %.4f of the difference";
+    if (s.patchingDone) {
+        fig::LayerHeadMap lm = savedMap(m, ms, "share of logit('" + w.targetAText + "') − logit('" + w.targetBText +
+                                                   "') restored by each head", "fraction restored");
+        lm.subtitle = "clean \"" + w.cleanText + "\" into \"" + m.textA + "\"";
+        drawWhyExportRow(state, lm);
+    }
     drawLayerHeadMap(state, ms, ImVec2(size.x, ImGui::GetContentRegionAvail().y));
 }
 

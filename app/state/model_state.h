@@ -93,6 +93,10 @@ struct WhyState {
     InterpResults results;           // of the shown run
     ScanResults scan;                // the UI's copy of the worker's
     attn::MaskMatrix importancePending, patchingPending;  // rows not computed yet (hatched)
+    // Save: the shown map as a figure (PNG / SVG / PDF from the name) or its numbers (.npy beside it).
+    std::string exportPath;          // "" = the view's own default name ("importance.pdf", …)
+    std::string exportStatus;        // where the last save went, or why it failed
+    int overwriteKind = -1;          // ≥ 0: the file exists, "Overwrite?" is asked for button i (0 figure, 1 .npy)
 };
 
 // Everything a model run depends on. A request is complete (not a delta), so a burst of requests can be

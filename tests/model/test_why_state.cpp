@@ -20,6 +20,8 @@
 #include <filesystem>
 #include <string>
 
+#include <unistd.h>
+
 namespace {
 
 const std::string kTiny = std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama.gguf";
@@ -248,6 +250,52 @@ TEST_F(WhyMode, TabsDrawHeadlessAndAClickOnTheMapOpensTheHead)
 } // namespace
 
 namespace {
+
+TEST_F(WhyMode, AMapIsSavedAsAFigureAndAnArrayAskingBeforeOverwriting)
+{
+    ImGuiIO& io = createHeadlessImGui();
+    io.BackendFlags |= ImGuiBackendFlags_RendererHasVtxOffset;
+    state.recordRects = true;
+    auto frame = [&] {
+        ImGui::NewFrame();
+        app::drawModelPanel(state);
+        ImGui::Render();
+    };
+    auto click = [&](const std::string& key) {
+        ASSERT_EQ(state.rects.count(key), 1u) << key;
+        const app::UiRect b = state.rects[key];
+        io.MousePos = ImVec2((b.x0 + b.x1) / 2, (b.y0 + b.y1) / 2);
+        frame();
+        io.MouseDown[0] = true;
+        frame();
+        io.MouseDown[0] = false;
+        frame();
+    };
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("attnscope_why_save_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    app::setWhyView(state, app::WhyView::Importance);
+    app::finishScans(state);
+    for (int i = 0; i < 3; ++i) frame();
+    state.model.why.exportPath = (dir / "imp.svg").string();
+    click("why/save/0");
+    click("why/save/1");
+    ASSERT_TRUE(std::filesystem::exists(dir / "imp.svg")) << state.model.why.exportStatus;
+    ASSERT_TRUE(std::filesystem::exists(dir / "imp.npy")) << state.model.why.exportStatus;
+    // The .npy holds the map: L × H float32 (header then L·H·4 bytes).
+    EXPECT_GE(std::filesystem::file_size(dir / "imp.npy"), std::uintmax_t(state.model.layers() * state.model.heads() * 4));
+    const auto svgSize = std::filesystem::file_size(dir / "imp.svg");
+    EXPECT_GT(svgSize, 1000u);
+    // Again: asked first; the file is rewritten only after Overwrite.
+    std::filesystem::resize_file(dir / "imp.svg", 0);
+    click("why/save/0");
+    EXPECT_EQ(state.model.why.overwriteKind, 0);
+    EXPECT_EQ(std::filesystem::file_size(dir / "imp.svg"), 0u);
+    click("why/overwrite");
+    EXPECT_EQ(std::filesystem::file_size(dir / "imp.svg"), svgSize);
+    ImGui::DestroyContext();
+    std::filesystem::remove_all(dir);
+}
 
 TEST_F(WhyMode, AProbeTheVocabularyCannotMakeLeavesTheText)
 {
