@@ -73,12 +73,14 @@ void drawLayerHeadMap(AppState& state, const MapSpec& ms, ImVec2 size)
     if (L == 0 || C == 0) return;
     const std::vector<std::string> layerLabels = numbered("L", L);
     const std::vector<std::string> colLabels = ms.colLabels.empty() ? numbered("H", C) : ms.colLabels;
-    const float labelW = ImGui::CalcTextSize("MLP00").x + 14, headerH = ImGui::GetTextLineHeightWithSpacing() + 6;
-    const float roomW = size.x - labelW - kColorbarWidth - 24, roomH = size.y - headerH - 8;
+    const float labelW = ImGui::CalcTextSize("MLP00").x + 14;
+    // Column labels turn upright when the cells are narrow: the band above the cells is then as tall as the longest.
+    const float upright = ImGui::CalcTextSize("L00").x + 12, flat = ImGui::GetTextLineHeightWithSpacing() + 6;
+    const float roomW = size.x - labelW - kColorbarWidth - 24;
     // Layers down the side, or across when that gives larger cells (30 layers × 9 heads in a wide, low room: the
     // cells are then 3× larger and the values fit in them).
-    const float cellRows = std::min(roomW / float(C), roomH / float(L));
-    const float cellCols = std::min(roomW / float(L), roomH / float(C));
+    const float cellRows = std::min(roomW / float(C), (size.y - std::max(upright, flat) - 8) / float(L));
+    const float cellCols = std::min(roomW / float(L), (size.y - std::max(upright, flat) - 8) / float(C));
     const bool across = cellCols > cellRows;
     const float cell = std::clamp(across ? cellCols : cellRows, 9.0f, 64.0f);
     // The shown matrix and its pending rows, transposed when the layers go across (kept per map: ImGui draws
