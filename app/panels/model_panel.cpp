@@ -369,6 +369,8 @@ void drawEmbeddingPanel(AppState& state)
     drawExportRow(state);
 }
 
+} // namespace
+
 // A token as a label: visible whitespace, something for an empty one.
 std::string tokenLabel(const std::string& t)
 {
@@ -381,6 +383,8 @@ std::string tokenLabel(const std::string& t)
     }
     return out;
 }
+
+namespace {
 
 // The text coloured by surprise (−log p of each token given those before it): dark for what the model
 // expected, red for what surprised it. A click shows the predictions after that token.

@@ -27,22 +27,16 @@
 namespace app {
 namespace {
 
+// A token as a label (tokenLabel: visible whitespace), and a token of spaces only as middle dots: a lens cell of
+// it looked empty.
 std::string visible(const std::string& t)
 {
-    if (t.empty()) return "\u2205";
-    // A token of spaces only would be an empty-looking cell: its spaces as middle dots.
-    if (t.find_first_not_of(' ') == std::string::npos) {
+    if (!t.empty() && t.find_first_not_of(' ') == std::string::npos) {
         std::string dots;
         for (std::size_t i = 0; i < t.size(); ++i) dots += "\u00b7";
         return dots;
     }
-    std::string out;
-    for (char c : t) {
-        if (c == '\n') out += "\u21b5";
-        else if (c == '\t') out += "\u21e5";
-        else out += c;
-    }
-    return out;
+    return tokenLabel(t);
 }
 
 std::vector<std::string> numbered(const char* prefix, int count)

@@ -488,6 +488,21 @@ private:
         m_scanJob = std::move(job);
     }
 
+    // A scan's finished row `layer` of `out` into the shared results (when they are still this request's), with
+    // the count of rows and the time so far; false when the scan should stop (a new request, or closing).
+    bool publishRow(std::uint64_t request, const attn::Matrix& out, int layer, attn::Matrix ScanResults::*map,
+                    int ScanResults::*rows, double ScanResults::*ms, std::chrono::steady_clock::time_point t0)
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        if (m_scan.request == request && (m_scan.*map).rows() == out.rows()) {
+            (m_scan.*map).row(layer) = out.row(layer);
+            ++(m_scan.*rows);
+            m_scan.*ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            ++m_scan.generation;
+        }
+        return !m_stop && !m_pending;
+    }
+
     // Runs the queued scans (this thread; the mutex not held). Each row is published as it is done.
     void runScans()
     {
@@ -512,14 +527,8 @@ private:
             attn::Matrix out;
             const auto t0 = Clock::now();
             auto progress = [&](int layer) {
-                std::lock_guard<std::mutex> lock(m_mutex);
-                if (m_scan.request == job.request && m_scan.importance.rows() == out.rows()) {
-                    m_scan.importance.row(layer) = out.row(layer);
-                    ++m_scan.importanceRows;
-                    m_scan.importanceMs = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-                    ++m_scan.generation;
-                }
-                return !m_stop && !m_pending;
+                return publishRow(job.request, out, layer, &ScanResults::importance, &ScanResults::importanceRows,
+                                  &ScanResults::importanceMs, t0);
             };
             attn::Status st = attn::headImportance(dm, job.run, job.target, out, progress);
             if (!st.ok()) return fail("head importance: " + st.message);
@@ -548,14 +557,8 @@ private:
             attn::Matrix out;
             attn::PatchingMetric metric;
             auto progress = [&](int layer) {
-                std::lock_guard<std::mutex> lock(m_mutex);
-                if (m_scan.request == job.request && m_scan.patching.rows() == out.rows()) {
-                    m_scan.patching.row(layer) = out.row(layer);
-                    ++m_scan.patchingRows;
-                    m_scan.patchingMs = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-                    ++m_scan.generation;
-                }
-                return !m_stop && !m_pending;
+                return publishRow(job.request, out, layer, &ScanResults::patching, &ScanResults::patchingRows,
+                                  &ScanResults::patchingMs, t0);
             };
             attn::Status st = attn::activationPatching(dm, clean, job.run, job.req.interp.targetA, job.req.interp.targetB,
                                                        out, &metric, progress);

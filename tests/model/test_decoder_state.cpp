@@ -2,7 +2,7 @@
 // (tests/model/data/tiny_llama.gguf: 4 query heads over 2 KV heads) and SmolLM2 when installed. The worker's
 // shown runs equal synchronous forwards of the same request; ablations, typing, Generate and chain-view edits
 // (W^O, pinned Q/K/V) flow into the predictions.
-#include "../gui/headless_imgui.h"
+#include "decoder_window_test.h"
 
 #include "panels/model_panels.h"
 #include "panels/panels.h"
@@ -19,20 +19,8 @@
 
 namespace {
 
-const std::string kTiny = std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama.gguf";
-
-// A synchronous forward of `text` (chat off) under `ablate`, on a model of our own (the window's belongs to
-// its worker): the oracle of the shown run.
-attn::DecoderRun syncRun(attn::DecoderModel& model, const std::string& text, const std::vector<std::pair<int, int>>& ablate = {})
-{
-    auto enc = attn::encodeForDecoder(model, text, false);
-    EXPECT_TRUE(enc.ok()) << enc.status().message;
-    attn::DecoderOptions o;
-    o.ablate = ablate;
-    auto run = attn::runDecoder(model, enc->ids, o);
-    EXPECT_TRUE(run.ok()) << run.status().message;
-    return run.ok() ? std::move(*run) : attn::DecoderRun{};
-}
+using testutil::syncRun;
+const std::string& kTiny = testutil::kTinyLlama;
 
 // Within 1e-5 of the largest logit: the worker may reuse a prefix (appendTokens) where the oracle runs whole,
 // and the products then sum the same numbers in another blocking.
@@ -169,48 +157,22 @@ TEST_F(DecoderMode, ALayerInTheChainViewEditsFlowBack)
 
 TEST_F(DecoderMode, PanelsDrawHeadlessAndAClickedTokenShowsItsPredictions)
 {
-    ImGuiIO& io = createHeadlessImGui();
-    io.BackendFlags |= ImGuiBackendFlags_RendererHasVtxOffset;
-    state.recordRects = true;
-    auto frame = [&] {
-        ImGui::NewFrame();
-        app::drawModelPanel(state);
-        app::drawModelOpenDialog(state);
-        ImGui::Render();
-    };
-    for (int i = 0; i < 3; ++i) frame();
+    testutil::HeadlessModelWindow win(state);
+    for (int i = 0; i < 3; ++i) win.frame();
     EXPECT_EQ(state.rects.count("model/kv_groups"), 1u);
     EXPECT_EQ(state.rects.count("model/next/0"), 1u);
-    ASSERT_EQ(state.rects.count("model/token/1"), 1u);
-    const app::UiRect r = state.rects["model/token/1"];
-    io.MousePos = ImVec2((r.x0 + r.x1) / 2, (r.y0 + r.y1) / 2);
-    frame();
-    io.MouseDown[0] = true;
-    frame();
-    io.MouseDown[0] = false;
-    frame();
+    win.click("model/token/1");
     EXPECT_EQ(state.model.predictPosition, 1);
     // The × in a thumbnail's corner ablates that head (and a second click restores it); the thumbnail itself
     // still opens the layer.
-    auto click = [&](const std::string& key) {
-        ASSERT_EQ(state.rects.count(key), 1u) << key;
-        const app::UiRect b = state.rects[key];
-        io.MousePos = ImVec2((b.x0 + b.x1) / 2, (b.y0 + b.y1) / 2);
-        frame();
-        io.MouseDown[0] = true;
-        frame();
-        io.MouseDown[0] = false;
-        frame();
-    };
-    click("model/ablate/1/2");
+    win.click("model/ablate/1/2");
     app::finishModelRuns(state);
     ASSERT_EQ(state.model.drun->ablated.size(), 1u);
     EXPECT_EQ(state.model.drun->ablated[0], std::make_pair(1, 2));
     EXPECT_EQ(state.model.openLayer, -1) << "the × opened the layer too";
-    click("model/ablate/1/2");
+    win.click("model/ablate/1/2");
     app::finishModelRuns(state);
     EXPECT_TRUE(state.model.drun->ablated.empty());
-    ImGui::DestroyContext();
 }
 
 TEST(DecoderDrop, AGgufOrAFolderIsAModel)

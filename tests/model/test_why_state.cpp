@@ -3,7 +3,7 @@
 // synchronously on a model of the test's own; switching views keeps the predictions' "before"; an ablation
 // restarts the scan on the new run; typed targets and patching settings are checked; the tabs draw headless
 // and a click on a map's head opens it.
-#include "../gui/headless_imgui.h"
+#include "decoder_window_test.h"
 
 #include "panels/model_panels.h"
 #include "panels/panels.h"
@@ -24,18 +24,8 @@
 
 namespace {
 
-const std::string kTiny = std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama.gguf";
-
-attn::DecoderRun syncRun(attn::DecoderModel& model, const std::string& text, const std::vector<std::pair<int, int>>& ablate = {})
-{
-    auto enc = attn::encodeForDecoder(model, text, false);
-    EXPECT_TRUE(enc.ok()) << enc.status().message;
-    attn::DecoderOptions o;
-    o.ablate = ablate;
-    auto run = attn::runDecoder(model, enc->ids, o);
-    EXPECT_TRUE(run.ok()) << run.status().message;
-    return run.ok() ? std::move(*run) : attn::DecoderRun{};
-}
+using testutil::syncRun;
+const std::string& kTiny = testutil::kTinyLlama;
 
 // The worker's maps come from the same functions on the same numbers (the run may have been made by appending
 // where the oracle runs whole: products then sum in another blocking), so 1e-4 of the largest value.
@@ -207,24 +197,9 @@ TEST_F(WhyMode, PatchingIsTheCoresScanOfTheTwoRuns)
 
 TEST_F(WhyMode, TabsDrawHeadlessAndAClickOnTheMapOpensTheHead)
 {
-    ImGuiIO& io = createHeadlessImGui();
-    io.BackendFlags |= ImGuiBackendFlags_RendererHasVtxOffset;
-    state.recordRects = true;
-    auto frame = [&] {
-        ImGui::NewFrame();
-        app::drawModelPanel(state);
-        ImGui::Render();
-    };
-    auto click = [&](const std::string& key, float fx = 0.5f, float fy = 0.5f) {
-        ASSERT_EQ(state.rects.count(key), 1u) << key;
-        const app::UiRect b = state.rects[key];
-        io.MousePos = ImVec2(b.x0 + (b.x1 - b.x0) * fx, b.y0 + (b.y1 - b.y0) * fy);
-        frame();
-        io.MouseDown[0] = true;
-        frame();
-        io.MouseDown[0] = false;
-        frame();
-    };
+    testutil::HeadlessModelWindow win(state);
+    auto frame = [&] { win.frame(); };
+    auto click = [&](const std::string& key, float fx = 0.5f, float fy = 0.5f) { win.click(key, fx, fy); };
     for (int i = 0; i < 3; ++i) frame();
     // Every tab draws (the scans and the cheap views finish in between).
     for (const char* tab : {"Logit attribution", "Logit lens", "Head types", "Patching", "Head importance"}) {
@@ -244,7 +219,6 @@ TEST_F(WhyMode, TabsDrawHeadlessAndAClickOnTheMapOpensTheHead)
         click("why/map/importance", 0.5f / float(H), (float(L) - 0.5f) / float(L));
     EXPECT_EQ(state.model.openLayer, L - 1);
     EXPECT_EQ(state.view.head, 0);
-    ImGui::DestroyContext();
 }
 
 } // namespace
@@ -253,24 +227,9 @@ namespace {
 
 TEST_F(WhyMode, AMapIsSavedAsAFigureAndAnArrayAskingBeforeOverwriting)
 {
-    ImGuiIO& io = createHeadlessImGui();
-    io.BackendFlags |= ImGuiBackendFlags_RendererHasVtxOffset;
-    state.recordRects = true;
-    auto frame = [&] {
-        ImGui::NewFrame();
-        app::drawModelPanel(state);
-        ImGui::Render();
-    };
-    auto click = [&](const std::string& key) {
-        ASSERT_EQ(state.rects.count(key), 1u) << key;
-        const app::UiRect b = state.rects[key];
-        io.MousePos = ImVec2((b.x0 + b.x1) / 2, (b.y0 + b.y1) / 2);
-        frame();
-        io.MouseDown[0] = true;
-        frame();
-        io.MouseDown[0] = false;
-        frame();
-    };
+    testutil::HeadlessModelWindow win(state);
+    auto frame = [&] { win.frame(); };
+    auto click = [&](const std::string& key) { win.click(key); };
     const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("attnscope_why_save_" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
@@ -293,7 +252,6 @@ TEST_F(WhyMode, AMapIsSavedAsAFigureAndAnArrayAskingBeforeOverwriting)
     EXPECT_EQ(std::filesystem::file_size(dir / "imp.svg"), 0u);
     click("why/overwrite");
     EXPECT_EQ(std::filesystem::file_size(dir / "imp.svg"), svgSize);
-    ImGui::DestroyContext();
     std::filesystem::remove_all(dir);
 }
 
