@@ -38,7 +38,8 @@ trap 'rm -rf "$root"' EXIT
 dpkg-deb -x "$deb" "$root"
 run() { (cd / && env -i PATH=/usr/bin:/bin HOME="$root" "$root/usr/bin/attnscope" "$@"); }
 [ "$(run --version)" = "attnscope $version" ] || { attnscope_log "the unpacked attnscope --version is not $version"; exit 1; }
-run --help | grep -qF "$root/usr/share/attnscope/assets/presets/seed000_worked_example.json" \
+help="$(run --help)"  # captured first: grep -q stopping early would fail the pipe under pipefail
+grep -qF "$root/usr/share/attnscope/assets/presets/seed000_worked_example.json" <<<"$help" \
   || { attnscope_log "the unpacked attnscope does not find its presets under $root/usr/share/attnscope"; exit 1; }
 run render "$root/usr/share/attnscope/assets/presets/seed000_worked_example.json" -o "$root/check.png" >&2
 [ -s "$root/check.png" ] || { attnscope_log "the unpacked attnscope render wrote no PNG"; exit 1; }

@@ -40,7 +40,8 @@ run render "$prefix/share/attnscope/assets/presets/seed000_worked_example.json" 
 
 if [ -d "$prefix/share/attnscope/models/all-MiniLM-L6-v2" ]; then
   model="$prefix/share/attnscope/models/all-MiniLM-L6-v2"
-  run model --help | grep -qF "$model" || fail "attnscope model --help does not name the installed model ($model)"
+  out="$(run model --help)" || fail "attnscope model --help exited $?"
+  grep -qF "$model" <<<"$out" || fail "attnscope model --help does not name the installed model ($model)"
   run model --text "the cat sat" -o "$scratch/model.json" || fail "attnscope model (installed model) exited $?"
   [ -s "$scratch/model.json" ] || fail "attnscope model wrote nothing"
 else
