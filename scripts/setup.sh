@@ -21,7 +21,10 @@ ATTNSCOPE_PACKAGES=(
   python3 python3-venv fonts-dejavu-core fonts-droid-fallback
   xvfb xauth xdotool x11-utils libgl1-mesa-dri libglx-mesa0 poppler-utils
   libportal-dev dbus-daemon
+  desktop-file-utils
 )
+# desktop-file-utils: tests/package validates the installed desktop entry with desktop-file-validate; the .deb
+# of scripts/package.sh needs dpkg-shlibdeps, which build-essential brings (dpkg-dev).
 
 attnscope_log() { printf '[attnscope] %s\n' "$*" >&2; }
 

@@ -18,7 +18,7 @@ int runCli(int argc, char** argv)
     CLI::App root{"attnscope: see and edit transformer attention.\n"
                   "With no subcommand it opens the window; the subcommands run without one.",
                   "attnscope"};
-    root.set_version_flag("--version", "attnscope 0.1.0");
+    root.set_version_flag("--version", "attnscope " ATTNSCOPE_VERSION);  // the CMake project's VERSION
     root.footer(kExitCodesHelp);
     root.require_subcommand(0, 1);
 

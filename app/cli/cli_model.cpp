@@ -340,7 +340,7 @@ std::shared_ptr<ModelRenderCli> addModelRenderOptions(CLI::App& render)
                                                "(--panel weights | model-view | lines)");
     render.add_option("--pair", o->pair, "With --model-text: sentence B");
     render.add_option("--model,--model-dir", o->modelDir,
-                      "With --model-text: a .gguf file or a model directory (default: build/models/all-MiniLM-L6-v2)");
+                      "With --model-text: a .gguf file or a model directory (default: " + defaultModelDirectory() + ")");
     render.add_flag("--chat", o->chat, "With --model-text and a decoder: wrap the text as one user turn (chat template)");
     render.add_option("--top-k", o->topK, "With --panel next: how many predictions (default 10)")->check(CLI::Range(1, 100));
     render.add_option("--ablate", o->ablate, "With --model-text: heads to ablate, LAYER:HEAD[,LAYER:HEAD…]");
@@ -414,7 +414,7 @@ void addModelCommand(CLI::App& root, CommandAction& action)
     cmd->add_option("--ablate", opt->ablate, "Heads to ablate (weights × 0), LAYER:HEAD[,LAYER:HEAD…], from 0");
     cmd->add_option("--model,--model-dir", opt->modelDir,
                     "A .gguf file or a Hugging Face directory: bert (an encoder), gpt2, llama, mistral or qwen2 "
-                    "(decoders) (default: build/models/all-MiniLM-L6-v2)");
+                    "(decoders) (default: " + defaultModelDirectory() + ")");
     cmd->add_flag("--chat", opt->chat, "Decoders: wrap the text as one user turn of the model's chat template");
     cmd->add_option("--top-k", opt->topK, "Decoders: how many next-token predictions to list (default 10)")
         ->check(CLI::Range(1, 1000));

@@ -3,6 +3,8 @@
 #include "cli/backend_option.h"
 #include "cli/cli.h"
 #include "state/app_state.h"
+#include "state/model_state.h"
+#include "state/paths.h"
 
 #include <CLI/CLI.hpp>
 
@@ -22,7 +24,12 @@ std::vector<std::string> lessonNames()
 void addWindowOptions(CLI::App& root, WindowCli& cli)
 {
     WindowOptions& o = cli.options;
-    root.add_option("session", o.sessionPath, "Session file to open (default: the seed 000 preset)");
+    // The defaults name the folders found (presets, models), so --help shows where an installed program looks.
+    const std::string presets = presetsDirectory();
+    root.add_option("session", o.sessionPath,
+                    "Session file to open (default: the seed 000 preset, " +
+                        (presets.empty() ? std::string("not found: no assets/presets beside the program")
+                                         : presets + "/seed000_worked_example.json") + ")");
     root.add_option("--screenshot", o.screenshotPath, "Render --frames frames, save the window as PNG, exit");
     root.add_option("--frames", o.frames, "Frames to render before the screenshot")->check(CLI::Range(1, 100000));
     root.add_option("--reference", o.referencePath, "With --screenshot: baseline PNG to compare with (written when missing, and the run fails)");
@@ -46,7 +53,7 @@ void addWindowOptions(CLI::App& root, WindowCli& cli)
     root.add_option("--test-hooks", o.testHooksDir, "Write widget rectangles and frames into DIR (end-to-end tests)");
     root.add_option("--model-text", o.model.text, "Open the model mode with this sentence A (docs/model.md)");
     root.add_option("--pair", o.model.pair, "With --model-text: sentence B");
-    root.add_option("--model-dir", o.model.dir, "The model directory (default: build/models/all-MiniLM-L6-v2)");
+    root.add_option("--model-dir", o.model.dir, "The model directory (default: " + defaultModelDirectory() + ")");
     root.add_option("--model", o.model.dir,
                     "The model: a .gguf file (a decoder language model) or a Hugging Face directory (BERT, gpt2, llama, "
                     "mistral, qwen2); --model-dir is the same");

@@ -3,6 +3,7 @@
 
 #include "messages.h"
 #include "state/app_state.h"
+#include "state/paths.h"
 
 #include <algorithm>
 #include <chrono>
@@ -18,13 +19,7 @@
 namespace app {
 
 namespace {
-std::filesystem::path modelsFolder()
-{
-    std::error_code ec;
-    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (ec) return "build/models";
-    return exe.parent_path().parent_path() / "models";
-}
+std::filesystem::path modelsFolder() { return modelsDirectory(); }
 } // namespace
 
 std::string defaultDecoderPath()
@@ -37,10 +32,7 @@ std::string defaultDecoderPath()
 std::string defaultModelDirectory()
 {
     if (const char* env = std::getenv("ATTNSCOPE_MODEL_DIR"); env && *env) return env;
-    std::error_code ec;
-    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (ec) return "build/models/all-MiniLM-L6-v2";
-    return (exe.parent_path().parent_path() / "models" / "all-MiniLM-L6-v2").string();
+    return (modelsFolder() / "all-MiniLM-L6-v2").string();
 }
 
 // [SECTION] The worker ----------------------------------------------------------------------------------

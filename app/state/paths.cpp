@@ -21,19 +21,41 @@ std::string stateDirectory(const std::string& override)
     return dir.string();
 }
 
+namespace {
+// The folder holding the running program ("" when /proc/self/exe cannot be read): assets and models are looked
+// up relative to it, so that the build tree and any install prefix both work without configuration.
+fs::path executableDirectory()
+{
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    return ec ? fs::path() : exe.parent_path();
+}
+} // namespace
+
 std::string presetsDirectory()
 {
     std::error_code ec;
     std::vector<fs::path> candidates;
-    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    if (!ec) {
-        candidates.push_back(exe.parent_path() / ".." / ".." / "assets" / "presets");
-        candidates.push_back(exe.parent_path() / ".." / "share" / "attnscope" / "presets");
+    if (const fs::path bin = executableDirectory(); !bin.empty()) {
+        candidates.push_back(bin / ".." / ".." / "assets" / "presets");
+        candidates.push_back(bin / ".." / "share" / "attnscope" / "assets" / "presets");
     }
     candidates.push_back(fs::path(ATTNSCOPE_SOURCE_DIR) / "assets" / "presets");
     for (const fs::path& p : candidates)
         if (fs::is_directory(p, ec)) return fs::weakly_canonical(p, ec).string();
     return "";
+}
+
+std::string modelsDirectory()
+{
+    const fs::path bin = executableDirectory();
+    if (bin.empty()) return "build/models";  // no /proc: the layout scripts/setup.sh makes, from the checkout
+    std::error_code ec;
+    const fs::path built = bin.parent_path() / "models";
+    const fs::path installed = bin.parent_path() / "share" / "attnscope" / "models";
+    if (fs::is_directory(built, ec)) return built.string();
+    if (fs::is_directory(installed, ec) || fs::is_directory(installed.parent_path(), ec)) return installed.string();
+    return built.string();
 }
 
 std::vector<std::string> listJsonFiles(const std::string& dir)
