@@ -181,25 +181,18 @@ int decoderInterpMap(const ModelOptionsCli& opt, attn::DecoderModel& model, cons
     auto target = attn::interpTarget(model, run, targetId);
     if (!target) return printError(target.status().message), kExitBadInput;
     const std::string quoted = "'" + target->token + "'";
-    map.subtitle = "\"" + opt.text + "\"";
-    map.cmap = attn::Colormap::RdBu;
+    const std::string title = model.name + ": ";
     if (panel == "importance") {
-        if (attn::Status s = attn::headImportance(model, run, target->id, map.values); !s.ok()) return printError(s.message), kExitFailure;
-        map.title = model.name + ": Δ log p(" + quoted + ") with each head ablated";
+        attn::Matrix values;
+        if (attn::Status s = attn::headImportance(model, run, target->id, values); !s.ok()) return printError(s.message), kExitFailure;
+        map = fig::signedMap(std::move(values));
+        map.title = title + "Δ log p(" + quoted + ") with each head ablated";
         map.colorbarLabel = "Δ log p (nats)";
     } else if (panel == "dla") {
         auto d = attn::directLogitAttribution(model, run, target->id);
         if (!d) return printError(d.status().message), kExitFailure;
-        const Eigen::Index H = d->heads.cols();
-        const bool bias = d->attnBias.size() > 0 && d->attnBias.cwiseAbs().maxCoeff() > 0;
-        map.values.resize(d->heads.rows(), H + 1 + (bias ? 1 : 0));
-        map.values.leftCols(H) = d->heads;
-        map.values.col(H) = d->mlp;
-        if (bias) map.values.col(H + 1) = d->attnBias;
-        for (Eigen::Index h = 0; h < H; ++h) map.colLabels.push_back("H" + std::to_string(h));
-        map.colLabels.push_back("MLP");
-        if (bias) map.colLabels.push_back("b^O");
-        map.title = model.name + ": direct contributions to the logit of " + quoted;
+        map = fig::attributionMap(*d);
+        map.title = title + "direct contributions to the logit of " + quoted;
         map.colorbarLabel = "logit";
     } else if (panel == "types") {
         const attn::HeadTypes t = attn::headTypes(run);
@@ -209,28 +202,25 @@ int decoderInterpMap(const ModelOptionsCli& opt, attn::DecoderModel& model, cons
         else if (kind == "induction") map.values = t.induction;
         else if (kind == "sink") map.values = t.sink;
         else return printError("--score: expected previous, duplicate, induction or sink, got '" + kind + "'"), kExitBadInput;
-        map.title = model.name + ": " + kind + " score of each head";
+        map.title = title + kind + " score of each head";
         map.cmap = attn::Colormap::Viridis;
         map.range = {0.0f, 1.0f, 0};
         map.colorbarLabel = "mean attention weight";
-        return kExitOk;
     } else if (panel == "patching") {
         int rc = kExitOk;
         std::optional<attn::DecoderRun> clean = cleanRunFromCli(opt, model, run, mo, rc);
         if (!clean) return rc;
+        attn::Matrix values;
         attn::PatchingMetric metric;
-        if (attn::Status s = attn::activationPatching(model, *clean, run, a, b, map.values, &metric); !s.ok())
+        if (attn::Status s = attn::activationPatching(model, *clean, run, a, b, values, &metric); !s.ok())
             return printError("--patch-from: " + s.message), kExitBadInput;
-        map.title = model.name + ": share of logit('" + ab[0] + "') − logit('" + ab[1] + "') restored by each head";
-        map.subtitle = "clean \"" + opt.patchFrom + "\" into \"" + opt.text + "\"";
+        map = fig::fractionMap(std::move(values));
+        map.title = title + "share of logit('" + ab[0] + "') − logit('" + ab[1] + "') restored by each head";
         map.colorbarLabel = "fraction restored";
-        const attn::DisplayRange r = attn::displayRange(map.values, nullptr, true);
-        map.range = {std::min(-1.0f, r.lo), std::max(1.0f, r.hi), 0};
-        return kExitOk;
     } else {
         return printError("--panel " + panel + ": not a layers × heads view"), kExitBadInput;
     }
-    map.range = attn::displayRange(map.values, nullptr, true);
+    map.subtitle = panel == "patching" ? "clean \"" + opt.patchFrom + "\" into \"" + opt.text + "\"" : "\"" + opt.text + "\"";
     return kExitOk;
 }
 

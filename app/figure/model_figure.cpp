@@ -95,6 +95,37 @@ Figure buildLayerHeadFigure(const LayerHeadMap& map)
     return f;
 }
 
+LayerHeadMap signedMap(attn::Matrix values)
+{
+    LayerHeadMap m;
+    m.range = attn::displayRange(values, nullptr, true);
+    m.values = std::move(values);
+    m.cmap = attn::Colormap::RdBu;
+    return m;
+}
+
+LayerHeadMap fractionMap(attn::Matrix values)
+{
+    LayerHeadMap m = signedMap(std::move(values));
+    m.range = {std::min(-1.0f, m.range.lo), std::max(1.0f, m.range.hi), 0};
+    return m;
+}
+
+LayerHeadMap attributionMap(const attn::DirectLogitAttribution& d)
+{
+    const Eigen::Index L = d.heads.rows(), H = d.heads.cols();
+    const bool bias = d.attnBias.size() == L && L > 0 && d.attnBias.cwiseAbs().maxCoeff() > 0;
+    attn::Matrix table(L, H + 1 + (bias ? 1 : 0));
+    table.leftCols(H) = d.heads;
+    table.col(H) = d.mlp;
+    if (bias) table.col(H + 1) = d.attnBias;
+    LayerHeadMap m = signedMap(std::move(table));
+    for (Eigen::Index h = 0; h < H; ++h) m.colLabels.push_back("H" + std::to_string(h));
+    m.colLabels.push_back("MLP");
+    if (bias) m.colLabels.push_back("b^O");
+    return m;
+}
+
 attn::Expected<Figure> buildModelFigure(const std::string& modelName, const RunView& run,
                                         const ModelFigureOptions& opt)
 {

@@ -8,6 +8,7 @@
 
 #include "view/run_view.h"
 
+#include <attnscope/interp.h>
 #include <attnscope/model.h>
 
 namespace app::fig {
@@ -41,6 +42,13 @@ struct LayerHeadMap {
     attn::DisplayRange range;
 };
 Figure buildLayerHeadFigure(const LayerHeadMap& map);
+// The maps of the views, shared by the window and `render` (titles left to the caller):
+// a signed map (head importance) on RdBu centred at 0;
+LayerHeadMap signedMap(attn::Matrix values);
+// patching's fractions on RdBu over at least −1…1 (1: the head restores the whole difference);
+LayerHeadMap fractionMap(attn::Matrix values);
+// direct logit attribution: the heads, then each layer's MLP and (where the model has one) b^O as columns.
+LayerHeadMap attributionMap(const attn::DirectLogitAttribution& d);
 
 // A decoder's next-token predictions as bars (token, probability), most probable first.
 struct NextTokenBar {

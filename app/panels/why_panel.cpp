@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -49,12 +48,9 @@ std::vector<std::string> numbered(const char* prefix, int count)
 // An L×H map over the room: cells as large as fit (values printed when they fit), a colour bar, the layers'
 // and heads' labels; a click on a head's cell opens that layer and head in the chain view.
 struct MapSpec {
-    const char* key = "";
-    const attn::Matrix* values = nullptr;
-    const attn::MaskMatrix* pending = nullptr;  // rows not computed yet: hatched
-    attn::Colormap colormap = attn::Colormap::RdBu;
-    attn::DisplayRange range;
-    std::vector<std::string> colLabels;          // default H0…
+    std::string key;                              // the heatmap's texture key: one per map that is shown
+    fig::LayerHeadMap map;                        // values, column labels, colormap and range (as saved)
+    const attn::MaskMatrix* pending = nullptr;    // rows not computed yet: hatched
     int headColumns = 0;                          // columns that are heads (the rest, e.g. MLP, do not open)
     const char* meaning = "";                     // the tooltip's line for a value, printf with %.4f
 };
@@ -62,11 +58,11 @@ struct MapSpec {
 void drawLayerHeadMap(AppState& state, const MapSpec& ms, ImVec2 size)
 {
     ModelState& m = state.model;
-    const attn::Matrix& v = *ms.values;
+    const attn::Matrix& v = ms.map.values;
     const int L = static_cast<int>(v.rows()), C = static_cast<int>(v.cols());
     if (L == 0 || C == 0) return;
     const std::vector<std::string> layerLabels = numbered("L", L);
-    const std::vector<std::string> colLabels = ms.colLabels.empty() ? numbered("H", C) : ms.colLabels;
+    const std::vector<std::string> colLabels = ms.map.colLabels.empty() ? numbered("H", C) : ms.map.colLabels;
     const float labelW = ImGui::CalcTextSize("MLP00").x + 14;
     // Column labels turn upright when the cells are narrow: the band above the cells is then as tall as the longest.
     const float upright = ImGui::CalcTextSize("L00").x + 12, flat = ImGui::GetTextLineHeightWithSpacing() + 6;
@@ -77,24 +73,16 @@ void drawLayerHeadMap(AppState& state, const MapSpec& ms, ImVec2 size)
     const float cellCols = std::min(roomW / float(L), (size.y - std::max(upright, flat) - 8) / float(C));
     const bool across = cellCols > cellRows;
     const float cell = std::clamp(across ? cellCols : cellRows, 9.0f, 64.0f);
-    // The shown matrix and its pending rows, transposed when the layers go across (kept per map: ImGui draws
-    // after this returns).
-    static std::map<std::string, std::pair<attn::Matrix, attn::MaskMatrix>> shown;
-    auto& [values, mask] = shown[ms.key];
+    // Drawn transposed when the layers go across (the renderer reads the values while drawHeatmap runs).
     const bool hasMask = ms.pending && ms.pending->rows() == v.rows() && ms.pending->cols() == v.cols();
-    if (across) {
-        values = v.transpose();
-        if (hasMask) mask = ms.pending->transpose();
-    } else {
-        values = v;
-        if (hasMask) mask = *ms.pending;
-    }
+    const attn::Matrix values = across ? attn::Matrix(v.transpose()) : v;
+    const attn::MaskMatrix mask = !hasMask ? attn::MaskMatrix() : across ? attn::MaskMatrix(ms.pending->transpose()) : *ms.pending;
     HeatmapSpec spec;
     spec.key = ms.key;
     spec.src.values = &values;
     spec.src.mask = hasMask ? &mask : nullptr;
-    spec.src.range = ms.range;
-    spec.src.colormap = ms.colormap;
+    spec.src.range = ms.map.range;
+    spec.src.colormap = ms.map.cmap;
     spec.src.generation = m.why.scan.generation ^ (std::uint64_t(m.shown.id) << 32) ^ (across ? 1u << 31 : 0u);
     spec.cellPx = cell;
     spec.rowLabels = across ? &colLabels : &layerLabels;
@@ -102,10 +90,10 @@ void drawLayerHeadMap(AppState& state, const MapSpec& ms, ImVec2 size)
     spec.maxWidth = size.x - kColorbarWidth - 16;
     spec.maxHeight = size.y - 4;
     const HeatmapHit hit = drawHeatmap(spec);
-    state.recordRect(std::string("why/map/") + ms.key, hit.cellsMin, hit.cellsMax);
-    if (across) state.recordRect(std::string("why/map/") + ms.key + "/across", hit.cellsMin, hit.cellsMax);
+    state.recordRect("why/map/" + ms.key, hit.cellsMin, hit.cellsMax);
+    if (across) state.recordRect("why/map/" + ms.key + "/across", hit.cellsMin, hit.cellsMax);
     ImGui::SameLine();
-    drawColorbar((std::string(ms.key) + "/bar").c_str(), ms.colormap, ms.range,
+    drawColorbar((ms.key + "/bar").c_str(), ms.map.cmap, ms.map.range,
                  std::min(kColorbarMaxHeight, std::max(60.0f, hit.cellsMax.y - hit.cellsMin.y)));
     if (hit.row >= 0 && hit.col >= 0) {
         const int layer = across ? hit.col : hit.row, column = across ? hit.row : hit.col;
@@ -164,28 +152,13 @@ void drawScanStatus(const char* what, int rows, int L, bool done, double ms, con
     else ImGui::TextDisabled("%s: %d of %d layers (%.0f ms so far; the layers nearest the output first)…", what, rows, L, ms);
 }
 
-fig::LayerHeadMap savedMap(const ModelState& m, const MapSpec& ms, const std::string& title, const std::string& barLabel)
+// The map as saved: the screen's map with a title naming the model and the text.
+fig::LayerHeadMap titled(const ModelState& m, fig::LayerHeadMap map, const std::string& title, const std::string& barLabel)
 {
-    fig::LayerHeadMap lm;
-    lm.title = m.modelName() + ": " + title;
-    lm.subtitle = "\"" + m.textA + "\"";
-    lm.colorbarLabel = barLabel;
-    lm.values = *ms.values;
-    lm.colLabels = ms.colLabels;
-    lm.cmap = ms.colormap;
-    lm.range = ms.range;
-    return lm;
-}
-
-const char* viewFileName(WhyView v)
-{
-    switch (v) {
-    case WhyView::Importance: return "importance";
-    case WhyView::Dla: return "attribution";
-    case WhyView::HeadTypes: return "head_types";
-    case WhyView::Patching: return "patching";
-    default: return "view";
-    }
+    map.title = m.modelName() + ": " + title;
+    map.subtitle = "\"" + m.shown.textA + "\"";
+    map.colorbarLabel = barLabel;
+    return map;
 }
 
 // The map of the view as saved: the same numbers, labels, colormap and range as on screen.
@@ -199,7 +172,7 @@ void saveWhyMap(AppState& state, const fig::LayerHeadMap& map, int kind)
         if (!format) st = attn::invalidArgument(path + ": expected a .png, .svg or .pdf file name");
         else st = fig::writeFigure(fig::buildLayerHeadFigure(map), path, *format, 2.0);
     } else {
-        st = io::writeNpy(path, io::NamedArray{viewFileName(w.view), &map.values, nullptr, nullptr, {}});
+        st = io::writeNpy(path, io::NamedArray{whyFileName(w.view), &map.values, nullptr, nullptr, {}});
     }
     std::error_code ec;
     const std::string where = std::filesystem::absolute(path, ec).string();
@@ -212,13 +185,8 @@ void saveWhyMap(AppState& state, const fig::LayerHeadMap& map, int kind)
 void drawWhyExportRow(AppState& state, const fig::LayerHeadMap& map)
 {
     WhyState& w = state.model.why;
-    static WhyView named = WhyView::Attention;
-    // Each view starts with a name of its own, until the user types another.
-    if (w.exportPath.empty() || (named != w.view && w.exportPath.rfind(viewFileName(named), 0) == 0)) {
-        w.exportPath = std::string(viewFileName(w.view)) + ".pdf";
-        w.overwriteKind = -1;
-    }
-    named = w.view;
+    // Each view starts with a name of its own (setWhyView clears the name while it is a view's default).
+    if (w.exportPath.empty()) w.exportPath = std::string(whyFileName(w.view)) + ".pdf";
     ImGui::SetNextItemWidth(std::min(320.0f, ImGui::GetContentRegionAvail().x * 0.5f));
     if (ImGui::InputText("##whyexport", &w.exportPath)) w.overwriteKind = -1;
     const char* labels[] = {"Save figure", "Save .npy"};
@@ -259,19 +227,14 @@ void drawImportance(AppState& state, ImVec2 size)
     drawTargetRow(state);
     const int L = m.layers();
     const ScanResults& s = w.scan;
-    const bool current = s.request == m.shown.id && s.importance.rows() == L;
-    drawScanStatus("Δ log p(target) with each head ablated alone", current ? s.importanceRows : 0, L,
-                   current && s.importanceDone, current ? s.importanceMs : 0, s.error);
+    const bool current = s.request == m.shown.id && s.importance.values.rows() == L;
+    drawScanStatus("Δ log p(target) with each head ablated alone", current ? s.importance.rows : 0, L,
+                   current && s.importance.done, current ? s.importance.ms : 0, s.error);
     if (!current) return;
-    MapSpec ms;
-    ms.key = "importance";
-    ms.values = &s.importance;
-    ms.pending = &w.importancePending;
-    ms.range = attn::displayRange(s.importance, nullptr, true);
-    ms.headColumns = m.heads();
-    ms.meaning = "Δ log p(target) when ablated: %+.4f nats (negative: the head helps the target)";
-    if (s.importanceDone)
-        drawWhyExportRow(state, savedMap(m, ms, "Δ log p('" + w.results.target.token + "') with each head ablated", "Δ log p (nats)"));
+    MapSpec ms{"importance", fig::signedMap(s.importance.values), &s.importance.pending, m.heads(),
+               "Δ log p(target) when ablated: %+.4f nats (negative: the head helps the target)"};
+    if (s.importance.done)
+        drawWhyExportRow(state, titled(m, ms.map, "Δ log p('" + w.results.target.token + "') with each head ablated", "Δ log p (nats)"));
     drawLayerHeadMap(state, ms, ImVec2(size.x, ImGui::GetContentRegionAvail().y));
 }
 
@@ -283,24 +246,10 @@ void drawAttribution(AppState& state, ImVec2 size)
     const InterpResults& r = w.results;
     if (!r.valid) return;
     const attn::DirectLogitAttribution& d = r.dla;
-    const int L = static_cast<int>(d.heads.rows()), H = static_cast<int>(d.heads.cols());
-    // Heads, then the layer's MLP (and b^O where the model has one) as extra columns.
-    const bool bias = d.attnBias.size() == L && d.attnBias.cwiseAbs().maxCoeff() > 0;
-    static attn::Matrix table;
-    table.resize(L, H + 1 + (bias ? 1 : 0));
-    table.leftCols(H) = d.heads;
-    table.col(H) = d.mlp;
-    if (bias) table.col(H + 1) = d.attnBias;
-    MapSpec ms;
-    ms.key = "dla";
-    ms.values = &table;
-    ms.range = attn::displayRange(table, nullptr, true);
-    ms.colLabels = numbered("H", H);
-    ms.colLabels.push_back("MLP");
-    if (bias) ms.colLabels.push_back("b^O");
-    ms.headColumns = H;
-    ms.meaning = "direct contribution to the target's logit: %+.4f";
-    drawWhyExportRow(state, savedMap(m, ms, "direct contributions to the logit of '" + r.target.token + "'", "logit"));
+    MapSpec ms{"dla", fig::attributionMap(d), nullptr, static_cast<int>(d.heads.cols()),
+               "direct contribution to the target's logit: %+.4f"};
+    const bool bias = ms.map.colLabels.back() == "b^O";
+    drawWhyExportRow(state, titled(m, ms.map, "direct contributions to the logit of '" + r.target.token + "'", "logit"));
     ImGui::TextDisabled("embeddings %+.3f · heads %+.3f · MLPs %+.3f%s · final norm bias %+.3f = logit %.3f", d.embed,
                         d.heads.sum(), d.mlp.sum(), bias ? (" · b^O " + attn::formatValue(d.attnBias.sum())).c_str() : "",
                         d.normBias, d.logit);
@@ -407,14 +356,13 @@ void drawHeadTypes(AppState& state, ImVec2 size)
         ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1), "The text repeats no token, so this score is 0 everywhere: use the "
                                                       "induction probe or a text with repeats.");
     else ImGui::TextDisabled("Per head, from its attention weights on this text (0 … 1).");
-    MapSpec ms;
-    ms.key = "types";
-    ms.values = v;
-    ms.colormap = attn::Colormap::Viridis;
-    ms.range = {0.0f, 1.0f, 0};
-    ms.headColumns = m.heads();
-    ms.meaning = meaning;
-    drawWhyExportRow(state, savedMap(m, ms, std::string(toString(w.typeScore)) + " score of each head", "mean attention weight"));
+    fig::LayerHeadMap map;
+    map.values = *v;
+    map.cmap = attn::Colormap::Viridis;
+    map.range = {0.0f, 1.0f, 0};
+    // A texture key per score: switching the score shows another map of the same run.
+    MapSpec ms{std::string("types/") + toString(w.typeScore), std::move(map), nullptr, m.heads(), meaning};
+    drawWhyExportRow(state, titled(m, ms.map, std::string(toString(w.typeScore)) + " score of each head", "mean attention weight"));
     drawLayerHeadMap(state, ms, ImVec2(size.x, ImGui::GetContentRegionAvail().y));
 }
 
@@ -422,26 +370,23 @@ void drawPatching(AppState& state, ImVec2 size)
 {
     ModelState& m = state.model;
     WhyState& w = m.why;
-    static std::string clean, a, b;
-    static std::uint64_t synced = ~0ull;
-    if (synced != m.shown.id) clean = w.cleanText, a = w.targetAText, b = w.targetBText, synced = m.shown.id;
     ImGui::TextUnformatted("Clean prompt (the text above is the corrupted one, of equal length):");
     ImGui::SetNextItemWidth(std::max(200.0f, size.x - 16));
-    bool apply = ImGui::InputText("##clean", &clean, ImGuiInputTextFlags_EnterReturnsTrue);
+    bool apply = ImGui::InputText("##clean", &w.cleanText, ImGuiInputTextFlags_EnterReturnsTrue);
     state.recordRect("why/clean_field", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     ImGui::TextUnformatted("Metric: logit(A) − logit(B).  A");
     ImGui::SameLine();
     ImGui::SetNextItemWidth(90);
-    apply |= ImGui::InputText("##a", &a, ImGuiInputTextFlags_EnterReturnsTrue);
+    apply |= ImGui::InputText("##a", &w.targetAText, ImGuiInputTextFlags_EnterReturnsTrue);
     ImGui::SameLine();
     ImGui::TextUnformatted("B");
     ImGui::SameLine();
     ImGui::SetNextItemWidth(90);
-    apply |= ImGui::InputText("##b", &b, ImGuiInputTextFlags_EnterReturnsTrue);
+    apply |= ImGui::InputText("##b", &w.targetBText, ImGuiInputTextFlags_EnterReturnsTrue);
     ImGui::SameLine();
     apply |= ImGui::Button("Patch");
     state.recordRect("why/patch", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
-    if (apply) setPatching(state, clean, a, b);
+    if (apply) setPatching(state, w.cleanText, w.targetAText, w.targetBText);
     if (!w.patchError.empty()) {
         ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "%s", w.patchError.c_str());
         return;
@@ -452,24 +397,21 @@ void drawPatching(AppState& state, ImVec2 size)
     }
     const int L = m.layers();
     const ScanResults& s = w.scan;
-    const bool current = s.request == m.shown.id && s.patching.rows() == L;
-    drawScanStatus("fraction of the clean − corrupted difference each head restores", current ? s.patchingRows : 0, L,
-                   current && s.patchingDone, current ? s.patchingMs : 0, s.error);
+    const bool current = s.request == m.shown.id && s.patching.values.rows() == L;
+    drawScanStatus("fraction of the clean − corrupted difference each head restores", current ? s.patching.rows : 0, L,
+                   current && s.patching.done, current ? s.patching.ms : 0, s.error);
     if (!current) return;
-    if (s.patchingDone)
+    if (s.patching.done)
         ImGui::TextDisabled("logit(A) − logit(B): clean %.3f, corrupted %.3f", s.metric.clean, s.metric.corrupted);
-    MapSpec ms;
-    ms.key = "patching";
-    ms.values = &s.patching;
-    ms.pending = &w.patchingPending;
-    const attn::DisplayRange auto_ = attn::displayRange(s.patching, nullptr, true);
-    ms.range = {std::min(-1.0f, auto_.lo), std::max(1.0f, auto_.hi), 0};
-    ms.headColumns = m.heads();
-    ms.meaning = "patched from the clean run, it restores %.4f of the difference";
-    if (s.patchingDone) {
-        fig::LayerHeadMap lm = savedMap(m, ms, "share of logit('" + w.targetAText + "') − logit('" + w.targetBText +
-                                                   "') restored by each head", "fraction restored");
-        lm.subtitle = "clean \"" + w.cleanText + "\" into \"" + m.textA + "\"";
+    MapSpec ms{"patching", fig::fractionMap(s.patching.values), &s.patching.pending, m.heads(),
+               "patched from the clean run, it restores %.4f of the difference"};
+    if (s.patching.done) {
+        // Named by what the map was computed for (the fields may hold an edit not applied yet).
+        const InterpRequest& applied = m.shown.interp;
+        fig::LayerHeadMap lm = titled(m, ms.map, "share of logit('" + m.decoder->tokenizer.tokenText(applied.targetA) +
+                                                     "') − logit('" + m.decoder->tokenizer.tokenText(applied.targetB) +
+                                                     "') restored by each head", "fraction restored");
+        lm.subtitle = "clean \"" + applied.cleanText + "\" into \"" + m.shown.textA + "\"";
         drawWhyExportRow(state, lm);
     }
     drawLayerHeadMap(state, ms, ImVec2(size.x, ImGui::GetContentRegionAvail().y));

@@ -341,7 +341,8 @@ private:
 
     // [SECTION] Why the model says it (issue 20) --------------------------------------------------------
 
-    // The cheap views of the run just made (no forward: a few products with the unembedding), into the buffer.
+    // The cheap views of the run just made (no forward), into the buffer; the lens (L·n rows through the
+    // unembedding, hundreds of ms) only while it is shown, not after every run of every other view.
     void explain(const ModelRequest& req)
     {
         ModelBuffer& b = m_buffer;
@@ -351,7 +352,7 @@ private:
             const attn::DecoderRun& r = *b.drun;
             auto target = attn::interpTarget(dm, r, req.interp.target);
             auto dla = target ? attn::directLogitAttribution(dm, r, target->id) : attn::Expected<attn::DirectLogitAttribution>(target.status());
-            auto lens = attn::logitLens(dm, r, 5, req.interp.lensPositions);
+            auto lens = req.interp.lens ? attn::logitLens(dm, r, 5, req.interp.lensPositions) : attn::LogitLens{};
             if (!target) b.interp.error = target.status().message;
             else if (!dla) b.interp.error = dla.status().message;
             else if (!lens) b.interp.error = lens.status().message;
@@ -446,31 +447,9 @@ private:
         ++m_scan.generation;
         m_scan.request = req.id;
         m_scan.error.clear();
-        if (job.importance) {
-            m_scan.importance = attn::Matrix::Constant(L, H, std::numeric_limits<float>::quiet_NaN());
-            m_scan.importanceRows = 0;
-            m_scan.importanceDone = false;
-            m_scan.importanceTarget = job.target;
-            m_scan.importanceMs = 0;
-            ++m_scan.importanceScans;
-            m_importanceKey.reset();
-        } else if (!importanceKept) {
-            m_scan.importance.resize(0, 0);
-            m_scan.importanceDone = false;
-            m_importanceKey.reset();
-        }
-        if (job.patching) {
-            m_scan.patching = attn::Matrix::Constant(L, H, std::numeric_limits<float>::quiet_NaN());
-            m_scan.patchingRows = 0;
-            m_scan.patchingDone = false;
-            m_scan.patchingMs = 0;
-            ++m_scan.patchingScans;
-            m_patchingKey.reset();
-        } else if (!patchingKept) {
-            m_scan.patching.resize(0, 0);
-            m_scan.patchingDone = false;
-            m_patchingKey.reset();
-        }
+        if (job.importance) m_scan.importanceTarget = job.target;
+        prepareMap(m_scan.importance, job.importance, importanceKept, m_importanceKey, L, H);
+        prepareMap(m_scan.patching, job.patching, patchingKept, m_patchingKey, L, H);
         if (!job.importance && !job.patching) {
             m_scanJob.reset();
             return;
@@ -480,19 +459,51 @@ private:
         m_scanJob = std::move(job);
     }
 
-    // A scan's finished row `layer` of `out` into the shared results (when they are still this request's), with
-    // the count of rows and the time so far; false when the scan should stop (a new request, or closing).
-    bool publishRow(std::uint64_t request, const attn::Matrix& out, int layer, attn::Matrix ScanResults::*map,
-                    int ScanResults::*rows, double ScanResults::*ms, std::chrono::steady_clock::time_point t0)
+    // One scan's map as a job starts (the mutex held): all NaN when it is scanned again, empty when it is neither
+    // scanned nor kept (a finished map of the same run and settings stays as it is).
+    static void prepareMap(ScanMap& map, bool scanned, bool kept, std::optional<ScanKey>& key, int L, int H)
+    {
+        if (!scanned && kept) return;
+        const long scans = map.scans + (scanned ? 1 : 0);
+        map = {};
+        map.scans = scans;
+        if (scanned) {
+            map.values = attn::Matrix::Constant(L, H, std::numeric_limits<float>::quiet_NaN());
+            map.pending = attn::MaskMatrix::Ones(L, H);
+        }
+        key.reset();
+    }
+
+    // A scan's finished row `layer` of `out` into the shared map (when it is still this request's), with the count
+    // of rows and the time so far; false when the scan should stop (a new request, or closing).
+    bool publishRow(std::uint64_t request, const attn::Matrix& out, int layer, ScanMap ScanResults::*which,
+                    std::chrono::steady_clock::time_point t0)
     {
         std::lock_guard<std::mutex> lock(m_mutex);
-        if (m_scan.request == request && (m_scan.*map).rows() == out.rows()) {
-            (m_scan.*map).row(layer) = out.row(layer);
-            ++(m_scan.*rows);
-            m_scan.*ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        ScanMap& map = m_scan.*which;
+        if (m_scan.request == request && map.values.rows() == out.rows()) {
+            map.values.row(layer) = out.row(layer);
+            map.pending.row(layer).setZero();
+            ++map.rows;
+            map.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
             ++m_scan.generation;
         }
         return !m_stop && !m_pending;
+    }
+
+    // The whole map once its scan finished (and its key: the map is kept while the key stays).
+    void publishMap(const ScanJob& job, const attn::Matrix& out, ScanMap ScanResults::*which,
+                    std::chrono::steady_clock::time_point t0, std::optional<ScanKey>& key, bool patching)
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        if (m_scan.request != job.request) return;
+        ScanMap& map = m_scan.*which;
+        map.values = out;
+        map.pending = attn::MaskMatrix::Zero(out.rows(), out.cols());
+        map.done = true;
+        map.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        ++m_scan.generation;
+        key = keyOf(job.req, patching);
     }
 
     // Runs the queued scans (this thread; the mutex not held). Each row is published as it is done.
@@ -519,20 +530,12 @@ private:
             attn::Matrix out;
             const auto t0 = Clock::now();
             auto progress = [&](int layer) {
-                return publishRow(job.request, out, layer, &ScanResults::importance, &ScanResults::importanceRows,
-                                  &ScanResults::importanceMs, t0);
+                return publishRow(job.request, out, layer, &ScanResults::importance, t0);
             };
             attn::Status st = attn::headImportance(dm, job.run, job.target, out, progress);
             if (!st.ok()) return fail("head importance: " + st.message);
             if (stopWanted()) return;
-            std::lock_guard<std::mutex> lock(m_mutex);
-            if (m_scan.request == job.request) {
-                m_scan.importance = out;
-                m_scan.importanceDone = true;
-                m_scan.importanceMs = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-                ++m_scan.generation;
-                m_importanceKey = keyOf(job.req, false);
-            }
+            publishMap(job, out, &ScanResults::importance, t0, m_importanceKey, false);
         }
         if (job.patching) {
             const auto t0 = Clock::now();
@@ -549,22 +552,17 @@ private:
             attn::Matrix out;
             attn::PatchingMetric metric;
             auto progress = [&](int layer) {
-                return publishRow(job.request, out, layer, &ScanResults::patching, &ScanResults::patchingRows,
-                                  &ScanResults::patchingMs, t0);
+                return publishRow(job.request, out, layer, &ScanResults::patching, t0);
             };
             attn::Status st = attn::activationPatching(dm, clean, job.run, job.req.interp.targetA, job.req.interp.targetB,
                                                        out, &metric, progress);
             if (!st.ok()) return fail("patching: " + st.message);
             if (stopWanted()) return;
-            std::lock_guard<std::mutex> lock(m_mutex);
-            if (m_scan.request == job.request) {
-                m_scan.patching = out;
-                m_scan.metric = metric;
-                m_scan.patchingDone = true;
-                m_scan.patchingMs = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-                ++m_scan.generation;
-                m_patchingKey = keyOf(job.req, true);
+            {
+                std::lock_guard<std::mutex> lock(m_mutex);
+                if (m_scan.request == job.request) m_scan.metric = metric;
             }
+            publishMap(job, out, &ScanResults::patching, t0, m_patchingKey, true);
         }
     }
 
@@ -684,6 +682,7 @@ void submit(ModelState& m, const std::string& why)
     m.wanted.generated = m.chat ? m.generated : std::vector<int>();
     const WhyView v = m.isDecoder() ? m.why.view : WhyView::Attention;
     m.wanted.interp.cheap = v != WhyView::Attention;
+    m.wanted.interp.lens = v == WhyView::LogitLens;
     m.wanted.interp.importance = v == WhyView::Importance;
     m.wanted.interp.patching = v == WhyView::Patching;
     m.wanted.interp.target = m.why.target;
@@ -771,16 +770,7 @@ void takeFinished(ModelState& m)
 void pollScans(ModelState& m)
 {
     if (!m.worker || !m.isDecoder()) return;
-    std::optional<ScanResults> r = m.worker->scanIfNewer(m.why.scan.generation);
-    if (!r) return;
-    m.why.scan = std::move(*r);
-    auto pending = [](const attn::Matrix& map, attn::MaskMatrix& mask) {
-        mask.resize(map.rows(), map.cols());
-        for (Eigen::Index i = 0; i < map.rows(); ++i)
-            for (Eigen::Index j = 0; j < map.cols(); ++j) mask(i, j) = std::isnan(map(i, j)) ? 1 : 0;
-    };
-    pending(m.why.scan.importance, m.why.importancePending);
-    pending(m.why.scan.patching, m.why.patchingPending);
+    if (std::optional<ScanResults> r = m.worker->scanIfNewer(m.why.scan.generation)) m.why.scan = std::move(*r);
 }
 
 } // namespace
@@ -1174,10 +1164,26 @@ std::optional<WhyView> whyViewFromName(const std::string& name)
     return std::nullopt;
 }
 
+const char* whyFileName(WhyView v)
+{
+    switch (v) {
+    case WhyView::Importance: return "importance";
+    case WhyView::Dla: return "attribution";
+    case WhyView::LogitLens: return "logit_lens";
+    case WhyView::HeadTypes: return "head_types";
+    case WhyView::Patching: return "patching";
+    case WhyView::Attention: break;
+    }
+    return "attention";
+}
+
 void setWhyView(AppState& state, WhyView view)
 {
     ModelState& m = state.model;
     if (!m.isDecoder() || m.why.view == view) return;
+    // The save row's file name follows the view while it is the previous view's own (the user's name stays).
+    if (m.why.exportPath.rfind(whyFileName(m.why.view), 0) == 0) m.why.exportPath.clear();
+    m.why.overwriteKind = -1;
     m.why.view = view;
     submit(m, std::string("showing ") + toString(view));
 }

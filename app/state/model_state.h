@@ -42,10 +42,12 @@ enum class WhyView { Attention, Importance, Dla, LogitLens, HeadTypes, Patching 
 enum class HeadTypeScore { Previous, Duplicate, Induction, Sink };
 const char* toString(WhyView v);
 const char* toString(HeadTypeScore s);
+const char* whyFileName(WhyView v);  // the view's default file name, without extension ("importance")
 
 // Sent with every request: what the worker computes after the run.
 struct InterpRequest {
-    bool cheap = false;              // the target, direct logit attribution, logit lens and head types
+    bool cheap = false;              // the target, direct logit attribution and head types
+    bool lens = false;               // the logit lens (L·n rows through the unembedding: only while it is shown)
     bool importance = false;         // the head-importance scan (progressive)
     bool patching = false;           // the activation-patching scan (progressive)
     int target = -1;                 // token id (-1 = the top prediction at the last position)
@@ -60,24 +62,29 @@ struct InterpResults {
     bool valid = false;              // computed for this run (InterpRequest::cheap was set)
     attn::InterpTarget target;
     attn::DirectLogitAttribution dla;
-    attn::LogitLens lens;
+    attn::LogitLens lens;            // empty unless the request asked for it (InterpRequest::lens)
     attn::HeadTypes types;
     std::string error;               // why they could not be computed ("" = none)
 };
 
-// A scan's progress, filled row by row on the worker (the layers nearest the output first) and copied by the
-// frame loop when `generation` changes.
+// One scan's map, filled row by row on the worker (the layers nearest the output first).
+struct ScanMap {
+    attn::Matrix values;             // L×H; NaN where not computed yet
+    attn::MaskMatrix pending;        // 1 where `values` is not computed yet (the view hatches those rows)
+    int rows = 0;                    // rows done
+    bool done = false;
+    double ms = 0;                   // how long it took (so far)
+    long scans = 0;                  // scans started since the model opened (tests: kept maps)
+};
+
+// The scans' progress, copied by the frame loop when `generation` changes.
 struct ScanResults {
     std::uint64_t request = 0;       // the request whose run the maps explain (0 = none)
     std::uint64_t generation = 0;    // +1 for every row and state change
-    attn::Matrix importance;         // L×H Δ log p(target); NaN where not computed yet
-    attn::Matrix patching;           // L×H fraction of the clean − corrupted difference recovered
-    attn::PatchingMetric metric;
-    int importanceRows = 0, patchingRows = 0;  // rows done
-    bool importanceDone = false, patchingDone = false;
+    ScanMap importance;              // Δ log p(target) with each head ablated
     int importanceTarget = -1;       // the target the importance map is about
-    double importanceMs = 0, patchingMs = 0;   // how long each took (so far)
-    long importanceScans = 0, patchingScans = 0;  // scans started since the model opened (tests: kept maps)
+    ScanMap patching;                // the fraction of the clean − corrupted difference each head restores
+    attn::PatchingMetric metric;
     std::string error;               // why a scan failed ("" = none)
 };
 
@@ -92,9 +99,8 @@ struct WhyState {
     std::string patchError;          // a target that is not one token, unequal lengths
     InterpResults results;           // of the shown run
     ScanResults scan;                // the UI's copy of the worker's
-    attn::MaskMatrix importancePending, patchingPending;  // rows not computed yet (hatched)
     // Save: the shown map as a figure (PNG / SVG / PDF from the name) or its numbers (.npy beside it).
-    std::string exportPath;          // "" = the view's own default name ("importance.pdf", …)
+    std::string exportPath;          // "" = the view's own default name (whyFileName + ".pdf")
     std::string exportStatus;        // where the last save went, or why it failed
     int overwriteKind = -1;          // ≥ 0: the file exists, "Overwrite?" is asked for button i (0 figure, 1 .npy)
 };

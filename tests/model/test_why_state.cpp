@@ -63,7 +63,7 @@ TEST_F(WhyMode, HeadImportanceIsTheCoresScanOfTheShownRun)
     app::finishScans(state);
     const app::WhyState& w = state.model.why;
     ASSERT_TRUE(w.results.valid) << w.results.error;
-    ASSERT_TRUE(w.scan.importanceDone) << w.scan.error;
+    ASSERT_TRUE(w.scan.importance.done) << w.scan.error;
     EXPECT_EQ(w.scan.request, state.model.shown.id);
     const attn::DecoderRun run = syncRun(oracle, kText);
     auto target = attn::interpTarget(oracle, run, -1);
@@ -72,19 +72,19 @@ TEST_F(WhyMode, HeadImportanceIsTheCoresScanOfTheShownRun)
     EXPECT_EQ(w.scan.importanceTarget, target->id);
     attn::Matrix want;
     ASSERT_TRUE(attn::headImportance(oracle, run, target->id, want).ok());
-    expectNear(w.scan.importance, want, "importance");
+    expectNear(w.scan.importance.values, want, "importance");
     // No row is left pending once done.
-    EXPECT_EQ(w.importancePending.cast<int>().sum(), 0);
+    EXPECT_EQ(w.scan.importance.pending.cast<int>().sum(), 0);
 
     // An ablation: a new run, and the scan is redone on it (the ablated head itself scores 0).
     app::toggleAblation(state, 1, 2);
     app::finishScans(state);
-    ASSERT_TRUE(state.model.why.scan.importanceDone) << state.model.why.scan.error;
+    ASSERT_TRUE(state.model.why.scan.importance.done) << state.model.why.scan.error;
     const attn::DecoderRun ablated = syncRun(oracle, kText, {{1, 2}});
     auto t2 = attn::interpTarget(oracle, ablated, -1);
     ASSERT_TRUE(attn::headImportance(oracle, ablated, t2->id, want).ok());
-    expectNear(state.model.why.scan.importance, want, "importance after the ablation");
-    EXPECT_EQ(state.model.why.scan.importance(1, 2), 0.0f);
+    expectNear(state.model.why.scan.importance.values, want, "importance after the ablation");
+    EXPECT_EQ(state.model.why.scan.importance.values(1, 2), 0.0f);
 }
 
 TEST_F(WhyMode, SwitchingViewsKeepsThePredictionsChangeAndAFinishedScan)
@@ -100,17 +100,17 @@ TEST_F(WhyMode, SwitchingViewsKeepsThePredictionsChangeAndAFinishedScan)
     EXPECT_TRUE(m.hasBefore) << "showing a view is not a change of the model";
     EXPECT_EQ(m.lastChange, change);
     EXPECT_TRUE(m.beforeLogits.isApprox(before));
-    ASSERT_TRUE(m.why.scan.importanceDone);
-    const long scans = m.why.scan.importanceScans;
-    const attn::Matrix importance = m.why.scan.importance;
+    ASSERT_TRUE(m.why.scan.importance.done);
+    const long scans = m.why.scan.importance.scans;
+    const attn::Matrix importance = m.why.scan.importance.values;
     // Away and back: the finished map of the same run and target is kept, not scanned again.
     app::setWhyView(state, app::WhyView::LogitLens);
     app::finishScans(state);
     app::setWhyView(state, app::WhyView::Importance);
     app::finishScans(state);
-    EXPECT_EQ(m.why.scan.importanceScans, scans);
-    EXPECT_TRUE(m.why.scan.importanceDone);
-    EXPECT_TRUE(m.why.scan.importance.isApprox(importance));
+    EXPECT_EQ(m.why.scan.importance.scans, scans);
+    EXPECT_TRUE(m.why.scan.importance.done);
+    EXPECT_TRUE(m.why.scan.importance.values.isApprox(importance));
     EXPECT_EQ(m.why.scan.request, m.shown.id);
 }
 
@@ -129,6 +129,9 @@ TEST_F(WhyMode, AttributionLensAndTypesAreTheCoresOfTheShownRun)
     expectNear(r.types.induction, types.induction, "induction");
     expectNear(r.types.previous, types.previous, "previous");
     EXPECT_TRUE(r.types.hasRepeats);  // "the cat" comes twice
+    // The lens is computed while its view is shown.
+    app::setWhyView(state, app::WhyView::LogitLens);
+    app::finishScans(state);
     ASSERT_EQ(r.lens.top.size(), std::size_t(oracle.config.layers));
     // The lens's last layer at the last position is the model's own top prediction.
     const auto top = attn::topTokens(oracle, run.lastLogits, 1, 1.0f);
@@ -186,11 +189,11 @@ TEST_F(WhyMode, PatchingIsTheCoresScanOfTheTwoRuns)
     app::setPatching(state, clean, oracle.tokenizer.tokenText(a), oracle.tokenizer.tokenText(b));
     ASSERT_TRUE(m.why.patchError.empty()) << m.why.patchError;
     app::finishScans(state);
-    ASSERT_TRUE(m.why.scan.patchingDone) << m.why.scan.error;
+    ASSERT_TRUE(m.why.scan.patching.done) << m.why.scan.error;
     attn::Matrix want;
     attn::PatchingMetric metric;
     ASSERT_TRUE(attn::activationPatching(oracle, cleanRun, corrupted, a, b, want, &metric).ok());
-    expectNear(m.why.scan.patching, want, "patching");
+    expectNear(m.why.scan.patching.values, want, "patching");
     EXPECT_NEAR(m.why.scan.metric.clean, metric.clean, 1e-4f * std::max(1.0f, std::fabs(metric.clean)));
     EXPECT_NEAR(m.why.scan.metric.corrupted, metric.corrupted, 1e-4f * std::max(1.0f, std::fabs(metric.corrupted)));
 }
