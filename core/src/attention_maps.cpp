@@ -1,0 +1,133 @@
+// The tile seam over attention maps (attnscope/attention_maps.h): bounds checks, the default mask and pooled
+// overview, and DenseMaps over a run's dense results.
+#include "attnscope/attention_maps.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace attn {
+
+const char* toString(MapKind k) { return k == MapKind::Scores ? "scores" : "weights"; }
+
+Status AttentionMaps::checkTile(MapKind kind, int layer, int head, const MapRect& r) const
+{
+    if (layer < 0 || layer >= layers())
+        return makeError(StatusCode::InvalidArgument,
+                         "layer " + std::to_string(layer) + " is outside 0.." + std::to_string(layers() - 1));
+    if (head < 0 || head >= heads())
+        return makeError(StatusCode::InvalidArgument,
+                         "head " + std::to_string(head) + " is outside 0.." + std::to_string(heads() - 1));
+    if (!has(kind))
+        return makeError(StatusCode::InvalidArgument, std::string("these maps hold no ") + toString(kind));
+    const long T = queries(), S = keys();
+    if (r.rows < 0 || r.cols < 0 || r.r0 < 0 || r.c0 < 0 || long(r.r0) + r.rows > T || long(r.c0) + r.cols > S)
+        return makeError(StatusCode::InvalidArgument,
+                         "tile rows " + std::to_string(r.r0) + "+" + std::to_string(r.rows) + ", cols " +
+                             std::to_string(r.c0) + "+" + std::to_string(r.cols) + " is outside the " +
+                             std::to_string(T) + "×" + std::to_string(S) + " map");
+    return Status::success();
+}
+
+Status AttentionMaps::maskTile(int layer, int head, const MapRect& r, MaskMatrix& out) const
+{
+    ATTNSCOPE_RETURN_IF_ERROR(checkTile(MapKind::Weights, layer, head, r));
+    out.resize(r.rows, r.cols);
+    if (!causal()) {
+        out.setZero();
+        return Status::success();
+    }
+    for (int i = 0; i < r.rows; ++i)
+        for (int j = 0; j < r.cols; ++j) out(i, j) = (r.c0 + j > r.r0 + i) ? 1 : 0;
+    return Status::success();
+}
+
+Status AttentionMaps::pooled(MapKind kind, int layer, int head, const MapRect& r, int outRows, int outCols,
+                             Matrix& out) const
+{
+    ATTNSCOPE_RETURN_IF_ERROR(checkTile(kind, layer, head, r));
+    if (r.rows == 0 || r.cols == 0) {
+        out.resize(0, 0);
+        return Status::success();
+    }
+    outRows = std::clamp(outRows, 1, r.rows);
+    outCols = std::clamp(outCols, 1, r.cols);
+    out.setConstant(outRows, outCols, std::numeric_limits<float>::quiet_NaN());
+    // Column c's block starts at key colStart[c]; one pass over the rect in bands of whole pooled rows, each band
+    // at most ~4 MB of tile (or one pooled row, when a single one is larger).
+    std::vector<int> colOf(static_cast<std::size_t>(r.cols));
+    for (int c = 0; c < outCols; ++c)
+        for (long j = long(c) * r.cols / outCols; j < long(c + 1) * r.cols / outCols; ++j) colOf[std::size_t(j)] = c;
+    const long budgetRows = std::max<long>(1, (1L << 20) / r.cols);
+    Matrix band;
+    int pr = 0;
+    while (pr < outRows) {
+        const int i0 = int(long(pr) * r.rows / outRows);
+        int pr1 = pr + 1;
+        while (pr1 < outRows && long(pr1 + 1) * r.rows / outRows - i0 <= budgetRows) ++pr1;
+        const int i1 = int(long(pr1) * r.rows / outRows);
+        ATTNSCOPE_RETURN_IF_ERROR(tile(kind, layer, head, MapRect{r.r0 + i0, r.c0, i1 - i0, r.cols}, band));
+        for (int p = pr; p < pr1; ++p) {
+            const int a = int(long(p) * r.rows / outRows) - i0, b = int(long(p + 1) * r.rows / outRows) - i0;
+            float* dst = out.row(p).data();
+            for (int i = a; i < b; ++i) {
+                const float* src = band.row(i).data();
+                for (int j = 0; j < r.cols; ++j) {
+                    const float v = src[j];
+                    float& d = dst[colOf[std::size_t(j)]];
+                    if (std::isfinite(v) && !(v <= d)) d = v;
+                }
+            }
+        }
+        pr = pr1;
+    }
+    return Status::success();
+}
+
+int DenseMaps::heads() const { return m_results->empty() ? 0 : static_cast<int>(m_results->front().heads.size()); }
+
+int DenseMaps::queries() const
+{
+    if (m_results->empty() || m_results->front().heads.empty()) return 0;
+    const AttentionResult& r = m_results->front();
+    const Matrix& w = r.heads.front().weights;
+    return static_cast<int>(r.layout == Layout::Row ? w.rows() : w.cols());
+}
+
+int DenseMaps::keys() const
+{
+    if (m_results->empty() || m_results->front().heads.empty()) return 0;
+    const AttentionResult& r = m_results->front();
+    const Matrix& w = r.heads.front().weights;
+    return static_cast<int>(r.layout == Layout::Row ? w.cols() : w.rows());
+}
+
+Status DenseMaps::tile(MapKind kind, int layer, int head, const MapRect& r, Matrix& out) const
+{
+    ATTNSCOPE_RETURN_IF_ERROR(checkTile(kind, layer, head, r));
+    const AttentionResult& res = (*m_results)[static_cast<std::size_t>(layer)];
+    const HeadResult& h = res.heads[static_cast<std::size_t>(head)];
+    const Matrix& m = kind == MapKind::Scores ? h.scores : h.weights;
+    if (res.layout == Layout::Row)
+        out = m.block(r.r0, r.c0, r.rows, r.cols);
+    else
+        out = m.block(r.c0, r.r0, r.cols, r.rows).transpose();
+    return Status::success();
+}
+
+Status DenseMaps::maskTile(int layer, int head, const MapRect& r, MaskMatrix& out) const
+{
+    ATTNSCOPE_RETURN_IF_ERROR(checkTile(MapKind::Weights, layer, head, r));
+    const AttentionResult& res = (*m_results)[static_cast<std::size_t>(layer)];
+    const MaskMatrix& m = res.heads[static_cast<std::size_t>(head)].masked;
+    if (m.size() == 0) {
+        out.setZero(r.rows, r.cols);
+    } else if (res.layout == Layout::Row) {
+        out = m.block(r.r0, r.c0, r.rows, r.cols);
+    } else {
+        out = m.block(r.c0, r.r0, r.cols, r.rows).transpose();
+    }
+    return Status::success();
+}
+
+} // namespace attn
