@@ -161,13 +161,17 @@ int runWindow(const WindowOptions& opt)
             state.doc.setSession(std::move(*s), "");
         }
     }
-    if (!opt.sessionPath.empty()) {
+    const bool bundleGiven = isBundlePath(opt.sessionPath);  // `attnscope FILE.safetensors`: a bundle's views
+    if (bundleGiven) {
+        state.bundle.waitForThumbs = screenshotMode;  // the screenshot shows every thumbnail
+        (void)openBundleInWindow(state, opt.sessionPath);  // on failure: the message is posted, the session stays
+    } else if (!opt.sessionPath.empty()) {
         openSession(state, opt.sessionPath);  // on failure: error modal, default session kept
     }
     // The autosave is offered back only when the last run did not close cleanly (a crash, a kill): after a
     // clean close its session was what the user chose to leave.
     const bool crashed = beginRun(state);
-    const bool modelMode = !opt.model.text.empty() || !opt.model.dir.empty();  // not over the model view
+    const bool modelMode = !opt.model.text.empty() || !opt.model.dir.empty() || bundleGiven;  // not over the model view
     if (opt.sessionPath.empty() && !modelMode && crashed && opt.restoreOffer && !screenshotMode && !state.stateDir.empty()) {
         std::error_code ec;
         const std::string a = autosavePath(state);

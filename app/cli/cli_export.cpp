@@ -1,6 +1,7 @@
 // `attnscope export SESSION.json -o OUT.npz|OUT.safetensors|DIR/ [--format npz|safetensors|npy|csv]`
 // Writes every input and every result matrix (per head) as named arrays (names: io/session_arrays.h).
 #include "cli/cli.h"
+#include "cli/cli_model.h"
 #include "cli/cli_session.h"
 #include "io/array_io.h"
 #include "io/session_arrays.h"
@@ -31,15 +32,20 @@ bool isDirectory(const std::string& path)
 void addExportCommand(CLI::App& root, CommandAction& action)
 {
     struct Options {
-        std::string session, out, format;
+        std::string session, out, format, bundle, layer, head;
         bool inputsOnly = false;
         double memoryBudgetMiB = 0;
     };
     auto opt = std::make_shared<Options>();
     CLI::App* cmd = root.add_subcommand(
         "export", "Write a session's inputs and every result matrix (per head) as NumPy / safetensors / CSV arrays");
-    cmd->add_option("session", opt->session, "Session file (JSON)")->required();
-    cmd->add_option("-o,--output", opt->out, "OUT.npz, OUT.safetensors, or a folder DIR/ (one file per array)")->required();
+    cmd->add_option("session", opt->session, "Session file (JSON; or --bundle)");
+    cmd->add_option("--bundle", opt->bundle, "An attention bundle (docs/bundle.md) instead of a session: its maps as arrays "
+                                             "weights_L<l>_H<h> (one map with --layer and --head: OUT.npy)");
+    cmd->add_option("--layer", opt->layer, "With --bundle: only this layer (0-based; default every layer)");
+    cmd->add_option("--head", opt->head, "With --bundle: only this head (0-based; default every head)");
+    cmd->add_option("-o,--output", opt->out, "OUT.npz, OUT.safetensors, or a folder DIR/ (one file per array); with --bundle "
+                                             "also OUT.npy (one map)")->required();
     cmd->add_option("--format", opt->format, "npz | safetensors (one file) or npy | csv (one file per array into DIR/); "
                                              "default from the extension, npy for a folder")
         ->check(CLI::IsMember({"npz", "safetensors", "npy", "csv"}));
@@ -51,6 +57,13 @@ void addExportCommand(CLI::App& root, CommandAction& action)
         action = [opt]() -> int {
             std::string format = opt->format;
             const bool toDir = endsWith(opt->out, "/") || isDirectory(opt->out);
+            if (!opt->bundle.empty() && !opt->session.empty())
+                return printError("export: give a SESSION.json or --bundle FILE, not both"), kExitBadInput;
+            if (opt->bundle.empty() && opt->session.empty())
+                return printError("export: a SESSION.json (or --bundle FILE) is required"), kExitBadInput;
+            if (opt->bundle.empty() && (!opt->layer.empty() || !opt->head.empty()))
+                return printError("export: --layer and --head choose a bundle's maps (--bundle FILE)"), kExitBadInput;
+            if (!opt->bundle.empty() && format.empty() && !toDir && endsWith(opt->out, ".npy")) format = "npy";
             if (format.empty()) {
                 if (toDir) format = "npy";
                 else if (endsWith(opt->out, ".npz")) format = "npz";
@@ -62,6 +75,11 @@ void addExportCommand(CLI::App& root, CommandAction& action)
                 }
             }
             const bool perFile = format == "npy" || format == "csv";
+            if (!opt->bundle.empty()) {
+                if (perFile && !toDir && format == "csv")
+                    return printError("--format csv writes one file per array: -o must be a folder (end it with '/')"), kExitBadInput;
+                return exportBundleFromCli(opt->bundle, opt->layer, opt->head, opt->out, format, toDir, opt->memoryBudgetMiB);
+            }
             if (perFile != toDir) {
                 printError("--format " + format + (perFile ? " writes one file per array: -o must be a folder (end it with '/')"
                                                            : " writes one file: -o must not be a folder"));

@@ -344,7 +344,9 @@ std::shared_ptr<ModelRenderCli> addModelRenderOptions(CLI::App& render)
     render.add_flag("--chat", o->chat, "With --model-text and a decoder: wrap the text as one user turn (chat template)");
     render.add_option("--top-k", o->topK, "With --panel next: how many predictions (default 10)")->check(CLI::Range(1, 100));
     render.add_option("--ablate", o->ablate, "With --model-text: heads to ablate, LAYER:HEAD[,LAYER:HEAD…]");
-    render.add_option("--layer", o->layer, "With --model-text: the layer (0-based; default 0)");
+    render.add_option("--layer", o->layer, "With --model-text or --bundle: the layer (0-based; default 0)");
+    render.add_option("--bundle", o->bundle, "Draw an attention bundle (a .safetensors of attn.<layer> tensors, docs/bundle.md): "
+                                             "--panel weights | model-view | lines");
     render.add_option("--target", o->target,
                       "With --panel importance or dla: the token explained, e.g. ' Paris' (default: the top prediction)");
     render.add_option("--score", o->score, "With --panel types: previous, duplicate, induction (default) or sink");

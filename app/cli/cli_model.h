@@ -17,6 +17,7 @@ struct ModelRenderCli {
     // Decoders, --panel importance|dla|types|patching (docs/interp.md): the target token, the score of types, and
     // patching's clean text and its two tokens A,B.
     std::string target, score, patchFrom, targets;
+    std::string bundle;      // --bundle FILE: an attention bundle's maps instead of a model (docs/bundle.md)
 };
 
 // Adds --model-text, --pair, --model-dir, --ablate and --layer to the render subcommand.
@@ -28,5 +29,14 @@ inline bool modelRenderRequested(const ModelRenderCli& o) { return !o.text.empty
 // Draws the model figure: panel "weights" (one head; default), "model-view" or "lines". Returns the exit code.
 int renderModelFromCli(const ModelRenderCli& o, const std::string& panel, const std::string& head,
                        const std::string& out, double scale, const std::optional<std::string>& title);
+
+// `render --bundle FILE`: panel weights (one head; default), model-view or lines. Returns the exit code.
+int renderBundleFromCli(const std::string& path, const std::string& panel, const std::string& layer,
+                        const std::string& head, const std::string& out, double scale,
+                        const std::optional<std::string>& title);
+// `export --bundle FILE [--layer L] [--head H]`: the maps as arrays weights_L<l>_H<h> (one map: a plain .npy).
+// `format` is npy, npz, safetensors or csv; `toDir` when -o is a folder. Returns the exit code.
+int exportBundleFromCli(const std::string& path, const std::string& layer, const std::string& head,
+                        const std::string& out, const std::string& format, bool toDir, double memoryBudgetMiB);
 
 } // namespace app

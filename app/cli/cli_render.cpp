@@ -121,6 +121,13 @@ void addRenderCommand(CLI::App& root, CommandAction& action)
         // missing session.
         const bool modelGiven = cmd->get_option("--model-text")->count() > 0;
         action = [opt, model, modelGiven]() -> int {
+            if (!model->bundle.empty()) {
+                if (!opt->session.empty() || modelGiven)
+                    return printError("render: --bundle draws a bundle; give no session or --model-text with it"), kExitBadInput;
+                return renderBundleFromCli(model->bundle, opt->panel, std::to_string(model->layer), opt->head == "all" ? "0" : opt->head,
+                                           opt->out, opt->scale,
+                                           opt->titleGiven ? std::optional<std::string>(opt->title) : std::nullopt);
+            }
             if (modelRenderRequested(*model) || modelGiven)
                 return renderModelFromCli(*model, opt->panel, opt->head, opt->out, opt->scale,
                                           opt->titleGiven ? std::optional<std::string>(opt->title) : std::nullopt);

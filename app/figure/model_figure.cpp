@@ -19,11 +19,11 @@ namespace {
 
 attn::Status checkLayerHead(const RunView& run, int layer, int head)
 {
-    const int L = static_cast<int>(run.attention.size());
+    const int L = run.maps().layers();
     if (layer < 0 || layer >= L)
         return attn::invalidArgument("--layer " + std::to_string(layer) + ": the model has " + std::to_string(L) +
                                      " layers (0.." + std::to_string(L - 1) + ")");
-    const int H = static_cast<int>(run.attention[static_cast<std::size_t>(layer)].heads.size());
+    const int H = run.maps().heads();
     if (head < 0 || head >= H)
         return attn::invalidArgument("--head " + std::to_string(head) + ": the model has " + std::to_string(H) +
                                      " heads (0.." + std::to_string(H - 1) + ")");
@@ -32,10 +32,25 @@ attn::Status checkLayerHead(const RunView& run, int layer, int head)
 
 bool isAblated(const RunView& run, int l, int h) { return run.isAblated(l, h); }
 
-Heatmap headHeatmap(const RunView& run, int l, int h, bool small)
+// The model view's thumbnails, as in the window's grid (view/model_grid.h): a head of more than
+// kModelViewCells tokens is drawn max-pooled to that many cells (each cell the largest weight of its block), so
+// that a 512-token text gives a readable figure of sane size instead of 72 maps of 512² cells (25107×12710 px at
+// scale 2, over the 100-megapixel limit). Labels then name each block's token indices ("8–15").
+constexpr int kModelViewCells = 64;
+// One head's figure pools past 1024 cells a side (a bundle of 4096 tokens: a 1024² image, 16 tokens a cell).
+constexpr int kHeadFigureCells = 1024;
+
+// A head's weights, or past `maxCells` a side their max-pooled overview (labels then name each block's token indices).
+attn::Expected<Heatmap> headHeatmap(const RunView& run, int l, int h, bool small, int maxCells)
 {
     Heatmap hm;
-    hm.values = run.attention[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)].weights;
+    const attn::AttentionMaps& maps = run.maps();
+    const int T = maps.queries(), S = maps.keys();
+    const bool pool = T > maxCells || S > maxCells;
+    if (pool)
+        ATTNSCOPE_RETURN_IF_ERROR(maps.pooled(attn::MapKind::Weights, l, h, attn::MapRect{0, 0, T, S}, maxCells, maxCells, hm.values));
+    else
+        ATTNSCOPE_RETURN_IF_ERROR(maps.whole(attn::MapKind::Weights, l, h, hm.values));
     if (small) {
         // Formatted, then moved in: GCC 12 reports a false -Wrestrict for string assign/insert of a literal here
         // (GCC bug 105329).
@@ -43,8 +58,20 @@ Heatmap headHeatmap(const RunView& run, int l, int h, bool small)
         std::snprintf(buf, sizeof buf, "L%d H%d%s", l, h, isAblated(run, l, h) ? " (off)" : "");
         hm.title = std::string(buf);
     }
-    hm.rowLabels = hm.colLabels = run.encoding.tokens;
-    hm.rowLabelsAreTokens = hm.colLabelsAreTokens = true;
+    if (pool) {
+        auto blocks = [](int n, Eigen::Index cells) {
+            std::vector<std::string> out;
+            for (Eigen::Index b = 0; b < cells; ++b)
+                out.push_back(std::to_string(b * n / cells) + "–" + std::to_string((b + 1) * n / cells - 1));
+            return out;
+        };
+        hm.rowLabels = blocks(T, hm.values.rows());
+        hm.colLabels = blocks(S, hm.values.cols());
+    } else {
+        hm.rowLabels = run.tokens;
+        hm.colLabels = run.keyTokens;
+        hm.rowLabelsAreTokens = hm.colLabelsAreTokens = true;
+    }
     if (!small) {
         hm.rowAxis = "query";
         hm.colAxis = "key";
@@ -52,25 +79,6 @@ Heatmap headHeatmap(const RunView& run, int l, int h, bool small)
     hm.cmap = attn::Colormap::Viridis;
     hm.range = {0.0f, 1.0f, 0};  // weights are probabilities: one fixed scale makes heads comparable
     return hm;
-}
-
-// The model view's thumbnails, as in the window's grid (view/model_grid.h): a head of more than
-// kModelViewCells tokens is drawn max-pooled to that many cells (attn::poolMax, each cell the largest weight
-// of its block), so that a 512-token text gives a readable figure of sane size instead of 72 maps of 512²
-// cells (25107×12710 px at scale 2, over the 100-megapixel limit). Labels then name each block's token
-// indices ("8–15").
-constexpr Eigen::Index kModelViewCells = 64;
-
-void poolThumbnail(Heatmap& hm)
-{
-    const Eigen::Index n = hm.values.rows();
-    if (n <= kModelViewCells) return;
-    hm.values = attn::poolMax(hm.values, kModelViewCells, kModelViewCells);
-    hm.rowLabels.clear();
-    for (Eigen::Index b = 0; b < kModelViewCells; ++b)
-        hm.rowLabels.push_back(std::to_string(b * n / kModelViewCells) + "–" + std::to_string((b + 1) * n / kModelViewCells - 1));
-    hm.colLabels = hm.rowLabels;
-    hm.rowLabelsAreTokens = hm.colLabelsAreTokens = false;
 }
 
 } // namespace
@@ -132,23 +140,24 @@ attn::Expected<Figure> buildModelFigure(const std::string& modelName, const RunV
     Figure f;
     f.colorbarLabel = "attention weight";
     if (opt.kind == ModelFigureKind::ModelView) {
-        const int L = static_cast<int>(run.attention.size());
-        const int H = L > 0 ? static_cast<int>(run.attention[0].heads.size()) : 0;
+        const int L = run.maps().layers(), H = run.maps().heads();
         for (int l = 0; l < L; ++l)
             for (int h = 0; h < H; ++h) {
-                Heatmap hm = headHeatmap(run, l, h, true);
-                poolThumbnail(hm);
-                f.panels.push_back(std::move(hm));
+                attn::Expected<Heatmap> hm = headHeatmap(run, l, h, true, kModelViewCells);
+                if (!hm) return hm.status();
+                f.panels.push_back(std::move(*hm));
             }
         f.columns = std::max(1, H);
         f.sharedAxes = true;  // token labels on the outer edges only
-        const bool pooled = !run.encoding.tokens.empty() && Eigen::Index(run.encoding.tokens.size()) > kModelViewCells;
+        const bool pooled = run.maps().queries() > kModelViewCells || run.maps().keys() > kModelViewCells;
         f.title = opt.title.value_or(modelName + ": attention of every layer (rows) × head (columns)" +
                                      (pooled ? std::string(", each cell the largest weight of a block of tokens") : std::string()));
         return f;
     }
     ATTNSCOPE_RETURN_IF_ERROR(checkLayerHead(run, opt.layer, opt.head));
-    f.panels.push_back(headHeatmap(run, opt.layer, opt.head, false));
+    attn::Expected<Heatmap> hm = headHeatmap(run, opt.layer, opt.head, false, kHeadFigureCells);
+    if (!hm) return hm.status();
+    f.panels.push_back(std::move(*hm));
     f.title = opt.title.value_or(modelName + ": layer " + std::to_string(opt.layer) + ", head " + std::to_string(opt.head) +
                                  (isAblated(run, opt.layer, opt.head) ? " (ablated)" : ""));
     return f;
@@ -168,7 +177,8 @@ constexpr attn::Rgb8 kLineColor{31, 100, 200};
 LinesLayout layoutLines(const RunView& run, const std::string& title)
 {
     LinesLayout L;
-    for (const std::string& t : run.encoding.tokens)
+    for (const std::string& t : run.tokens) L.labelWidth = std::max(L.labelWidth, measureText({{t, 0}}, {kLabelSize}).width);
+    for (const std::string& t : run.keyTokens)
         L.labelWidth = std::max(L.labelWidth, measureText({{t, 0}}, {kLabelSize}).width);
     const double titleWidth = title.empty() ? 0 : measureText({{title, 0}}, {10.0, true}).width;
     const double body = 2 * (L.labelWidth + 6) + 140;
@@ -176,26 +186,23 @@ LinesLayout layoutLines(const RunView& run, const std::string& title)
     L.top = (title.empty() ? 12 : 34) + 16;  // title, then the "query" / "key" column headings
     L.leftX = (L.width - body) / 2 + L.labelWidth + 6;
     L.rightX = L.leftX + 140;
-    L.height = L.top + L.row * double(run.encoding.tokens.size()) + 12;
+    L.height = L.top + L.row * double(std::max(run.tokens.size(), run.keyTokens.size())) + 12;
     return L;
 }
 
-void drawLines(Painter& p, const RunView& run, const ModelFigureOptions& opt, const std::string& title,
-               const LinesLayout& L)
+void drawLines(Painter& p, const RunView& run, const attn::Matrix& w, const std::string& title, const LinesLayout& L)
 {
     p.fillRect(0, 0, L.width, L.height, {255, 255, 255});
     if (!title.empty()) p.text({{title, 0}}, {10.0, true}, L.width / 2, 10, HAlign::Center, VAlign::Top);
     const TextStyle heading{8.0, false, {110, 110, 110}};
     p.text({{"query", 0}}, heading, L.leftX - 6, L.top - 4, HAlign::Right, VAlign::Bottom);
     p.text({{"key", 0}}, heading, L.rightX + 6, L.top - 4, HAlign::Left, VAlign::Bottom);
-    const attn::Matrix& w = run.attention[static_cast<std::size_t>(opt.layer)].heads[static_cast<std::size_t>(opt.head)].weights;
-    const auto n = static_cast<Eigen::Index>(run.encoding.tokens.size());
     auto y = [&](Eigen::Index i) { return L.top + L.row * (double(i) + 0.5); };
     // Faint lines first so strong ones stay on top; the colour is blended towards white by the weight
     // (opacity = weight, over the white background), which every back end draws the same way.
     std::vector<std::pair<float, std::pair<Eigen::Index, Eigen::Index>>> order;
-    for (Eigen::Index i = 0; i < n; ++i)
-        for (Eigen::Index j = 0; j < n; ++j)
+    for (Eigen::Index i = 0; i < w.rows(); ++i)
+        for (Eigen::Index j = 0; j < w.cols(); ++j)
             if (w(i, j) > 0.01f) order.push_back({w(i, j), {i, j}});  // < 1 % is invisible at this opacity
     std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& [v, ij] : order) {
@@ -204,11 +211,10 @@ void drawLines(Painter& p, const RunView& run, const ModelFigureOptions& opt, co
                            std::uint8_t(255 - a * (255 - kLineColor.b))};
         p.line(L.leftX, y(ij.first), L.rightX, y(ij.second), c, 0.6 + 1.6 * a);
     }
-    for (Eigen::Index i = 0; i < n; ++i) {
-        const std::string& t = run.encoding.tokens[static_cast<std::size_t>(i)];
-        p.text({{t, 0}}, {kLabelSize}, L.leftX - 6, y(i), HAlign::Right, VAlign::Middle);
-        p.text({{t, 0}}, {kLabelSize}, L.rightX + 6, y(i), HAlign::Left, VAlign::Middle);
-    }
+    for (std::size_t i = 0; i < run.tokens.size(); ++i)
+        p.text({{run.tokens[i], 0}}, {kLabelSize}, L.leftX - 6, y(Eigen::Index(i)), HAlign::Right, VAlign::Middle);
+    for (std::size_t j = 0; j < run.keyTokens.size(); ++j)
+        p.text({{run.keyTokens[j], 0}}, {kLabelSize}, L.rightX + 6, y(Eigen::Index(j)), HAlign::Left, VAlign::Middle);
 }
 
 cairo_status_t appendBytes(void* closure, const unsigned char* data, unsigned int length)
@@ -268,11 +274,17 @@ attn::Expected<std::string> renderLinesFigure(const std::string& modelName, cons
                                               const ModelFigureOptions& opt, FigureFormat format, double scale)
 {
     ATTNSCOPE_RETURN_IF_ERROR(checkLayerHead(run, opt.layer, opt.head));
+    const int n = std::max(run.maps().queries(), run.maps().keys());
+    if (n > kMaxLinesTokens)
+        return attn::invalidArgument("the lines view draws at most " + std::to_string(kMaxLinesTokens) + " tokens, these maps have " +
+                                     std::to_string(n) + ": draw the head's map instead (--panel weights)");
+    attn::Matrix w;
+    ATTNSCOPE_RETURN_IF_ERROR(run.maps().whole(attn::MapKind::Weights, opt.layer, opt.head, w));
     const std::string title = opt.title.value_or(modelName + ": layer " + std::to_string(opt.layer) + ", head " +
                                                  std::to_string(opt.head) + " (query → key)");
     const LinesLayout L = layoutLines(run, title);
     return renderPainted(L.width, L.height, format, scale, "lines figure",
-                         [&](Painter& p) { drawLines(p, run, opt, title, L); });
+                         [&](Painter& p) { drawLines(p, run, w, title, L); });
 }
 
 attn::Expected<std::string> renderNextFigure(const std::string& title, const std::vector<NextTokenBar>& bars,

@@ -27,6 +27,10 @@ struct ModelFigureOptions {
 attn::Expected<Figure> buildModelFigure(const std::string& modelName, const RunView& run,
                                         const ModelFigureOptions& opt);
 
+// The lines view draws one line per (query, key) pair and a row per token: past this many tokens it is refused
+// (a figure 14 000 points tall; the head's map shows long texts).
+inline constexpr int kMaxLinesTokens = 1024;
+
 // The lines view of one layer and head, rendered to PNG / SVG / PDF bytes (scale: PNG pixels per point).
 attn::Expected<std::string> renderLinesFigure(const std::string& modelName, const RunView& run,
                                               const ModelFigureOptions& opt, FigureFormat format, double scale);

@@ -354,6 +354,11 @@ void drawControlsPanel(AppState& state)
     ImGui::SetNextWindowSize(ImVec2(kControlsWidth, vp->WorkSize.y - kStatusBarHeight));
     ImGui::Begin("Controls", nullptr, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                                           ImGuiWindowFlags_NoBringToFrontOnFocus);
+    if (bundleViewShown(state)) {  // the bundle's summary, not the controls of the session under its view
+        drawBundleSidebar(state);
+        ImGui::End();
+        return;
+    }
     if (modelViewShown(state)) {  // the model's controls, not those of the session under the model view
         drawModelSidebar(state);
         ImGui::End();

@@ -61,7 +61,7 @@ void drawMainMenu(AppState& state)
         if (ImGui::MenuItem("Open / save…", "Ctrl+O")) state.showFilePanel = true;
         if (ImGui::MenuItem("Save", "Ctrl+S", false, !state.doc.path().empty())) saveSessionAs(state, state.doc.path());
         if (ImGui::MenuItem("Export…", "Ctrl+E")) state.exportDialog.open = true;
-        if (ImGui::MenuItem("Open model…")) state.model.showOpenDialog = true;
+        if (ImGui::MenuItem("Open model or bundle…")) state.model.showOpenDialog = true;
         state.recordRect("menu/open_model", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
         if (ImGui::BeginMenu("Recent", !state.recentFiles.empty())) {
             for (const std::string& r : std::vector<std::string>(state.recentFiles))
@@ -140,7 +140,10 @@ void drawMainMenu(AppState& state)
         ImGui::MenuItem("Values in cells", nullptr, &state.view.showValues);
         ImGui::MenuItem("Shared colour range over heads", nullptr, &state.view.sharedRange);
         ImGui::MenuItem("Message log", nullptr, &state.showLog);
-        ImGui::MenuItem("Model view", nullptr, &state.model.showView, state.model.active);
+        if (ImGui::MenuItem("Model view", nullptr, &state.model.showView, state.model.active) && state.model.showView)
+            state.bundle.showView = false;  // one of the two views over the chain view at a time
+        if (ImGui::MenuItem("Bundle view", nullptr, &state.bundle.showView, state.bundle.active()) && state.bundle.showView)
+            state.model.showView = false;
         ImGui::Separator();
         if (ImGui::BeginMenu("Lessons")) {
             for (int i = 0; i < kLessonCount; ++i)

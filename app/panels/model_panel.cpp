@@ -71,7 +71,7 @@ void drawSentenceFields(AppState& state)
 // once per layer result and size (attn::poolMax) and kept in ModelState::thumbs.
 const attn::Matrix& thumbnailValues(ModelState& m, int l, int h, int heads, int shown, std::uint64_t generation)
 {
-    const attn::Matrix& w = m.shownRun().attention[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)].weights;
+    const attn::Matrix& w = (*m.shownRun().dense)[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)].weights;
     if (shown >= w.rows()) return w;
     const std::size_t i = static_cast<std::size_t>(l * heads + h);
     if (m.thumbs.size() <= i) m.thumbs.resize(i + 1);
@@ -93,8 +93,8 @@ void drawModelGrid(AppState& state, ImVec2 size)
 {
     ModelState& m = state.model;
     const RunView run = m.shownRun();
-    const int L = static_cast<int>(run.attention.size()), H = m.heads(), Hkv = m.kvHeads();
-    const int n = static_cast<int>(run.encoding.tokens.size());
+    const int L = static_cast<int>(run.dense->size()), H = m.heads(), Hkv = m.kvHeads();
+    const int n = static_cast<int>(run.tokens.size());
     ModelGridInput in;
     in.layers = L;
     in.heads = H;
@@ -148,7 +148,7 @@ void drawModelGrid(AppState& state, ImVec2 size)
             spec.key = "model/" + std::to_string(l) + "/" + std::to_string(h);
             spec.src.values = &thumbnailValues(m, l, h, H, plan.shown, gen);
             // A decoder's causal maps hatched above the diagonal (masked, not 0), where cells are not pooled.
-            const attn::HeadResult& head = run.attention[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)];
+            const attn::HeadResult& head = (*run.dense)[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)];
             if (!plan.pooled && head.masked.rows() == head.weights.rows() && head.masked.cols() == head.weights.cols())
                 spec.src.mask = &head.masked;
             spec.src.range = {0.0f, 1.0f, 0};
@@ -197,8 +197,8 @@ void drawModelGrid(AppState& state, ImVec2 size)
                     ImGui::SetTooltip("layer %d, head %d%s\nquery %d '%s' → key %d '%s': %.3f\n"
                                       "click: open layer %d, head %d in the chain view; × (top right): ablate",
                                       l, h, isAblated(run, l, h) ? " (ablated)" : "", hit.row,
-                                      run.encoding.tokens[static_cast<std::size_t>(hit.row)].c_str(), hit.col,
-                                      run.encoding.tokens[static_cast<std::size_t>(hit.col)].c_str(), w, l, h);
+                                      run.tokens[static_cast<std::size_t>(hit.row)].c_str(), hit.col,
+                                      run.tokens[static_cast<std::size_t>(hit.col)].c_str(), w, l, h);
                 }
             }
             state.recordRect(spec.key, hit.cellsMin, hit.cellsMax);
@@ -223,52 +223,15 @@ void drawModelGrid(AppState& state, ImVec2 size)
     ImGui::EndChild();
 }
 
-// BertViz's head view: tokens in two columns, a line per (query, key) whose opacity is the weight; hovering a
-// token shows only its lines.
+// BertViz's head view of the model's run (drawLinesMap draws it).
 void drawLinesView(AppState& state, ImVec2 size)
 {
     ModelState& m = state.model;
     const RunView run = m.shownRun();
     const attn::Matrix& w =
-        run.attention[static_cast<std::size_t>(m.linesLayer)].heads[static_cast<std::size_t>(m.linesHead)].weights;
-    const int n = static_cast<int>(run.encoding.tokens.size());
+        (*run.dense)[static_cast<std::size_t>(m.linesLayer)].heads[static_cast<std::size_t>(m.linesHead)].weights;
     ImGui::Text("Lines view: layer %d, head %d (right-click a thumbnail to pick; hover a token)", m.linesLayer, m.linesHead);
-    const ImVec2 o = ImGui::GetCursorScreenPos();
-    // A row per token, never shorter than a label (they overlapped from ~26 tokens): past the room the
-    // child window scrolls.
-    const float row = std::max(ImGui::GetFontSize() + 1, std::min((size.y - 30) / float(std::max(n, 1)), ImGui::GetFontSize() + 4));
-    m.linesRow = row;
-    float labelW = 0;
-    for (const std::string& t : run.encoding.tokens) labelW = std::max(labelW, ImGui::CalcTextSize(t.c_str()).x);
-    // The width inside the child (less its scrollbar once the rows scroll), so the right labels are not cut.
-    const float width = std::min(size.x, ImGui::GetContentRegionAvail().x);
-    const float leftX = o.x + labelW + 8, rightX = std::min(o.x + width - labelW - 8, leftX + 220);
-    ImDrawList* dl = ImGui::GetWindowDrawList();
-    const ImVec2 mouse = ImGui::GetIO().MousePos;
-    int hover = -1;
-    for (int i = 0; i < n; ++i) {
-        const float y = o.y + row * (float(i) + 0.5f);
-        if (std::fabs(mouse.y - y) < row / 2 && mouse.x >= o.x && mouse.x <= o.x + size.x && ImGui::IsWindowHovered()) hover = i;
-    }
-    m.hoverToken = hover;
-    state.recordRect("model/lines", o, ImVec2(o.x + size.x, o.y + row * float(n)));
-    for (int i = 0; i < n; ++i)
-        for (int j = 0; j < n; ++j) {
-            if (hover >= 0 && i != hover) continue;
-            const float a = std::clamp(w(i, j), 0.0f, 1.0f);
-            if (a < (n > 64 ? 0.05f : 0.01f)) continue;  // invisible at that opacity; keeps long texts fluid
-            dl->AddLine(ImVec2(leftX, o.y + row * (float(i) + 0.5f)), ImVec2(rightX, o.y + row * (float(j) + 0.5f)),
-                        hover >= 0 ? IM_COL32(255, 190, 80, int(80 + 175 * a)) : IM_COL32(110, 180, 255, int(255 * std::min(1.0f, 1.5f * a))),
-                        1.0f + 2.0f * a);  // light blue on the dark background; a hovered token's lines amber
-        }
-    for (int i = 0; i < n; ++i) {
-        const char* t = run.encoding.tokens[static_cast<std::size_t>(i)].c_str();
-        const float y = o.y + row * (float(i) + 0.5f) - ImGui::GetFontSize() / 2;
-        const ImU32 col = (hover == i) ? IM_COL32(200, 60, 30, 255) : ImGui::GetColorU32(ImGuiCol_Text);
-        dl->AddText(ImVec2(leftX - 6 - ImGui::CalcTextSize(t).x, y), col, t);
-        dl->AddText(ImVec2(rightX + 6, y), ImGui::GetColorU32(ImGuiCol_Text), t);
-    }
-    ImGui::Dummy(ImVec2(size.x, row * float(n)));
+    drawLinesMap(state, size, run.tokens, run.tokens, w, m.hoverToken, m.linesRow);
 }
 
 // Export of the views as PNG / SVG / PDF (the format from the file name), through the same figure code as
@@ -584,7 +547,7 @@ void drawModelSidebar(AppState& state)
     ImGui::PopTextWrapPos();
     ImGui::Separator();
     const RunView run = m.shownRun();
-    const std::size_t n = run.encoding.tokens.size();
+    const std::size_t n = run.tokens.size();
     ImGui::Text("%zu token%s%s", n, n == 1 ? "" : "s", m.isDecoder() || m.textB.empty() ? "" : " (A and B)");
     const std::size_t k = run.ablated.size();
     ImGui::Text("%zu head%s ablated", k, k == 1 ? "" : "s");
@@ -610,7 +573,7 @@ void drawModelSidebar(AppState& state)
 void drawModelStatus(AppState& state, const std::string& backend)
 {
     const ModelState& m = state.model;
-    const std::size_t n = m.shownRun().encoding.tokens.size();
+    const std::size_t n = m.shownRun().tokens.size();
     const std::string heads = std::to_string(m.heads()) + (m.kvHeads() != m.heads() ? " (" + std::to_string(m.kvHeads()) + " kv)" : "");
     if (m.computing())
         ImGui::Text("%s   |   model %s: computing… %.0f ms   |   %zu tokens  layers=%d  heads=%s", backend.c_str(),
@@ -653,7 +616,8 @@ void drawModelOpenDialog(AppState& state)
     if (ImGui::Begin("Open model", &m.showOpenDialog, ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_AlwaysAutoResize)) {
         ImGui::TextWrapped("A .gguf file (a decoder: llama, qwen2, gpt2 architectures), or a Hugging Face directory: a BERT "
                            "encoder or a gpt2 / llama / mistral / qwen2 decoder (config.json, model.safetensors or its "
-                           "shards, tokenizer.json).");
+                           "shards, tokenizer.json). Or an attention bundle (.safetensors of attn.<layer> maps, "
+                           "docs/bundle.md) that another program saved.");
         ImGui::SetNextItemWidth(-1);
         const bool enter = ImGui::InputText("##dir", &m.dirField, ImGuiInputTextFlags_EnterReturnsTrue);
         state.recordRect("model/open_dir", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
@@ -664,7 +628,16 @@ void drawModelOpenDialog(AppState& state)
         const bool open = ImGui::Button("Open");
         ImGui::EndDisabled();
         state.recordRect("model/open", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
-        if ((open || enter) && !same) requestOpenModel(state, m.dirField);
+        if ((open || enter) && !same) {
+            if (isBundlePath(m.dirField)) {
+                // An attention bundle (docs/bundle.md): only its header is read, so it opens at once.
+                const attn::Status s = openBundleInWindow(state, m.dirField);
+                m.openError = s.ok() ? std::string() : s.message;
+                if (s.ok()) m.showOpenDialog = false;
+            } else {
+                requestOpenModel(state, m.dirField);
+            }
+        }
         ImGui::SameLine();
         if (ImGui::Button("Cancel")) m.showOpenDialog = false;
         if (m.loading()) {

@@ -4,6 +4,7 @@
 #include "state/app_state.h"
 
 #include <string>
+#include <vector>
 
 namespace app {
 
@@ -21,5 +22,19 @@ bool modelViewShown(const AppState& state);
 void drawModelSidebar(AppState& state);
 void drawModelStatus(AppState& state, const std::string& backend);  // backend: its description
 void drawModelBreadcrumb(AppState& state);
+
+// BertViz's head view (lines_view.cpp): queries and keys in two columns, a line per pair whose opacity is the
+// weight w(query, key); hovering a query shows only its lines (`hoverToken` gets it, -1 = none; `rowOut` the
+// row height). The caller draws it in a child of `size`, which scrolls past the room.
+void drawLinesMap(AppState& state, ImVec2 size, const std::vector<std::string>& queries,
+                  const std::vector<std::string>& keys, const attn::Matrix& w, int& hoverToken, float& rowOut);
+
+// An attention bundle's window (bundle_panel.cpp; docs/bundle.md): the grid, a head's zoomable map, the lines
+// view; shown over the chain view while a bundle is open. While it is shown (bundleViewShown) the sidebar and
+// the status bar describe the bundle.
+void drawBundlePanel(AppState& state);
+bool bundleViewShown(const AppState& state);
+void drawBundleSidebar(AppState& state);
+void drawBundleStatus(AppState& state, const std::string& backend);
 
 } // namespace app

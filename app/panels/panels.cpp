@@ -17,6 +17,7 @@ constexpr DrawFn kPanelRegistry[] = {
     drawChainPanel,
     drawLessonPanels,
     drawModelPanel,
+    drawBundlePanel,
     drawModelOpenDialog,
     drawStatusBar,
     drawFilePanel,

@@ -24,7 +24,9 @@ void drawStatusBar(AppState& state)
     const Sizes z = state.doc.sizes();
     // "heads=9 (3 kv)" for grouped-query attention.
     const std::string heads = std::to_string(z.H) + (z.Hkv != z.H ? " (" + std::to_string(z.Hkv) + " kv)" : std::string());
-    if (modelViewShown(state)) {
+    if (bundleViewShown(state)) {
+        drawBundleStatus(state, backend);
+    } else if (modelViewShown(state)) {
         drawModelStatus(state, backend);  // the model's figures, not those of the session under the view
     } else if (state.doc.computing()) {
         // The views still show the last complete result; this says that a newer one is on its way.

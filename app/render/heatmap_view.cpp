@@ -107,6 +107,12 @@ void drawOverview(ImVec2 full, ImVec2 bands, const HeatmapSpec& spec)
 
 void setHeatmapRenderer(HeatmapRenderer* r) { g_renderer = r; }
 
+void drawHeatmapCells(ImDrawList* dl, ImVec2 a, ImVec2 b, const std::string& key, const HeatmapSource& src)
+{
+    if (g_renderer) g_renderer->drawCells(dl, a, b, key, src);
+    else drawCellsCpu(dl, a, b, src);
+}
+
 ImTextureID uploadRgbaImage(const std::string& key, int width, int height, const std::uint8_t* rgba)
 {
     return g_renderer ? g_renderer->uploadImage(key, width, height, rgba) : nullptr;

@@ -50,6 +50,9 @@ public:
 };
 // Installs the renderer used by drawHeatmap (null: the CPU fallback). Not owned.
 void setHeatmapRenderer(HeatmapRenderer* r);
+// Only the cells of `src` into [a, b] (no labels, no interaction), by the installed renderer or the CPU fallback:
+// for views that lay out and zoom a map themselves (the tiled map view, view/tiled_map.h).
+void drawHeatmapCells(ImDrawList* dl, ImVec2 a, ImVec2 b, const std::string& key, const HeatmapSource& src);
 // uploadImage of the installed renderer; null when there is none (the null backend of the tests), and the
 // caller then draws a placeholder.
 ImTextureID uploadRgbaImage(const std::string& key, int width, int height, const std::uint8_t* rgba);

@@ -8,6 +8,7 @@
 #include "state/document.h"
 #include "state/edit_state.h"
 #include "state/export_state.h"
+#include "state/bundle_state.h"
 #include "state/model_state.h"
 #include "view/chain_view.h"
 
@@ -80,6 +81,7 @@ struct AppState {
     ExportState exportDialog;  // File → Export… (Ctrl+E)
     DocUiState docUi;          // controls panel, main menu and unsaved-changes prompt
     ModelState model;          // the model mode: a trained transformer (docs/model.md)
+    BundleState bundle;        // an attention bundle's views (docs/bundle.md)
     EditState edit;            // matrix selection and cell being typed, status bar, path field, file chooser
     ChainView chain;           // the chain panel's layout, focus, locked ranges (view/chain_view.h)
 

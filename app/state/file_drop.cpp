@@ -166,10 +166,18 @@ std::vector<DropOutcome> handleFileDrop(AppState& state, const std::vector<std::
             o.message = "opening model " + path + "…";
             break;
         case DropKind::Array:
-            if (target) o = importOnto(state, path, *target);
-            else
+            if (target) {
+                o = importOnto(state, path, *target);
+            } else if (isBundlePath(path)) {
+                // A .safetensors outside the matrix editors: an attention bundle (docs/bundle.md).
+                const attn::Status s = openBundleInWindow(state, path);
+                o.ok = s.ok();
+                o.message = s.ok() ? "opened bundle " + path : "cannot open bundle " + path + ": " + s.message;
+                out.push_back(std::move(o));
+                continue;  // openBundleInWindow posted its outcome
+            } else
                 o.message = "dropped " + path + " outside the matrix editors: drop an array file onto the matrix "
-                            "(X, W^Q, …) it should replace";
+                            "(X, W^Q, …) it should replace (a .safetensors bundle of attention opens anywhere)";
             break;
         case DropKind::Unknown: {
             const std::string ext = lowerExtension(path);

@@ -830,6 +830,7 @@ void installModel(AppState& state, LoadedModel loaded, const std::string& dir)
     m.openLayer = -1;
     m.active = true;
     m.showView = true;
+    closeBundle(state.bundle);  // a model opened after a bundle: its views replace the bundle's
     m.hasCosine = m.hasCosineBefore = false;
     m.layerGeneration.assign(static_cast<std::size_t>(m.layers()), 0);
     m.thumbs.clear();

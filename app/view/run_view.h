@@ -1,22 +1,44 @@
-// What the model views (the grid, the lines view, the figures) draw from a run, whichever family ran it: an
-// encoder's attn::ModelRun or a decoder's attn::DecoderRun. References into the run; valid while it lives.
+// What the model views (the grid, the lines view, the figures) draw from: an encoder's attn::ModelRun, a decoder's
+// attn::DecoderRun, or an attention bundle's maps (attnscope/bundle.h). References into the source; valid while it
+// lives. The figures read every map through the tile seam (maps()); the window's grid of a model's run also reads
+// the dense results (dense) for its textures.
 #pragma once
 
+#include <attnscope/attention_maps.h>
 #include <attnscope/decoder.h>
 #include <attnscope/model.h>
 
+#include <string>
 #include <utility>
 #include <vector>
 
 namespace app {
 
 struct RunView {
-    const attn::Encoding& encoding;                        // the tokens (a decoder's: each token's decoded text)
-    const std::vector<attn::AttentionResult>& attention;   // per layer, per query head
+    const std::vector<std::string>& tokens;                // the queries' tokens (a decoder's: each token's text)
+    const std::vector<std::string>& keyTokens;             // the keys' tokens (= tokens but in a bundle that says so)
     const std::vector<std::pair<int, int>>& ablated;       // (layer, head)
+    const std::vector<attn::AttentionResult>* dense;       // a model's run: per layer, per query head; null: a bundle
 
-    RunView(const attn::ModelRun& r) : encoding(r.encoding), attention(r.attention), ablated(r.ablated) {}  // NOLINT
-    RunView(const attn::DecoderRun& r) : encoding(r.encoding), attention(r.attention), ablated(r.ablated) {}  // NOLINT
+    RunView(const attn::ModelRun& r)  // NOLINT: a run is a view
+        : tokens(r.encoding.tokens), keyTokens(r.encoding.tokens), ablated(r.ablated), dense(&r.attention),
+          m_dense(r.attention)
+    {
+    }
+    RunView(const attn::DecoderRun& r)  // NOLINT
+        : tokens(r.encoding.tokens), keyTokens(r.encoding.tokens), ablated(r.ablated), dense(&r.attention),
+          m_dense(r.attention)
+    {
+    }
+    // Maps that are not a run's (a bundle): nothing is ablated.
+    RunView(const attn::AttentionMaps& maps, const std::vector<std::string>& queryTokens,
+            const std::vector<std::string>& keyTokens_)
+        : tokens(queryTokens), keyTokens(keyTokens_), ablated(noAblation()), dense(nullptr), m_dense(noResults()),
+          m_maps(&maps)
+    {
+    }
+
+    const attn::AttentionMaps& maps() const { return m_maps ? *m_maps : m_dense; }
 
     bool isAblated(int layer, int head) const
     {
@@ -24,6 +46,20 @@ struct RunView {
             if (p.first == layer && p.second == head) return true;
         return false;
     }
+
+private:
+    static const std::vector<std::pair<int, int>>& noAblation()
+    {
+        static const std::vector<std::pair<int, int>> none;
+        return none;
+    }
+    static const std::vector<attn::AttentionResult>& noResults()
+    {
+        static const std::vector<attn::AttentionResult> none;
+        return none;
+    }
+    attn::DenseMaps m_dense;
+    const attn::AttentionMaps* m_maps = nullptr;
 };
 
 } // namespace app

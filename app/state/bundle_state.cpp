@@ -1,0 +1,172 @@
+// An attention bundle in the window: see bundle_state.h.
+#include "state/bundle_state.h"
+
+#include "messages.h"
+#include "state/app_state.h"
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+namespace app {
+
+// Makes every thumbnail of a bundle on its own thread, in grid order; stops when destroyed.
+class BundleThumbs {
+public:
+    explicit BundleThumbs(std::shared_ptr<const OpenedBundle> b) : m_bundle(std::move(b))
+    {
+        const std::size_t count = std::size_t(m_bundle->maps->layers()) * std::size_t(m_bundle->maps->heads());
+        m_values.resize(count);
+        m_errors.resize(count);
+        m_done.assign(count, 0);
+        m_thread = std::thread([this] { run(); });
+    }
+    ~BundleThumbs()
+    {
+        m_stop = true;
+        if (m_thread.joinable()) m_thread.join();
+    }
+    BundleThumbs(const BundleThumbs&) = delete;
+    BundleThumbs& operator=(const BundleThumbs&) = delete;
+
+    std::uint64_t generation() const { return m_generation.load(); }
+    bool busy() const { return !m_finished.load(); }
+
+    // Copies the thumbnails done since `have` (flags per thumbnail) into `values`, `errors`.
+    int copyNew(std::vector<attn::Matrix>& values, std::vector<std::string>& errors, std::vector<std::uint8_t>& have)
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        int done = 0;
+        for (std::size_t i = 0; i < m_done.size(); ++i) {
+            if (!m_done[i]) continue;
+            ++done;
+            if (have[i]) continue;
+            values[i] = m_values[i];
+            errors[i] = m_errors[i];
+            have[i] = 1;
+        }
+        return done;
+    }
+
+private:
+    void run()
+    {
+        const attn::AttentionMaps& maps = *m_bundle->maps;
+        const int L = maps.layers(), H = maps.heads(), T = maps.queries(), S = maps.keys();
+        for (int l = 0; l < L && !m_stop; ++l)
+            for (int h = 0; h < H && !m_stop; ++h) {
+                attn::Matrix m;
+                const attn::Status s = maps.pooled(attn::MapKind::Weights, l, h, attn::MapRect{0, 0, T, S},
+                                                   kBundleThumbCells, kBundleThumbCells, m);
+                {
+                    std::lock_guard<std::mutex> lock(m_mutex);
+                    const std::size_t i = std::size_t(l) * std::size_t(H) + std::size_t(h);
+                    if (s.ok()) m_values[i] = std::move(m);
+                    else m_errors[i] = s.message;
+                    m_done[i] = 1;
+                }
+                ++m_generation;
+            }
+        m_finished = true;
+        ++m_generation;
+    }
+
+    std::shared_ptr<const OpenedBundle> m_bundle;
+    std::mutex m_mutex;
+    std::vector<attn::Matrix> m_values;
+    std::vector<std::string> m_errors;
+    std::vector<std::uint8_t> m_done;
+    std::atomic<bool> m_stop{false}, m_finished{false};
+    std::atomic<std::uint64_t> m_generation{0};
+    std::thread m_thread;
+};
+
+
+attn::Status openBundleInWindow(AppState& state, const std::string& path)
+{
+    attn::Expected<OpenedBundle> b = openBundle(path);
+    if (!b) {
+        state.bundle.error = b.status().message;
+        postError("cannot open bundle " + path + ": " + b.status().message);
+        return b.status();
+    }
+    showBundle(state, std::move(*b));
+    postInfo("opened bundle " + path + ": " + std::to_string(state.bundle.bundle->maps->layers()) + " layers × " +
+             std::to_string(state.bundle.bundle->maps->heads()) + " heads, " +
+             std::to_string(state.bundle.bundle->maps->queries()) + " tokens");
+    return {};
+}
+
+void showBundle(AppState& state, OpenedBundle bundle)
+{
+    BundleState& s = state.bundle;
+    closeBundle(s);
+    s.bundle = std::make_shared<const OpenedBundle>(std::move(bundle));
+    s.error.clear();
+    s.showView = true;
+    s.layer = s.head = 0;
+    s.headOpen = false;
+    s.viewport = {};
+    s.tileLayer = s.tileHead = -1;
+    s.linesLayer = s.linesHead = -1;
+    s.shownFrame = {};
+    const std::size_t count = std::size_t(s.bundle->maps->layers()) * std::size_t(s.bundle->maps->heads());
+    s.thumbnails.assign(count, attn::Matrix());
+    s.thumbErrors.assign(count, std::string());
+    s.thumbCopied.assign(count, 0);
+    s.thumbsDone = 0;
+    s.thumbs = std::make_shared<BundleThumbs>(s.bundle);
+    state.model.showView = false;  // the bundle's views are shown instead of a model's
+}
+
+void pollBundleThumbs(BundleState& b)
+{
+    if (!b.thumbs) return;
+    while (b.waitForThumbs && b.thumbs->busy()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const std::uint64_t g = b.thumbs->generation();
+    if (g == b.thumbsGeneration) return;
+    b.thumbsGeneration = g;
+    b.thumbCopied.resize(b.thumbnails.size(), 0);
+    b.thumbsDone = b.thumbs->copyNew(b.thumbnails, b.thumbErrors, b.thumbCopied);
+}
+
+bool bundleThumbsBusy(const BundleState& b) { return b.thumbs && b.thumbs->busy(); }
+
+void closeBundle(BundleState& b)
+{
+    b.thumbs.reset();  // joins the worker
+    b.bundle.reset();
+    b.thumbnails.clear();
+    b.thumbErrors.clear();
+    b.thumbCopied.clear();
+    b.linesMap.resize(0, 0);
+    b.linesLayer = b.linesHead = -1;
+    b.tile.resize(0, 0);
+    b.headOpen = false;
+}
+
+const MapFrame& updateBundleTile(BundleState& b, double width, double height)
+{
+    const attn::AttentionMaps& maps = *b.bundle->maps;
+    const int T = maps.queries(), S = maps.keys();
+    b.viewport = clampViewport(b.viewport, T, S, width, height);
+    const MapFrame f = planMapFrame(b.viewport, T, S, width, height);
+    const bool sameCells = f.rect == b.shownFrame.rect && f.outRows == b.shownFrame.outRows &&
+                           f.outCols == b.shownFrame.outCols && b.tileLayer == b.layer && b.tileHead == b.head;
+    if (!sameCells) {
+        const auto t0 = std::chrono::steady_clock::now();
+        attn::Status s = f.pooled ? maps.pooled(attn::MapKind::Weights, b.layer, b.head, f.rect, f.outRows, f.outCols, b.tile)
+                                  : maps.tile(attn::MapKind::Weights, b.layer, b.head, f.rect, b.tile);
+        b.tileMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        b.tileError = s.ok() ? std::string() : s.message;
+        if (!s.ok()) b.tile.resize(0, 0);
+        b.tileLayer = b.layer;
+        b.tileHead = b.head;
+        ++b.tileGeneration;
+    }
+    b.shownFrame = f;  // the offsets and scale change with a pan inside the same cells
+    return b.shownFrame;
+}
+
+} // namespace app
