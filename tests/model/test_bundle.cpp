@@ -1,6 +1,7 @@
 // Attention bundles (attnscope/bundle.h): bundles built here byte by byte (header JSON + data, as the safetensors
 // format lays them out), read back through the tile seam in F32, F16 and BF16 against the values written, the
-// pooled overview against attn::poolMax, and every refusal with the message naming what disagrees.
+// pooled overview against attn::poolMax, and every refusal with the message naming what disagrees; bundles the
+// Python package wrote (data/bundle/, the fuzz seeds; make_bundle_data.py) against the same values.
 #include <attnscope/bundle.h>
 #include <attnscope/colormap.h>  // poolMax
 
@@ -288,6 +289,59 @@ TEST(Bundle, OpensAMappedFile)
     auto dir = BundleMaps::open(fs::temp_directory_path().string());
     ASSERT_FALSE(dir);
     EXPECT_CONTAINS(dir.status().message, "is a directory, expected a .safetensors attention bundle");
+}
+
+// [SECTION] Bundles written by the Python package (tests/model/make_bundle_data.py)
+
+TEST(Bundle, ReadsWhatThePythonPackageWrote)
+{
+    auto b = BundleMaps::open(std::string(ATTNSCOPE_BUNDLE_DATA) + "/python_f16.safetensors");
+    ASSERT_TRUE(b) << b.status().message;
+    EXPECT_EQ((*b)->layers(), 2);
+    EXPECT_EQ((*b)->heads(), 3);
+    EXPECT_EQ((*b)->queries(), 4);
+    EXPECT_EQ((*b)->keys(), 5);
+    EXPECT_STREQ((*b)->dtypeName(), "F16");
+    EXPECT_EQ((*b)->tokens(), tokenList(4).get<std::vector<std::string>>());
+    EXPECT_EQ((*b)->keyTokens(), tokenList(5, "k").get<std::vector<std::string>>());
+    EXPECT_EQ((*b)->modelName(), "tiny-model");
+    EXPECT_EQ((*b)->layerLabels(), (std::vector<std::string>{"L0", "L1"}));
+    EXPECT_EQ((*b)->headLabels(), (std::vector<std::string>{"a", "b", "c"}));
+    for (int l = 0; l < 2; ++l)
+        for (int h = 0; h < 3; ++h) {
+            Matrix w;
+            ASSERT_TRUE((*b)->whole(MapKind::Weights, l, h, w).ok());
+            for (int i = 0; i < 4; ++i)
+                for (int j = 0; j < 5; ++j) ASSERT_EQ(w(i, j), cell(l, h, i, j)) << l << " " << h << " " << i << " " << j;
+        }
+}
+
+TEST(Bundle, FuzzSeedsOpenOrAreRefusedAsNamed)
+{
+    const fs::path dir = ATTNSCOPE_BUNDLE_CORPUS;
+    for (const char* name : {"valid_f32", "valid_f16_keys", "valid_bf16_batch"}) {
+        auto b = BundleMaps::open((dir / (std::string(name) + ".safetensors")).string());
+        ASSERT_TRUE(b) << name << ": " << b.status().message;
+        EXPECT_TRUE((*b)->checkValues().ok()) << name;
+    }
+    auto bf = BundleMaps::open((dir / "valid_bf16_batch.safetensors").string());
+    Matrix w;
+    ASSERT_TRUE((*bf)->whole(MapKind::Weights, 1, 0, w).ok());
+    EXPECT_EQ(w(2, 1), cell(1, 0, 2, 1));
+    const std::pair<const char*, const char*> refused[] = {
+        {"bad_token_count", "__metadata__.tokens: 2 strings, expected 3"},
+        {"bad_gap", "attn.1 is missing"},
+        {"bad_truncated", "outside the data"},
+        {"bad_lying_header", "data_offsets span 72 bytes, expected 216"},
+    };
+    for (auto [name, message] : refused) {
+        auto b = BundleMaps::open((dir / (std::string(name) + ".safetensors")).string());
+        ASSERT_FALSE(b) << name;
+        EXPECT_CONTAINS(b.status().message, message);
+    }
+    auto nan = BundleMaps::open((dir / "bad_nan.safetensors").string());
+    ASSERT_TRUE(nan) << nan.status().message;
+    EXPECT_CONTAINS(nan->get()->checkValues().message, "attn.0 head 0 query 2 key 1 is NaN");
 }
 
 // [SECTION] Bounds and values
