@@ -291,6 +291,48 @@ TEST(Bundle, OpensAMappedFile)
     EXPECT_CONTAINS(dir.status().message, "is a directory, expected a .safetensors attention bundle");
 }
 
+// The size: 12 layers × 12 heads × 4096 × 4096 F16, 4.8 GB, more than a test machine may spare. The file is
+// sparse (the header, then a hole: zeros, which read as 0.0) with a few values written at the very end, past 4 GiB:
+// opening reads only the header, and the last head's last cells come from offsets that overflow 32 bits.
+TEST(Bundle, OpensAFourGigabyteFileWithoutReadingIt)
+{
+    const int L = 12, H = 12, T = 4096;
+    json h = json::object();
+    const std::uint64_t layerBytes = std::uint64_t(H) * T * T * 2;
+    for (int l = 0; l < L; ++l)
+        h["attn." + std::to_string(l)] = {{"dtype", "F16"}, {"shape", {H, T, T}},
+                                          {"data_offsets", {l * layerBytes, (l + 1) * layerBytes}}};
+    h["__metadata__"] = metaFor(T);
+    std::string header = h.dump();
+    while (header.size() % 8) header += ' ';
+    std::string prefix(8, '\0');
+    for (int k = 0; k < 8; ++k) prefix[std::size_t(k)] = char((header.size() >> (8 * k)) & 0xffu);
+    prefix += header;
+    const std::uint64_t total = prefix.size() + L * layerBytes;
+    const fs::path p = fs::temp_directory_path() / ("attnscope_test_big_" + std::to_string(::getpid()) + ".safetensors");
+    {
+        std::ofstream f(p, std::ios::binary);
+        f.write(prefix.data(), std::streamsize(prefix.size()));
+        // The last row's last 4 keys of layer 11, head 11: 0.25, 0.5, 0.75, 1 (F16 0x3400, 0x3800, 0x3a00, 0x3c00).
+        const std::uint16_t tail[4] = {0x3400, 0x3800, 0x3a00, 0x3c00};
+        f.seekp(std::streamoff(total - 8));
+        f.write(reinterpret_cast<const char*>(tail), 8);
+        ASSERT_TRUE(f.good()) << "cannot write " << p;
+    }
+    auto b = BundleMaps::open(p.string());
+    fs::remove(p);
+    ASSERT_TRUE(b) << b.status().message;
+    EXPECT_EQ((*b)->layers(), L);
+    EXPECT_EQ((*b)->queries(), T);
+    Matrix t;
+    ASSERT_TRUE((*b)->tile(MapKind::Weights, 11, 11, MapRect{T - 2, T - 5, 2, 5}, t).ok());
+    EXPECT_EQ(t.row(1), (Matrix(1, 5) << 0.0f, 0.25f, 0.5f, 0.75f, 1.0f).finished());
+    EXPECT_EQ(t.row(0).maxCoeff(), 0.0f);
+    ASSERT_TRUE((*b)->pooled(MapKind::Weights, 11, 11, MapRect{T - 512, T - 512, 512, 512}, 4, 4, t).ok());
+    EXPECT_EQ(t(3, 3), 1.0f);
+    EXPECT_EQ(t(3, 2), 0.0f);
+}
+
 // [SECTION] Bundles written by the Python package (tests/model/make_bundle_data.py)
 
 TEST(Bundle, ReadsWhatThePythonPackageWrote)
