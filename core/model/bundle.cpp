@@ -261,6 +261,15 @@ int BundleMaps::readRow(int layer, int head, int q, int c0, int n, float* dst) c
         }
         break;
     }
+    // A float is finite when its exponent bits are not all ones; the branch-free pass vectorizes, the search for
+    // which one runs only when there is one.
+    std::uint32_t allOnes = 0;
+    for (int j = 0; j < n; ++j) {
+        std::uint32_t bits;
+        std::memcpy(&bits, dst + j, 4);
+        allOnes |= std::uint32_t((bits & 0x7f800000u) == 0x7f800000u);
+    }
+    if (!allOnes) return -1;
     for (int j = 0; j < n; ++j)
         if (!std::isfinite(dst[j])) return j;
     return -1;
@@ -296,11 +305,12 @@ Status BundleMaps::pooled(MapKind kind, int layer, int head, const MapRect& r, i
     }
     outRows = std::clamp(outRows, 1, r.rows);
     outCols = std::clamp(outCols, 1, r.cols);
-    out.setConstant(outRows, outCols, std::numeric_limits<float>::quiet_NaN());
-    // Key j of the rect goes to pooled column colOf[j]: the blocks of attn::poolMax.
-    std::vector<int> colOf(static_cast<std::size_t>(r.cols));
-    for (int c = 0; c < outCols; ++c)
-        for (long j = long(c) * r.cols / outCols; j < long(c + 1) * r.cols / outCols; ++j) colOf[std::size_t(j)] = c;
+    // Every block holds at least one cell (outRows ≤ rows, outCols ≤ cols) and every value read is finite (a
+    // non-finite one fails the call), so −Inf is replaced everywhere and no NaN of poolMax's empty blocks remains.
+    out.setConstant(outRows, outCols, -std::numeric_limits<float>::infinity());
+    // Pooled column c takes keys colStart[c] … colStart[c+1]−1 of the rect: the blocks of attn::poolMax.
+    std::vector<int> colStart(static_cast<std::size_t>(outCols) + 1);
+    for (int c = 0; c <= outCols; ++c) colStart[std::size_t(c)] = int(long(c) * r.cols / outCols);
     std::vector<float> row(static_cast<std::size_t>(r.cols));
     for (int p = 0; p < outRows; ++p) {
         float* dst = out.row(p).data();
@@ -308,9 +318,10 @@ Status BundleMaps::pooled(MapKind kind, int layer, int head, const MapRect& r, i
         for (int i = a; i < b; ++i) {
             if (const int j = readRow(layer, head, r.r0 + i, r.c0, r.cols, row.data()); j >= 0)
                 return nonFinite(layer, head, r.r0 + i, r.c0 + j, row[std::size_t(j)]);
-            for (int j = 0; j < r.cols; ++j) {
-                float& d = dst[colOf[std::size_t(j)]];
-                if (!(row[std::size_t(j)] <= d)) d = row[std::size_t(j)];
+            for (int c = 0; c < outCols; ++c) {
+                float m = dst[c];
+                for (int j = colStart[std::size_t(c)]; j < colStart[std::size_t(c) + 1]; ++j) m = std::max(m, row[std::size_t(j)]);
+                dst[c] = m;
             }
         }
     }
