@@ -2,6 +2,9 @@
 // format lays them out), read back through the tile seam in F32, F16 and BF16 against the values written, the
 // pooled overview against attn::poolMax, and every refusal with the message naming what disagrees; bundles the
 // Python package wrote (data/bundle/, the fuzz seeds; make_bundle_data.py) against the same values.
+//
+// [SECTION] Building bundles   [SECTION] Round trips   [SECTION] Bundles written by the Python package
+// [SECTION] Bounds and values  [SECTION] Refusals
 #include <attnscope/bundle.h>
 #include <attnscope/colormap.h>  // poolMax
 
