@@ -50,8 +50,11 @@ attnscope_install_packages() {
 
 # Python virtual environment for build-time generators and test oracles, pinned:
 #   glad2 generates the OpenGL loader into the build tree; numpy runs the golden cross-checks; Pillow reads
-#   the PNGs the end-to-end GUI tests check.
-ATTNSCOPE_PY_REQUIREMENTS="glad2==2.0.8 numpy==2.2.6 pillow==11.3.0"
+#   the PNGs the end-to-end GUI tests check; safetensors is the one dependency, with numpy, of the attnscope Python
+#   package (python/), which test.sh installs here and tests with pytest (pinned with the packages it needs:
+#   iniconfig, packaging, pluggy, pygments); wheel lets Debian's setuptools 66 build that package offline
+#   (pip install --no-build-isolation: setuptools < 70.1 has no bdist_wheel of its own).
+ATTNSCOPE_PY_REQUIREMENTS="glad2==2.0.8 numpy==2.2.6 pillow==11.3.0 safetensors==0.8.0 wheel==0.45.1 pytest==8.4.2 iniconfig==2.3.1 packaging==26.4 pluggy==1.7.0 pygments==2.21.0"
 attnscope_venv() {
   local venv="$ATTNSCOPE_BUILD/venv" stamp="$ATTNSCOPE_BUILD/venv/.attnscope-requirements"
   if [ -x "$venv/bin/python3" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$ATTNSCOPE_PY_REQUIREMENTS" ]; then
