@@ -40,6 +40,21 @@ std::string headName(const OpenedBundle& b, int h)
     return h < int(b.headLabels.size()) ? b.headLabels[std::size_t(h)] : "H" + std::to_string(h);
 }
 
+// Thumbnail i as the grid draws it: pooled once more to the plan's cells a side (a cell at least a pixel, the
+// heatmap's rule), kept until the side changes.
+const attn::Matrix& shownThumb(BundleState& b, std::size_t i, int side)
+{
+    const attn::Matrix& v = b.thumbnails[i];
+    if (v.rows() <= side && v.cols() <= side) return v;
+    if (b.thumbShownSide != side || b.thumbShown.size() != b.thumbnails.size()) {
+        b.thumbShown.assign(b.thumbnails.size(), attn::Matrix());
+        b.thumbShownSide = side;
+    }
+    attn::Matrix& s = b.thumbShown[i];
+    if (s.size() == 0) s = attn::poolMax(v, side, side);
+    return s;
+}
+
 void openHead(BundleState& b, int l, int h)
 {
     b.layer = l;
@@ -84,7 +99,7 @@ void drawGrid(AppState& state, ImVec2 size)
             const std::string key = "bundle/" + std::to_string(l) + "/" + std::to_string(h);
             ImGui::SetCursorScreenPos(p);
             ImGui::PushID(int(i));
-            const attn::Matrix& v = b.thumbnails[i];
+            const attn::Matrix& v = b.thumbnails[i].size() > 0 ? shownThumb(b, i, std::max(1, plan.shown)) : b.thumbnails[i];
             bool pressed = false, hovered = false;
             ImVec2 c0 = p, c1(p.x + plan.thumb, p.y + plan.thumb);
             if (v.size() > 0) {
@@ -94,7 +109,7 @@ void drawGrid(AppState& state, ImVec2 size)
                 spec.src.range = {0.0f, 1.0f, 0};
                 spec.src.colormap = attn::Colormap::Viridis;
                 spec.src.generation = 1;  // a thumbnail never changes once made
-                spec.cellPx = plan.thumb / float(std::max(v.rows(), v.cols()));
+                spec.cellPx = plan.thumb / float(std::max(v.rows(), v.cols()));  // ≥ 1: v has at most plan.shown cells
                 spec.showValues = false;
                 spec.rowLabelsShown = spec.colLabelsShown = false;
                 spec.maxWidth = spec.maxHeight = plan.thumb + 1;
@@ -122,7 +137,7 @@ void drawGrid(AppState& state, ImVec2 size)
                 else
                     ImGui::SetTooltip("%s, %s%s\nclick: open its map (zoom to single cells)\nright-click: show its lines",
                                       layerName(ob, l).c_str(), headName(ob, h).c_str(),
-                                      plan.pooled || v.rows() < maps.queries() ? "\neach cell the largest weight of its block of tokens" : "");
+                                      v.rows() < maps.queries() ? "\neach cell the largest weight of its block of tokens" : "");
             }
             if (pressed) openHead(b, l, h);
             if (hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Right)) {
@@ -264,6 +279,11 @@ void drawHeadView(AppState& state, ImVec2 size)
     ImGui::SameLine();
     const bool fit = ImGui::Button("Fit");
     state.recordRect("bundle/fit", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    ImGui::SameLine();
+    // Over thousands of keys a diffuse head's weights are all near 1/n: on the 0…1 scale they are one colour.
+    ImGui::Checkbox("scale to the view's largest weight", &b.viewRange);
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("off: 0 to 1 for every head (heads comparable)\non: 0 to the largest weight shown (a diffuse head's pattern)");
     const bool esc = ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false) && !ImGui::GetIO().WantTextInput;
     if (back || esc) {
         b.headOpen = false;
@@ -285,6 +305,8 @@ void drawHeadView(AppState& state, ImVec2 size)
         b.viewport = panBy(b.viewport, io.MouseDelta.x, io.MouseDelta.y, T, S, W, Hpx);
     if (hovered && ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) b.viewport = {};
     const MapFrame& f = updateBundleTile(b, W, Hpx);
+    // What the map shows, for the end-to-end test: a max-pooled overview or single cells.
+    state.recordRect(f.pooled ? "bundle/map_pooled" : "bundle/map_cells", o, ImVec2(o.x + W, o.y + Hpx));
     ImDrawList* dl = ImGui::GetWindowDrawList();
     dl->AddRectFilled(o, ImVec2(o.x + W, o.y + Hpx), IM_COL32(20, 20, 24, 255));
     if (!b.tileError.empty()) {
@@ -292,10 +314,18 @@ void drawHeadView(AppState& state, ImVec2 size)
         ImGui::PushTextWrapPos(o.x + W - 8);
         ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "%s", b.tileError.c_str());
         ImGui::PopTextWrapPos();
-    } else if (b.tile.size() > 0) {
+    }
+    attn::DisplayRange range{0.0f, 1.0f, 0};
+    if (b.viewRange && b.tile.size() > 0) {
+        float hi = 0;
+        for (Eigen::Index k = 0; k < b.tile.size(); ++k)
+            if (std::isfinite(b.tile.data()[k])) hi = std::max(hi, b.tile.data()[k]);
+        range.hi = hi > 0 ? hi : 1.0f;
+    }
+    if (b.tileError.empty() && b.tile.size() > 0) {
         HeatmapSource src;
         src.values = &b.tile;
-        src.range = {0.0f, 1.0f, 0};
+        src.range = range;
         src.colormap = attn::Colormap::Viridis;
         src.generation = b.tileGeneration;
         const ImVec2 a(o.x + float(f.offsetX), o.y + float(f.offsetY));
@@ -319,7 +349,7 @@ void drawHeadView(AppState& state, ImVec2 size)
         const std::string q = tokenLabel(ob.tokens[std::size_t(row)]), k = tokenLabel(ob.keyTokens[std::size_t(col)]);
         if (!f.pooled && b.tile.size() > 0) {
             const float v = b.tile(row - f.rect.r0, col - f.rect.c0);
-            ImGui::SetTooltip("query %d '%s' → key %d '%s': %.4f\nwheel: zoom, drag: pan, double-click: fit", row, q.c_str(),
+            ImGui::SetTooltip("query %d '%s' → key %d '%s': %.4g\nwheel: zoom, drag: pan, double-click: fit", row, q.c_str(),
                               col, k.c_str(), v);
         } else {
             const double cells = 1.0 / f.scale;
@@ -328,7 +358,7 @@ void drawHeadView(AppState& state, ImVec2 size)
         }
     }
     ImGui::SetCursorScreenPos(ImVec2(o.x + W + 8, o.y));
-    drawColorbar("bundle_cb", attn::Colormap::Viridis, {0.0f, 1.0f, 0}, std::min(Hpx, kColorbarMaxHeight));
+    drawColorbar("bundle_cb", attn::Colormap::Viridis, range, std::min(Hpx, kColorbarMaxHeight));
     ImGui::SetCursorScreenPos(ImVec2(o.x, o.y + Hpx + 4));
     if (f.pooled)
         ImGui::Text("queries %d–%d × keys %d–%d of %d × %d; max-pooled: each pixel shows the largest weight of its "

@@ -140,6 +140,8 @@ void closeBundle(BundleState& b)
     b.thumbnails.clear();
     b.thumbErrors.clear();
     b.thumbCopied.clear();
+    b.thumbShown.clear();
+    b.thumbShownSide = 0;
     b.linesMap.resize(0, 0);
     b.linesLayer = b.linesHead = -1;
     b.tile.resize(0, 0);

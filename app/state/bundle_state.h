@@ -37,6 +37,8 @@ struct BundleState {
     std::shared_ptr<BundleThumbs> thumbs;
     std::vector<attn::Matrix> thumbnails;
     std::vector<std::string> thumbErrors;   // a map that could not be read (NaN in the file…), per thumbnail
+    std::vector<attn::Matrix> thumbShown;   // the thumbnails pooled again to the grid's cells (plan.shown)
+    int thumbShownSide = 0;                 // the side they were pooled to
     std::vector<std::uint8_t> thumbCopied;  // 1 where `thumbnails` holds the worker's finished thumbnail
     std::uint64_t thumbsGeneration = 0;
     int thumbsDone = 0;
@@ -52,7 +54,7 @@ struct BundleState {
     std::uint64_t tileGeneration = 0;
     double tileMs = 0;             // how long the last fetch took
     std::string tileError;
-    bool dragging = false;
+    bool viewRange = false;        // the colours span 0…the view's largest weight (else 0…1)
 
     int linesLayer = -1, linesHead = -1;  // the head `linesMap` holds (the lines view of short bundles)
     attn::Matrix linesMap;
