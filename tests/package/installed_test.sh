@@ -58,7 +58,7 @@ if command -v update-mime-database >/dev/null; then
   # Its note that the scratch folder is not on XDG_DATA_DIRS is expected; the log is shown only on failure.
   update-mime-database "$prefix/share/mime" >"$scratch/mime.log" 2>&1 \
     || { cat "$scratch/mime.log" >&2; fail "update-mime-database refused share/mime/packages/attnscope.xml"; }
-  for t in x-attnscope-session; do
+  for t in x-attnscope-session x-attnscope-bundle; do
     [ -f "$prefix/share/mime/application/$t.xml" ] || fail "update-mime-database did not register application/$t"
   done
 fi
