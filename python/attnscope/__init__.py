@@ -178,7 +178,7 @@ def show(attentions: Any, tokens: Sequence[str], key_tokens: Optional[Sequence[s
     bundle stays in the temporary folder (the program reads it while it runs); its path is the Popen's args[1].
     """
     exe = _program()
-    fd, path = tempfile.mkstemp(prefix="attnscope-", suffix=".safetensors")
+    fd, path = tempfile.mkstemp(prefix="attnscope-", suffix=".attn.safetensors")
     os.close(fd)
     try:
         save(path, attentions, tokens, key_tokens=key_tokens, model=model, layer_labels=layer_labels,
