@@ -1,0 +1,149 @@
+// Attention without an n×n matrix, and its maps rebuilt on demand: see attnscope/lazy_attention.h.
+#include "attnscope/lazy_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace attn {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// Query rows and keys per block: a 64 × 256 score block and its 64 × D output stay in L2 while the keys stream.
+constexpr int kQueryBlock = 64;
+constexpr int kKeyBlock = 256;
+
+std::string dims(const Matrix& m) { return std::to_string(m.rows()) + "×" + std::to_string(m.cols()); }
+
+Status checkShapes(const Matrix& Q, const Matrix& K, const Matrix& V, const LazyAttentionSpec& s, int pos0, int& D,
+                   int& Dv)
+{
+    const int H = s.heads, Hkv = s.kvHeads > 0 ? s.kvHeads : s.heads;
+    if (H < 1 || Hkv < 1 || H % Hkv != 0)
+        return invalidArgument("lazy attention: H_kv (" + std::to_string(Hkv) + ") must divide H (" + std::to_string(H) + ")");
+    if (Q.cols() % H != 0)
+        return invalidArgument("lazy attention: Q is " + dims(Q) + ", whose width is not a multiple of H = " + std::to_string(H));
+    D = static_cast<int>(Q.cols() / H);
+    if (K.cols() != Eigen::Index(Hkv) * D)
+        return invalidArgument("lazy attention: K is " + dims(K) + ", expected S×" + std::to_string(Hkv * D) + " (H_kv·D)");
+    if (V.rows() != K.rows() || V.cols() % Hkv != 0)
+        return invalidArgument("lazy attention: V is " + dims(V) + ", expected " + std::to_string(K.rows()) + "×(H_kv·D_v) like K");
+    Dv = static_cast<int>(V.cols() / Hkv);
+    if (pos0 < 0) return invalidArgument("lazy attention: the first query's position is " + std::to_string(pos0));
+    if (!(std::isfinite(s.scale))) return invalidArgument("lazy attention: the scale is not finite");
+    return Status::success();
+}
+
+} // namespace
+
+double lazyLayerBytes(long n, int heads, int kvHeads, int headDim)
+{
+    const double Hkv = kvHeads > 0 ? kvHeads : heads;
+    return 4.0 * double(n) * (double(heads) * headDim + 2 * Hkv * headDim + heads);
+}
+
+Status lazyAttention(const Matrix& Q, const Matrix& K, const Matrix& V, const LazyAttentionSpec& spec, int pos0,
+                     Matrix& context, Matrix& lse, const std::vector<std::uint8_t>& ablated)
+{
+    int D = 0, Dv = 0;
+    ATTNSCOPE_RETURN_IF_ERROR(checkShapes(Q, K, V, spec, pos0, D, Dv));
+    const int H = spec.heads, Hkv = spec.kvHeads > 0 ? spec.kvHeads : spec.heads, group = H / Hkv;
+    const int rows = static_cast<int>(Q.rows()), S = static_cast<int>(K.rows());
+    context.setZero(rows, Eigen::Index(H) * Dv);
+    lse.setConstant(rows, H, kNegInf);
+    const int blocks = (rows + kQueryBlock - 1) / kQueryBlock;
+    const int tasks = H * blocks;
+    // Each task one head × one block of queries, written to its own rows and columns: no sharing.
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int t = 0; t < tasks; ++t) {
+        const int h = t / blocks, qb = t % blocks, kvh = h / group;
+        const int i0 = qb * kQueryBlock, ib = std::min(kQueryBlock, rows - i0);
+        const int first = pos0 + i0, last = pos0 + i0 + ib - 1;  // positions of the block's queries
+        const int lo = spec.window > 0 ? std::max(0, first - spec.window + 1) : 0;
+        const int hi = spec.causal ? std::min(S, last + 1) : S;
+        Eigen::VectorXf m = Eigen::VectorXf::Constant(ib, kNegInf), l = Eigen::VectorXf::Zero(ib);
+        Matrix acc = Matrix::Zero(ib, Dv), s, p;
+        const auto q = Q.block(i0, Eigen::Index(h) * D, ib, D);
+        for (int j0 = lo; j0 < hi; j0 += kKeyBlock) {
+            const int jb = std::min(kKeyBlock, hi - j0);
+            s.noalias() = q * K.block(j0, Eigen::Index(kvh) * D, jb, D).transpose();
+            s *= spec.scale;
+            // Masked cells only where the block reaches past the diagonal or below the window's edge.
+            const bool causalEdge = spec.causal && j0 + jb - 1 > first;
+            const bool windowEdge = spec.window > 0 && j0 <= last - spec.window;
+            if (causalEdge || windowEdge)
+                for (int r = 0; r < ib; ++r) {
+                    const int pos = first + r;
+                    for (int j = 0; j < jb; ++j) {
+                        const int key = j0 + j;
+                        if ((spec.causal && key > pos) || (spec.window > 0 && key <= pos - spec.window)) s(r, j) = kNegInf;
+                    }
+                }
+            const Eigen::VectorXf bm = s.rowwise().maxCoeff();
+            Eigen::VectorXf sub(ib), alpha(ib);
+            for (int r = 0; r < ib; ++r) {
+                const float mNew = std::max(m[r], bm[r]);
+                // Nothing unmasked so far (m = −inf): acc and l are 0, so alpha does not matter; and a row still
+                // without a key subtracts 0 (exp(−inf − 0) = 0, where −inf − (−inf) would be NaN).
+                alpha[r] = m[r] == kNegInf ? 0.0f : std::exp(m[r] - mNew);
+                sub[r] = mNew == kNegInf ? 0.0f : mNew;
+                m[r] = mNew;
+            }
+            p = (s.colwise() - sub).array().exp().matrix();
+            l = l.cwiseProduct(alpha) + p.rowwise().sum();
+            acc = alpha.asDiagonal() * acc;
+            acc.noalias() += p * V.block(j0, Eigen::Index(kvh) * Dv, jb, Dv);
+        }
+        const bool off = h < int(ablated.size()) && ablated[std::size_t(h)];
+        for (int r = 0; r < ib; ++r) {
+            if (!(l[r] > 0)) continue;  // no unmasked key: context 0, lse −inf
+            lse(i0 + r, h) = m[r] + std::log(l[r]);
+            if (!off) context.row(i0 + r).segment(Eigen::Index(h) * Dv, Dv) = acc.row(r) / l[r];
+        }
+    }
+    return Status::success();
+}
+
+LazyMaps::LazyMaps(std::vector<std::shared_ptr<const LazyLayer>> layers, const LazyAttentionSpec& spec)
+    : m_layers(std::move(layers)), m_spec(spec)
+{
+    if (m_spec.kvHeads <= 0) m_spec.kvHeads = m_spec.heads;
+    if (!m_layers.empty()) {
+        m_n = static_cast<int>(m_layers.front()->Q.rows());
+        m_headDim = m_spec.heads > 0 ? static_cast<int>(m_layers.front()->Q.cols() / m_spec.heads) : 0;
+    }
+}
+
+Status LazyMaps::tile(MapKind kind, int layer, int head, const MapRect& r, Matrix& out) const
+{
+    ATTNSCOPE_RETURN_IF_ERROR(checkTile(kind, layer, head, r));
+    const LazyLayer& L = *m_layers[static_cast<std::size_t>(layer)];
+    const int D = m_headDim, kvh = head / (m_spec.heads / m_spec.kvHeads);
+    out.noalias() = L.Q.block(r.r0, Eigen::Index(head) * D, r.rows, D) *
+                    L.K.block(r.c0, Eigen::Index(kvh) * D, r.cols, D).transpose();
+    out *= m_spec.scale;
+    if (kind == MapKind::Scores) return Status::success();  // before masking, as the dense results keep them
+    for (int i = 0; i < r.rows; ++i) {
+        const float s = L.lse(r.r0 + i, head);
+        float* row = out.row(i).data();
+        if (s == kNegInf) {
+            std::fill(row, row + r.cols, 0.0f);
+            continue;
+        }
+        for (int j = 0; j < r.cols; ++j) row[j] = masked(r.r0 + i, r.c0 + j) ? 0.0f : std::exp(row[j] - s);
+    }
+    return Status::success();
+}
+
+Status LazyMaps::maskTile(int layer, int head, const MapRect& r, MaskMatrix& out) const
+{
+    ATTNSCOPE_RETURN_IF_ERROR(checkTile(MapKind::Weights, layer, head, r));
+    out.resize(r.rows, r.cols);
+    for (int i = 0; i < r.rows; ++i)
+        for (int j = 0; j < r.cols; ++j) out(i, j) = masked(r.r0 + i, r.c0 + j) ? 1 : 0;
+    return Status::success();
+}
+
+} // namespace attn
