@@ -96,6 +96,9 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
         ablate.push_back(msSince(t0));
         if (!s.ok()) return printError(s.message), kExitFailure;
     }
+    // Peak memory of the model and the 128-token runs alone (issue 18's ≤ 450 MB for SmolLM2), before the
+    // interpretability scans below add their own buffers (peak_rss_mb at the end counts those too).
+    const double peakRssRunsMb = peakRssMb();
     // The interpretability views on a 20-token text (issue 20): the head-importance scan beside its SGEMM bound
     // (headScanFlops / the measured rate), and the cheap views. The scan and the lens take seconds on SmolLM2, so
     // they are timed at most 3 times.
@@ -192,6 +195,7 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
     // The lens's products alone: every layer's n residual rows against the V×M unembedding.
     j["logit_lens_bound_ms"] = 2.0 * c.layers * double(smallIds.size()) * c.hidden * double(c.vocab) / (bounds.sgemmGflops * 1e6);
     j["head_types_ms"] = median(types);
+    j["peak_rss_runs_mb"] = peakRssRunsMb;
     j["peak_rss_mb"] = peakRssMb();
     j["bounds"] = {{"sgemm_gflops", bounds.sgemmGflops}, {"memory_gbs", bounds.memGBs}};
     std::cout << j.dump(2) << "\n";
