@@ -155,11 +155,18 @@ inline __m256 dot32s(__m256i q, const float* x)
     return acc;
 }
 
-// Σ q·x over 16 quants (uint8 in a 128-bit register) and 16 inputs, as 8 lanes.
-inline __m256 dot16u(__m128i q, const float* x)
+// Q8_0, Q4_0 and Q4_1 read x permuted within each block of 32 (permuteX, once per product): the quants are then
+// taken out of 32-bit lanes by shifts and masks, with no byte shuffles (the shuffles of cvtepu8_epi32 were the
+// kernel's bottleneck). Lane i of step t holds, for Q8_0, byte 4i + t; for the nibble types (the 16 bytes
+// broadcast to both halves), lanes 0-3 the low nibble of byte 4i + t (weight 4i + t), lanes 4-7 the high nibble of
+// byte 4(i−4) + t (weight 4(i−4) + t + 16).
+bool permutesX(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_1; }
+
+// The weight index (within its block of 32) that lane i of step t holds.
+int permutedIndex(GgmlType type, int t, int i)
 {
-    const __m256 acc = _mm256_mul_ps(u8ToPs(q), _mm256_loadu_ps(x));
-    return _mm256_fmadd_ps(u8ToPs(_mm_srli_si128(q, 8)), _mm256_loadu_ps(x + 8), acc);
+    if (type == GgmlType::Q8_0) return 4 * i + t;
+    return i < 4 ? 4 * i + t : 4 * (i - 4) + t + 16;
 }
 
 // block_q8_0: half d, int8 q[32].  y = d·q
@@ -167,31 +174,39 @@ float dotQ8_0(const std::uint8_t* row, const float* x, const float*, std::int64_
 {
     __m256 acc = _mm256_setzero_ps();
     for (std::int64_t b = 0; b < in / 32; ++b, row += 34, x += 32) {
-        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(halfAt(row)), dot32s(q, x), acc);
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2));
+        // Byte t of each lane, sign-extended: shift it to the top, then arithmetically down.
+        __m256 qx = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v, 24), 24)), _mm256_loadu_ps(x));
+        qx = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v, 16), 24)), _mm256_loadu_ps(x + 8), qx);
+        qx = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v, 8), 24)), _mm256_loadu_ps(x + 16), qx);
+        qx = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(v, 24)), _mm256_loadu_ps(x + 24), qx);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(halfAt(row)), qx, acc);
     }
     return hsum(acc);
 }
 
-// The 32 nibbles of a Q4_0/Q4_1 block's 16 bytes: element i is the low nibble of byte i, element i+16 the high one.
-inline void nibbles(const std::uint8_t* qs, __m128i& lo, __m128i& hi)
+// Σ q·x over one nibble block (16 bytes at qs; q − `offset`), x permuted.
+inline __m256 dotNibbles(const std::uint8_t* qs, const float* x, __m256i offset)
 {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), m = _mm_set1_epi8(0x0f);
-    lo = _mm_and_si128(v, m);
-    hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
+    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+    const __m256i m4 = _mm256_set1_epi32(0x0f);
+    auto q = [&](int t) {
+        const __m256i sh = _mm256_setr_epi32(8 * t, 8 * t, 8 * t, 8 * t, 8 * t + 4, 8 * t + 4, 8 * t + 4, 8 * t + 4);
+        return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(_mm256_srlv_epi32(v, sh), m4), offset));
+    };
+    __m256 qx = _mm256_mul_ps(q(0), _mm256_loadu_ps(x));
+    qx = _mm256_fmadd_ps(q(1), _mm256_loadu_ps(x + 8), qx);
+    qx = _mm256_fmadd_ps(q(2), _mm256_loadu_ps(x + 16), qx);
+    return _mm256_fmadd_ps(q(3), _mm256_loadu_ps(x + 24), qx);
 }
 
 // block_q4_0: half d, 16 bytes of nibbles.  y = d·(q − 8): the −8 in integers, exact.
 float dotQ4_0(const std::uint8_t* row, const float* x, const float*, std::int64_t in)
 {
     __m256 acc = _mm256_setzero_ps();
-    const __m128i eight = _mm_set1_epi8(8);
-    for (std::int64_t b = 0; b < in / 32; ++b, row += 18, x += 32) {
-        __m128i lo, hi;
-        nibbles(row + 2, lo, hi);
-        const __m256i q = _mm256_set_m128i(_mm_sub_epi8(hi, eight), _mm_sub_epi8(lo, eight));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(halfAt(row)), dot32s(q, x), acc);
-    }
+    const __m256i eight = _mm256_set1_epi32(8);
+    for (std::int64_t b = 0; b < in / 32; ++b, row += 18, x += 32)
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(halfAt(row)), dotNibbles(row + 2, x, eight), acc);
     return hsum(acc);
 }
 
@@ -200,11 +215,9 @@ float dotQ4_1(const std::uint8_t* row, const float* x, const float* sums, std::i
 {
     __m256 acc = _mm256_setzero_ps();
     float mins = 0;
+    const __m256i zero = _mm256_setzero_si256();
     for (std::int64_t b = 0; b < in / 32; ++b, row += 20, x += 32) {
-        __m128i lo, hi;
-        nibbles(row + 4, lo, hi);
-        const __m256 qx = _mm256_add_ps(dot16u(lo, x), dot16u(hi, x + 16));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(halfAt(row)), qx, acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(halfAt(row)), dotNibbles(row + 4, x, zero), acc);
         mins += halfAt(row + 2) * sums[b];
     }
     return hsum(acc) + mins;
@@ -330,6 +343,14 @@ float dotBF16(const std::uint8_t* row, const float* x, const float*, std::int64_
 // multiply-add (d·q + m in one rounding); the panels' GEMM sums in its own order anyway.
 using RowDequant = void (*)(const std::uint8_t* row, float* y, std::int64_t in);
 
+// The 32 nibbles of a Q4_0/Q4_1 block's 16 bytes: element i is the low nibble of byte i, element i+16 the high one.
+inline void nibbles(const std::uint8_t* qs, __m128i& lo, __m128i& hi)
+{
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), m = _mm_set1_epi8(0x0f);
+    lo = _mm_and_si128(v, m);
+    hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
+}
+
 inline void store32s(__m256i q, __m256 d, float* y)
 {
     const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
@@ -404,6 +425,8 @@ RowDot fastDot(GgmlType t)
 #else
 
 using RowDequant = void (*)(const std::uint8_t* row, float* y, std::int64_t in);
+bool permutesX(GgmlType) { return false; }
+int permutedIndex(GgmlType, int t, int i) { return 8 * t + i; }
 RowDot fastDot(GgmlType) { return nullptr; }
 RowDequant fastRow(GgmlType) { return nullptr; }
 
@@ -434,6 +457,17 @@ void gemv(const Matrix& x, const WeightMatrix& w, Matrix& out)
             for (Eigen::Index b = 0; b < nb; ++b)
                 sums[static_cast<std::size_t>(r * nb + b)] = x.row(r).segment(b * 32, 32).sum();
     }
+    // x permuted within each block of 32 for the kernels that read it so (see permutesX).
+    Matrix permuted;
+    const bool permute = dot != nullptr && permutesX(type);
+    if (permute) {
+        permuted.resize(n, in);
+        for (Eigen::Index r = 0; r < n; ++r)
+            for (Eigen::Index b = 0; b < in / 32; ++b)
+                for (int t = 0; t < 4; ++t)
+                    for (int i = 0; i < 8; ++i) permuted(r, b * 32 + 8 * t + i) = x(r, b * 32 + permutedIndex(type, t, i));
+    }
+    const Matrix& xs = permute ? permuted : x;
     const std::size_t rowBytes = w.streamedBytes() / static_cast<std::size_t>(cols);
     const Eigen::Index tasks = (cols + kVectorCols - 1) / kVectorCols;
 #pragma omp parallel for schedule(dynamic, 1) if (worthTeam(n, in, cols))
@@ -442,7 +476,7 @@ void gemv(const Matrix& x, const WeightMatrix& w, Matrix& out)
         for (Eigen::Index j = t * kVectorCols; j < j1; ++j) {
             const std::uint8_t* row = w.storedRow(j);
             for (Eigen::Index r = 0; r < n; ++r) {
-                const float* xr = x.row(r).data();
+                const float* xr = xs.row(r).data();
                 out(r, j) = dot != nullptr ? dot(row, xr, sums.empty() ? nullptr : sums.data() + r * (in / 32), in)
                                            : dotGeneric(type, row, rowBytes, xr, in);
             }
