@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <sys/stat.h>
 
@@ -82,10 +83,12 @@ Status checkModel(const DecoderModel& m)
     return Status::success();
 }
 
-Expected<DecoderModel> loadGguf(const std::string& path)
+Expected<DecoderModel> loadGguf(const std::string& path, const DecoderLoadOptions& options)
 {
-    auto file = GgufFile::open(path);
-    if (!file) return file.status();
+    auto opened = GgufFile::open(path);
+    if (!opened) return opened.status();
+    // Shared: the model's weight views keep the mapping alive (WeightMatrix::quantized).
+    const auto file = std::make_shared<const GgufFile>(std::move(*opened));
     DecoderModel m;
     m.path = path;
     m.name = baseName(path);
@@ -151,7 +154,7 @@ Expected<DecoderModel> loadGguf(const std::string& path)
         m.chatTemplate = *t;
     }
 
-    GgufSource src(*file);
+    GgufSource src(file, options.dequantize);
     if (m.config.family == DecoderFamily::Gpt2) ATTNSCOPE_RETURN_IF_ERROR(gpt2Tensors(src, true, m));
     // llama.cpp's converter permutes Q and K of architecture llama only (qwen2 keeps Hugging Face's order).
     else ATTNSCOPE_RETURN_IF_ERROR(llamaTensors(src, true, *arch == "llama", m));
@@ -217,6 +220,29 @@ Expected<DecoderModel> loadDirectory(const std::string& dirIn)
 
 } // namespace
 
+std::size_t DecoderModel::denseWeightBytes() const
+{
+    auto v = [](const auto& m) { return static_cast<std::size_t>(m.size()) * sizeof(float); };
+    std::size_t b = tokenEmbeddings.denseBytes() + lmHead.denseBytes() + v(positionEmbeddings) + v(finalNormGamma) +
+                    v(finalNormBeta);
+    for (const DecoderLayer& L : layers) {
+        b += v(L.attnNormGamma) + v(L.attnNormBeta) + v(L.ffnNormGamma) + v(L.ffnNormBeta);
+        b += v(L.bq) + v(L.bk) + v(L.bv) + v(L.Wo) + v(L.bo) + v(L.bfc) + v(L.bproj);
+        for (const WeightMatrix* w : {&L.Wq, &L.Wk, &L.Wv, &L.Wgate, &L.Wup, &L.Wdown, &L.Wfc, &L.Wproj}) b += w->denseBytes();
+    }
+    return b;
+}
+
+std::size_t DecoderModel::streamedWeightBytes() const
+{
+    std::size_t b = unembedding().streamedBytes() + static_cast<std::size_t>(config.hidden) * sizeof(float);
+    for (const DecoderLayer& L : layers) {
+        b += static_cast<std::size_t>(L.Wo.size()) * sizeof(float);
+        for (const WeightMatrix* w : {&L.Wq, &L.Wk, &L.Wv, &L.Wgate, &L.Wup, &L.Wdown, &L.Wfc, &L.Wproj}) b += w->streamedBytes();
+    }
+    return b;
+}
+
 Expected<DecoderConfig> parseDecoderConfig(const std::string& text, const std::string& file)
 {
     ATTNSCOPE_RETURN_IF_ERROR(checkJsonDepth(text, 32, file));
@@ -243,13 +269,13 @@ bool isDecoderModelPath(const std::string& path)
     return isDir(path) && isDecoderArchitecture(modelTypeOf(path));
 }
 
-Expected<DecoderModel> loadDecoder(const std::string& path)
+Expected<DecoderModel> loadDecoder(const std::string& path, const DecoderLoadOptions& options)
 {
     if (isDir(path)) return loadDirectory(path);
     if (isFile(path)) {
         if (!endsWith(path, ".gguf"))
             return makeError(StatusCode::Unsupported, path + ": not a .gguf file or a Hugging Face model directory");
-        return loadGguf(path);
+        return loadGguf(path, options);
     }
     return makeError(StatusCode::IoError, path + " does not exist (expected a .gguf file or a Hugging Face model directory)");
 }
@@ -271,29 +297,6 @@ Expected<Encoding> encodeForDecoder(const DecoderModel& model, const std::string
 
 namespace detail {
 
-namespace {
-// Columns per task of a product: wide enough that each task's packing of the left operand pays off (at 128, packing
-// was 15 % of a SmolLM2 forward), split evenly; a function of the sizes only, so that the sums (and so the bits)
-// do not depend on the number of threads.
-// The count of tasks is even: with 3 tasks (SmolLM2's 1536-wide gate and up) two cores did two rounds, one of them
-// alone (75 % of the team's time), and a 192-wide K or V was one task on one core; even counts keep both busy.
-constexpr Eigen::Index kProductCols = 512;
-Eigen::Index taskCols(Eigen::Index cols)
-{
-    Eigen::Index tasks = (cols + kProductCols - 1) / kProductCols;
-    if (cols >= 64) tasks += tasks % 2;
-    return ((cols + tasks - 1) / tasks + 15) / 16 * 16;
-}
-// Below this many multiply-adds one thread does the product (a team costs more than it saves).
-constexpr double kTeamWork = double(1 << 22);
-// A team also when the right operand is large: a one-token step streams the weights, and one core alone does not
-// reach the machine's memory bandwidth.
-constexpr double kTeamBytes = double(1 << 20);
-bool worthTeam(Eigen::Index rows, Eigen::Index inner, Eigen::Index cols)
-{
-    return double(rows) * double(inner) * double(cols) >= kTeamWork || double(inner) * double(cols) * 4 >= kTeamBytes;
-}
-} // namespace
 
 void product(const Matrix& a, const Matrix& b, Matrix& out)
 {
@@ -472,7 +475,7 @@ constexpr Eigen::Index kLogitRows = 64;
 
 void predictions(const DecoderModel& m, DecoderRun& run, Eigen::Index from)
 {
-    const Matrix& E = m.unembedding();
+    const WeightMatrix& E = m.unembedding();
     finalNorm(m, run.hidden.back(), run.finalHidden);
     const Eigen::Index n = run.finalHidden.rows();
     run.surprise.resize(static_cast<std::size_t>(n));
@@ -483,7 +486,7 @@ void predictions(const DecoderModel& m, DecoderRun& run, Eigen::Index from)
     for (Eigen::Index r0 = first; r0 < n; r0 += kLogitRows) {
         const Eigen::Index rows = std::min(kLogitRows, n - r0);
         block = run.finalHidden.middleRows(r0, rows);
-        productTransposed(block, E, logits);
+        product(block, E, logits);
         for (Eigen::Index i = 0; i < rows; ++i) {
             const Eigen::Index pos = r0 + i;
             if (pos + 1 < n) {
@@ -525,7 +528,7 @@ Status runDecoder(DecoderModel& model, const std::vector<int>& idsIn, const Deco
     Matrix& x = run.hidden[0];
     x.resize(n, c.hidden);
     for (int i = 0; i < n; ++i) {
-        x.row(i) = model.tokenEmbeddings.row(ids[static_cast<std::size_t>(i)]);
+        model.tokenEmbeddings.column(ids[static_cast<std::size_t>(i)], x.row(i).data());
         if (model.positionEmbeddings.size() > 0) x.row(i) += model.positionEmbeddings.row(i);
     }
     return recomputeDecoderFrom(model, 0, run, options.backend);
@@ -598,7 +601,7 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
     run.pinned = {};  // the pinned Q, K, V were for the old length
     Matrix x(m, c.hidden);
     for (int i = 0; i < m; ++i) {
-        x.row(i) = model.tokenEmbeddings.row(ids[static_cast<std::size_t>(i)]);
+        model.tokenEmbeddings.column(ids[static_cast<std::size_t>(i)], x.row(i).data());
         if (model.positionEmbeddings.size() > 0) x.row(i) += model.positionEmbeddings.row(n + i);
     }
     appendRows(run.hidden[0], x);
@@ -726,7 +729,7 @@ Expected<Vector> logitsAt(const DecoderModel& model, const DecoderRun& run, int 
     if (position < 0 || position >= n)
         return invalidArgument("position " + std::to_string(position) + " is outside 0.." + std::to_string(n - 1));
     Matrix row = run.finalHidden.row(position), out;
-    productTransposed(row, model.unembedding(), out);
+    product(row, model.unembedding(), out);
     return Vector(out.row(0).transpose());
 }
 

@@ -103,11 +103,11 @@ Status gpt2Tensors(WeightSource& w, bool gguf, DecoderModel& m)
     // Hugging Face checkpoints name tensors with or without the "transformer." prefix (GPT2LMHeadModel vs GPT2Model).
     const std::string hf = w.has("transformer.wte.weight") ? "transformer." : "";
     auto name = [&](const std::string& g, const std::string& h) { return gguf ? g : hf + h; };
-    ATTNSCOPE_RETURN_IF_ERROR(w.matrix(name("token_embd.weight", "wte.weight"), V, M, "vocab × d_model", m.tokenEmbeddings));
+    ATTNSCOPE_RETURN_IF_ERROR(w.embedding(name("token_embd.weight", "wte.weight"), V, M, "vocab × d_model", m.tokenEmbeddings));
     ATTNSCOPE_RETURN_IF_ERROR(w.matrix(name("position_embd.weight", "wpe.weight"), P, M, "positions × d_model", m.positionEmbeddings));
     ATTNSCOPE_RETURN_IF_ERROR(w.vector(name("output_norm.weight", "ln_f.weight"), M, "d_model", m.finalNormGamma));
     ATTNSCOPE_RETURN_IF_ERROR(w.vector(name("output_norm.bias", "ln_f.bias"), M, "d_model", m.finalNormBeta));
-    if (gguf && !c.tiedEmbeddings) ATTNSCOPE_RETURN_IF_ERROR(w.matrix("output.weight", V, M, "vocab × d_model", m.lmHead));
+    if (gguf && !c.tiedEmbeddings) ATTNSCOPE_RETURN_IF_ERROR(w.embedding("output.weight", V, M, "vocab × d_model", m.lmHead));
     m.layers.resize(static_cast<std::size_t>(c.layers));
     for (int l = 0; l < c.layers; ++l) {
         DecoderLayer& L = m.layers[static_cast<std::size_t>(l)];
@@ -117,12 +117,19 @@ Status gpt2Tensors(WeightSource& w, bool gguf, DecoderModel& m)
         ATTNSCOPE_RETURN_IF_ERROR(w.vector(nm("attn_norm.bias", "ln_1.bias"), M, "d_model", L.attnNormBeta));
         ATTNSCOPE_RETURN_IF_ERROR(w.vector(nm("ffn_norm.weight", "ln_2.weight"), M, "d_model", L.ffnNormGamma));
         ATTNSCOPE_RETURN_IF_ERROR(w.vector(nm("ffn_norm.bias", "ln_2.bias"), M, "d_model", L.ffnNormBeta));
-        Matrix qkv;  // M×3M, in×out
-        if (gguf) ATTNSCOPE_RETURN_IF_ERROR(w.linear(nm("attn_qkv.weight", ""), M, 3 * M, "3·d_model × d_model", qkv));
-        else ATTNSCOPE_RETURN_IF_ERROR(w.matrix(nm("", "attn.c_attn.weight"), M, 3 * M, "d_model × 3·d_model", qkv));
-        L.Wq = qkv.leftCols(M);
-        L.Wk = qkv.middleCols(M, M);
-        L.Wv = qkv.rightCols(M);
+        if (gguf) {
+            // The fused Q, K, V tensor (3M rows of M): three views of its rows.
+            const std::string qkv = nm("attn_qkv.weight", "");
+            ATTNSCOPE_RETURN_IF_ERROR(w.weight(qkv, M, 3 * M, "3·d_model × d_model", 0, M, {}, L.Wq));
+            ATTNSCOPE_RETURN_IF_ERROR(w.weight(qkv, M, 3 * M, "3·d_model × d_model", M, M, {}, L.Wk));
+            ATTNSCOPE_RETURN_IF_ERROR(w.weight(qkv, M, 3 * M, "3·d_model × d_model", 2 * M, M, {}, L.Wv));
+        } else {
+            Matrix qkv;  // M×3M, in×out (GPT-2's Conv1D stores in×out)
+            ATTNSCOPE_RETURN_IF_ERROR(w.matrix(nm("", "attn.c_attn.weight"), M, 3 * M, "d_model × 3·d_model", qkv));
+            L.Wq = WeightMatrix(qkv.leftCols(M));
+            L.Wk = WeightMatrix(qkv.middleCols(M, M));
+            L.Wv = WeightMatrix(qkv.rightCols(M));
+        }
         Vector bqkv;
         ATTNSCOPE_RETURN_IF_ERROR(w.vector(nm("attn_qkv.bias", "attn.c_attn.bias"), 3 * M, "3·d_model", bqkv));
         L.bq = bqkv.head(M);
@@ -130,12 +137,15 @@ Status gpt2Tensors(WeightSource& w, bool gguf, DecoderModel& m)
         L.bv = bqkv.tail(M);
         if (gguf) {
             ATTNSCOPE_RETURN_IF_ERROR(w.linear(nm("attn_output.weight", ""), M, M, "d_model × d_model", L.Wo));
-            ATTNSCOPE_RETURN_IF_ERROR(w.linear(nm("ffn_up.weight", ""), M, F, "d_ff × d_model", L.Wfc));
-            ATTNSCOPE_RETURN_IF_ERROR(w.linear(nm("ffn_down.weight", ""), F, M, "d_model × d_ff", L.Wproj));
+            ATTNSCOPE_RETURN_IF_ERROR(w.weight(nm("ffn_up.weight", ""), M, F, "d_ff × d_model", 0, F, {}, L.Wfc));
+            ATTNSCOPE_RETURN_IF_ERROR(w.weight(nm("ffn_down.weight", ""), F, M, "d_model × d_ff", 0, M, {}, L.Wproj));
         } else {
             ATTNSCOPE_RETURN_IF_ERROR(w.matrix(nm("", "attn.c_proj.weight"), M, M, "d_model × d_model", L.Wo));
-            ATTNSCOPE_RETURN_IF_ERROR(w.matrix(nm("", "mlp.c_fc.weight"), M, F, "d_model × d_ff", L.Wfc));
-            ATTNSCOPE_RETURN_IF_ERROR(w.matrix(nm("", "mlp.c_proj.weight"), F, M, "d_ff × d_model", L.Wproj));
+            Matrix fc, proj;
+            ATTNSCOPE_RETURN_IF_ERROR(w.matrix(nm("", "mlp.c_fc.weight"), M, F, "d_model × d_ff", fc));
+            ATTNSCOPE_RETURN_IF_ERROR(w.matrix(nm("", "mlp.c_proj.weight"), F, M, "d_ff × d_model", proj));
+            L.Wfc = WeightMatrix(std::move(fc));
+            L.Wproj = WeightMatrix(std::move(proj));
         }
         ATTNSCOPE_RETURN_IF_ERROR(w.vector(nm("attn_output.bias", "attn.c_proj.bias"), M, "d_model", L.bo));
         ATTNSCOPE_RETURN_IF_ERROR(w.vector(nm("ffn_up.bias", "mlp.c_fc.bias"), F, "d_ff", L.bfc));

@@ -194,7 +194,19 @@ Status llamaConfigFromGguf(const GgufFile& f, const std::string& arch, DecoderCo
 
 namespace {
 
-// Hugging Face row (head h, half s, index i) was written by llama.cpp's converter at (h, i, s).
+// Hugging Face row (head h, half s, index i) was written by llama.cpp's converter at (h, i, s): the stored row of
+// each Hugging Face row, for `rows` rows of `heads` heads.
+std::vector<int> unpermuteOrder(int rows, int heads)
+{
+    const int D = rows / heads, half = D / 2;
+    std::vector<int> order(static_cast<std::size_t>(rows));
+    for (int h = 0; h < heads; ++h)
+        for (int s = 0; s < 2; ++s)
+            for (int i = 0; i < half; ++i) order[static_cast<std::size_t>(h * D + s * half + i)] = h * D + 2 * i + s;
+    return order;
+}
+
+// The same order applied to a matrix's rows (biases).
 Matrix unpermuteRows(const Matrix& w, int heads)
 {
     const Eigen::Index D = w.rows() / heads, half = D / 2;
@@ -211,12 +223,12 @@ Status llamaTensors(WeightSource& w, bool gguf, bool unpermuteQK, DecoderModel& 
 {
     const DecoderConfig& c = m.config;
     const int M = c.hidden, F = c.intermediate, V = c.vocab, QD = c.heads * c.headDim, KD = c.kvHeads * c.headDim;
-    ATTNSCOPE_RETURN_IF_ERROR(w.matrix(gguf ? "token_embd.weight" : "model.embed_tokens.weight", V, M, "vocab × d_model",
-                                       m.tokenEmbeddings));
+    ATTNSCOPE_RETURN_IF_ERROR(w.embedding(gguf ? "token_embd.weight" : "model.embed_tokens.weight", V, M, "vocab × d_model",
+                                          m.tokenEmbeddings));
     ATTNSCOPE_RETURN_IF_ERROR(w.vector(gguf ? "output_norm.weight" : "model.norm.weight", M, "d_model", m.finalNormGamma));
     const std::string head = gguf ? "output.weight" : "lm_head.weight";
     if (!c.tiedEmbeddings)
-        ATTNSCOPE_RETURN_IF_ERROR(w.matrix(head, V, M, "vocab × d_model", m.lmHead));
+        ATTNSCOPE_RETURN_IF_ERROR(w.embedding(head, V, M, "vocab × d_model", m.lmHead));
     m.layers.resize(static_cast<std::size_t>(c.layers));
     for (int l = 0; l < c.layers; ++l) {
         DecoderLayer& L = m.layers[static_cast<std::size_t>(l)];
@@ -224,16 +236,12 @@ Status llamaTensors(WeightSource& w, bool gguf, bool unpermuteQK, DecoderModel& 
         auto name = [&](const char* g, const char* hf) { return p + (gguf ? g : hf); };
         ATTNSCOPE_RETURN_IF_ERROR(w.vector(name("attn_norm.weight", "input_layernorm.weight"), M, "d_model", L.attnNormGamma));
         ATTNSCOPE_RETURN_IF_ERROR(w.vector(name("ffn_norm.weight", "post_attention_layernorm.weight"), M, "d_model", L.ffnNormGamma));
-        Matrix q, k;
-        ATTNSCOPE_RETURN_IF_ERROR(w.matrix(name("attn_q.weight", "self_attn.q_proj.weight"), QD, M, "H·D × d_model", q));
-        ATTNSCOPE_RETURN_IF_ERROR(w.matrix(name("attn_k.weight", "self_attn.k_proj.weight"), KD, M, "H_kv·D × d_model", k));
-        if (unpermuteQK) {
-            q = unpermuteRows(q, c.heads);
-            k = unpermuteRows(k, c.kvHeads);
-        }
-        L.Wq = q.transpose();
-        L.Wk = k.transpose();
-        ATTNSCOPE_RETURN_IF_ERROR(w.linear(name("attn_v.weight", "self_attn.v_proj.weight"), M, KD, "H_kv·D × d_model", L.Wv));
+        // The un-permutation is a row order of the view: output column j is read from stored row order[j].
+        const std::vector<int> qOrder = unpermuteQK ? unpermuteOrder(QD, c.heads) : std::vector<int>{};
+        const std::vector<int> kOrder = unpermuteQK ? unpermuteOrder(KD, c.kvHeads) : std::vector<int>{};
+        ATTNSCOPE_RETURN_IF_ERROR(w.weight(name("attn_q.weight", "self_attn.q_proj.weight"), M, QD, "H·D × d_model", 0, QD, qOrder, L.Wq));
+        ATTNSCOPE_RETURN_IF_ERROR(w.weight(name("attn_k.weight", "self_attn.k_proj.weight"), M, KD, "H_kv·D × d_model", 0, KD, kOrder, L.Wk));
+        ATTNSCOPE_RETURN_IF_ERROR(w.weight(name("attn_v.weight", "self_attn.v_proj.weight"), M, KD, "H_kv·D × d_model", 0, KD, {}, L.Wv));
         ATTNSCOPE_RETURN_IF_ERROR(w.linear(name("attn_output.weight", "self_attn.o_proj.weight"), QD, M, "d_model × H·D", L.Wo));
         // Biases of Q, K, V: Qwen2 always, Llama with attention_bias. GGUF keeps Q/K biases in HF order for qwen2;
         // a permuted llama GGUF with biases would need the same row order as its weights.
@@ -247,9 +255,9 @@ Status llamaTensors(WeightSource& w, bool gguf, bool unpermuteQK, DecoderModel& 
                 L.bk = unpermuteRows(Matrix(L.bk), c.kvHeads).col(0);
             }
         }
-        ATTNSCOPE_RETURN_IF_ERROR(w.linear(name("ffn_gate.weight", "mlp.gate_proj.weight"), M, F, "d_ff × d_model", L.Wgate));
-        ATTNSCOPE_RETURN_IF_ERROR(w.linear(name("ffn_up.weight", "mlp.up_proj.weight"), M, F, "d_ff × d_model", L.Wup));
-        ATTNSCOPE_RETURN_IF_ERROR(w.linear(name("ffn_down.weight", "mlp.down_proj.weight"), F, M, "d_model × d_ff", L.Wdown));
+        ATTNSCOPE_RETURN_IF_ERROR(w.weight(name("ffn_gate.weight", "mlp.gate_proj.weight"), M, F, "d_ff × d_model", 0, F, {}, L.Wgate));
+        ATTNSCOPE_RETURN_IF_ERROR(w.weight(name("ffn_up.weight", "mlp.up_proj.weight"), M, F, "d_ff × d_model", 0, F, {}, L.Wup));
+        ATTNSCOPE_RETURN_IF_ERROR(w.weight(name("ffn_down.weight", "mlp.down_proj.weight"), F, M, "d_model × d_ff", 0, M, {}, L.Wdown));
     }
     return Status::success();
 }

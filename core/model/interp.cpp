@@ -115,7 +115,8 @@ Expected<DirectLogitAttribution> directLogitAttribution(const DecoderModel& mode
     const int L = c.layers, H = c.heads, D = c.headDim, M = c.hidden;
     const Eigen::Index last = run.hidden[0].rows() - 1;
     const Vector x = run.hidden.back().row(last).transpose();
-    const Vector u = model.unembedding().row(targetId).transpose();
+    Vector u(M);
+    model.unembedding().column(targetId, u.data());
     // The final norm frozen at this run's scale is linear: component c adds c·w to the logit. RMSNorm: w = γ⊙u / rms.
     // LayerNorm: (c − mean(c))·(γ⊙u)/σ = c·(w − mean(w)) with w = γ⊙u/σ, and β·u is the norm's own term.
     Vector w = model.finalNormGamma.cwiseProduct(u);
@@ -203,7 +204,7 @@ Expected<LogitLens> logitLens(const DecoderModel& model, const DecoderRun& run, 
     for (Eigen::Index r0 = 0; r0 < total; r0 += kRows) {
         const Eigen::Index rows = std::min(kRows, total - r0);
         block = normed.middleRows(r0, rows);
-        productTransposed(block, model.unembedding(), logits);
+        product(block, model.unembedding(), logits);
         const Eigen::Index V = logits.cols();
 #pragma omp parallel for schedule(static)
         for (Eigen::Index i = 0; i < rows; ++i) {
@@ -465,7 +466,7 @@ Status scan(const DecoderModel& model, const DecoderRun& run, const std::vector<
             last.resize(static_cast<Eigen::Index>(made.size()), c.hidden);
             for (std::size_t v = 0; v < made.size(); ++v) last.row(Eigen::Index(v)) = x.row(Eigen::Index(v) * n + n - 1);
             finalNorm(model, last, normed);
-            productTransposed(normed, model.unembedding(), logits);
+            product(normed, model.unembedding(), logits);
             for (std::size_t v = 0; v < made.size(); ++v)
                 out(made[v].first, made[v].second) = score(logits.row(Eigen::Index(v)).transpose());
         }

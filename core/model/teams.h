@@ -1,6 +1,8 @@
 // Thread teams sized for the load of the machine, shared by the model families' forwards (core/model/).
 #pragma once
 
+#include <Eigen/Core>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -104,5 +106,32 @@ private:
 
     int m_saved = 0;
 };
+
+namespace detail {
+
+// How the products split over a team (decoder.cpp's product, weight_matrix.cpp's quantized products).
+// Columns per task of a product: wide enough that each task's packing of the left operand pays off (at 128, packing
+// was 15 % of a SmolLM2 forward), split evenly; a function of the sizes only, so that the sums (and so the bits)
+// do not depend on the number of threads.
+// The count of tasks is even: with 3 tasks (SmolLM2's 1536-wide gate and up) two cores did two rounds, one of them
+// alone (75 % of the team's time), and a 192-wide K or V was one task on one core; even counts keep both busy.
+inline constexpr Eigen::Index kProductCols = 512;
+inline Eigen::Index taskCols(Eigen::Index cols)
+{
+    Eigen::Index tasks = (cols + kProductCols - 1) / kProductCols;
+    if (cols >= 64) tasks += tasks % 2;
+    return ((cols + tasks - 1) / tasks + 15) / 16 * 16;
+}
+// Below this many multiply-adds one thread does the product (a team costs more than it saves).
+inline constexpr double kTeamWork = double(1 << 22);
+// A team also when the right operand is large: a one-token step streams the weights, and one core alone does not
+// reach the machine's memory bandwidth.
+inline constexpr double kTeamBytes = double(1 << 20);
+inline bool worthTeam(Eigen::Index rows, Eigen::Index inner, Eigen::Index cols)
+{
+    return double(rows) * double(inner) * double(cols) >= kTeamWork || double(inner) * double(cols) * 4 >= kTeamBytes;
+}
+
+} // namespace detail
 
 } // namespace attn

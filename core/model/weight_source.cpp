@@ -26,6 +26,25 @@ Status WeightSource::linear(const std::string& name, int in, int out, const char
     return Status::success();
 }
 
+Status WeightSource::weight(const std::string& name, int in, int total, const char* dims, int row0, int rows,
+                            const std::vector<int>& order, WeightMatrix& w)
+{
+    Matrix all;
+    ATTNSCOPE_RETURN_IF_ERROR(linear(name, in, total, dims, all));
+    Matrix part(in, rows);
+    for (int j = 0; j < rows; ++j) part.col(j) = all.col(row0 + (order.empty() ? j : order[static_cast<std::size_t>(j)]));
+    w = WeightMatrix(std::move(part));
+    return Status::success();
+}
+
+Status WeightSource::embedding(const std::string& name, int vocab, int hidden, const char* dims, WeightMatrix& w)
+{
+    Matrix e;
+    ATTNSCOPE_RETURN_IF_ERROR(matrix(name, vocab, hidden, dims, e));
+    w = WeightMatrix::denseTransposed(std::move(e));
+    return Status::success();
+}
+
 // -----------------------------------------------------------------------------------------------------
 // safetensors
 // -----------------------------------------------------------------------------------------------------
@@ -128,7 +147,7 @@ Status SafetensorsSource::vector(const std::string& name, int n, const char* dim
 // GGUF
 // -----------------------------------------------------------------------------------------------------
 
-Status GgufSource::matrix(const std::string& name, int rows, int cols, const char* dims, Matrix& out)
+Status GgufSource::find(const std::string& name, int rows, int cols, const char* dims, const GgufTensorInfo*& found) const
 {
     const GgufTensorInfo* t = m_file.tensor(name);
     if (t == nullptr) return invalidArgument(m_file.what() + ": tensor " + name + " is missing");
@@ -138,8 +157,40 @@ Status GgufSource::matrix(const std::string& name, int rows, int cols, const cha
                                std::to_string(cols) + " (" + dims + "), got " +
                                (t->dims.size() == 2 ? std::to_string(t->dims[1]) + "×" + std::to_string(t->dims[0])
                                                     : shapeText(t->dims) + " (GGUF order)"));
+    found = t;
+    return Status::success();
+}
+
+Status GgufSource::matrix(const std::string& name, int rows, int cols, const char* dims, Matrix& out)
+{
+    const GgufTensorInfo* t = nullptr;
+    ATTNSCOPE_RETURN_IF_ERROR(find(name, rows, cols, dims, t));
     out.resize(rows, cols);
     return m_file.dequantize(*t, out.data(), static_cast<std::size_t>(out.size()));
+}
+
+Status GgufSource::weight(const std::string& name, int in, int total, const char* dims, int row0, int rows,
+                          const std::vector<int>& order, WeightMatrix& w)
+{
+    const GgufTensorInfo* t = nullptr;
+    ATTNSCOPE_RETURN_IF_ERROR(find(name, total, in, dims, t));
+    // A type dequantizeRow refuses goes the float32 way, which names the tensor and the type.
+    if (m_dequantize || !ggmlTypeSupported(t->type)) return WeightSource::weight(name, in, total, dims, row0, rows, order, w);
+    auto view = WeightMatrix::quantized(m_shared, *t, row0, rows, order);
+    if (!view) return view.status();
+    w = std::move(*view);
+    return Status::success();
+}
+
+Status GgufSource::embedding(const std::string& name, int vocab, int hidden, const char* dims, WeightMatrix& w)
+{
+    const GgufTensorInfo* t = nullptr;
+    ATTNSCOPE_RETURN_IF_ERROR(find(name, vocab, hidden, dims, t));
+    if (m_dequantize || !ggmlTypeSupported(t->type)) return WeightSource::embedding(name, vocab, hidden, dims, w);
+    auto view = WeightMatrix::quantized(m_shared, *t, 0, vocab);
+    if (!view) return view.status();
+    w = std::move(*view);
+    return Status::success();
 }
 
 Status GgufSource::vector(const std::string& name, int n, const char* dims, Vector& out)

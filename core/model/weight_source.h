@@ -6,6 +6,7 @@
 #include "attnscope/safetensors.h"
 #include "attnscope/status.h"
 #include "attnscope/types.h"
+#include "attnscope/weight_matrix.h"
 
 #include <cstdint>
 #include <map>
@@ -30,6 +31,13 @@ public:
 
     // A Linear weight stored out×in, returned in×out (the attention core's x·W convention).
     Status linear(const std::string& name, int in, int out, const char* dims, Matrix& w);
+    // A Linear weight stored total×in (checked as linear() does), output columns [row0, row0 + rows) of it as a
+    // WeightMatrix in×rows; `order` (empty or `rows` entries): output column j is stored row row0 + order[j].
+    // Here float32 (dense); a GGUF keeps its tensors' format (a view of the mapping).
+    virtual Status weight(const std::string& name, int in, int total, const char* dims, int row0, int rows,
+                          const std::vector<int>& order, WeightMatrix& w);
+    // An embedding matrix stored V×M as the weight x·E (in M, out V): column id is token id's embedding.
+    virtual Status embedding(const std::string& name, int vocab, int hidden, const char* dims, WeightMatrix& w);
 };
 
 // Safetensors: `files` are read whole (float32 in memory); a tensor name is looked up across them.
@@ -48,16 +56,26 @@ private:
     Status find(const std::string& name, Entry*& e);
 };
 
+// GGUF: with `dequantize`, every tensor in float32 (the oracle path); otherwise matrices stay views of the
+// mapping in the file's format (WeightMatrix::quantized), which `file`'s shared ownership keeps alive.
 class GgufSource final : public WeightSource {
 public:
-    explicit GgufSource(const GgufFile& file) : m_file(file) {}
+    GgufSource(std::shared_ptr<const GgufFile> file, bool dequantize)
+        : m_shared(std::move(file)), m_file(*m_shared), m_dequantize(dequantize) {}
     bool has(const std::string& name) const override { return m_file.tensor(name) != nullptr; }
     Status matrix(const std::string& name, int rows, int cols, const char* dims, Matrix& out) override;
     Status vector(const std::string& name, int n, const char* dims, Vector& out) override;
     std::string where(const std::string&) const override { return m_file.what(); }
+    Status weight(const std::string& name, int in, int total, const char* dims, int row0, int rows,
+                  const std::vector<int>& order, WeightMatrix& w) override;
+    Status embedding(const std::string& name, int vocab, int hidden, const char* dims, WeightMatrix& w) override;
 
 private:
+    // The tensor `name` when it is rows×cols (as matrix() checks), else the message matrix() gives.
+    Status find(const std::string& name, int rows, int cols, const char* dims, const GgufTensorInfo*& t) const;
+    std::shared_ptr<const GgufFile> m_shared;
     const GgufFile& m_file;
+    bool m_dequantize = false;
 };
 
 std::string shapeText(const std::vector<std::int64_t>& shape);

@@ -186,7 +186,7 @@ TEST(DecoderRun, RecomputeFromALayerEqualsAWholeForwardAfterAnEdit)
     auto run = attn::runDecoder(*model, ids);
     ASSERT_TRUE(run.ok());
     const attn::Vector before = run->lastLogits;
-    model->layers[1].Wv(3, 5) += 0.5f;   // an edit in the last layer
+    model->layers[1].Wv.edit()(3, 5) += 0.5f;   // an edit in the last layer
     run->ablated = {{1, 0}};             // and an ablation there
     ASSERT_TRUE(attn::recomputeDecoderFrom(*model, 1, *run).ok());
     attn::DecoderOptions o;
@@ -387,7 +387,7 @@ TEST_F(SmolLM2, ConfigurationFromTheGguf)
     EXPECT_EQ(c.maxPositions, 8192);
     EXPECT_FLOAT_EQ(c.ropeTheta, 100000.0f);
     EXPECT_TRUE(c.tiedEmbeddings);
-    EXPECT_EQ(s_model->lmHead.size(), 0);
+    EXPECT_TRUE(s_model->lmHead.empty());
 }
 
 TEST_F(SmolLM2, MatchesTransformersOnTheDequantizedWeights)

@@ -41,7 +41,7 @@ Vector logitsOfLastRow(const attn::DecoderModel& m, const Matrix& hiddenL)
     } else {
         normed = x.cwiseProduct(m.finalNormGamma) / std::sqrt(x.squaredNorm() / M + m.config.normEps);
     }
-    return m.unembedding() * normed;
+    return attn::referenceProduct(Matrix(normed.transpose()), m.unembedding()).transpose();
 }
 
 // The rest of a block after its attention, written out plainly (the naive oracle of the patching scan).
@@ -70,17 +70,17 @@ Matrix afterAttention(const attn::DecoderModel& m, int l, const Matrix& concat, 
     Matrix h = x + attnOut;
     const Matrix n = rowNorm(m, h, L.ffnNormGamma, L.ffnNormBeta);
     if (m.config.family == attn::DecoderFamily::Gpt2) {
-        Matrix a = n * L.Wfc;
+        Matrix a = n * L.Wfc.toMatrix();
         a.rowwise() += L.bfc.transpose();
         const float k = 0.7978845608028654f;
         a = (0.5f * a.array() * (1.0f + (k * (a.array() + 0.044715f * a.array().cube())).tanh())).matrix();
-        Matrix f = a * L.Wproj;
+        Matrix f = a * L.Wproj.toMatrix();
         f.rowwise() += L.bproj.transpose();
         return h + f;
     }
-    Matrix g = n * L.Wgate, u = n * L.Wup;
+    Matrix g = n * L.Wgate.toMatrix(), u = n * L.Wup.toMatrix();
     Matrix a = (g.array() / (1.0f + (-g.array()).exp()) * u.array()).matrix();
-    return h + a * L.Wdown;
+    return h + a * L.Wdown.toMatrix();
 }
 
 // Head importance the naive way: run.ablated + {(l, h)}, a recompute from that layer (pins honoured), log p difference.

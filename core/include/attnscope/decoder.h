@@ -7,14 +7,17 @@
 //                   forward, each block a function named as the checkpoint names it;
 //   tokenizers      attnscope/bpe_tokenizer.h (byte-level BPE from tokenizer.json or GGUF metadata).
 // Shapes: n tokens, M = d_model, H query heads, H_kv key/value heads (H_kv divides H), D = head width,
-// F = feed-forward width, V = vocabulary, L layers. Weights are stored in the attention core's convention (x·W,
-// W is in×out: the transpose of a PyTorch Linear weight).
+// F = feed-forward width, V = vocabulary, L layers. Weights are in the attention core's convention (x·W, W is
+// in×out: the transpose of a PyTorch Linear weight). From a GGUF file the projections, the feed-forward and the
+// embeddings stay in the file's format (attnscope/weight_matrix.h: memory-mapped, dequantized inside the products);
+// W^O, biases and norms are float32 (the window edits W^O, direct logit attribution reads it).
 #pragma once
 
 #include "attnscope/bpe_tokenizer.h"
 #include "attnscope/status.h"
 #include "attnscope/tokenizer.h"
 #include "attnscope/types.h"
+#include "attnscope/weight_matrix.h"
 
 #include <cstdint>
 #include <string>
@@ -52,15 +55,15 @@ struct DecoderConfig {
 // GPT-2: LayerNorm (gamma, beta), projections and W^O with biases, GELU (tanh) feed-forward with biases.
 struct DecoderLayer {
     Vector attnNormGamma, attnNormBeta;  // M (beta empty for RMSNorm)
-    Matrix Wq, Wk, Wv;                   // M×H·D, M×H_kv·D, M×H_kv·D
+    WeightMatrix Wq, Wk, Wv;             // M×H·D, M×H_kv·D, M×H_kv·D
     Vector bq, bk, bv;                   // H·D, H_kv·D, H_kv·D, or empty
-    Matrix Wo;                           // H·D×M
+    Matrix Wo;                           // H·D×M, always float32 (edited in the window)
     Vector bo;                           // M or empty
     Vector ffnNormGamma, ffnNormBeta;    // M (beta empty for RMSNorm)
-    Matrix Wgate, Wup;                   // llama: M×F each
-    Matrix Wdown;                        // llama: F×M
-    Matrix Wfc;  Vector bfc;             // gpt2: M×F, F
-    Matrix Wproj; Vector bproj;          // gpt2: F×M, M
+    WeightMatrix Wgate, Wup;             // llama: M×F each
+    WeightMatrix Wdown;                  // llama: F×M
+    WeightMatrix Wfc;  Vector bfc;       // gpt2: M×F, F
+    WeightMatrix Wproj; Vector bproj;    // gpt2: F×M, M
 };
 
 struct DecoderModel {
@@ -70,13 +73,27 @@ struct DecoderModel {
     DecoderConfig config;
     BpeTokenizer tokenizer;
     std::string chatTemplate;    // the model's Jinja chat template ("" when it has none)
-    Matrix tokenEmbeddings;      // V×M
+    // As weights x·E (in M, out V): column id is token id's embedding (WeightMatrix::column), a product with it
+    // is the unembedding.
+    WeightMatrix tokenEmbeddings;
     Matrix positionEmbeddings;   // GPT-2: maxPositions×M; empty for the llama family (RoPE)
     Vector finalNormGamma, finalNormBeta;
-    Matrix lmHead;               // V×M, empty when tied (tokenEmbeddings is the unembedding)
+    WeightMatrix lmHead;         // M×V as x·W, empty when tied (tokenEmbeddings is the unembedding)
     std::vector<DecoderLayer> layers;
 
-    const Matrix& unembedding() const { return lmHead.size() > 0 ? lmHead : tokenEmbeddings; }
+    const WeightMatrix& unembedding() const { return !lmHead.empty() ? lmHead : tokenEmbeddings; }
+    // Float32 bytes of weights the model holds in memory (dense matrices, biases, norms); a GGUF's quantized
+    // tensors are not counted (they are the file's mapping).
+    std::size_t denseWeightBytes() const;
+    // Bytes of weights one appended token streams: every matrix once, in its format (views: the file's bytes;
+    // dense: float32), and the embedding row.
+    std::size_t streamedWeightBytes() const;
+};
+
+struct DecoderLoadOptions {
+    // Dequantize every GGUF tensor to float32 at load (the path before issue 18: the oracle of the quantized
+    // products in the parity tests; about 4–8× the file's size in memory).
+    bool dequantize = false;
 };
 
 // Parses a Hugging Face config.json of a decoder (model_type gpt2, llama, mistral, qwen2; `file` names it in
@@ -93,7 +110,8 @@ bool isDecoderModelPath(const std::string& path);
 // tokenizer this build does not handle (and what it does), ParseError for corrupt files, InvalidArgument for a
 // tensor missing or whose shape contradicts the metadata ("blk.3.attn_k.weight: expected 192×576 (H_kv·D ×
 // d_model), got 576×576").
-Expected<DecoderModel> loadDecoder(const std::string& path);
+// Options: see DecoderLoadOptions (default: a GGUF's tensors stay in their format).
+Expected<DecoderModel> loadDecoder(const std::string& path, const DecoderLoadOptions& options = {});
 
 // The text as token ids: the tokenizer's own special tokens (a BOS when the model asks for one); with `chat`, the
 // text is first wrapped as one user turn by the model's chat template (ChatML or Llama 3; another → Unsupported).

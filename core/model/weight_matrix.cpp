@@ -1,0 +1,526 @@
+// Weights in their own format: products of float32 activations with GGUF tensors that stay quantized in the
+// file's mapping. See attnscope/weight_matrix.h and docs/model.md ("Decoder models", "Speed (decoders)").
+//
+// A row of a GGUF tensor is one output column of W (in values as blocks). Two paths:
+//   GEMV (≤ kVectorRows rows of x, a token appended): each stored row is streamed once and dotted with every
+//     row of x, each block dequantized in registers (AVX2 kernels below for Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, F16,
+//     BF16, F32; any other type dequantizeRow's a row into a buffer, then a dot). A block's scale is applied to
+//     the block's sum (d·Σq·x, and the min as m·Σx with Σx per 32 inputs computed once per x row), so the
+//     numbers equal dequantize-then-dot up to float rounding (the order of the sums differs); activations stay
+//     float32 (llama.cpp quantizes them to 8 bits for its integer dot products; we do not).
+//   Panels (more rows, a whole forward): each task dequantizes its panel of output columns into a float32 buffer
+//     and runs Eigen's GEMM on it: the dequantization (one pass over the panel) is amortised over every row of x.
+//
+// [SECTION] Storage   [SECTION] Block dots   [SECTION] Products
+#include "attnscope/weight_matrix.h"
+
+#include "decoder_family.h"
+#include "teams.h"
+
+#include <cassert>
+#include <cstring>
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define ATTNSCOPE_QUANT_AVX2 1
+#endif
+
+namespace attn {
+
+using detail::taskCols;
+using detail::worthTeam;
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Storage
+// -----------------------------------------------------------------------------------------------------
+
+WeightMatrix WeightMatrix::denseTransposed(Matrix outByIn)
+{
+    WeightMatrix w(std::move(outByIn));
+    w.m_transposed = true;
+    return w;
+}
+
+Expected<WeightMatrix> WeightMatrix::quantized(std::shared_ptr<const GgufFile> file, const GgufTensorInfo& info,
+                                               std::int64_t row0, std::int64_t rows, std::vector<int> order)
+{
+    if (!ggmlTypeSupported(info.type))
+        return makeError(StatusCode::Unsupported, file->what() + ": " + info.name + ": tensor type " +
+                                                      ggmlTypeName(info.type) + " is not supported");
+    assert(info.dims.size() == 2 && row0 >= 0 && row0 + rows <= info.dims[1]);
+    assert(order.empty() || static_cast<std::int64_t>(order.size()) == rows);
+    WeightMatrix w;
+    w.m_quant = true;
+    w.m_type = info.type;
+    w.m_in = info.dims[0];
+    w.m_out = rows;
+    w.m_rowBytes = info.rowBytes();
+    w.m_data = file->rawData(info) + static_cast<std::size_t>(row0) * w.m_rowBytes;
+    w.m_order = std::move(order);
+    w.m_file = std::move(file);
+    return w;
+}
+
+const Matrix& WeightMatrix::dense() const
+{
+    assert(!m_quant && !m_transposed);
+    return m_dense;
+}
+
+Matrix& WeightMatrix::edit()
+{
+    if (m_quant || m_transposed) {
+        Matrix whole = toMatrix();
+        *this = WeightMatrix(std::move(whole));
+    }
+    return m_dense;
+}
+
+void WeightMatrix::column(Eigen::Index j, float* dst) const
+{
+    if (m_quant) {
+        // The view was checked at load (type supported, in a multiple of its block, bytes inside the file).
+        (void)dequantizeRow(m_type, storedRow(j), m_rowBytes, dst, m_in);
+    } else if (m_transposed) {
+        std::memcpy(dst, m_dense.row(j).data(), sizeof(float) * static_cast<std::size_t>(m_dense.cols()));
+    } else {
+        for (Eigen::Index i = 0; i < m_dense.rows(); ++i) dst[i] = m_dense(i, j);
+    }
+}
+
+Matrix WeightMatrix::toMatrix() const
+{
+    if (!m_quant) return m_transposed ? Matrix(m_dense.transpose()) : m_dense;
+    Matrix stored(m_out, m_in);
+    for (Eigen::Index j = 0; j < m_out; ++j) column(j, stored.row(j).data());
+    return stored.transpose();
+}
+
+std::size_t WeightMatrix::streamedBytes() const
+{
+    return m_quant ? static_cast<std::size_t>(m_out) * m_rowBytes : denseBytes();
+}
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Block dots
+// -----------------------------------------------------------------------------------------------------
+
+namespace {
+
+// One stored row (in values) dotted with x; `sums` holds Σx over each 32 inputs (for the types with a min).
+using RowDot = float (*)(const std::uint8_t* row, const float* x, const float* sums, std::int64_t in);
+
+inline float halfAt(const std::uint8_t* p)
+{
+    std::uint16_t h;
+    std::memcpy(&h, p, 2);
+#ifdef ATTNSCOPE_QUANT_AVX2
+    return _cvtsh_ss(h);  // F16C: exact, as halfToFloat, in one instruction (a call per block cost 30 % of the GEMV)
+#else
+    return halfToFloat(h);
+#endif
+}
+
+// Any type dequantizeRow handles: the row into a per-thread buffer, then a dot.
+float dotGeneric(GgmlType type, const std::uint8_t* row, std::size_t rowBytes, const float* x, std::int64_t in)
+{
+    thread_local std::vector<float> buf;
+    buf.resize(static_cast<std::size_t>(in));
+    (void)dequantizeRow(type, row, rowBytes, buf.data(), in);
+    return Eigen::Map<const Eigen::VectorXf>(buf.data(), in).dot(Eigen::Map<const Eigen::VectorXf>(x, in));
+}
+
+#ifdef ATTNSCOPE_QUANT_AVX2
+
+inline float hsum(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+// 8 int8 (signed) or uint8 lanes of a 128-bit register, from byte `k`·8, as floats.
+inline __m256 i8ToPs(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
+inline __m256 u8ToPs(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); }
+
+// Σ q·x over 32 quants (int8 in a 256-bit register, signed) and 32 inputs, as 8 lanes.
+inline __m256 dot32s(__m256i q, const float* x)
+{
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    __m256 acc = _mm256_mul_ps(i8ToPs(lo), _mm256_loadu_ps(x));
+    acc = _mm256_fmadd_ps(i8ToPs(_mm_srli_si128(lo, 8)), _mm256_loadu_ps(x + 8), acc);
+    acc = _mm256_fmadd_ps(i8ToPs(hi), _mm256_loadu_ps(x + 16), acc);
+    acc = _mm256_fmadd_ps(i8ToPs(_mm_srli_si128(hi, 8)), _mm256_loadu_ps(x + 24), acc);
+    return acc;
+}
+
+// Q8_0, Q4_0 and Q4_1 read x permuted within each block of 32 (permuteX, once per product): the quants are then
+// taken out of 32-bit lanes by shifts and masks, with no byte shuffles (the shuffles of cvtepu8_epi32 were the
+// kernel's bottleneck). Lane i of step t holds, for Q8_0, byte 4i + t; for the nibble types (the 16 bytes
+// broadcast to both halves), lanes 0-3 the low nibble of byte 4i + t (weight 4i + t), lanes 4-7 the high nibble of
+// byte 4(i−4) + t (weight 4(i−4) + t + 16).
+bool permutesX(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_1; }
+
+// The weight index (within its block of 32) that lane i of step t holds.
+int permutedIndex(GgmlType type, int t, int i)
+{
+    if (type == GgmlType::Q8_0) return 4 * i + t;
+    return i < 4 ? 4 * i + t : 4 * (i - 4) + t + 16;
+}
+
+// block_q8_0: half d, int8 q[32].  y = d·q
+float dotQ8_0(const std::uint8_t* row, const float* x, const float*, std::int64_t in)
+{
+    __m256 acc = _mm256_setzero_ps();
+    for (std::int64_t b = 0; b < in / 32; ++b, row += 34, x += 32) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2));
+        // Byte t of each lane, sign-extended: shift it to the top, then arithmetically down.
+        __m256 qx = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v, 24), 24)), _mm256_loadu_ps(x));
+        qx = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v, 16), 24)), _mm256_loadu_ps(x + 8), qx);
+        qx = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v, 8), 24)), _mm256_loadu_ps(x + 16), qx);
+        qx = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(v, 24)), _mm256_loadu_ps(x + 24), qx);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(halfAt(row)), qx, acc);
+    }
+    return hsum(acc);
+}
+
+// Σ q·x over one nibble block (16 bytes at qs; q − `offset`), x permuted.
+inline __m256 dotNibbles(const std::uint8_t* qs, const float* x, __m256i offset)
+{
+    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+    const __m256i m4 = _mm256_set1_epi32(0x0f);
+    auto q = [&](int t) {
+        const __m256i sh = _mm256_setr_epi32(8 * t, 8 * t, 8 * t, 8 * t, 8 * t + 4, 8 * t + 4, 8 * t + 4, 8 * t + 4);
+        return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(_mm256_srlv_epi32(v, sh), m4), offset));
+    };
+    __m256 qx = _mm256_mul_ps(q(0), _mm256_loadu_ps(x));
+    qx = _mm256_fmadd_ps(q(1), _mm256_loadu_ps(x + 8), qx);
+    qx = _mm256_fmadd_ps(q(2), _mm256_loadu_ps(x + 16), qx);
+    return _mm256_fmadd_ps(q(3), _mm256_loadu_ps(x + 24), qx);
+}
+
+// block_q4_0: half d, 16 bytes of nibbles.  y = d·(q − 8): the −8 in integers, exact.
+float dotQ4_0(const std::uint8_t* row, const float* x, const float*, std::int64_t in)
+{
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i eight = _mm256_set1_epi32(8);
+    for (std::int64_t b = 0; b < in / 32; ++b, row += 18, x += 32)
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(halfAt(row)), dotNibbles(row + 2, x, eight), acc);
+    return hsum(acc);
+}
+
+// block_q4_1: half d, half m, 16 bytes of nibbles.  y = d·q + m:  Σ y·x = d·Σ q·x + m·Σ x.
+float dotQ4_1(const std::uint8_t* row, const float* x, const float* sums, std::int64_t in)
+{
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0;
+    const __m256i zero = _mm256_setzero_si256();
+    for (std::int64_t b = 0; b < in / 32; ++b, row += 20, x += 32) {
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(halfAt(row)), dotNibbles(row + 4, x, zero), acc);
+        mins += halfAt(row + 2) * sums[b];
+    }
+    return hsum(acc) + mins;
+}
+
+// block_q4_K: half d, dmin; 12 bytes of 6-bit scales and mins; 128 bytes of nibbles (sub-block j of 32 is nibble
+// j % 2 of bytes 32·(j/2)…).  y = (d·scale_j)·q − dmin·min_j.
+inline void scaleMinK4(const std::uint8_t* q, int j, int& scale, int& min)
+{
+    if (j < 4) {
+        scale = q[j] & 63;
+        min = q[j + 4] & 63;
+    } else {
+        scale = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+        min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+float dotQ4_K(const std::uint8_t* row, const float* x, const float* sums, std::int64_t in)
+{
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (std::int64_t b = 0; b < in / 256; ++b, row += 144, x += 256, sums += 8) {
+        const float d = halfAt(row), dmin = halfAt(row + 2);
+        const std::uint8_t* scales = row + 4;
+        for (int p = 0; p < 4; ++p) {
+            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 16 + 32 * p));
+            for (int s = 0; s < 2; ++s) {
+                const int j = 2 * p + s;
+                int sc, mn;
+                scaleMinK4(scales, j, sc, mn);
+                const __m256i q = _mm256_and_si256(s == 0 ? v : _mm256_srli_epi16(v, 4), m4);  // 0..15: signed is fine
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(d * float(sc)), dot32s(q, x + 32 * j), acc);
+                mins += dmin * float(mn) * sums[j];
+            }
+        }
+    }
+    return hsum(acc) - mins;
+}
+
+// block_q6_K: 128 bytes of low nibbles, 64 bytes of high 2 bits, int8 scales[16], half d. Element 128·h + r:
+// low = nibble r/64 of ql[64h + r%64], high = bits 2·(r/32) of qh[32h + r%32]; y = (d·scale[r/16 + 8h])·(q − 32).
+float dotQ6_K(const std::uint8_t* row, const float* x, const float*, std::int64_t in)
+{
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
+    for (std::int64_t b = 0; b < in / 256; ++b, row += 210, x += 256) {
+        const std::uint8_t* ql = row;
+        const std::uint8_t* qh = row + 128;
+        const auto* scales = reinterpret_cast<const std::int8_t*>(row + 192);
+        const float d = halfAt(row + 208);
+        for (int h = 0; h < 2; ++h) {
+            const __m256i hv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + 32 * h));
+            for (int c = 0; c < 4; ++c) {  // 32 elements r = 32c … 32c+31 of this half
+                const __m256i lv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h + 32 * (c % 2)));
+                const __m256i lo = _mm256_and_si256(c < 2 ? lv : _mm256_srli_epi16(lv, 4), m4);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hv, 2 * c), m2);
+                const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), k32);
+                const float* xs = x + 128 * h + 32 * c;
+                const __m128i q0 = _mm256_castsi256_si128(q), q1 = _mm256_extracti128_si256(q, 1);
+                const __m256 first = _mm256_fmadd_ps(i8ToPs(_mm_srli_si128(q0, 8)), _mm256_loadu_ps(xs + 8),
+                                                     _mm256_mul_ps(i8ToPs(q0), _mm256_loadu_ps(xs)));
+                const __m256 second = _mm256_fmadd_ps(i8ToPs(_mm_srli_si128(q1, 8)), _mm256_loadu_ps(xs + 24),
+                                                      _mm256_mul_ps(i8ToPs(q1), _mm256_loadu_ps(xs + 16)));
+                const int s = 8 * h + 2 * c;
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(d * float(scales[s])), first, acc);
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(d * float(scales[s + 1])), second, acc);
+            }
+        }
+    }
+    return hsum(acc);
+}
+
+// Plain floats: 8 lanes at a time, the tail (in not a multiple of 8) scalar.
+template <class Load8, class Load1>
+float dotPlain(const float* x, std::int64_t in, Load8 load8, Load1 load1)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    std::int64_t i = 0;
+    for (; i + 16 <= in; i += 16) {
+        a0 = _mm256_fmadd_ps(load8(i), _mm256_loadu_ps(x + i), a0);
+        a1 = _mm256_fmadd_ps(load8(i + 8), _mm256_loadu_ps(x + i + 8), a1);
+    }
+    for (; i + 8 <= in; i += 8) a0 = _mm256_fmadd_ps(load8(i), _mm256_loadu_ps(x + i), a0);
+    float s = hsum(_mm256_add_ps(a0, a1));
+    for (; i < in; ++i) s += load1(i) * x[i];
+    return s;
+}
+
+float dotF32(const std::uint8_t* row, const float* x, const float*, std::int64_t in)
+{
+    const auto* w = reinterpret_cast<const float*>(row);
+    return dotPlain(x, in, [w](std::int64_t i) { return _mm256_loadu_ps(w + i); }, [w](std::int64_t i) { return w[i]; });
+}
+
+float dotF16(const std::uint8_t* row, const float* x, const float*, std::int64_t in)
+{
+    return dotPlain(
+        x, in, [row](std::int64_t i) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i))); },
+        [row](std::int64_t i) { return halfAt(row + 2 * i); });
+}
+
+float dotBF16(const std::uint8_t* row, const float* x, const float*, std::int64_t in)
+{
+    return dotPlain(
+        x, in,
+        [row](std::int64_t i) {
+            const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+            return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+        },
+        [row](std::int64_t i) {
+            std::uint16_t h;
+            std::memcpy(&h, row + 2 * i, 2);
+            const std::uint32_t bits = std::uint32_t(h) << 16;
+            float f;
+            std::memcpy(&f, &bits, 4);
+            return f;
+        });
+}
+
+// Row dequantizers for the panels (AVX2): the same values as dequantizeRow up to the rounding of a fused
+// multiply-add (d·q + m in one rounding); the panels' GEMM sums in its own order anyway.
+using RowDequant = void (*)(const std::uint8_t* row, float* y, std::int64_t in);
+
+// The 32 nibbles of a Q4_0/Q4_1 block's 16 bytes: element i is the low nibble of byte i, element i+16 the high one.
+inline void nibbles(const std::uint8_t* qs, __m128i& lo, __m128i& hi)
+{
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), m = _mm_set1_epi8(0x0f);
+    lo = _mm_and_si128(v, m);
+    hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
+}
+
+inline void store32s(__m256i q, __m256 d, float* y)
+{
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    _mm256_storeu_ps(y, _mm256_mul_ps(i8ToPs(lo), d));
+    _mm256_storeu_ps(y + 8, _mm256_mul_ps(i8ToPs(_mm_srli_si128(lo, 8)), d));
+    _mm256_storeu_ps(y + 16, _mm256_mul_ps(i8ToPs(hi), d));
+    _mm256_storeu_ps(y + 24, _mm256_mul_ps(i8ToPs(_mm_srli_si128(hi, 8)), d));
+}
+
+void rowQ8_0(const std::uint8_t* row, float* y, std::int64_t in)
+{
+    for (std::int64_t b = 0; b < in / 32; ++b, row += 34, y += 32)
+        store32s(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2)), _mm256_set1_ps(halfAt(row)), y);
+}
+
+void rowQ4_0(const std::uint8_t* row, float* y, std::int64_t in)
+{
+    const __m128i eight = _mm_set1_epi8(8);
+    for (std::int64_t b = 0; b < in / 32; ++b, row += 18, y += 32) {
+        __m128i lo, hi;
+        nibbles(row + 2, lo, hi);
+        store32s(_mm256_set_m128i(_mm_sub_epi8(hi, eight), _mm_sub_epi8(lo, eight)), _mm256_set1_ps(halfAt(row)), y);
+    }
+}
+
+void rowQ4_1(const std::uint8_t* row, float* y, std::int64_t in)
+{
+    for (std::int64_t b = 0; b < in / 32; ++b, row += 20, y += 32) {
+        __m128i lo, hi;
+        nibbles(row + 4, lo, hi);
+        const __m256 d = _mm256_set1_ps(halfAt(row)), m = _mm256_set1_ps(halfAt(row + 2));
+        _mm256_storeu_ps(y, _mm256_fmadd_ps(u8ToPs(lo), d, m));
+        _mm256_storeu_ps(y + 8, _mm256_fmadd_ps(u8ToPs(_mm_srli_si128(lo, 8)), d, m));
+        _mm256_storeu_ps(y + 16, _mm256_fmadd_ps(u8ToPs(hi), d, m));
+        _mm256_storeu_ps(y + 24, _mm256_fmadd_ps(u8ToPs(_mm_srli_si128(hi, 8)), d, m));
+    }
+}
+
+void rowF16(const std::uint8_t* row, float* y, std::int64_t in)
+{
+    std::int64_t i = 0;
+    for (; i + 8 <= in; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i))));
+    for (; i < in; ++i) y[i] = halfAt(row + 2 * i);
+}
+
+RowDequant fastRow(GgmlType t)
+{
+    switch (t) {
+    case GgmlType::Q8_0: return rowQ8_0;
+    case GgmlType::Q4_0: return rowQ4_0;
+    case GgmlType::Q4_1: return rowQ4_1;
+    case GgmlType::F16: return rowF16;
+    default: return nullptr;
+    }
+}
+
+RowDot fastDot(GgmlType t)
+{
+    switch (t) {
+    case GgmlType::F32: return dotF32;
+    case GgmlType::F16: return dotF16;
+    case GgmlType::BF16: return dotBF16;
+    case GgmlType::Q8_0: return dotQ8_0;
+    case GgmlType::Q4_0: return dotQ4_0;
+    case GgmlType::Q4_1: return dotQ4_1;
+    case GgmlType::Q4_K: return dotQ4_K;
+    case GgmlType::Q6_K: return dotQ6_K;
+    default: return nullptr;
+    }
+}
+
+#else
+
+using RowDequant = void (*)(const std::uint8_t* row, float* y, std::int64_t in);
+bool permutesX(GgmlType) { return false; }
+int permutedIndex(GgmlType, int t, int i) { return 8 * t + i; }
+RowDot fastDot(GgmlType) { return nullptr; }
+RowDequant fastRow(GgmlType) { return nullptr; }
+
+#endif
+
+bool needsSums(GgmlType t) { return t == GgmlType::Q4_1 || t == GgmlType::Q4_K; }
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Products
+// -----------------------------------------------------------------------------------------------------
+
+// Up to this many rows of x, the matrix-vector product (each stored row read once for all of them, from L1 after
+// the first); above it, panels and Eigen's GEMM.
+constexpr Eigen::Index kVectorRows = 8;
+// Output columns per GEMV task: a few KB of weights each, many tasks per thread (balance), rows contiguous.
+constexpr Eigen::Index kVectorCols = 64;
+
+void gemv(const Matrix& x, const WeightMatrix& w, Matrix& out)
+{
+    const Eigen::Index n = x.rows(), in = w.inputs(), cols = w.outputs();
+    const GgmlType type = w.type();
+    const RowDot dot = fastDot(type);
+    std::vector<float> sums;
+    if (dot != nullptr && needsSums(type)) {
+        const Eigen::Index nb = in / 32;
+        sums.resize(static_cast<std::size_t>(n * nb));
+        for (Eigen::Index r = 0; r < n; ++r)
+            for (Eigen::Index b = 0; b < nb; ++b)
+                sums[static_cast<std::size_t>(r * nb + b)] = x.row(r).segment(b * 32, 32).sum();
+    }
+    // x permuted within each block of 32 for the kernels that read it so (see permutesX).
+    Matrix permuted;
+    const bool permute = dot != nullptr && permutesX(type);
+    if (permute) {
+        permuted.resize(n, in);
+        for (Eigen::Index r = 0; r < n; ++r)
+            for (Eigen::Index b = 0; b < in / 32; ++b)
+                for (int t = 0; t < 4; ++t)
+                    for (int i = 0; i < 8; ++i) permuted(r, b * 32 + 8 * t + i) = x(r, b * 32 + permutedIndex(type, t, i));
+    }
+    const Matrix& xs = permute ? permuted : x;
+    const std::size_t rowBytes = w.streamedBytes() / static_cast<std::size_t>(cols);
+    const Eigen::Index tasks = (cols + kVectorCols - 1) / kVectorCols;
+#pragma omp parallel for schedule(dynamic, 1) if (worthTeam(n, in, cols))
+    for (Eigen::Index t = 0; t < tasks; ++t) {
+        const Eigen::Index j1 = std::min(cols, (t + 1) * kVectorCols);
+        for (Eigen::Index j = t * kVectorCols; j < j1; ++j) {
+            const std::uint8_t* row = w.storedRow(j);
+            for (Eigen::Index r = 0; r < n; ++r) {
+                const float* xr = xs.row(r).data();
+                out(r, j) = dot != nullptr ? dot(row, xr, sums.empty() ? nullptr : sums.data() + r * (in / 32), in)
+                                           : dotGeneric(type, row, rowBytes, xr, in);
+            }
+        }
+    }
+}
+
+void panels(const Matrix& x, const WeightMatrix& w, Matrix& out)
+{
+    const Eigen::Index cols = w.outputs(), in = w.inputs();
+    const Eigen::Index width = taskCols(cols), tasks = (cols + width - 1) / width;
+    const RowDequant fast = fastRow(w.type());
+#pragma omp parallel for schedule(dynamic, 1) if (worthTeam(x.rows(), in, cols))
+    for (Eigen::Index t = 0; t < tasks; ++t) {
+        const Eigen::Index c0 = t * width, n = std::min(width, cols - c0);
+        thread_local Matrix panel;  // n×in: the panel's stored rows in float32
+        panel.resize(n, in);
+        for (Eigen::Index j = 0; j < n; ++j) {
+            if (fast != nullptr) fast(w.storedRow(c0 + j), panel.row(j).data(), in);
+            else w.column(c0 + j, panel.row(j).data());
+        }
+        out.middleCols(c0, n).noalias() = x * panel.transpose();
+    }
+}
+
+} // namespace
+
+void product(const Matrix& x, const WeightMatrix& w, Matrix& out)
+{
+    if (!w.m_quant) {
+        if (w.m_transposed) detail::productTransposed(x, w.m_dense, out);
+        else detail::product(x, w.m_dense, out);
+        return;
+    }
+    assert(x.cols() == w.inputs());
+    out.resize(x.rows(), w.outputs());
+    if (x.rows() <= kVectorRows) gemv(x, w, out);
+    else panels(x, w, out);
+}
+
+Matrix referenceProduct(const Matrix& x, const WeightMatrix& w)
+{
+    const Matrix dense = w.toMatrix();
+    return x * dense;
+}
+
+} // namespace attn

@@ -1,0 +1,306 @@
+// Weights in their own format (issue 18; attnscope/weight_matrix.h): every quantized product kernel (the GEMV of a
+// few rows, the panels of many) against the naive oracle (the tensor dequantized whole by GgufFile::dequantize,
+// GGML's bit-exact reference, then a float32 product), and whole decoders loaded both ways (views vs
+// DecoderLoadOptions::dequantize) giving the same hidden states and logits, for a forward, an appended token and an
+// ablation recompute. SmolLM2's case skips when scripts/setup.sh has not installed it.
+#include <attnscope/decoder.h>
+#include <attnscope/gguf.h>
+#include <attnscope/weight_matrix.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <random>
+
+namespace {
+
+using attn::GgmlType;
+using attn::Matrix;
+
+// [SECTION] a GGUF in memory with one tensor of random blocks
+
+struct Tensor {
+    std::string bytes;                          // the whole file (the GgufFile reads it in place)
+    std::shared_ptr<const attn::GgufFile> file;
+    const attn::GgufTensorInfo* info = nullptr;
+};
+
+// A random IEEE half with a sane magnitude (2^-6 … 2^-2, either sign): a block's scale.
+std::uint16_t randomHalf(std::mt19937& rng)
+{
+    std::uniform_int_distribution<int> exp(9, 13), mant(0, 1023), sign(0, 1);
+    return static_cast<std::uint16_t>((sign(rng) << 15) | (exp(rng) << 10) | mant(rng));
+}
+
+void putHalf(std::string& b, std::size_t at, std::uint16_t h) { std::memcpy(&b[at], &h, 2); }
+
+// Where each type keeps its half-float scales within a block (the rest of a block is any bytes: quants).
+std::vector<std::size_t> halfFields(GgmlType t)
+{
+    switch (t) {
+    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: return {0};
+    case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: return {0, 2};
+    case GgmlType::Q6_K: return {208};
+    case GgmlType::Q2_K: return {80, 82};
+    case GgmlType::Q3_K: return {108};
+    default: return {};
+    }
+}
+
+Tensor makeTensor(GgmlType type, std::int64_t in, std::int64_t rows, unsigned seed)
+{
+    std::mt19937 rng(seed);
+    const std::size_t rowBytes = static_cast<std::size_t>(in / attn::ggmlBlockSize(type)) * attn::ggmlBlockBytes(type);
+    std::string data(rowBytes * static_cast<std::size_t>(rows), '\0');
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::normal_distribution<float> normal(0.0f, 0.5f);
+    if (type == GgmlType::F32) {
+        for (std::size_t i = 0; i < data.size(); i += 4) {
+            const float f = normal(rng);
+            std::memcpy(&data[i], &f, 4);
+        }
+    } else if (type == GgmlType::F16) {
+        for (std::size_t i = 0; i < data.size(); i += 2) putHalf(data, i, randomHalf(rng));
+    } else if (type == GgmlType::BF16) {
+        for (std::size_t i = 0; i < data.size(); i += 2) {
+            const float f = normal(rng);
+            std::uint32_t bits;
+            std::memcpy(&bits, &f, 4);
+            putHalf(data, i, static_cast<std::uint16_t>(bits >> 16));
+        }
+    } else {
+        for (char& c : data) c = static_cast<char>(byte(rng));
+        const std::size_t bb = attn::ggmlBlockBytes(type);
+        for (std::size_t blk = 0; blk < data.size(); blk += bb)
+            for (std::size_t at : halfFields(type)) putHalf(data, blk + at, randomHalf(rng));
+    }
+    Tensor t;
+    auto u32 = [&](std::uint32_t v) { t.bytes.append(reinterpret_cast<const char*>(&v), 4); };
+    auto u64 = [&](std::uint64_t v) { t.bytes.append(reinterpret_cast<const char*>(&v), 8); };
+    t.bytes = "GGUF";
+    u32(3);
+    u64(1);
+    u64(0);
+    u64(1);
+    t.bytes += "w";
+    u32(2);
+    u64(static_cast<std::uint64_t>(in));
+    u64(static_cast<std::uint64_t>(rows));
+    u32(static_cast<std::uint32_t>(type));
+    u64(0);
+    t.bytes.resize((t.bytes.size() + 31) / 32 * 32, '\0');
+    t.bytes += data;
+    auto f = attn::GgufFile::parse(reinterpret_cast<const std::uint8_t*>(t.bytes.data()), t.bytes.size(),
+                                   std::string("mem-") + attn::ggmlTypeName(type));
+    EXPECT_TRUE(f.ok()) << f.status().message;
+    if (!f.ok()) return t;
+    t.file = std::make_shared<const attn::GgufFile>(std::move(*f));
+    t.info = t.file->tensor("w");
+    return t;
+}
+
+// The oracle: W (in×out) with output column j = the tensor's row row0 + order[j], from the whole tensor
+// dequantized by GGML's reference (GgufFile::dequantize), independent of the view's row addressing.
+Matrix oracleWeights(const Tensor& t, std::int64_t row0, std::int64_t rows, const std::vector<int>& order)
+{
+    Matrix stored(t.info->rows(), t.info->dims[0]);
+    EXPECT_TRUE(t.file->dequantize(*t.info, stored.data(), static_cast<std::size_t>(stored.size())).ok());
+    Matrix w(stored.cols(), rows);
+    for (std::int64_t j = 0; j < rows; ++j)
+        w.col(j) = stored.row(row0 + (order.empty() ? j : order[static_cast<std::size_t>(j)])).transpose();
+    return w;
+}
+
+// The tolerance: the kernels sum in another order (and apply a block's scale to its sum, d·Σq·x, where the oracle
+// sums (d·q)·x), so each output differs from the oracle's by float32 rounding of the dot product: at most about
+// in · 2⁻²⁴ · Σ|x_k·w_kj| (3·10⁻⁵ for in = 512 in the worst case, ~10⁻⁶ typically). 1e-5 of Σ|x·w| holds
+// that; a wrong nibble, scale, min or row is off by the size of the terms themselves (> 1e-2 of Σ|x·w|).
+void expectClose(const Matrix& x, const Matrix& w, const Matrix& got, const std::string& what)
+{
+    const Matrix want = x * w;
+    const Matrix scale = x.cwiseAbs() * w.cwiseAbs();
+    ASSERT_EQ(got.rows(), want.rows()) << what;
+    ASSERT_EQ(got.cols(), want.cols()) << what;
+    double worst = 0;
+    for (Eigen::Index i = 0; i < want.rows(); ++i)
+        for (Eigen::Index j = 0; j < want.cols(); ++j) {
+            ASSERT_TRUE(std::isfinite(got(i, j))) << what << " (" << i << ", " << j << ")";
+            worst = std::max(worst, std::abs(double(got(i, j)) - double(want(i, j))) / std::max(double(scale(i, j)), 1e-30));
+        }
+    EXPECT_LE(worst, 1e-5) << what;
+}
+
+struct KernelCase {
+    GgmlType type;
+    std::int64_t in;  // a multiple of the block; odd block counts and, for plain floats, an odd width
+};
+
+class Kernels : public ::testing::TestWithParam<KernelCase> {};
+
+TEST_P(Kernels, GemvAndPanelsEqualDequantizeThenProduct)
+{
+    const KernelCase k = GetParam();
+    const std::int64_t rows = 45;  // odd: tasks of 64 columns and panels end mid-way
+    const Tensor t = makeTensor(k.type, k.in, rows, 17 + static_cast<unsigned>(k.type));
+    ASSERT_NE(t.info, nullptr);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    // A row order (a permutation of the 37 rows from row 4 on: row0 and order together), as a llama GGUF's Q/K.
+    const std::int64_t row0 = 4, count = 37;
+    std::vector<int> order(static_cast<std::size_t>(count));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (const bool ordered : {false, true}) {
+        const std::vector<int> o = ordered ? order : std::vector<int>{};
+        auto w = attn::WeightMatrix::quantized(t.file, *t.info, row0, count, o);
+        ASSERT_TRUE(w.ok()) << w.status().message;
+        ASSERT_TRUE(w->isQuantized());
+        EXPECT_EQ(w->inputs(), k.in);
+        EXPECT_EQ(w->outputs(), count);
+        const Matrix oracle = oracleWeights(t, row0, count, o);
+        EXPECT_EQ(w->toMatrix(), oracle) << "toMatrix is dequantizeRow's, bit for bit";
+        for (const Eigen::Index n : {1, 3, 8, 9, 70}) {  // ≤ 8: GEMV; above: panels and GEMM
+            Matrix x(n, k.in);
+            for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = normal(rng);
+            Matrix got;
+            attn::product(x, *w, got);
+            expectClose(x, oracle, got, std::string(attn::ggmlTypeName(k.type)) + " n=" + std::to_string(n) +
+                                            (ordered ? " ordered" : ""));
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, Kernels,
+                         ::testing::Values(KernelCase{GgmlType::Q4_0, 96}, KernelCase{GgmlType::Q4_1, 96},
+                                           KernelCase{GgmlType::Q8_0, 96}, KernelCase{GgmlType::Q4_K, 768},
+                                           KernelCase{GgmlType::Q6_K, 768}, KernelCase{GgmlType::F16, 37},
+                                           KernelCase{GgmlType::BF16, 37}, KernelCase{GgmlType::F32, 37},
+                                           // the generic path: a row dequantized into a buffer, then a dot
+                                           KernelCase{GgmlType::Q5_0, 96}, KernelCase{GgmlType::Q5_1, 64},
+                                           KernelCase{GgmlType::Q2_K, 256}, KernelCase{GgmlType::Q3_K, 256},
+                                           KernelCase{GgmlType::Q5_K, 512}),
+                         [](const auto& info) { return std::string(attn::ggmlTypeName(info.param.type)); });
+
+TEST(WeightMatrix, AColumnIsTheStoredRowAndAnEditMakesItDense)
+{
+    const Tensor t = makeTensor(GgmlType::Q4_1, 64, 10, 3);
+    ASSERT_NE(t.info, nullptr);
+    auto w = attn::WeightMatrix::quantized(t.file, *t.info, 0, 10);
+    ASSERT_TRUE(w.ok());
+    const Matrix oracle = oracleWeights(t, 0, 10, {});
+    std::vector<float> col(64);
+    w->column(7, col.data());
+    for (int i = 0; i < 64; ++i) ASSERT_EQ(col[static_cast<std::size_t>(i)], oracle(i, 7)) << i;
+    EXPECT_EQ(w->denseBytes(), 0u);
+    EXPECT_EQ(w->streamedBytes(), 10u * 2 * 20);  // 10 rows of two 20-byte blocks
+    w->edit()(3, 5) += 1.0f;
+    EXPECT_FALSE(w->isQuantized());
+    EXPECT_EQ(w->denseBytes(), 64u * 10 * 4);
+    EXPECT_EQ(w->dense()(3, 5), oracle(3, 5) + 1.0f);
+    EXPECT_EQ(w->dense()(2, 5), oracle(2, 5));
+}
+
+TEST(WeightMatrix, AnUnsupportedTypeIsRefusedWithItsName)
+{
+    const Tensor t = makeTensor(GgmlType::Q8_0, 32, 2, 1);  // parsed as Q8_0, then claimed to be IQ2_XXS
+    ASSERT_NE(t.info, nullptr);
+    attn::GgufTensorInfo lie = *t.info;
+    lie.type = GgmlType::IQ2_XXS;
+    auto w = attn::WeightMatrix::quantized(t.file, lie, 0, 2);
+    ASSERT_FALSE(w.ok());
+    EXPECT_EQ(w.status().code, attn::StatusCode::Unsupported);
+    EXPECT_NE(w.status().message.find("IQ2_XXS"), std::string::npos) << w.status().message;
+}
+
+// [SECTION] whole decoders: views vs float32
+
+// Largest |a − b| over the largest |b|: the views differ from the float32 path by float rounding only (sums in
+// another order), which 30 layers grow to a few 1e-6 of the values' scale; 1e-5 (issue 18) holds that, while a
+// wrong row order or scale anywhere changes logits at the 1e-1 level.
+double relDiff(const Matrix& a, const Matrix& b)
+{
+    if (a.rows() != b.rows() || a.cols() != b.cols()) return 1e9;
+    return (a - b).cwiseAbs().maxCoeff() / std::max(1e-30f, b.cwiseAbs().maxCoeff());
+}
+
+void expectSameRuns(const attn::DecoderRun& got, const attn::DecoderRun& want, const std::string& what, double tol)
+{
+    ASSERT_EQ(got.hidden.size(), want.hidden.size()) << what;
+    for (std::size_t l = 0; l < want.hidden.size(); ++l)
+        EXPECT_LE(relDiff(got.hidden[l], want.hidden[l]), tol) << what << ": hidden " << l;
+    EXPECT_LE(relDiff(got.finalHidden, want.finalHidden), tol) << what << ": final hidden";
+    EXPECT_LE(relDiff(Matrix(got.lastLogits.transpose()), Matrix(want.lastLogits.transpose())), tol) << what << ": logits";
+    for (std::size_t l = 0; l < want.attention.size(); ++l)
+        EXPECT_LE(relDiff(got.attention[l].heads[0].weights, want.attention[l].heads[0].weights), tol) << what << ": layer " << l;
+}
+
+void checkParity(const std::string& path, const std::vector<int>& ids)
+{
+    auto views = attn::loadDecoder(path);
+    ASSERT_TRUE(views.ok()) << views.status().message;
+    attn::DecoderLoadOptions o;
+    o.dequantize = true;
+    auto dense = attn::loadDecoder(path, o);
+    ASSERT_TRUE(dense.ok()) << dense.status().message;
+    ASSERT_TRUE(views->layers[0].Wq.isQuantized());
+    ASSERT_FALSE(dense->layers[0].Wq.isQuantized());
+    ASSERT_TRUE(views->tokenEmbeddings.isQuantized());
+
+    // The float32 the views save: every view's in×out floats, nothing else.
+    std::size_t viewFloats = views->tokenEmbeddings.toMatrix().size() + (views->lmHead.empty() ? 0 : views->lmHead.toMatrix().size());
+    for (const attn::DecoderLayer& L : views->layers)
+        for (const attn::WeightMatrix* w : {&L.Wq, &L.Wk, &L.Wv, &L.Wgate, &L.Wup, &L.Wdown, &L.Wfc, &L.Wproj})
+            if (w->isQuantized()) viewFloats += static_cast<std::size_t>(w->inputs() * w->outputs());
+    EXPECT_EQ(dense->denseWeightBytes() - views->denseWeightBytes(), viewFloats * sizeof(float));
+
+    // A forward, an appended token, an ablation recompute from the middle layer.
+    const std::vector<int> head(ids.begin(), ids.end() - 1);
+    for (const bool append : {false, true}) {
+        attn::DecoderRun a, b;
+        ASSERT_TRUE(attn::runDecoder(*views, append ? head : ids, {}, a).ok());
+        ASSERT_TRUE(attn::runDecoder(*dense, append ? head : ids, {}, b).ok());
+        if (append) {
+            ASSERT_TRUE(attn::appendTokens(*views, {ids.back()}, a).ok());
+            ASSERT_TRUE(attn::appendTokens(*dense, {ids.back()}, b).ok());
+        }
+        expectSameRuns(a, b, path + (append ? " append" : " forward"), 1e-5);
+        const int l = views->config.layers / 2;
+        a.ablated = b.ablated = {{l, 0}};
+        ASSERT_TRUE(attn::recomputeDecoderFrom(*views, l, a).ok());
+        ASSERT_TRUE(attn::recomputeDecoderFrom(*dense, l, b).ok());
+        expectSameRuns(a, b, path + " ablation", 1e-5);
+    }
+}
+
+TEST(WeightMatrixModels, TinyGgufsEqualTheirFloat32Path)
+{
+    for (const char* f : {"tiny_llama.gguf", "tiny_qwen2.gguf", "tiny_gpt2.gguf"}) {
+        SCOPED_TRACE(f);
+        checkParity(std::string(ATTNSCOPE_DECODER_DATA) + "/" + f, {1, 5, 9, 40, 2, 77, 13, 8, 60, 3});
+    }
+}
+
+TEST(WeightMatrixModels, SmolLM2EqualsItsFloat32Path)
+{
+    if (!std::filesystem::exists(ATTNSCOPE_SMOLLM2)) GTEST_SKIP() << "SmolLM2 is not installed (scripts/setup.sh)";
+    auto m = attn::loadDecoder(ATTNSCOPE_SMOLLM2);
+    ASSERT_TRUE(m.ok()) << m.status().message;
+    auto enc = attn::encodeForDecoder(*m, "When Mary and John went to the store, John gave a drink to", false);
+    ASSERT_TRUE(enc.ok());
+    // Only W^O (30 × 576 × 576 = 39.8 MB), norms and biases are float32, not 540 MB.
+    EXPECT_LT(m->denseWeightBytes(), 41'000'000u);
+    EXPECT_GT(m->denseWeightBytes(), 39'800'000u);
+    // A token streams the Q4_1 layers (96.2 M weights × 20/32 bytes = 60.1 MB), the Q8_0 embeddings as the
+    // unembedding (28.3 M × 34/32 = 30.1 MB) and W^O in float32 (39.8 MB).
+    EXPECT_EQ(m->layers[3].Wup.type(), GgmlType::Q4_1);
+    EXPECT_EQ(m->tokenEmbeddings.type(), GgmlType::Q8_0);
+    EXPECT_GT(m->streamedWeightBytes(), 129'900'000u);
+    EXPECT_LT(m->streamedWeightBytes(), 130'100'000u);
+    checkParity(ATTNSCOPE_SMOLLM2, enc->ids);
+}
+
+} // namespace
