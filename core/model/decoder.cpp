@@ -421,8 +421,10 @@ void projectOut(const DecoderModel& m, int l, const std::vector<std::pair<int, i
     const Eigen::Index rows = res.concat.rows() - row0;
     for (const auto& [al, ah] : ablated) {
         if (al != l) continue;
-        HeadResult& h = res.heads[static_cast<std::size_t>(ah)];
-        h.output.bottomRows(h.output.rows() - row0).setZero();
+        if (!res.heads.empty()) {  // a lazy result has no per-head copies
+            HeadResult& h = res.heads[static_cast<std::size_t>(ah)];
+            h.output.bottomRows(h.output.rows() - row0).setZero();
+        }
         res.concat.block(row0, ah * D, rows, D).setZero();
     }
     Matrix out;
@@ -433,6 +435,53 @@ void projectOut(const DecoderModel& m, int l, const std::vector<std::pair<int, i
         res.output.conservativeResize(res.concat.rows(), out.cols());
         res.output.bottomRows(rows) = out;
     }
+}
+
+LazyAttentionSpec lazySpec(const DecoderConfig& c)
+{
+    return LazyAttentionSpec{c.heads, c.kvHeads, 1.0f / std::sqrt(float(c.headDim)), true, c.slidingWindow};
+}
+
+// Layer l's attention without maps (DecoderOptions::lazy): Q, K, V of queries at positions pos0…, keys 0…S−1; the
+// context goes into res.concat's rows pos0… (the caller sized it), the new LazyLayer into run.lazyLayers[l].
+Status lazyLayer(const DecoderModel& m, int l, DecoderRun& run, Matrix Q, Matrix K, Matrix V, int pos0)
+{
+    const DecoderConfig& c = m.config;
+    std::vector<std::uint8_t> off(static_cast<std::size_t>(c.heads), 0);
+    for (const auto& [al, ah] : run.ablated)
+        if (al == l) off[static_cast<std::size_t>(ah)] = 1;
+    Matrix context, lse;
+    ATTNSCOPE_RETURN_IF_ERROR(lazyAttention(Q, K, V, lazySpec(c), pos0, context, lse, off));
+    AttentionResult& res = run.attention[static_cast<std::size_t>(l)];
+    // The new rows' output (context · W^O + b^O) into res.output, which holds only them (the caller adds them to
+    // the residual and drops them).
+    AttentionResult part;
+    part.concat = context;
+    projectOut(m, l, {}, 0, part);  // the ablated heads' contexts are 0 already
+    res.output = std::move(part.output);
+    auto layer = std::make_shared<LazyLayer>();
+    if (pos0 == 0) {
+        layer->Q = std::move(Q);
+        layer->lse = std::move(lse);
+        res.concat = std::move(context);
+    } else {
+        const LazyLayer& old = *run.lazyLayers[static_cast<std::size_t>(l)];
+        layer->Q.resize(old.Q.rows() + Q.rows(), Q.cols());
+        layer->Q << old.Q, Q;
+        layer->lse.resize(old.lse.rows() + lse.rows(), lse.cols());
+        layer->lse << old.lse, lse;
+        res.concat.conservativeResize(pos0 + context.rows(), Eigen::NoChange);
+        res.concat.bottomRows(context.rows()) = context;
+    }
+    layer->K = std::move(K);
+    res.V = std::move(V);
+    res.Q.resize(0, 0);
+    res.K.resize(0, 0);
+    res.heads.clear();
+    res.scale = lazySpec(c).scale;
+    res.layout = Layout::Row;
+    run.lazyLayers[static_cast<std::size_t>(l)] = std::move(layer);
+    return Status::success();
 }
 
 Status runLayer(DecoderModel& m, int l, DecoderRun& run, Backend backend)
@@ -457,6 +506,13 @@ Status runLayer(DecoderModel& m, int l, DecoderRun& run, Backend backend)
         in.V = p.V;
     } else {
         attentionInputs(m, L, x, 0, run.scratch.normed, in.Q, in.K, in.V);
+    }
+    if (run.lazy) {
+        ATTNSCOPE_RETURN_IF_ERROR(lazyLayer(m, l, run, in.Q, in.K, in.V, 0));
+        AttentionResult& res = run.attention[static_cast<std::size_t>(l)];
+        afterAttention(m, L, res.output, x, run.scratch.block, run.hidden[static_cast<std::size_t>(l) + 1]);
+        res.output.resize(0, 0);  // in the residual now; n × M a layer is not kept (concat · W^O rebuilds it)
+        return Status::success();
     }
     in.mask.causal = true;
     in.mask.validLens.clear();
@@ -523,8 +579,25 @@ Status runDecoder(DecoderModel& model, const std::vector<int>& idsIn, const Deco
     run.encoding.typeIds.assign(ids.size(), 0);
     run.ablated = options.ablate;
     const int n = static_cast<int>(ids.size());
+    if (options.lazy && options.backend == Backend::Cuda)
+        return makeError(StatusCode::Unsupported, "the lazy forward (long texts) runs on the CPU only");
+    const double need = decoderRunBytes(c, n, options.lazy), budget = double(defaultMemoryBudget());
+    if (need > budget)
+        return makeError(StatusCode::ResourceExhausted,
+                         "a " + std::string(options.lazy ? "" : "dense ") + "run over " + std::to_string(n) + " tokens would keep about " +
+                             std::to_string(long(need / 1048576.0)) + " MiB, over the memory budget of " +
+                             std::to_string(long(budget / 1048576.0)) + " MiB: at most " +
+                             std::to_string(decoderLargestFit(c, budget, options.lazy)) + " tokens fit" +
+                             (options.lazy ? std::string() : " (a lazy run keeps no n×n maps: " +
+                                                                 std::to_string(decoderLargestFit(c, budget, true)) + " fit)"));
+    if (run.lazy != options.lazy) {
+        run.attention.clear();
+        run.lazyLayers.clear();
+    }
+    run.lazy = options.lazy;
     run.hidden.resize(static_cast<std::size_t>(c.layers) + 1);
     run.attention.resize(static_cast<std::size_t>(c.layers));
+    if (run.lazy) run.lazyLayers.resize(static_cast<std::size_t>(c.layers));
     Matrix& x = run.hidden[0];
     x.resize(n, c.hidden);
     for (int i = 0; i < n; ++i) {
@@ -613,6 +686,19 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
         AttentionInput in;
         Matrix Knew, Vnew;
         attentionInputs(model, layer, run.hidden[static_cast<std::size_t>(l)].bottomRows(m), n, buf.normed, in.Q, Knew, Vnew);
+        if (run.lazy) {
+            // The new queries against every key: only their rows are computed, the kept statistics stay.
+            const LazyLayer& old = *run.lazyLayers[static_cast<std::size_t>(l)];
+            Matrix K(n + m, Knew.cols()), V(n + m, Vnew.cols());
+            K << old.K, Knew;
+            V << res.V, Vnew;
+            ATTNSCOPE_RETURN_IF_ERROR(lazyLayer(model, l, run, std::move(in.Q), std::move(K), std::move(V), n));
+            Matrix out;
+            afterAttention(model, layer, res.output, run.hidden[static_cast<std::size_t>(l)].bottomRows(m), buf.block, out);
+            res.output.resize(0, 0);
+            appendRows(run.hidden[static_cast<std::size_t>(l) + 1], out);
+            continue;
+        }
         // The new queries see every kept key and the new ones up to themselves: valid lengths n+1 … n+m.
         in.K.resize(n + m, res.K.cols());
         in.K << res.K, Knew;
@@ -671,6 +757,14 @@ void truncateRun(DecoderRun& run, int t)
         m.conservativeResize(k, k);
     };
     for (Matrix& h : run.hidden) keepRows(h);
+    for (std::shared_ptr<const LazyLayer>& p : run.lazyLayers) {
+        if (!p) continue;
+        auto kept = std::make_shared<LazyLayer>();
+        kept->Q = p->Q.topRows(std::min<Eigen::Index>(t, p->Q.rows()));
+        kept->K = p->K.topRows(std::min<Eigen::Index>(t, p->K.rows()));
+        kept->lse = p->lse.topRows(std::min<Eigen::Index>(t, p->lse.rows()));
+        p = std::move(kept);
+    }
     for (AttentionResult& r : run.attention) {
         keepRows(r.Q);
         keepRows(r.K);
@@ -704,7 +798,7 @@ Status rerunDecoder(DecoderModel& model, const std::vector<int>& ids, const Deco
     const auto& old = run.encoding.ids;
     std::size_t common = 0;
     while (common < old.size() && common < ids.size() && old[common] == ids[common]) ++common;
-    const bool usable = sameModel && run.pinned.layer < 0 && options.ablate == run.ablated && common >= 1 &&
+    const bool usable = sameModel && run.pinned.layer < 0 && options.ablate == run.ablated && options.lazy == run.lazy && common >= 1 &&
                         static_cast<int>(run.hidden.size()) == L + 1 && static_cast<int>(run.attention.size()) == L &&
                         ids.size() <= static_cast<std::size_t>(model.config.maxPositions) &&
                         (common < ids.size() || ids.size() < old.size());
@@ -810,6 +904,9 @@ Status decoderLayerInput(const DecoderModel& model, const DecoderRun& run, int l
         return invalidArgument("layer " + std::to_string(layer) + " is outside 0.." + std::to_string(c.layers - 1) +
                                " (or the run has no result for it)");
     const AttentionResult& r = run.attention[static_cast<std::size_t>(layer)];
+    if (run.lazy)
+        return makeError(StatusCode::Unsupported, "layer " + std::to_string(layer) + " of a lazy run (a long text) keeps no per-head "
+                                                  "results to open in the chain view");
     if (static_cast<int>(r.heads.size()) != c.heads) return invalidArgument("the run's layer " + std::to_string(layer) + " has no heads");
     const Eigen::Index n = r.heads[0].Q.rows(), D = c.headDim;
     const int group = c.heads / c.kvHeads;
@@ -832,6 +929,39 @@ Status decoderLayerInput(const DecoderModel& model, const DecoderRun& run, int l
     cfg.heads = c.heads;
     cfg.kvHeads = c.kvHeads;
     return Status::success();
+}
+
+} // namespace attn
+
+namespace attn {
+
+double decoderRunBytes(const DecoderConfig& c, long n, bool lazy)
+{
+    const double N = double(n), M = c.hidden, D = c.headDim, H = c.heads, Hkv = c.kvHeads > 0 ? c.kvHeads : c.heads;
+    // Residual streams (L+1, plus the final norm's) and each layer's context rows; a dense run also keeps each
+    // layer's output rows (a lazy one drops them once the residual has them).
+    double bytes = 4.0 * N * M * (c.layers + 2) + 4.0 * N * H * D * c.layers;
+    if (lazy) return bytes + c.layers * lazyLayerBytes(n, c.heads, c.kvHeads, c.headDim);
+    bytes += 4.0 * N * M * c.layers;
+    // Dense: Q, K, V side by side and per head again, and per head scores, weights (4 B) and mask (1 B), n × n each.
+    return bytes + c.layers * (2 * 4.0 * N * (H * D + 2 * Hkv * D) + H * 9.0 * N * N);
+}
+
+long decoderLargestFit(const DecoderConfig& c, double budgetBytes, bool lazy)
+{
+    long lo = 0, hi = 1L << 24;
+    while (lo < hi) {
+        const long mid = (lo + hi + 1) / 2;
+        if (decoderRunBytes(c, mid, lazy) <= budgetBytes) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+std::shared_ptr<const AttentionMaps> decoderMaps(const DecoderModel& model, const DecoderRun& run)
+{
+    if (run.lazy) return std::make_shared<LazyMaps>(run.lazyLayers, lazySpec(model.config));
+    return std::make_shared<DenseMaps>(run.attention);
 }
 
 } // namespace attn

@@ -31,6 +31,9 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 Status checkRun(const DecoderModel& model, const DecoderRun& run, const char* what = "the run")
 {
     const DecoderConfig& c = model.config;
+    if (run.lazy)
+        return makeError(StatusCode::Unsupported, std::string(what) + " is a lazy run (a long text: no per-head results are kept); "
+                                                  "these views need a dense run");
     if (static_cast<int>(run.hidden.size()) != c.layers + 1 || static_cast<int>(run.attention.size()) != c.layers)
         return invalidArgument(std::string(what) + " does not come from this model (" + std::to_string(run.attention.size()) +
                                " layers, the model has " + std::to_string(c.layers) + ")");

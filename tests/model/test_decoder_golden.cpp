@@ -282,6 +282,79 @@ TEST(DecoderRun, AnAblatedHeadHasNoContext)
     EXPECT_GT(res.heads[3].weights.maxCoeff(), 0.0f);
 }
 
+// The lazy forward (issue 18: no n×n map; attnscope/lazy_attention.h) against the dense one, the oracle: every
+// family, with an ablation; its hidden states and logits within float rounding, every map rebuilt from Q, K and
+// the log-sum-exp equal to the dense weights; appending and rerunning a lazy run equal a whole lazy forward.
+TEST(DecoderRun, TheLazyForwardEqualsTheDenseOne)
+{
+    for (const char* family : {"gpt2", "llama", "qwen2"}) {
+        auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_" + family);
+        ASSERT_TRUE(model.ok()) << model.status().message;
+        std::vector<int> ids;
+        for (int i = 0; i < 40; ++i) ids.push_back((i * 37 + 5) % 300);
+        attn::DecoderOptions dense, lazy;
+        dense.ablate = lazy.ablate = {{1, 2}};
+        lazy.lazy = true;
+        auto d = attn::runDecoder(*model, ids, dense);
+        auto z = attn::runDecoder(*model, ids, lazy);
+        ASSERT_TRUE(d.ok() && z.ok()) << (z.ok() ? d.status().message : z.status().message);
+        ASSERT_TRUE(z->lazy);
+        // Sums in another order (key blocks, rescaled): float rounding, 1e-5 of values of order 1.
+        for (int l = 0; l <= model->config.layers; ++l)
+            EXPECT_LE(maxAbsDiff(z->hidden[std::size_t(l)], d->hidden[std::size_t(l)]), 1e-5) << family << " hidden " << l;
+        EXPECT_LE((z->lastLogits - d->lastLogits).cwiseAbs().maxCoeff(), 1e-4) << family;
+        for (std::size_t i = 1; i < ids.size(); ++i) EXPECT_NEAR(z->surprise[i], d->surprise[i], 1e-4) << family << " token " << i;
+        const auto zm = attn::decoderMaps(*model, *z), dm = attn::decoderMaps(*model, *d);
+        ASSERT_EQ(zm->layers(), model->config.layers);
+        ASSERT_EQ(zm->queries(), 40);
+        for (int l = 0; l < model->config.layers; ++l)
+            for (int h = 0; h < model->config.heads; ++h) {
+                attn::Matrix a, b;
+                ASSERT_TRUE(zm->whole(attn::MapKind::Weights, l, h, a).ok());
+                ASSERT_TRUE(dm->whole(attn::MapKind::Weights, l, h, b).ok());
+                EXPECT_LE(maxAbsDiff(a, b), 1e-6) << family << " L" << l << " H" << h;
+                attn::MaskMatrix ma, mb;
+                ASSERT_TRUE(zm->maskTile(l, h, attn::MapRect{0, 0, 40, 40}, ma).ok());
+                ASSERT_TRUE(dm->maskTile(l, h, attn::MapRect{0, 0, 40, 40}, mb).ok());
+                EXPECT_TRUE(ma == mb) << family << " L" << l << " H" << h;
+            }
+        // Append one and several tokens to a lazy run; rerun with an edited tail (the prefix kept).
+        auto grown = attn::runDecoder(*model, std::vector<int>(ids.begin(), ids.begin() + 25), lazy);
+        ASSERT_TRUE(grown.ok());
+        ASSERT_TRUE(attn::appendTokens(*model, {ids[25]}, *grown).ok());
+        ASSERT_TRUE(attn::appendTokens(*model, std::vector<int>(ids.begin() + 26, ids.end()), *grown).ok());
+        EXPECT_LE((grown->lastLogits - z->lastLogits).cwiseAbs().maxCoeff(), 1e-4) << family;
+        const auto gm = attn::decoderMaps(*model, *grown);
+        for (int l = 0; l < model->config.layers; ++l) {
+            attn::Matrix a, b;
+            ASSERT_TRUE(gm->whole(attn::MapKind::Weights, l, 0, a).ok());
+            ASSERT_TRUE(zm->whole(attn::MapKind::Weights, l, 0, b).ok());
+            EXPECT_LE(maxAbsDiff(a, b), 1e-6) << family << " appended, L" << l;
+        }
+        std::vector<int> edited = ids;
+        edited[30] = 7;
+        int reused = 0;
+        ASSERT_TRUE(attn::rerunDecoder(*model, edited, lazy, true, *grown, &reused).ok());
+        EXPECT_EQ(reused, 30);
+        auto whole = attn::runDecoder(*model, edited, lazy);
+        ASSERT_TRUE(whole.ok());
+        EXPECT_LE((grown->lastLogits - whole->lastLogits).cwiseAbs().maxCoeff(), 1e-4) << family;
+    }
+}
+
+TEST(DecoderRun, ALongTextIsRefusedBeforeItRunsWithTheLargestThatFits)
+{
+    attn::DecoderConfig c;
+    c.layers = 30, c.heads = 9, c.kvHeads = 3, c.hidden = 576, c.headDim = 64;
+    // SmolLM2 at its 8192-token context: dense maps would need ~160 GB; lazy a few hundred MB.
+    EXPECT_GT(attn::decoderRunBytes(c, 8192, false), 150e9);
+    EXPECT_LT(attn::decoderRunBytes(c, 8192, true), 2.5e9);  // the issue's budget for the whole program at 8192
+    const long fit = attn::decoderLargestFit(c, 12e9, false);
+    EXPECT_LE(attn::decoderRunBytes(c, fit, false), 12e9);
+    EXPECT_GT(attn::decoderRunBytes(c, fit + 1, false), 12e9);
+    EXPECT_GT(attn::decoderLargestFit(c, 12e9, true), 4 * 8192);
+}
+
 TEST(DecoderRun, BadInputIsRefusedWithAMessage)
 {
     auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_gpt2");

@@ -13,13 +13,16 @@
 // W^O, biases and norms are float32 (the window edits W^O, direct logit attribution reads it).
 #pragma once
 
+#include "attnscope/attention_maps.h"
 #include "attnscope/bpe_tokenizer.h"
+#include "attnscope/lazy_attention.h"
 #include "attnscope/status.h"
 #include "attnscope/tokenizer.h"
 #include "attnscope/types.h"
 #include "attnscope/weight_matrix.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -131,6 +134,11 @@ struct DecoderRun {
     Vector lastLogits;                          // V: the last position's logits
     std::vector<float> surprise;                // n: −log p(token i | tokens < i) in nats; NaN for token 0
     std::vector<std::string> warnings;          // truncation, backend fallback
+    // A lazy run (DecoderOptions::lazy): no n×n map exists. attention[l] holds V, concat and output only (no Q,
+    // K, no heads); lazyLayers[l] holds Q and K as the scores use them and the softmax's log-sum-exp, from which
+    // decoderMaps() rebuilds any tile of any head.
+    bool lazy = false;
+    std::vector<std::shared_ptr<const LazyLayer>> lazyLayers;
     // A layer whose attention inputs are given instead of computed (an edit of Q, K or V in the chain view, where
     // RoPE sits between W^Q/W^K and the scores): layer `layer` uses these Q (n×H·D, after RoPE), K and V (n×H_kv·D)
     // in every recompute until cleared (layer −1). Appending tokens clears it.
@@ -149,7 +157,21 @@ struct DecoderRun {
 struct DecoderOptions {
     std::vector<std::pair<int, int>> ablate;    // (layer, query head) pairs; default none
     Backend backend = Backend::Cpu;             // the attention core's backend; default Cpu
+    // Long texts (issue 18): attention in key blocks with an online softmax (attnscope/lazy_attention.h), keeping
+    // per layer O(n) instead of the n×n scores and weights of every head. The outputs equal the dense path's
+    // within float rounding; the maps are read through decoderMaps(). CPU only. Default off (dense).
+    bool lazy = false;
 };
+
+// The memory a run over n tokens keeps, in bytes: the residual streams, and per layer the dense results (Q, K, V,
+// per head its copies and scores, weights and mask, n×n each) or, lazy, Q, K, V and the log-sum-exp.
+double decoderRunBytes(const DecoderConfig& c, long n, bool lazy);
+// The largest n whose run fits `budgetBytes` (0 when none does).
+long decoderLargestFit(const DecoderConfig& c, double budgetBytes, bool lazy);
+
+// The run's maps through the tile seam: LazyMaps for a lazy run, DenseMaps (referencing run.attention) for a
+// dense one. Valid while `run` lives and is not recomputed.
+std::shared_ptr<const AttentionMaps> decoderMaps(const DecoderModel& model, const DecoderRun& run);
 
 // Runs the model over `ids` (at most config.maxPositions: longer inputs are truncated with a warning).
 // InvalidArgument for an empty input, an id outside 0..V−1, or an ablation outside L×H.
