@@ -5,7 +5,9 @@
 #include "cli/cli_decoder.h"
 #include "cli/cli_session.h"  // humanSize
 #include "figure/model_figure.h"
+#include "io/array_io.h"
 
+#include <attnscope/attention.h>
 #include <attnscope/decoder.h>
 #include <attnscope/interp.h>
 #include <attnscope/model.h>  // parseAblation
@@ -224,13 +226,90 @@ int decoderInterpMap(const ModelOptionsCli& opt, attn::DecoderModel& model, cons
     return kExitOk;
 }
 
+namespace {
+
+// `model --text-file F … -o OUT.npz`: a lazy forward (no n×n map is kept), then token_ids, weights_L<l> (H × n × n,
+// or 1 × n × n with --head) for each layer of --layers, and the last position's logits. A map is made from the
+// tile seam one layer at a time, and the file is refused when that layer's arrays would not fit the memory budget.
+int writeDecoderNpz(const ModelOptionsCli& opt, attn::DecoderModel& model, const attn::Encoding& enc,
+                    attn::DecoderOptions mo, const std::vector<int>& layers)
+{
+    const attn::DecoderConfig& c = model.config;
+    if (opt.generate > 0 || opt.headImportance || opt.dla || opt.logitLens || opt.headTypes || !opt.patchFrom.empty())
+        return printError("model: -o OUT.npz writes the maps and logits of the text; --generate and the interpretability "
+                          "views write JSON (-o OUT.json)"), kExitBadInput;
+    mo.lazy = mo.backend != attn::Backend::Cuda;
+    const long n = std::min<long>(long(enc.ids.size()), c.maxPositions);
+    const long heads = opt.head >= 0 ? 1 : c.heads;
+    // All the chosen layers' maps are held while the .npz is encoded (4 B a value, about twice more while zipping).
+    const double bytes = double(layers.size()) * double(heads) * double(n) * double(n) * 12.0;
+    const double budget = double(attn::defaultMemoryBudget());
+    if (bytes > budget)
+        return printError("model: the maps of " + std::to_string(layers.size()) + " layer(s) × " + std::to_string(heads) +
+                          " head(s) at " + std::to_string(n) + " tokens need about " + std::to_string(long(bytes / 1048576.0)) +
+                          " MiB to write, over the budget of " + std::to_string(long(budget / 1048576.0)) +
+                          " MiB: choose fewer --layers or one --head"), kExitBadInput;
+    auto run = attn::runDecoder(model, enc.ids, mo);
+    if (!run) {
+        printError(run.status().message);
+        return run.status().code == attn::StatusCode::Internal ? kExitFailure : kExitBadInput;
+    }
+    for (const std::string& w : enc.warnings) std::fprintf(stderr, "attnscope: warning: %s\n", w.c_str());
+    for (const std::string& w : run->warnings) std::fprintf(stderr, "attnscope: warning: %s\n", w.c_str());
+    const auto maps = attn::decoderMaps(model, *run);
+    const int T = maps->queries();
+    std::vector<attn::Matrix> values(layers.size());
+    std::vector<io::NamedArray> arrays;
+    io::NamedArray ids;
+    ids.name = "token_ids";
+    ids.ints.assign(run->encoding.ids.begin(), run->encoding.ids.end());
+    arrays.push_back(ids);
+    for (std::size_t k = 0; k < layers.size(); ++k) {
+        const int l = layers[k];
+        attn::Matrix& m = values[k];
+        m.resize(Eigen::Index(heads) * T, T);
+        attn::Matrix tile;
+        for (int h = 0; h < heads; ++h) {
+            const int head = opt.head >= 0 ? opt.head : h;
+            if (attn::Status s = maps->whole(attn::MapKind::Weights, l, head, tile); !s.ok()) return printError(s.message), kExitFailure;
+            m.middleRows(Eigen::Index(h) * T, T) = tile;
+        }
+        io::NamedArray a;
+        a.name = "weights_L" + std::to_string(l);
+        a.matrix = &m;
+        a.shape = {heads, T, T};
+        arrays.push_back(a);
+    }
+    io::NamedArray logits;
+    logits.name = "logits";
+    logits.vector = &run->lastLogits;
+    arrays.push_back(logits);
+    if (attn::Status s = io::writeNpz(opt.out, arrays); !s.ok())
+        return printError(s.message), s.code == attn::StatusCode::InvalidArgument ? kExitBadInput : kExitCannotWrite;
+    std::fprintf(stderr, "attnscope: wrote %s: %d tokens, %zu layer(s) × %ld head(s) of maps\n", opt.out.c_str(), T,
+                 layers.size(), heads);
+    return kExitOk;
+}
+
+} // namespace
+
 int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path)
 {
     const attn::Backend backend = parseBackend(opt.backend);
     if (!opt.pair.empty()) return printError("model: --pair is for encoder models; a decoder reads one text"), kExitBadInput;
     if (opt.bench) return printError("model: --bench times the encoder; decoders are not benchmarked yet"), kExitBadInput;
-    if (opt.out.empty()) return printError("model: -o OUT.json is required"), kExitBadInput;
-    if (!opt.textGiven) return printError("model: --text TEXT is required"), kExitBadInput;
+    if (opt.out.empty()) return printError("model: -o OUT.json (or OUT.npz) is required"), kExitBadInput;
+    if (opt.textGiven && !opt.textFile.empty()) return printError("model: give --text or --text-file, not both"), kExitBadInput;
+    if (!opt.textGiven && opt.textFile.empty()) return printError("model: --text TEXT (or --text-file F) is required"), kExitBadInput;
+    std::string inputText = opt.text;
+    if (!opt.textFile.empty()) {
+        // 4 MiB of text is ~1 million tokens, far past any context: larger files are not a text to read whole.
+        auto bytes = attn::readFile(opt.textFile, std::size_t(4) << 20);
+        if (!bytes) return printError("--text-file " + bytes.status().message), kExitBadInput;
+        inputText = std::move(*bytes);
+    }
+    const bool npz = opt.out.size() > 4 && opt.out.compare(opt.out.size() - 4, 4, ".npz") == 0;
+    if (opt.head >= 0 && !npz) return printError("model: --head chooses the maps written to -o OUT.npz"), kExitBadInput;
     auto model = attn::loadDecoder(path);
     if (!model) {
         printError(model.status().message);
@@ -246,9 +325,13 @@ int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path)
     }
     auto layers = parseLayers(opt.layers, c.layers);
     if (!layers) return printError(layers.status().message), kExitBadInput;
-    auto enc = attn::encodeForDecoder(*model, opt.text, opt.chat);
+    if (opt.head >= c.heads)
+        return printError("--head " + std::to_string(opt.head) + ": the model has " + std::to_string(c.heads) + " heads (0.." +
+                          std::to_string(c.heads - 1) + ")"), kExitBadInput;
+    auto enc = attn::encodeForDecoder(*model, inputText, opt.chat);
     if (!enc) return printError(enc.status().message), kExitBadInput;
     const std::uint64_t n = std::min<std::uint64_t>(enc->ids.size() + std::uint64_t(opt.generate), std::uint64_t(c.maxPositions));
+    if (npz) return writeDecoderNpz(opt, *model, *enc, mo, *layers);
     const std::uint64_t values = std::uint64_t(layers->size()) * std::uint64_t(c.heads) * n * n * 2 + n * std::uint64_t(c.hidden) +
                                  (opt.logits ? std::uint64_t(c.vocab) : 0);
     if (!jsonEstimateFits(values, opt.maxOutputMb, "model")) return kExitBadInput;

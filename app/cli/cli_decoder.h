@@ -28,6 +28,10 @@ struct ModelOptionsCli {
     // Decoders, interpretability (attnscope/interp.h): the target token (default the most probable next one), and
     // which views to add to the JSON. --patch-from is the clean text of activation patching (--text is corrupted).
     std::string target, patchFrom, targets;
+    // Long texts (issue 18): the text from a file, and with -o OUT.npz the maps as arrays (lazy forward) —
+    // weights_L<l> of every head (or --head H's only) for each layer of --layers.
+    std::string textFile;
+    int head = -1;
     bool headImportance = false, dla = false, logitLens = false, headTypes = false;
     // The first interpretability flag given ("--dla"), for messages; "" when none.
     std::string interpFlag() const;

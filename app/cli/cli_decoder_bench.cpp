@@ -64,10 +64,14 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
         ids = enc->ids;
     }
     ids.resize(static_cast<std::size_t>(n));
-    const int repeats = opt.repeats;
+    // Past 1024 tokens the forward is lazy (issue 18: no n×n map; dense maps of 4096 tokens would need ~50 GB),
+    // and a forward takes seconds: three repeats.
+    attn::DecoderOptions mo;
+    mo.lazy = n > 1024;
+    const int repeats = mo.lazy ? std::min(opt.repeats, 3) : opt.repeats;
     attn::DecoderRun run;
     std::vector<double> forward, append, ablate;
-    if (attn::Status s = attn::runDecoder(*model, ids, {}, run); !s.ok()) return printError(s.message), kExitFailure;
+    if (attn::Status s = attn::runDecoder(*model, ids, mo, run); !s.ok()) return printError(s.message), kExitFailure;
     // Peak memory of the model and one n-token run (issue 18: ≤ 450 MB for SmolLM2 at 128 tokens), before the
     // bench's own copies of runs, the bounds' buffers (512 MB) and the interpretability scans, which peak_rss_mb at
     // the end counts too.
@@ -75,7 +79,7 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
     // Appending one token to n−1: the prefix's run is copied (not timed), then the step is timed.
     attn::DecoderRun prefix;
     const std::vector<int> head(ids.begin(), ids.end() - 1);
-    if (attn::Status s = attn::runDecoder(*model, head, {}, prefix); !s.ok()) return printError(s.message), kExitFailure;
+    if (attn::Status s = attn::runDecoder(*model, head, mo, prefix); !s.ok()) return printError(s.message), kExitFailure;
     {
         attn::DecoderRun grown = prefix;
         if (attn::Status s = attn::appendTokens(*model, {ids.back()}, grown); !s.ok()) return printError(s.message), kExitFailure;
@@ -89,7 +93,7 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
     // ratios stay comparable.
     for (int r = 0; r < repeats; ++r) {
         auto t0 = Clock::now();
-        attn::Status s = attn::runDecoder(*model, ids, {}, run);
+        attn::Status s = attn::runDecoder(*model, ids, mo, run);
         forward.push_back(msSince(t0));
         if (!s.ok()) return printError(s.message), kExitFailure;
         attn::DecoderRun grown = prefix;
@@ -102,6 +106,26 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
         s = attn::recomputeDecoderFrom(*model, layer, run);
         ablate.push_back(msSince(t0));
         if (!s.ok()) return printError(s.message), kExitFailure;
+    }
+    // One head's map as the views ask for it (issue 18): the whole map max-pooled to 1024 × 1024 (the overview a
+    // click shows), and a 64 × 64 tile of cells (a zoomed view), from the run's maps through the tile seam.
+    std::vector<double> headMap, headTile;
+    {
+        run.ablated.clear();
+        if (attn::Status s = attn::recomputeDecoderFrom(*model, layer, run); !s.ok()) return printError(s.message), kExitFailure;
+        const auto maps = attn::decoderMaps(*model, run);
+        attn::Matrix out;
+        for (int r = 0; r < repeats; ++r) {
+            auto t0 = Clock::now();
+            attn::Status s = maps->pooled(attn::MapKind::Weights, layer, r % c.heads, attn::MapRect{0, 0, n, n}, 1024, 1024, out);
+            headMap.push_back(msSince(t0));
+            if (!s.ok()) return printError(s.message), kExitFailure;
+            t0 = Clock::now();
+            const int side = std::min(64, n);
+            s = maps->tile(attn::MapKind::Weights, layer, r % c.heads, attn::MapRect{n - side, n - side, side, side}, out);
+            headTile.push_back(msSince(t0));
+            if (!s.ok()) return printError(s.message), kExitFailure;
+        }
     }
     // The interpretability views on a 20-token text (issue 20): the head-importance scan beside its SGEMM bound
     // (headScanFlops / the measured rate), and the cheap views. The scan and the lens take seconds on SmolLM2, so
@@ -169,6 +193,7 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
     json j;
     j["model"] = model->name;
     j["tokens"] = n;
+    j["lazy"] = mo.lazy;  // no n×n map kept (issue 18)
     j["repeats"] = repeats;
     j["load_ms"] = loadMs;
     j["forward_ms"] = fwd;
@@ -185,6 +210,8 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
     j["ablation_toggle_ms"] = abl;
     j["ablation_over_forward"] = abl / fwd;
     j["ablation_goal"] = double(c.layers - layer) / c.layers;  // (L − l) / L
+    j["head_map_ms"] = median(headMap);    // a head's whole map pooled to 1024²: ≤ 150 ms at 8192 is issue 18's goal
+    j["head_tile_ms"] = median(headTile);  // a zoomed 64 × 64 tile: ≤ 30 ms
     j["interp_tokens"] = static_cast<int>(smallIds.size());
     j["head_importance_ms"] = median(importance);
     j["head_importance_first_row_ms"] = median(firstRow);  // ≤ 300 is issue 20's goal

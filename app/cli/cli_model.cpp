@@ -412,6 +412,10 @@ void addModelCommand(CLI::App& root, CommandAction& action)
     CLI::App* cmd = root.add_subcommand("model", "Run a trained transformer (default all-MiniLM-L6-v2; or a decoder LM from a .gguf file or a "
                                                  "Hugging Face directory) on text and write every layer's and head's attention as JSON");
     cmd->add_option("--text", opt->text, "Sentence A")->each([opt](const std::string&) { opt->textGiven = true; });
+    cmd->add_option("--text-file", opt->textFile, "Decoders: the text from this file (UTF-8; up to the model's context, "
+                                                   "longer is truncated with a warning)");
+    cmd->add_option("--head", opt->head, "Decoders with -o OUT.npz: only this head's maps (1 × n × n per layer)")
+        ->check(CLI::NonNegativeNumber);
     cmd->add_option("--pair", opt->pair, "Sentence B ([CLS] A [SEP] B [SEP])");
     cmd->add_option("--ablate", opt->ablate, "Heads to ablate (weights × 0), LAYER:HEAD[,LAYER:HEAD…], from 0");
     cmd->add_option("--model,--model-dir", opt->modelDir,

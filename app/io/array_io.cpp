@@ -160,6 +160,9 @@ Payload payloadOf(const NamedArray& a)
     if (a.matrix) {
         p.descr = "<f4";
         p.shape = {a.matrix->rows(), a.matrix->cols()};
+        std::int64_t count = 1;
+        for (std::int64_t d : a.shape) count *= d;
+        if (!a.shape.empty() && count == a.matrix->size()) p.shape = a.shape;
         p.bytes.assign(reinterpret_cast<const char*>(a.matrix->data()), std::size_t(a.matrix->size()) * sizeof(float));
     } else if (a.vector) {
         p.descr = "<f4";

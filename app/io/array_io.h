@@ -52,6 +52,9 @@ struct NamedArray {
     const attn::Vector* vector = nullptr;
     const attn::MaskMatrix* mask = nullptr;
     std::vector<std::int32_t> ints;         // used when none of the pointers is set (valid lengths)
+    // A matrix written with another shape of the same size, C order (heads × n × n from an (H·n) × n matrix);
+    // empty = the matrix's own rows × cols.
+    std::vector<std::int64_t> shape;
 };
 
 // ---- .npy -----------------------------------------------------------------------------------------------
