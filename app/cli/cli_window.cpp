@@ -52,6 +52,14 @@ void addWindowOptions(CLI::App& root, WindowCli& cli)
         ->allow_extra_args(false);
     root.add_option("--test-hooks", o.testHooksDir, "Write widget rectangles and frames into DIR (end-to-end tests)");
     root.add_option("--model-text", o.model.text, "Open the model mode with this sentence A (docs/model.md)");
+    root.add_option("--model-text-file", "Open the model mode with the text of this file (a long text: a decoder runs it "
+                                         "lazily past 1024 tokens, truncated past the model's context)")
+        ->each([&o](const std::string& path) {
+            // 4 MiB of text is about a million tokens, far past any model's context.
+            auto text = attn::readFile(path, std::size_t(4) << 20);
+            if (!text) throw CLI::ValidationError("--model-text-file", text.status().message);
+            o.model.text = std::move(*text);
+        });
     root.add_option("--pair", o.model.pair, "With --model-text: sentence B");
     root.add_option("--model-dir", o.model.dir, "The model directory (default: " + defaultModelDirectory() + ")");
     root.add_option("--model", o.model.dir,

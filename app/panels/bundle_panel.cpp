@@ -63,9 +63,10 @@ void openHead(BundleState& b, int l, int h)
     b.viewport = {};  // fit
 }
 
-void drawGrid(AppState& state, ImVec2 size)
+} // namespace
+
+void drawMapsGrid(AppState& state, BundleState& b, ImVec2 size)
 {
-    BundleState& b = state.bundle;
     const OpenedBundle& ob = *b.bundle;
     const attn::AttentionMaps& maps = *ob.maps;
     const int L = maps.layers(), H = maps.heads();
@@ -81,7 +82,7 @@ void drawGrid(AppState& state, ImVec2 size)
     in.rowExtra = ImGui::GetStyle().ItemSpacing.y + 2;
     const ModelGridPlan plan = planModelGrid(in);
     b.gridPlan = plan;
-    ImGui::BeginChild("bundle_grid", size, false, ImGuiWindowFlags_HorizontalScrollbar);
+    ImGui::BeginChild((b.keyPrefix + "_grid").c_str(), size, false, ImGuiWindowFlags_HorizontalScrollbar);
     const ImVec2 o = ImGui::GetCursorScreenPos();
     ImDrawList* dl = ImGui::GetWindowDrawList();
     for (int h = 0; h < H; ++h) {
@@ -96,7 +97,7 @@ void drawGrid(AppState& state, ImVec2 size)
         for (int h = 0; h < H; ++h) {
             const ImVec2 p(o.x + in.labelWidth + plan.pitchX * float(h), y);
             const std::size_t i = std::size_t(l) * std::size_t(H) + std::size_t(h);
-            const std::string key = "bundle/" + std::to_string(l) + "/" + std::to_string(h);
+            const std::string key = b.keyPrefix + "/" + std::to_string(l) + "/" + std::to_string(h);
             ImGui::SetCursorScreenPos(p);
             ImGui::PushID(int(i));
             const attn::Matrix& v = b.thumbnails[i].size() > 0 ? shownThumb(b, i, std::max(1, plan.shown)) : b.thumbnails[i];
@@ -151,6 +152,8 @@ void drawGrid(AppState& state, ImVec2 size)
     ImGui::Dummy(ImVec2(plan.contentWidth, plan.contentHeight));
     ImGui::EndChild();
 }
+
+namespace {
 
 // Saves a figure of the grid, the selected head or its lines (the format from the file name), through the same
 // code as `attnscope render --bundle`.
@@ -261,24 +264,26 @@ void drawLinesAndExport(AppState& state, ImVec2 size)
     ImGui::EndChild();
 }
 
+} // namespace
+
 // One head's map, zoomable from the whole map to single cells: the wheel zooms about the pointer, a drag pans,
 // a double-click (or Fit) shows the whole map again.
-void drawHeadView(AppState& state, ImVec2 size)
+void drawMapsHeadView(AppState& state, BundleState& b, ImVec2 size)
 {
-    BundleState& b = state.bundle;
     const OpenedBundle& ob = *b.bundle;
+    const std::string& k = b.keyPrefix;
     const attn::AttentionMaps& maps = *ob.maps;
     const int T = maps.queries(), S = maps.keys();
     const bool back = ImGui::Button("< Back");
-    state.recordRect("bundle/back", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    state.recordRect(k + "/back", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     ImGui::SameLine();
     ImGui::Text("%s › %s › %s", ob.name.c_str(), layerName(ob, b.layer).c_str(), headName(ob, b.head).c_str());
-    state.recordRect("bundle/breadcrumb", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    state.recordRect(k + "/breadcrumb", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     ImGui::SameLine();
     ImGui::TextDisabled("(Esc or Back: the grid)");
     ImGui::SameLine();
     const bool fit = ImGui::Button("Fit");
-    state.recordRect("bundle/fit", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    state.recordRect(k + "/fit", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     ImGui::SameLine();
     // Over thousands of keys a diffuse head's weights are all near 1/n: on the 0…1 scale they are one colour.
     ImGui::Checkbox("scale to the view's largest weight", &b.viewRange);
@@ -295,8 +300,8 @@ void drawHeadView(AppState& state, ImVec2 size)
     const float W = std::max(64.0f, avail.x - kColorbarWidth - 8), Hpx = std::max(64.0f, avail.y - 2 * line - 4);
     if (fit) b.viewport = {};
     const ImVec2 o = ImGui::GetCursorScreenPos();
-    ImGui::InvisibleButton("bundle_map", ImVec2(W, Hpx));
-    state.recordRect("bundle/map", o, ImVec2(o.x + W, o.y + Hpx));
+    ImGui::InvisibleButton((k + "_map").c_str(), ImVec2(W, Hpx));
+    state.recordRect(k + "/map", o, ImVec2(o.x + W, o.y + Hpx));
     const ImGuiIO& io = ImGui::GetIO();
     const bool hovered = ImGui::IsItemHovered();
     if (hovered && io.MouseWheel != 0)
@@ -306,7 +311,7 @@ void drawHeadView(AppState& state, ImVec2 size)
     if (hovered && ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) b.viewport = {};
     const MapFrame& f = updateBundleTile(b, W, Hpx);
     // What the map shows, for the end-to-end test: a max-pooled overview or single cells.
-    state.recordRect(f.pooled ? "bundle/map_pooled" : "bundle/map_cells", o, ImVec2(o.x + W, o.y + Hpx));
+    state.recordRect(k + (f.pooled ? "/map_pooled" : "/map_cells"), o, ImVec2(o.x + W, o.y + Hpx));
     ImDrawList* dl = ImGui::GetWindowDrawList();
     dl->AddRectFilled(o, ImVec2(o.x + W, o.y + Hpx), IM_COL32(20, 20, 24, 255));
     if (!b.tileError.empty()) {
@@ -330,7 +335,7 @@ void drawHeadView(AppState& state, ImVec2 size)
         src.generation = b.tileGeneration;
         const ImVec2 a(o.x + float(f.offsetX), o.y + float(f.offsetY));
         dl->PushClipRect(o, ImVec2(o.x + W, o.y + Hpx), true);
-        drawHeatmapCells(dl, a, ImVec2(a.x + float(f.drawWidth), a.y + float(f.drawHeight)), "bundle/head", src);
+        drawHeatmapCells(dl, a, ImVec2(a.x + float(f.drawWidth), a.y + float(f.drawHeight)), k + "/head", src);
         // Deep enough to read: each cell's value in it.
         if (!f.pooled && f.scale >= 28) {
             for (int i = 0; i < f.rect.rows; ++i)
@@ -358,7 +363,7 @@ void drawHeadView(AppState& state, ImVec2 size)
         }
     }
     ImGui::SetCursorScreenPos(ImVec2(o.x + W + 8, o.y));
-    drawColorbar("bundle_cb", attn::Colormap::Viridis, range, std::min(Hpx, kColorbarMaxHeight));
+    drawColorbar((k + "_cb").c_str(), attn::Colormap::Viridis, range, std::min(Hpx, kColorbarMaxHeight));
     ImGui::SetCursorScreenPos(ImVec2(o.x, o.y + Hpx + 4));
     if (f.pooled)
         ImGui::Text("queries %d–%d × keys %d–%d of %d × %d; max-pooled: each pixel shows the largest weight of its "
@@ -367,12 +372,10 @@ void drawHeadView(AppState& state, ImVec2 size)
     else
         ImGui::Text("queries %d–%d × keys %d–%d of %d × %d; %.0f px a cell", f.rect.r0, f.rect.r0 + f.rect.rows - 1,
                     f.rect.c0, f.rect.c0 + f.rect.cols - 1, T, S, f.scale);
-    state.recordRect("bundle/map_legend", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    state.recordRect(k + "/map_legend", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     ImGui::TextDisabled("wheel: zoom about the pointer · drag: pan · double-click or Fit: the whole map · fetched in %.0f ms",
                         b.tileMs);
 }
-
-} // namespace
 
 bool bundleViewShown(const AppState& state) { return state.bundle.active() && state.bundle.showView; }
 
@@ -396,10 +399,10 @@ void drawBundlePanel(AppState& state)
     ImGui::SetNextWindowBgAlpha(1.0f);
     ImGui::Begin(title.c_str(), nullptr, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse);
     if (b.headOpen) {
-        drawHeadView(state, ImGui::GetContentRegionAvail());
+        drawMapsHeadView(state, b, ImGui::GetContentRegionAvail());
     } else {
         const ImVec2 avail = ImGui::GetContentRegionAvail();
-        drawGrid(state, ImVec2(avail.x, avail.y * 0.62f));
+        drawMapsGrid(state, b, ImVec2(avail.x, avail.y * 0.62f));
         ImGui::Separator();
         const ImVec2 rest = ImGui::GetContentRegionAvail();
         drawLinesAndExport(state, ImVec2(rest.x, std::max(rest.y, 120.0f)));

@@ -227,6 +227,12 @@ void drawModelGrid(AppState& state, ImVec2 size)
 void drawLinesView(AppState& state, ImVec2 size)
 {
     ModelState& m = state.model;
+    if (m.longRun()) {
+        ImGui::TextWrapped("%zu tokens: a long text keeps no per-head maps (the lines view draws every pair of tokens). "
+                           "Click a thumbnail above to open that head's map, which zooms to single cells.",
+                           m.drun->encoding.tokens.size());
+        return;
+    }
     const RunView run = m.shownRun();
     const attn::Matrix& w =
         (*run.dense)[static_cast<std::size_t>(m.linesLayer)].heads[static_cast<std::size_t>(m.linesHead)].weights;
@@ -501,7 +507,11 @@ void drawModelPanel(AppState& state)
     ImGui::Separator();
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const ImVec2 gridSize(avail.x, avail.y * 0.62f);
-    if (m.isDecoder()) {
+    if (m.longRun() && m.longView.active()) {
+        // A long text (lazy run, issue 18): the grid and a head's zoomable map from the run's maps, as a bundle's.
+        if (m.longView.headOpen) drawMapsHeadView(state, m.longView, gridSize);
+        else drawMapsGrid(state, m.longView, gridSize);
+    } else if (m.isDecoder()) {
         // A decoder's grid area also shows why it predicts what it does (tabs: panels/why_panel.cpp).
         const float y0 = ImGui::GetCursorPosY();
         if (!drawWhyView(state, gridSize)) drawModelGrid(state, ImVec2(gridSize.x, gridSize.y - (ImGui::GetCursorPosY() - y0)));
@@ -548,7 +558,11 @@ void drawModelSidebar(AppState& state)
     ImGui::Separator();
     const RunView run = m.shownRun();
     const std::size_t n = run.tokens.size();
-    ImGui::Text("%zu token%s%s", n, n == 1 ? "" : "s", m.isDecoder() || m.textB.empty() ? "" : " (A and B)");
+    if (m.isDecoder())
+        ImGui::Text("%zu of %d tokens (the model's context)%s", n, m.decoder->config.maxPositions,
+                    m.longRun() ? ", a long text: maps rebuilt on demand" : "");
+    else
+        ImGui::Text("%zu token%s%s", n, n == 1 ? "" : "s", m.textB.empty() ? "" : " (A and B)");
     const std::size_t k = run.ablated.size();
     ImGui::Text("%zu head%s ablated", k, k == 1 ? "" : "s");
     ImGui::BeginDisabled(k == 0);

@@ -34,6 +34,10 @@ void drawLinesMap(AppState& state, ImVec2 size, const std::vector<std::string>& 
 // the status bar describe the bundle.
 void drawBundlePanel(AppState& state);
 bool bundleViewShown(const AppState& state);
+// The bundle window's grid and zoomable head map over any maps `b` holds (also a decoder's long run in the model
+// view, ModelState::longView).
+void drawMapsGrid(AppState& state, BundleState& b, ImVec2 size);
+void drawMapsHeadView(AppState& state, BundleState& b, ImVec2 size);
 void drawBundleSidebar(AppState& state);
 void drawBundleStatus(AppState& state, const std::string& backend);
 

@@ -148,6 +148,29 @@ void closeBundle(BundleState& b)
     b.headOpen = false;
 }
 
+void replaceMaps(BundleState& b, OpenedBundle bundle)
+{
+    const bool headOpen = b.headOpen;
+    const int layer = b.layer, head = b.head;
+    const MapViewport viewport = b.viewport;
+    const bool sameShape = b.bundle && b.bundle->maps->layers() == bundle.maps->layers() &&
+                           b.bundle->maps->heads() == bundle.maps->heads() && b.bundle->maps->queries() == bundle.maps->queries();
+    closeBundle(b);
+    b.bundle = std::make_shared<const OpenedBundle>(std::move(bundle));
+    const std::size_t count = std::size_t(b.bundle->maps->layers()) * std::size_t(b.bundle->maps->heads());
+    b.thumbnails.assign(count, attn::Matrix());
+    b.thumbErrors.assign(count, std::string());
+    b.thumbCopied.assign(count, 0);
+    b.thumbsDone = 0;
+    b.tileLayer = b.tileHead = -1;
+    b.shownFrame = {};
+    b.thumbs = std::make_shared<BundleThumbs>(b.bundle);
+    b.headOpen = headOpen;
+    b.layer = std::min(layer, b.bundle->maps->layers() - 1);
+    b.head = std::min(head, b.bundle->maps->heads() - 1);
+    b.viewport = sameShape ? viewport : MapViewport{};
+}
+
 const MapFrame& updateBundleTile(BundleState& b, double width, double height)
 {
     const attn::AttentionMaps& maps = *b.bundle->maps;

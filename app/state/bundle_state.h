@@ -29,6 +29,7 @@ inline constexpr int kBundleThumbCells = 128;
 
 struct BundleState {
     std::shared_ptr<const OpenedBundle> bundle;  // null = none open
+    std::string keyPrefix = "bundle";  // its widgets' names in the test hooks ("long" for a decoder's long run)
     bool showView = true;          // the bundle's window is shown over the chain view
     bool waitForThumbs = false;    // each frame waits for the thumbnails (screenshots: the grid complete)
     std::string error;             // why the last open failed ("" = none)
@@ -73,6 +74,9 @@ attn::Status openBundleInWindow(AppState& state, const std::string& path);
 // Shows an opened bundle (openBundleInWindow's second half; tests give maps of their own): the grid from the start,
 // its thumbnails started on the worker.
 void showBundle(AppState& state, OpenedBundle bundle);
+// Shows other maps in the same views, keeping the open head, its zoom and the selection (a decoder's long run
+// after an ablation or an appended token): a new thumbnail worker, the head view's tile fetched again.
+void replaceMaps(BundleState& b, OpenedBundle bundle);
 // Once a frame: copies the thumbnails the worker finished since the last call.
 void pollBundleThumbs(BundleState& b);
 // True while the worker is still making thumbnails.

@@ -328,6 +328,7 @@ private:
             if (enc->ids.empty()) return attn::invalidArgument("the text has no tokens: type something");
             attn::DecoderOptions o;
             o.ablate = req.ablated;
+            o.lazy = static_cast<int>(enc->ids.size()) > kLazyTokens;  // long texts keep no n×n maps (issue 18)
             // The positions kept from the buffer's run are valid only under the same weights and ablations.
             const bool sameModel = hadRun && from >= static_cast<int>(L) && !req.qkvPin;
             ATTNSCOPE_RETURN_IF_ERROR(attn::rerunDecoder(dm, enc->ids, o, sameModel, r));
@@ -719,6 +720,23 @@ void takeFinished(ModelState& m)
         return;
     }
     m.error.clear();
+    if (m.isDecoder()) {
+        // A long run's maps, shown by the grid and head view of longView (rebuilt with every run: its thumbnails
+        // are of this run); a dense run is drawn from its own results.
+        if (m.drun && m.drun->lazy) {
+            m.shownMaps = attn::decoderMaps(*m.decoder, *m.drun);
+            OpenedBundle ob;
+            ob.maps = m.shownMaps;
+            ob.tokens = ob.keyTokens = m.drun->encoding.tokens;
+            ob.name = m.modelName();
+            ob.path = m.dir;
+            m.longView.keyPrefix = "long";
+            replaceMaps(m.longView, std::move(ob));
+        } else {
+            m.shownMaps.reset();
+            closeBundle(m.longView);
+        }
+    }
     // The thumbnails whose layer changed since the run shown before (not since the worker's older buffer).
     const bool sameText = hadRun && before.textA == m.shown.textA && before.textB == m.shown.textB && before.chat == m.shown.chat;
     bumpFrom(m, sameText ? firstChangedLayer(before, m.shown, true) : 0);
@@ -796,6 +814,8 @@ void installModel(AppState& state, LoadedModel loaded, const std::string& dir)
     ModelState& m = state.model;
     m.worker.reset();  // waits for the old model's run to end
     m.wanted = {};
+    closeBundle(m.longView);
+    m.shownMaps.reset();
     m.model.reset();
     m.decoder.reset();
     if (auto* model = std::get_if<attn::Model>(&loaded)) {

@@ -21,6 +21,7 @@
 #include <attnscope/interp.h>
 #include <attnscope/model.h>
 
+#include "state/bundle_state.h"
 #include "view/model_grid.h"
 #include "view/run_view.h"
 
@@ -141,6 +142,9 @@ struct ModelStartup {
 // --why's names: "attention", "importance", "dla", "lens", "types", "patching".
 std::optional<WhyView> whyViewFromName(const std::string& name);
 
+// Past this many tokens a decoder's text runs lazily (the dense maps of 1024 tokens are already ~2.5 GB for SmolLM2).
+inline constexpr int kLazyTokens = 1024;
+
 // Typing in a sentence field reruns the model this long after the last keystroke: a pause, not every key
 // (250 ms: shorter than a reader notices, longer than the gap between keys of a typing burst).
 inline constexpr double kTextDebounceSeconds = 0.25;
@@ -218,12 +222,22 @@ struct ModelState {
     std::vector<PooledThumb> thumbs;
     ModelGridPlan gridPlan;         // the grid's layout in the last frame (tests)
     WhyState why;                   // decoders: importance, attribution, logit lens, head types, patching
+    // A decoder's long text (more than kLazyTokens tokens) runs lazily (issue 18: no n×n map is kept); its grid and
+    // heads are then shown from the run's maps as a bundle's are (thumbnails made on a thread, a click opens the
+    // head's zoomable map), kept across reruns. `shownMaps` are the shown run's maps (null for a dense run).
+    BundleState longView;
+    std::shared_ptr<const attn::AttentionMaps> shownMaps;
 
     bool scanning() const;          // a scan (importance, patching) is under way on the worker
 
     bool isDecoder() const { return decoder != nullptr; }
     bool hasRun() const { return isDecoder() ? drun.has_value() : run.has_value(); }
-    RunView shownRun() const { return isDecoder() ? RunView(*drun) : RunView(*run); }  // hasRun() first
+    RunView shownRun() const  // hasRun() first
+    {
+        if (isDecoder() && drun->lazy && shownMaps) return RunView(*shownMaps, drun->encoding.tokens, drun->encoding.tokens);
+        return isDecoder() ? RunView(*drun) : RunView(*run);
+    }
+    bool longRun() const { return isDecoder() && drun && drun->lazy; }  // the shown run is a lazy one
     std::string modelName() const;
     int layers() const;             // L of either family (0 = none)
     int heads() const;              // H (query heads)
