@@ -507,6 +507,7 @@ void drawModelPanel(AppState& state)
     ImGui::Separator();
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const ImVec2 gridSize(avail.x, avail.y * 0.62f);
+    if (m.longRun()) pollBundleThumbs(m.longView);
     if (m.longRun() && m.longView.active()) {
         // A long text (lazy run, issue 18): the grid and a head's zoomable map from the run's maps, as a bundle's.
         if (m.longView.headOpen) drawMapsHeadView(state, m.longView, gridSize);
@@ -559,8 +560,8 @@ void drawModelSidebar(AppState& state)
     const RunView run = m.shownRun();
     const std::size_t n = run.tokens.size();
     if (m.isDecoder())
-        ImGui::Text("%zu of %d tokens (the model's context)%s", n, m.decoder->config.maxPositions,
-                    m.longRun() ? ", a long text: maps rebuilt on demand" : "");
+        ImGui::TextWrapped("%zu of %d tokens (the model's context)%s", n, m.decoder->config.maxPositions,
+                           m.longRun() ? ", a long text: maps rebuilt on demand" : "");
     else
         ImGui::Text("%zu token%s%s", n, n == 1 ? "" : "s", m.textB.empty() ? "" : " (A and B)");
     const std::size_t k = run.ablated.size();
@@ -574,6 +575,11 @@ void drawModelSidebar(AppState& state)
     }
     ImGui::EndDisabled();
     ImGui::Separator();
+    if (m.longRun())
+        ImGui::TextWrapped("A long text: no map is kept whole; each thumbnail is made from Q, K and the softmax's "
+                           "statistics, and appears when done. Click one to open that head's map: the wheel zooms from "
+                           "the whole map (each pixel the largest weight of its block) to single cells.");
+    else
     ImGui::TextWrapped(m.isDecoder() ? "Click a thumbnail: open that layer and head in the chain view (edit its Q, K, V "
                                        "and W^O; Esc or Back returns here). Right-click: show its lines. The × in its "
                                        "corner (on hover) ablates it: watch the predictions move."

@@ -1074,6 +1074,7 @@ void startModelMode(AppState& state, const ModelStartup& startup)
     state.model.textB = startup.pair;
     const std::string dir = startup.dir.empty() ? defaultModelDirectory() : startup.dir;
     state.model.dirField = dir;
+    state.model.longView.waitForThumbs = startup.waitForViews;  // a long text's screenshot shows every thumbnail
     if (!openModel(state, dir).ok()) return;
     finishModelRuns(state);  // before the first frame: the window opens on the run
     if (!state.model.hasRun()) return;  // a text error: the message is in the panel

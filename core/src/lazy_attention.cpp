@@ -137,6 +137,60 @@ Status LazyMaps::tile(MapKind kind, int layer, int head, const MapRect& r, Matri
     return Status::success();
 }
 
+Status LazyMaps::pooled(MapKind kind, int layer, int head, const MapRect& r, int outRows, int outCols, Matrix& out) const
+{
+    if (kind == MapKind::Scores) return AttentionMaps::pooled(kind, layer, head, r, outRows, outCols, out);
+    ATTNSCOPE_RETURN_IF_ERROR(checkTile(kind, layer, head, r));
+    if (r.rows == 0 || r.cols == 0) {
+        out.resize(0, 0);
+        return Status::success();
+    }
+    outRows = std::clamp(outRows, 1, r.rows);
+    outCols = std::clamp(outCols, 1, r.cols);
+    const LazyLayer& L = *m_layers[static_cast<std::size_t>(layer)];
+    const int D = m_headDim, kvh = head / (m_spec.heads / m_spec.kvHeads);
+    std::vector<int> colOf(static_cast<std::size_t>(r.cols));
+    for (int c = 0; c < outCols; ++c)
+        for (long j = long(c) * r.cols / outCols; j < long(c + 1) * r.cols / outCols; ++j) colOf[std::size_t(j)] = c;
+    // log-weights' block maxima; a block no query of which sees any key stays −inf and becomes weight 0, as the
+    // dense maps' masked cells are.
+    Matrix best = Matrix::Constant(outRows, outCols, kNegInf);
+    const auto K = L.K.block(r.c0, Eigen::Index(kvh) * D, r.cols, D);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int p = 0; p < outRows; ++p) {
+        const int i0 = int(long(p) * r.rows / outRows), i1 = int(long(p + 1) * r.rows / outRows);
+        // Keys these queries can see: up to the last one's position (causal), from the first one's window start.
+        const int firstPos = r.r0 + i0, lastPos = r.r0 + i1 - 1;
+        const int jLo = m_spec.window > 0 ? std::max(0, firstPos - m_spec.window + 1 - r.c0) : 0;
+        const int jHi = m_spec.causal ? std::min(r.cols, lastPos - r.c0 + 1) : r.cols;
+        if (jHi <= jLo) continue;
+        // In chunks of keys, so a band's scores stay in cache (≤ 64 K floats).
+        const int chunk = std::max(256, (1 << 16) / std::max(1, i1 - i0));
+        Matrix s;
+        float* dst = best.row(p).data();
+        for (int j0 = jLo; j0 < jHi; j0 += chunk) {
+            const int jb = std::min(chunk, jHi - j0);
+            s.noalias() = L.Q.block(r.r0 + i0, Eigen::Index(head) * D, i1 - i0, D) * K.middleRows(j0, jb).transpose();
+            for (int i = 0; i < i1 - i0; ++i) {
+                const int pos = r.r0 + i0 + i;
+                const float shift = L.lse(pos, head);
+                if (shift == kNegInf) continue;
+                // This query's visible keys within the chunk.
+                const int a = m_spec.window > 0 ? std::max(j0, pos - m_spec.window + 1 - r.c0) : j0;
+                const int b = m_spec.causal ? std::min(j0 + jb, pos - r.c0 + 1) : j0 + jb;
+                const float* row = s.row(i).data();
+                for (int j = a; j < b; ++j) {
+                    const float v = row[j - j0] * m_spec.scale - shift;
+                    float& d = dst[colOf[std::size_t(j)]];
+                    if (v > d) d = v;
+                }
+            }
+        }
+    }
+    out = best.array().exp().matrix();
+    return Status::success();
+}
+
 Status LazyMaps::maskTile(int layer, int head, const MapRect& r, MaskMatrix& out) const
 {
     ATTNSCOPE_RETURN_IF_ERROR(checkTile(MapKind::Weights, layer, head, r));

@@ -7,6 +7,7 @@
 
 #include <attnscope/attention.h>
 #include <attnscope/attention_maps.h>
+#include <attnscope/colormap.h>
 #include <attnscope/lazy_attention.h>
 
 #include <gtest/gtest.h>
@@ -105,6 +106,35 @@ TEST(LazyAttention, OutputsAndEveryTileEqualTheDenseCore)
             Matrix w;
             ASSERT_TRUE(lazy.whole(MapKind::Weights, 0, c.H - 1, w).ok());
             for (int i = 0; i < c.rows; ++i) EXPECT_NEAR(w.row(i).sum(), 1.0f, 1e-5f) << "row " << i;
+        }
+    }
+}
+
+// The overview without a weight per cell (one exp per pooled cell, masked keys skipped) against poolMax of the
+// whole map: the same blocks, the same maxima within exp's rounding.
+TEST(LazyAttention, PooledOverviewEqualsPoolMaxOfTheTiles)
+{
+    std::mt19937 rng(11);
+    for (int window : {0, 29}) {
+        const int n = 333, H = 2, D = 8;
+        const Matrix Q = randomMatrix(rng, n, H * D, 1.5f), K = randomMatrix(rng, n, D, 1.5f), V = randomMatrix(rng, n, D);
+        LazyAttentionSpec spec{H, 1, 0.35f, true, window};
+        Matrix context, lse;
+        ASSERT_TRUE(lazyAttention(Q, K, V, spec, 0, context, lse).ok());
+        auto layer = std::make_shared<LazyLayer>();
+        layer->Q = Q;
+        layer->K = K;
+        layer->lse = lse;
+        const LazyMaps maps({layer}, spec);
+        for (const MapRect rect : {MapRect{0, 0, n, n}, MapRect{40, 100, 200, 150}, MapRect{300, 0, 33, 333}}) {
+            for (auto [pr, pc] : {std::pair{64, 64}, {7, 300}, {1000, 1000}, {1, 1}}) {
+                SCOPED_TRACE("window " + std::to_string(window) + " rect " + std::to_string(rect.r0) + "," + std::to_string(rect.c0) +
+                             " pooled " + std::to_string(pr) + "x" + std::to_string(pc));
+                Matrix fast, tile;
+                ASSERT_TRUE(maps.pooled(MapKind::Weights, 0, 1, rect, pr, pc, fast).ok());
+                ASSERT_TRUE(maps.tile(MapKind::Weights, 0, 1, rect, tile).ok());
+                EXPECT_TRUE(near(fast, poolMax(tile, pr, pc), 1e-6f, 1e-5f, "pooled"));
+            }
         }
     }
 }

@@ -59,6 +59,12 @@ public:
     bool causal() const override { return m_spec.causal; }
     Status tile(MapKind kind, int layer, int head, const MapRect& rect, Matrix& out) const override;
     Status maskTile(int layer, int head, const MapRect& rect, MaskMatrix& out) const override;
+    // The overview without a weight per cell: exp is monotonic, so a block's largest weight is
+    // exp(max(q·k·s − lse)) — one exp per pooled cell; keys a block's queries cannot see (causal, window) are not
+    // multiplied at all; bands of rows run on the thread team. Equals the default (poolMax of the tiles) within
+    // float rounding of exp.
+    Status pooled(MapKind kind, int layer, int head, const MapRect& rect, int outRows, int outCols,
+                  Matrix& out) const override;
 
     const LazyLayer& layer(int l) const { return *m_layers[static_cast<std::size_t>(l)]; }
 
