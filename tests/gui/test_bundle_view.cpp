@@ -7,6 +7,7 @@
 #include "render/heatmap_view.h"
 #include "state/app_state.h"
 #include "state/bundle_state.h"
+#include "state/file_drop.h"
 #include "view/tiled_map.h"
 
 #include <attnscope/colormap.h>
@@ -16,6 +17,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <cmath>
 #include <thread>
 
@@ -230,6 +233,30 @@ TEST_F(BundleView, ALongBundleAsksForTheMapInsteadOfLinesAndAShortOneDrawsThem)
     state.bundle.linesRow = 0;
     frames(3);
     EXPECT_EQ(state.bundle.linesMap.size(), 0) << "3000 tokens: no lines, a pointer to the head's map";
+}
+
+TEST_F(BundleView, ABundleDroppedOutsideTheEditorsOpensAndABadOneIsRefused)
+{
+    frames(2);
+    const std::string dir = ::testing::TempDir();
+    const std::string bad = dir + "/cut.attn.safetensors";
+    {
+        std::ifstream in(ATTNSCOPE_BUNDLE_FILE, std::ios::binary);
+        const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        ASSERT_GT(bytes.size(), 200u);
+        std::ofstream(bad, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+    }
+    std::vector<app::DropOutcome> out = app::handleFileDrop(state, {bad}, ImVec2(5, 5));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_FALSE(out[0].ok);
+    EXPECT_NE(out[0].message.find("cannot open bundle"), std::string::npos) << out[0].message;
+    EXPECT_FALSE(state.bundle.active()) << "the session stays";
+    out = app::handleFileDrop(state, {ATTNSCOPE_BUNDLE_FILE}, ImVec2(5, 5));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(out[0].ok) << out[0].message;
+    ASSERT_TRUE(state.bundle.active());
+    frames(2);
+    EXPECT_TRUE(state.rects.count("bundle/0/0"));
 }
 
 TEST_F(BundleView, CloseBundleReturnsToTheSession)

@@ -4,9 +4,9 @@
 # folder on its paths. Checks --version, --help (which names the presets and model folders the program found:
 # they must be the installed ones), a render of an installed preset, a model run when models were installed,
 # and the desktop entry and file types with the desktop's own tools when they are present.
-# Usage: installed_test.sh BUILD_DIR SCRATCH_DIR VERSION
+# Usage: installed_test.sh BUILD_DIR SCRATCH_DIR VERSION [BUNDLE]   (BUNDLE: an attention bundle to draw)
 set -euo pipefail
-build="$1" scratch="$2" version="$3"
+build="$1" scratch="$2" version="$3" bundle="${4:-}"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
@@ -37,6 +37,14 @@ $(grep -i 'seed 000' <<<"$out")"
 run render "$prefix/share/attnscope/assets/presets/seed000_worked_example.json" -o "$scratch/out.png" \
   || fail "attnscope render exited $?"
 [ "$(head -c 4 "$scratch/out.png" | od -An -c | tr -d ' ')" = '211PNG' ] || fail "render wrote no PNG at $scratch/out.png"
+
+if [ -n "$bundle" ]; then
+  # An attention bundle (docs/bundle.md) copied in as a user's file would be, drawn by the installed program.
+  cp "$bundle" "$scratch/user.attn.safetensors"
+  run render --bundle "$scratch/user.attn.safetensors" --panel model-view -o "$scratch/bundle.png" \
+    || fail "attnscope render --bundle exited $?"
+  [ "$(head -c 4 "$scratch/bundle.png" | od -An -c | tr -d ' ')" = '211PNG' ] || fail "render --bundle wrote no PNG"
+fi
 
 if [ -d "$prefix/share/attnscope/models/all-MiniLM-L6-v2" ]; then
   model="$prefix/share/attnscope/models/all-MiniLM-L6-v2"
