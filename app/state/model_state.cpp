@@ -6,6 +6,7 @@
 #include "state/paths.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -113,8 +114,15 @@ public:
             std::lock_guard<std::mutex> lock(m_mutex);
             m_pending = std::move(r);
         }
+        m_newer = true;  // a long forward under way stops at its next layer: the latest request wins
         m_cv.notify_all();
     }
+
+    // Stops the forward under way at its next layer (the shown run stays); a no-op when none runs.
+    void cancel() { m_cancel = true; }
+
+    // The forward under way: layers done of those to do (0 of 0 before its first layer).
+    std::pair<int, int> progress() const { return {m_layersDone.load(), m_layersTotal.load()}; }
 
     struct Finished {
         attn::Status status;
@@ -201,6 +209,10 @@ private:
             }
             ModelRequest req = std::move(*m_pending);
             m_pending.reset();
+            m_newer = false;
+            m_cancel = false;
+            m_layersDone = 0;
+            m_layersTotal = 0;
             m_running = true;
             m_started = std::chrono::steady_clock::now();
             ++m_jobsStarted;
@@ -219,7 +231,11 @@ private:
     // Brings m_buffer from the request it holds to `req`. Only this thread touches m_model and m_buffer here.
     attn::Status runJob(const ModelRequest& req)
     {
-        if (m_decoder) return runDecoderJob(req);
+        if (m_decoder) {
+            attn::Status s = runDecoderJob(req);
+            if (m_buffer.drun) m_buffer.drun->onLayer = nullptr;  // the run may be shown after this worker is gone
+            return s;
+        }
         // The model's weights follow the request (layers whose snapshot changed since the last job).
         const std::size_t L = m_model.layers.size();
         if (req.weights.size() != L) return attn::invalidArgument("model request: expected " + std::to_string(L) + " layers' weights");
@@ -315,6 +331,11 @@ private:
         b.valid = false;  // until the job succeeded
         if (!b.drun) b.drun.emplace();
         attn::DecoderRun& r = *b.drun;
+        r.onLayer = [this](int done, int total) {
+            m_layersDone = done;
+            m_layersTotal = total;
+            return !m_cancel && !m_newer;
+        };
         r.pinned = req.qkvPin ? *req.qkvPin : attn::DecoderRun::PinnedQKV{};
         if (sameText) {
             if (from < static_cast<int>(L)) {
@@ -576,6 +597,8 @@ private:
     std::optional<ModelRequest> m_pending;
     std::optional<Finished> m_finished;
     bool m_running = false, m_stop = false;
+    std::atomic<bool> m_newer{false}, m_cancel{false};       // stop the forward under way (checked after each layer)
+    std::atomic<int> m_layersDone{0}, m_layersTotal{0};      // its progress
     std::chrono::steady_clock::time_point m_started;
     long m_jobsStarted = 0;
     std::optional<ScanJob> m_scanJob;      // the scans still to run for the last job (set = scanning)
@@ -664,6 +687,8 @@ int ModelState::kvHeads() const { return decoder ? decoder->config.kvHeads : hea
 bool ModelState::computing() const { return worker && worker->busy(); }
 bool ModelState::scanning() const { return worker && worker->scanning(); }
 double ModelState::computingMs() const { return worker ? worker->runningMs() : 0; }
+std::pair<int, int> ModelState::runProgress() const { return worker ? worker->progress() : std::pair<int, int>{0, 0}; }
+void ModelState::cancelRun() { if (worker) worker->cancel(); }
 long ModelState::runsStarted() const { return worker ? worker->jobsStarted() : 0; }
 
 namespace {
@@ -712,6 +737,11 @@ void takeFinished(ModelState& m)
     m.shown = std::move(shown.request);
     if (!f) return;
     m.lastRunMs = f->ms;
+    if (f->status.code == attn::StatusCode::Cancelled) {
+        // Stopped for a newer request (which runs now: nothing to say) or by Cancel (the shown run stays).
+        if (!m.worker->busy()) m.error = "the run was cancelled: the text shown is the last one run";
+        return;
+    }
     if (!f->status.ok()) {
         // The last good run stays on screen. A text error is shown until the text is fixed; with no run yet
         // the model window is not drawn, so it goes to the message log too.

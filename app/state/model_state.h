@@ -245,6 +245,8 @@ struct ModelState {
 
     bool computing() const;         // a run is under way or waiting
     double computingMs() const;     // how long the running one has taken so far
+    std::pair<int, int> runProgress() const;  // a decoder's forward under way: layers done of those to do
+    void cancelRun();               // stops a decoder's forward under way after its current layer
     long runsStarted() const;       // runs the worker started since the model was opened (tests: coalescing)
 
     // The open request in flight (requestOpenModel): its files are read on its own thread; null = none.

@@ -624,7 +624,11 @@ Status recomputeDecoderFrom(DecoderModel& model, int fromLayer, DecoderRun& run,
                                " layers, the model has " + std::to_string(L) + ")");
     ATTNSCOPE_RETURN_IF_ERROR(checkAblation(model.config, run.ablated));
     const TeamsForTheLoad teams;
-    for (int l = fromLayer; l < L; ++l) ATTNSCOPE_RETURN_IF_ERROR(runLayer(model, l, run, backend));
+    for (int l = fromLayer; l < L; ++l) {
+        ATTNSCOPE_RETURN_IF_ERROR(runLayer(model, l, run, backend));
+        if (run.onLayer && !run.onLayer(l - fromLayer + 1, L - fromLayer))
+            return makeError(StatusCode::Cancelled, "the run was cancelled at layer " + std::to_string(l + 1) + " of " + std::to_string(L));
+    }
     predictions(model, run, 0);
     return Status::success();
 }

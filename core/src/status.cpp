@@ -14,6 +14,7 @@ const char* statusCodeName(StatusCode code)
     case StatusCode::Unsupported: return "unsupported";
     case StatusCode::Unavailable: return "unavailable";
     case StatusCode::Internal: return "internal error";
+    case StatusCode::Cancelled: return "cancelled";
     }
     return "unknown";
 }

@@ -342,6 +342,32 @@ TEST(DecoderRun, TheLazyForwardEqualsTheDenseOne)
     }
 }
 
+TEST(DecoderRun, AForwardReportsEachLayerAndStopsWhenAsked)
+{
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama");
+    ASSERT_TRUE(model.ok());
+    attn::DecoderRun run;
+    std::vector<std::pair<int, int>> seen;
+    run.onLayer = [&](int done, int total) {
+        seen.emplace_back(done, total);
+        return true;
+    };
+    ASSERT_TRUE(attn::runDecoder(*model, {1, 2, 3, 4}, {}, run).ok());
+    const int L = model->config.layers;
+    ASSERT_EQ(int(seen.size()), L);
+    for (int l = 0; l < L; ++l) EXPECT_EQ(seen[std::size_t(l)], std::make_pair(l + 1, L));
+    // Asked to stop after the first layer: Cancelled, and a later whole forward is as good as ever.
+    run.onLayer = [](int done, int) { return done < 1; };
+    const attn::Status s = attn::runDecoder(*model, {5, 6, 7}, {}, run);
+    EXPECT_EQ(s.code, attn::StatusCode::Cancelled);
+    EXPECT_NE(s.message.find("cancelled at layer 1 of"), std::string::npos) << s.message;
+    run.onLayer = nullptr;
+    ASSERT_TRUE(attn::runDecoder(*model, {5, 6, 7}, {}, run).ok());
+    auto fresh = attn::runDecoder(*model, {5, 6, 7});
+    ASSERT_TRUE(fresh.ok());
+    EXPECT_EQ(run.lastLogits, fresh->lastLogits);
+}
+
 TEST(DecoderRun, ALongTextIsRefusedBeforeItRunsWithTheLargestThatFits)
 {
     attn::DecoderConfig c;

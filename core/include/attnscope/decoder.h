@@ -22,6 +22,7 @@
 #include "attnscope/weight_matrix.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -139,6 +140,10 @@ struct DecoderRun {
     // decoderMaps() rebuilds any tile of any head.
     bool lazy = false;
     std::vector<std::shared_ptr<const LazyLayer>> lazyLayers;
+    // Called after each layer of a forward, recompute or append with (layers done, layers to do); returning false
+    // stops it with StatusCode::Cancelled, leaving the run incomplete (run it again). Empty = none. A long text's
+    // forward takes tens of seconds: the window shows its progress and offers to cancel it.
+    std::function<bool(int done, int total)> onLayer;
     // A layer whose attention inputs are given instead of computed (an edit of Q, K or V in the chain view, where
     // RoPE sits between W^Q/W^K and the scores): layer `layer` uses these Q (n×H·D, after RoPE), K and V (n×H_kv·D)
     // in every recompute until cleared (layer −1). Appending tokens clears it.

@@ -20,6 +20,7 @@ enum class StatusCode {
     Unsupported,       // e.g. a format version this build does not know
     Unavailable,       // a backend that was not built or has no device
     Internal,          // a backend failure (e.g. a CUDA error) that is not the caller's fault
+    Cancelled,         // the caller asked a long computation to stop (its result is incomplete)
 };
 
 struct Status {
