@@ -337,7 +337,7 @@ void drawMapsHeadView(AppState& state, BundleState& b, ImVec2 size)
         dl->PushClipRect(o, ImVec2(o.x + W, o.y + Hpx), true);
         drawHeatmapCells(dl, a, ImVec2(a.x + float(f.drawWidth), a.y + float(f.drawHeight)), k + "/head", src);
         // Deep enough to read: each cell's value in it.
-        if (!f.pooled && f.scale >= 28) {
+        if (!f.pooled && f.scale >= 28 && b.tile.rows() == f.rect.rows && b.tile.cols() == f.rect.cols) {
             for (int i = 0; i < f.rect.rows; ++i)
                 for (int j = 0; j < f.rect.cols; ++j) {
                     const float v = b.tile(i, j);
@@ -352,8 +352,10 @@ void drawMapsHeadView(AppState& state, BundleState& b, ImVec2 size)
     int row = -1, col = -1;
     if (hovered && cellAt(b.viewport, io.MousePos.x - o.x, io.MousePos.y - o.y, T, S, W, Hpx, row, col)) {
         const std::string q = tokenLabel(ob.tokens[std::size_t(row)]), k = tokenLabel(ob.keyTokens[std::size_t(col)]);
-        if (!f.pooled && b.tile.size() > 0) {
-            const float v = b.tile(row - f.rect.r0, col - f.rect.c0);
+        // (The pointer's cell lies in the fetched rectangle but for float rounding at its far edge: checked.)
+        const int ti = row - f.rect.r0, tj = col - f.rect.c0;
+        if (!f.pooled && ti >= 0 && tj >= 0 && ti < b.tile.rows() && tj < b.tile.cols()) {
+            const float v = b.tile(ti, tj);
             ImGui::SetTooltip("query %d '%s' → key %d '%s': %.4g\nwheel: zoom, drag: pan, double-click: fit", row, q.c_str(),
                               col, k.c_str(), v);
         } else {
