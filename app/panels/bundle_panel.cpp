@@ -322,10 +322,8 @@ void drawMapsHeadView(AppState& state, BundleState& b, ImVec2 size)
     }
     attn::DisplayRange range{0.0f, 1.0f, 0};
     if (b.viewRange && b.tile.size() > 0) {
-        float hi = 0;
-        for (Eigen::Index k = 0; k < b.tile.size(); ++k)
-            if (std::isfinite(b.tile.data()[k])) hi = std::max(hi, b.tile.data()[k]);
-        range.hi = hi > 0 ? hi : 1.0f;
+        const attn::DisplayRange shown = attn::displayRange(b.tile, nullptr, false);  // weights ≥ 0: from 0 to its top
+        range.hi = shown.hi > 0 ? shown.hi : 1.0f;
     }
     if (b.tileError.empty() && b.tile.size() > 0) {
         HeatmapSource src;

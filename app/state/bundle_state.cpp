@@ -101,22 +101,11 @@ attn::Status openBundleInWindow(AppState& state, const std::string& path)
 void showBundle(AppState& state, OpenedBundle bundle)
 {
     BundleState& s = state.bundle;
-    closeBundle(s);
-    s.bundle = std::make_shared<const OpenedBundle>(std::move(bundle));
+    closeBundle(s);  // a new bundle starts on its grid
+    replaceMaps(s, std::move(bundle));
     s.error.clear();
     s.showView = true;
     s.layer = s.head = 0;
-    s.headOpen = false;
-    s.viewport = {};
-    s.tileLayer = s.tileHead = -1;
-    s.linesLayer = s.linesHead = -1;
-    s.shownFrame = {};
-    const std::size_t count = std::size_t(s.bundle->maps->layers()) * std::size_t(s.bundle->maps->heads());
-    s.thumbnails.assign(count, attn::Matrix());
-    s.thumbErrors.assign(count, std::string());
-    s.thumbCopied.assign(count, 0);
-    s.thumbsDone = 0;
-    s.thumbs = std::make_shared<BundleThumbs>(s.bundle);
     state.model.showView = false;  // the bundle's views are shown instead of a model's
 }
 
@@ -162,12 +151,13 @@ void replaceMaps(BundleState& b, OpenedBundle bundle)
     b.thumbErrors.assign(count, std::string());
     b.thumbCopied.assign(count, 0);
     b.thumbsDone = 0;
+    b.thumbsGeneration = ~std::uint64_t(0);  // a generation the new worker never reports: its first poll copies
     b.tileLayer = b.tileHead = -1;
     b.shownFrame = {};
     b.thumbs = std::make_shared<BundleThumbs>(b.bundle);
-    b.headOpen = headOpen;
-    b.layer = std::min(layer, b.bundle->maps->layers() - 1);
-    b.head = std::min(head, b.bundle->maps->heads() - 1);
+    b.headOpen = headOpen;  // closeBundle (a bundle never shown) leaves it false
+    b.layer = std::clamp(layer, 0, b.bundle->maps->layers() - 1);
+    b.head = std::clamp(head, 0, b.bundle->maps->heads() - 1);
     b.viewport = sameShape ? viewport : MapViewport{};
 }
 

@@ -754,16 +754,14 @@ void takeFinished(ModelState& m)
         // A long run's maps, shown by the grid and head view of longView (rebuilt with every run: its thumbnails
         // are of this run); a dense run is drawn from its own results.
         if (m.drun && m.drun->lazy) {
-            m.shownMaps = attn::decoderMaps(*m.decoder, *m.drun);
             OpenedBundle ob;
-            ob.maps = m.shownMaps;
+            ob.maps = attn::decoderMaps(*m.decoder, *m.drun);
             ob.tokens = ob.keyTokens = m.drun->encoding.tokens;
             ob.name = m.modelName();
             ob.path = m.dir;
             m.longView.keyPrefix = "long";
             replaceMaps(m.longView, std::move(ob));
         } else {
-            m.shownMaps.reset();
             closeBundle(m.longView);
         }
     }
@@ -845,7 +843,6 @@ void installModel(AppState& state, LoadedModel loaded, const std::string& dir)
     m.worker.reset();  // waits for the old model's run to end
     m.wanted = {};
     closeBundle(m.longView);
-    m.shownMaps.reset();
     m.model.reset();
     m.decoder.reset();
     if (auto* model = std::get_if<attn::Model>(&loaded)) {

@@ -224,9 +224,8 @@ struct ModelState {
     WhyState why;                   // decoders: importance, attribution, logit lens, head types, patching
     // A decoder's long text (more than kLazyTokens tokens) runs lazily (issue 18: no n×n map is kept); its grid and
     // heads are then shown from the run's maps as a bundle's are (thumbnails made on a thread, a click opens the
-    // head's zoomable map), kept across reruns. `shownMaps` are the shown run's maps (null for a dense run).
+    // head's zoomable map), kept across reruns; its maps are the shown run's (empty for a dense run).
     BundleState longView;
-    std::shared_ptr<const attn::AttentionMaps> shownMaps;
 
     bool scanning() const;          // a scan (importance, patching) is under way on the worker
 
@@ -234,7 +233,8 @@ struct ModelState {
     bool hasRun() const { return isDecoder() ? drun.has_value() : run.has_value(); }
     RunView shownRun() const  // hasRun() first
     {
-        if (isDecoder() && drun->lazy && shownMaps) return RunView(*shownMaps, drun->encoding.tokens, drun->encoding.tokens);
+        if (isDecoder() && drun->lazy && longView.active())
+            return RunView(*longView.bundle->maps, drun->encoding.tokens, drun->encoding.tokens);
         return isDecoder() ? RunView(*drun) : RunView(*run);
     }
     bool longRun() const { return isDecoder() && drun && drun->lazy; }  // the shown run is a lazy one

@@ -298,29 +298,23 @@ Status BundleMaps::tile(MapKind kind, int layer, int head, const MapRect& r, Mat
 Status BundleMaps::pooled(MapKind kind, int layer, int head, const MapRect& r, int outRows, int outCols,
                           Matrix& out) const
 {
-    ATTNSCOPE_RETURN_IF_ERROR(checkTile(kind, layer, head, r));
-    if (r.rows == 0 || r.cols == 0) {
-        out.resize(0, 0);
-        return Status::success();
-    }
-    outRows = std::clamp(outRows, 1, r.rows);
-    outCols = std::clamp(outCols, 1, r.cols);
+    std::vector<int> colOf;
+    const Expected<bool> any = preparePooled(kind, layer, head, r, outRows, outCols, colOf, out);
+    if (!any || !*any) return any ? Status::success() : any.status();
     // Every block holds at least one cell (outRows ≤ rows, outCols ≤ cols) and every value read is finite (a
     // non-finite one fails the call), so −Inf is replaced everywhere and no NaN of poolMax's empty blocks remains.
     out.setConstant(outRows, outCols, -std::numeric_limits<float>::infinity());
-    // Pooled column c takes keys colStart[c] … colStart[c+1]−1 of the rect: the blocks of attn::poolMax.
-    std::vector<int> colStart(static_cast<std::size_t>(outCols) + 1);
-    for (int c = 0; c <= outCols; ++c) colStart[std::size_t(c)] = int(long(c) * r.cols / outCols);
     std::vector<float> row(static_cast<std::size_t>(r.cols));
     for (int p = 0; p < outRows; ++p) {
         float* dst = out.row(p).data();
-        const int a = int(long(p) * r.rows / outRows), b = int(long(p + 1) * r.rows / outRows);
+        const int a = blockStart(r.rows, outRows, p), b = blockStart(r.rows, outRows, p + 1);
         for (int i = a; i < b; ++i) {
             if (const int j = readRow(layer, head, r.r0 + i, r.c0, r.cols, row.data()); j >= 0)
                 return nonFinite(layer, head, r.r0 + i, r.c0 + j, row[std::size_t(j)]);
             for (int c = 0; c < outCols; ++c) {
+                const int j0 = blockStart(r.cols, outCols, c), j1 = blockStart(r.cols, outCols, c + 1);
                 float m = dst[c];
-                for (int j = colStart[std::size_t(c)]; j < colStart[std::size_t(c) + 1]; ++j) m = std::max(m, row[std::size_t(j)]);
+                for (int j = j0; j < j1; ++j) m = std::max(m, row[std::size_t(j)]);
                 dst[c] = m;
             }
         }

@@ -9,11 +9,13 @@
 // [SECTION] type table   [SECTION] half floats   [SECTION] 32-element blocks   [SECTION] K-quants (256)
 // [SECTION] dequantizeRow
 #include "attnscope/gguf.h"
+#include "ggml_block_layout.h"
 
 #include <cstring>
 #include <string>
 
 namespace attn {
+using detail::scaleMinK4;
 
 // [SECTION] type table
 
@@ -247,20 +249,6 @@ void dequantQ3_K(const std::uint8_t* b, float* y)
                 }
             }
         }
-}
-
-// The 8 six-bit scales and mins of Q4_K/Q5_K, packed in 12 bytes: for j < 4, scale j = low 6 bits of byte j,
-// min j = low 6 bits of byte j+4; for j ≥ 4, scale = low nibble of byte j+4 | (top 2 bits of byte j−4) << 4,
-// min = high nibble of byte j+4 | (top 2 bits of byte j) << 4.
-inline void scaleMinK4(const std::uint8_t* q, int j, int& scale, int& min)
-{
-    if (j < 4) {
-        scale = q[j] & 63;
-        min = q[j + 4] & 63;
-    } else {
-        scale = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-        min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
 }
 
 // block_q4_K: half d, dmin; uint8 scales[12]; uint8 qs[128]. Sub-block j (32 elements) is nibble j % 2 of

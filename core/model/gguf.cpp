@@ -9,10 +9,8 @@
 // [SECTION] values   [SECTION] parser   [SECTION] GgufFile
 #include "attnscope/gguf.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "mapped_file.h"
+
 
 #include <algorithm>
 #include <cerrno>
@@ -436,15 +434,6 @@ Status GgufParser::run()
 
 // [SECTION] GgufFile
 
-struct GgufFile::Mapping {
-    void* addr = nullptr;
-    std::size_t length = 0;
-    ~Mapping()
-    {
-        if (addr) ::munmap(addr, length);
-    }
-};
-
 GgufFile::GgufFile(GgufFile&&) noexcept = default;
 GgufFile& GgufFile::operator=(GgufFile&&) noexcept = default;
 GgufFile::~GgufFile() = default;
@@ -468,36 +457,11 @@ Expected<GgufFile> GgufFile::parse(const std::uint8_t* bytes, std::size_t size, 
 
 Expected<GgufFile> GgufFile::open(const std::string& path)
 {
-    // O_NONBLOCK: opening a named pipe must not wait for a writer; fstat on the descriptor says what it is.
-    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return makeError(StatusCode::IoError, path + ": cannot open: " + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-        const std::string why = std::strerror(errno);
-        ::close(fd);
-        return makeError(StatusCode::IoError, path + ": cannot examine: " + why);
-    }
-    if (!S_ISREG(st.st_mode)) {
-        ::close(fd);
-        return makeError(StatusCode::IoError, path + (S_ISDIR(st.st_mode) ? ": is a directory" : ": is not a regular file") +
-                                                  ", expected a .gguf file");
-    }
-    auto mapping = std::make_unique<Mapping>();
-    const std::size_t size = static_cast<std::size_t>(st.st_size);
-    if (size > 0) {
-        void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (addr == MAP_FAILED) {
-            const std::string why = std::strerror(errno);
-            ::close(fd);
-            return makeError(StatusCode::IoError, path + ": cannot map " + std::to_string(size) + " bytes: " + why);
-        }
-        mapping->addr = addr;
-        mapping->length = size;
-    }
-    ::close(fd);  // the mapping stays valid
-    auto f = parse(static_cast<const std::uint8_t*>(mapping->addr), size, path);
+    auto mapping = MappedFile::open(path, "expected a .gguf file");
+    if (!mapping) return mapping.status();
+    auto f = parse((*mapping)->data(), (*mapping)->size(), path);
     if (!f) return f.status();
-    f->m_mapping = std::move(mapping);
+    f->m_mapping = std::move(*mapping);
     return f;
 }
 

@@ -13,6 +13,7 @@
 //
 // [SECTION] Storage   [SECTION] Block dots   [SECTION] Products
 #include "attnscope/weight_matrix.h"
+#include "ggml_block_layout.h"
 
 #include "decoder_family.h"
 #include "teams.h"
@@ -29,6 +30,7 @@ namespace attn {
 
 using detail::taskCols;
 using detail::worthTeam;
+using detail::scaleMinK4;
 
 // -----------------------------------------------------------------------------------------------------
 // [SECTION] Storage
@@ -225,17 +227,6 @@ float dotQ4_1(const std::uint8_t* row, const float* x, const float* sums, std::i
 
 // block_q4_K: half d, dmin; 12 bytes of 6-bit scales and mins; 128 bytes of nibbles (sub-block j of 32 is nibble
 // j % 2 of bytes 32·(j/2)…).  y = (d·scale_j)·q − dmin·min_j.
-inline void scaleMinK4(const std::uint8_t* q, int j, int& scale, int& min)
-{
-    if (j < 4) {
-        scale = q[j] & 63;
-        min = q[j + 4] & 63;
-    } else {
-        scale = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-        min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 float dotQ4_K(const std::uint8_t* row, const float* x, const float* sums, std::int64_t in)
 {
     __m256 acc = _mm256_setzero_ps();

@@ -42,33 +42,42 @@ Status AttentionMaps::maskTile(int layer, int head, const MapRect& r, MaskMatrix
     return Status::success();
 }
 
-Status AttentionMaps::pooled(MapKind kind, int layer, int head, const MapRect& r, int outRows, int outCols,
-                             Matrix& out) const
+Expected<bool> AttentionMaps::preparePooled(MapKind kind, int layer, int head, const MapRect& r, int& outRows,
+                                            int& outCols, std::vector<int>& colOf, Matrix& out) const
 {
     ATTNSCOPE_RETURN_IF_ERROR(checkTile(kind, layer, head, r));
     if (r.rows == 0 || r.cols == 0) {
         out.resize(0, 0);
-        return Status::success();
+        return false;
     }
     outRows = std::clamp(outRows, 1, r.rows);
     outCols = std::clamp(outCols, 1, r.cols);
-    out.setConstant(outRows, outCols, std::numeric_limits<float>::quiet_NaN());
-    // Column c's block starts at key colStart[c]; one pass over the rect in bands of whole pooled rows, each band
-    // at most ~4 MB of tile (or one pooled row, when a single one is larger).
-    std::vector<int> colOf(static_cast<std::size_t>(r.cols));
+    colOf.resize(static_cast<std::size_t>(r.cols));
     for (int c = 0; c < outCols; ++c)
-        for (long j = long(c) * r.cols / outCols; j < long(c + 1) * r.cols / outCols; ++j) colOf[std::size_t(j)] = c;
+        for (int j = blockStart(r.cols, outCols, c); j < blockStart(r.cols, outCols, c + 1); ++j) colOf[std::size_t(j)] = c;
+    return true;
+}
+
+Status AttentionMaps::pooled(MapKind kind, int layer, int head, const MapRect& r, int outRows, int outCols,
+                             Matrix& out) const
+{
+    std::vector<int> colOf;
+    const Expected<bool> any = preparePooled(kind, layer, head, r, outRows, outCols, colOf, out);
+    if (!any || !*any) return any ? Status::success() : any.status();
+    out.setConstant(outRows, outCols, std::numeric_limits<float>::quiet_NaN());
+    // One pass over the rect in bands of whole pooled rows, each band at most ~4 MB of tile (or one pooled row,
+    // when a single one is larger).
     const long budgetRows = std::max<long>(1, (1L << 20) / r.cols);
     Matrix band;
     int pr = 0;
     while (pr < outRows) {
-        const int i0 = int(long(pr) * r.rows / outRows);
+        const int i0 = blockStart(r.rows, outRows, pr);
         int pr1 = pr + 1;
-        while (pr1 < outRows && long(pr1 + 1) * r.rows / outRows - i0 <= budgetRows) ++pr1;
-        const int i1 = int(long(pr1) * r.rows / outRows);
+        while (pr1 < outRows && blockStart(r.rows, outRows, pr1 + 1) - i0 <= budgetRows) ++pr1;
+        const int i1 = blockStart(r.rows, outRows, pr1);
         ATTNSCOPE_RETURN_IF_ERROR(tile(kind, layer, head, MapRect{r.r0 + i0, r.c0, i1 - i0, r.cols}, band));
         for (int p = pr; p < pr1; ++p) {
-            const int a = int(long(p) * r.rows / outRows) - i0, b = int(long(p + 1) * r.rows / outRows) - i0;
+            const int a = blockStart(r.rows, outRows, p) - i0, b = blockStart(r.rows, outRows, p + 1) - i0;
             float* dst = out.row(p).data();
             for (int i = a; i < b; ++i) {
                 const float* src = band.row(i).data();

@@ -140,25 +140,18 @@ Status LazyMaps::tile(MapKind kind, int layer, int head, const MapRect& r, Matri
 Status LazyMaps::pooled(MapKind kind, int layer, int head, const MapRect& r, int outRows, int outCols, Matrix& out) const
 {
     if (kind == MapKind::Scores) return AttentionMaps::pooled(kind, layer, head, r, outRows, outCols, out);
-    ATTNSCOPE_RETURN_IF_ERROR(checkTile(kind, layer, head, r));
-    if (r.rows == 0 || r.cols == 0) {
-        out.resize(0, 0);
-        return Status::success();
-    }
-    outRows = std::clamp(outRows, 1, r.rows);
-    outCols = std::clamp(outCols, 1, r.cols);
+    std::vector<int> colOf;
+    const Expected<bool> any = preparePooled(kind, layer, head, r, outRows, outCols, colOf, out);
+    if (!any || !*any) return any ? Status::success() : any.status();
     const LazyLayer& L = *m_layers[static_cast<std::size_t>(layer)];
     const int D = m_headDim, kvh = head / (m_spec.heads / m_spec.kvHeads);
-    std::vector<int> colOf(static_cast<std::size_t>(r.cols));
-    for (int c = 0; c < outCols; ++c)
-        for (long j = long(c) * r.cols / outCols; j < long(c + 1) * r.cols / outCols; ++j) colOf[std::size_t(j)] = c;
     // log-weights' block maxima; a block no query of which sees any key stays −inf and becomes weight 0, as the
     // dense maps' masked cells are.
     Matrix best = Matrix::Constant(outRows, outCols, kNegInf);
     const auto K = L.K.block(r.c0, Eigen::Index(kvh) * D, r.cols, D);
 #pragma omp parallel for schedule(dynamic, 1)
     for (int p = 0; p < outRows; ++p) {
-        const int i0 = int(long(p) * r.rows / outRows), i1 = int(long(p + 1) * r.rows / outRows);
+        const int i0 = blockStart(r.rows, outRows, p), i1 = blockStart(r.rows, outRows, p + 1);
         // Keys these queries can see: up to the last one's position (causal), from the first one's window start.
         const int firstPos = r.r0 + i0, lastPos = r.r0 + i1 - 1;
         const int jLo = m_spec.window > 0 ? std::max(0, firstPos - m_spec.window + 1 - r.c0) : 0;

@@ -61,6 +61,14 @@ public:
 protected:
     // InvalidArgument naming what is outside; ok otherwise.
     Status checkTile(MapKind kind, int layer, int head, const MapRect& rect) const;
+
+    // What every pooled() starts with: the request checked, outRows/outCols clamped to the rect, and the pooled
+    // columns' blocks: colOf[j] is the pooled column of the rect's key j (poolMax's blocks: row block r is rows
+    // r·R/outRows … (r+1)·R/outRows − 1, see blockStart). False, with `out` empty, when the rect has no cell.
+    Expected<bool> preparePooled(MapKind kind, int layer, int head, const MapRect& rect, int& outRows, int& outCols,
+                                 std::vector<int>& colOf, Matrix& out) const;
+    // Where block b of `blocks` near-equal blocks of n cells starts (b = blocks: n).
+    static int blockStart(int n, int blocks, int b) { return int(long(b) * n / blocks); }
 };
 
 // A run's dense results, referenced (valid while `results` lives and is not resized): layer l's map of head h is

@@ -115,6 +115,8 @@ inline constexpr int kMaxGgufDims = 4;                              // GGML_MAX_
 
 // A GGUF file: header, metadata and tensor infos parsed and checked; tensor data read in place.
 // Movable, not copyable; the mapping (open) is released when the last owner goes.
+class MappedFile;  // core/model/mapped_file.h
+
 class GgufFile {
 public:
     // Memory-maps `path` read-only and parses it (messages start with `path`).
@@ -172,11 +174,10 @@ public:
     Expected<std::vector<float>> dequantize(const std::string& name) const;
 
 private:
-    struct Mapping;
     GgufFile() = default;
 
     std::string m_what;
-    std::unique_ptr<Mapping> m_mapping;  // set by open(); parse() leaves the bytes to the caller
+    std::shared_ptr<const MappedFile> m_mapping;  // set by open(); parse() leaves the bytes to the caller
     const std::uint8_t* m_bytes = nullptr;
     std::size_t m_size = 0;
     std::uint32_t m_version = 0;
