@@ -259,7 +259,7 @@ void drawLinesAndExport(AppState& state, ImVec2 size)
     if (bundleThumbsBusy(b))
         ImGui::Text("thumbnails: %d of %d", b.thumbsDone, maps.layers() * maps.heads());
     ImGui::Separator();
-    ImGui::TextUnformatted("Export (PNG, SVG or PDF from the name; head and lines: the selected head)");
+    ImGui::TextWrapped("Export (PNG, SVG or PDF from the name; head and lines: the selected head)");  // narrow windows
     drawExportRow(state);
     ImGui::EndChild();
 }
