@@ -18,18 +18,24 @@ else
   echo "(skipped: $py cannot import transformers)"
 fi
 
-# Decoder: SmolLM2 Q4_1 at 128 tokens, attnscope and transformers (the GGUF dequantized by gguf-py, eager attention
-# with output_attentions=True). The second needs a venv with torch, transformers and gguf
-# (DECODER_PY, default /tmp/ref-venv/bin/python; make_decoder_goldens.py's docstring says how to make it).
+# Decoder: SmolLM2 Q4_1 at 128, 1024 and 2048 tokens (DECODER_TOKENS), attnscope and transformers (the GGUF
+# dequantized by gguf-py, eager attention with output_attentions=True: every layer's n×n weights, as attnscope's
+# views need them). Each transformers size runs in its own process, so its peak RSS is that size's alone. The second
+# needs a venv with torch, transformers and gguf (DECODER_PY, default /tmp/ref-venv/bin/python;
+# make_decoder_goldens.py's docstring says how to make it). Long sizes repeat fewer times (a forward takes seconds).
 smol="$root/build/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
 dpy="${DECODER_PY:-/tmp/ref-venv/bin/python}"
 if [ -f "$smol" ]; then
-  echo "== attnscope, SmolLM2 (decoder)"
-  "$root/build/bin/attnscope" model --model "$smol" --bench --tokens 128 --repeats "$repeats"
-  echo "== transformers, SmolLM2 (decoder)"
-  if "$dpy" -c "import transformers, gguf, torch" 2>/dev/null; then
-    "$dpy" "$root/tests/model/bench_transformers_decoder.py" "$smol" --tokens 128 --repeats "$repeats"
-  else
-    echo "(skipped: $dpy cannot import transformers, gguf and torch)"
-  fi
+  for n in ${DECODER_TOKENS:-128 1024 2048}; do
+    r="$repeats"
+    if [ "$n" -gt 128 ] && [ "$r" -gt 3 ]; then r=3; fi
+    echo "== attnscope, SmolLM2 (decoder), $n tokens"
+    "$root/build/bin/attnscope" model --model "$smol" --bench --tokens "$n" --repeats "$r" --json
+    echo "== transformers, SmolLM2 (decoder), $n tokens"
+    if "$dpy" -c "import transformers, gguf, torch" 2>/dev/null; then
+      "$dpy" "$root/tests/model/bench_transformers_decoder.py" "$smol" --tokens "$n" --repeats "$r"
+    else
+      echo "(skipped: $dpy cannot import transformers, gguf and torch)"
+    fi
+  done
 fi

@@ -127,6 +127,21 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
             if (!s.ok()) return printError(s.message), kExitFailure;
         }
     }
+    // Every thumbnail of the grid (issue 18: L × H maps, each max-pooled to 128 × 128 as the window's grid asks for
+    // them, kBundleThumbCells), once: their bound is the causal q·k products they are computed from at the SGEMM rate.
+    double thumbsMs = 0;
+    {
+        const auto maps = attn::decoderMaps(*model, run);
+        attn::Matrix out;
+        const int side = std::min(128, n);
+        const auto t0 = Clock::now();
+        for (int l = 0; l < c.layers; ++l)
+            for (int h = 0; h < c.heads; ++h)
+                if (attn::Status s = maps->pooled(attn::MapKind::Weights, l, h, attn::MapRect{0, 0, n, n}, side, side, out);
+                    !s.ok())
+                    return printError(s.message), kExitFailure;
+        thumbsMs = msSince(t0);
+    }
     // The interpretability views on a 20-token text (issue 20): the head-importance scan beside its SGEMM bound
     // (headScanFlops / the measured rate), and the cheap views. The scan and the lens take seconds on SmolLM2, so
     // they are timed at most 3 times.
@@ -212,6 +227,8 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
     j["ablation_goal"] = double(c.layers - layer) / c.layers;  // (L − l) / L
     j["head_map_ms"] = median(headMap);    // a head's whole map pooled to 1024²: ≤ 150 ms at 8192 is issue 18's goal
     j["head_tile_ms"] = median(headTile);  // a zoomed 64 × 64 tile: ≤ 30 ms
+    j["thumbnails_ms"] = thumbsMs;  // all L × H thumbnails: ≤ 1.5 × their bound at 4096 is issue 18's goal
+    j["thumbnails_bound_ms"] = c.layers * c.heads * 2.0 * c.headDim * n * (n + 1.0) / 2 / (bounds.sgemmGflops * 1e6);
     j["interp_tokens"] = static_cast<int>(smallIds.size());
     j["head_importance_ms"] = median(importance);
     j["head_importance_first_row_ms"] = median(firstRow);  // ≤ 300 is issue 20's goal

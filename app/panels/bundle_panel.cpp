@@ -85,6 +85,13 @@ void drawMapsGrid(AppState& state, BundleState& b, ImVec2 size)
     ImGui::BeginChild((b.keyPrefix + "_grid").c_str(), size, false, ImGuiWindowFlags_HorizontalScrollbar);
     const ImVec2 o = ImGui::GetCursorScreenPos();
     ImDrawList* dl = ImGui::GetWindowDrawList();
+    {
+        // The rows scrolled into view are made first (a long text's 270 thumbnails take seconds).
+        const float top = ImGui::GetScrollY() - in.headerHeight, pitch = std::max(1.0f, plan.pitchY);
+        const int first = std::clamp(int(std::floor(top / pitch)), 0, L - 1);
+        const int last = std::clamp(int(std::floor((top + size.y) / pitch)), first, L - 1);
+        preferThumbLayers(b, first, last);
+    }
     for (int h = 0; h < H; ++h) {
         const std::string t = headName(ob, h);
         const float x = o.x + in.labelWidth + plan.pitchX * float(h) + (plan.thumb - ImGui::CalcTextSize(t.c_str()).x) / 2;

@@ -4,6 +4,7 @@
 #include "messages.h"
 #include "state/app_state.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -11,7 +12,20 @@
 
 namespace app {
 
-// Makes every thumbnail of a bundle on its own thread, in grid order; stops when destroyed.
+int nextThumbnail(const std::vector<std::uint8_t>& done, int heads, int firstLayer, int lastLayer)
+{
+    const int count = static_cast<int>(done.size());
+    if (heads > 0 && firstLayer <= lastLayer) {
+        const int a = std::max(0, firstLayer) * heads, b = std::min(count, (std::max(0, lastLayer) + 1) * heads);
+        for (int i = a; i < b; ++i)
+            if (!done[std::size_t(i)]) return i;
+    }
+    for (int i = 0; i < count; ++i)
+        if (!done[std::size_t(i)]) return i;
+    return -1;
+}
+
+// Makes every thumbnail of a bundle on its own thread, the layers the grid shows first; stops when destroyed.
 class BundleThumbs {
 public:
     explicit BundleThumbs(std::shared_ptr<const OpenedBundle> b) : m_bundle(std::move(b))
@@ -31,6 +45,11 @@ public:
     BundleThumbs& operator=(const BundleThumbs&) = delete;
 
     std::uint64_t generation() const { return m_generation.load(); }
+    void prefer(int firstLayer, int lastLayer)
+    {
+        m_firstLayer = firstLayer;
+        m_lastLayer = lastLayer;
+    }
     bool busy() const { return !m_finished.load(); }
 
     // Copies the thumbnails done since `have` (flags per thumbnail) into `values`, `errors`.
@@ -53,21 +72,23 @@ private:
     void run()
     {
         const attn::AttentionMaps& maps = *m_bundle->maps;
-        const int L = maps.layers(), H = maps.heads(), T = maps.queries(), S = maps.keys();
-        for (int l = 0; l < L && !m_stop; ++l)
-            for (int h = 0; h < H && !m_stop; ++h) {
-                attn::Matrix m;
-                const attn::Status s = maps.pooled(attn::MapKind::Weights, l, h, attn::MapRect{0, 0, T, S},
-                                                   kBundleThumbCells, kBundleThumbCells, m);
-                {
-                    std::lock_guard<std::mutex> lock(m_mutex);
-                    const std::size_t i = std::size_t(l) * std::size_t(H) + std::size_t(h);
-                    if (s.ok()) m_values[i] = std::move(m);
-                    else m_errors[i] = s.message;
-                    m_done[i] = 1;
-                }
-                ++m_generation;
+        const int H = maps.heads(), T = maps.queries(), S = maps.keys();
+        std::vector<std::uint8_t> taken(m_done.size(), 0);  // the worker's own copy: m_done is read under the lock
+        while (!m_stop) {
+            const int i = nextThumbnail(taken, H, m_firstLayer.load(), m_lastLayer.load());
+            if (i < 0) break;
+            taken[std::size_t(i)] = 1;
+            attn::Matrix m;
+            const attn::Status s = maps.pooled(attn::MapKind::Weights, i / H, i % H, attn::MapRect{0, 0, T, S},
+                                               kBundleThumbCells, kBundleThumbCells, m);
+            {
+                std::lock_guard<std::mutex> lock(m_mutex);
+                if (s.ok()) m_values[std::size_t(i)] = std::move(m);
+                else m_errors[std::size_t(i)] = s.message;
+                m_done[std::size_t(i)] = 1;
             }
+            ++m_generation;
+        }
         m_finished = true;
         ++m_generation;
     }
@@ -78,6 +99,7 @@ private:
     std::vector<std::string> m_errors;
     std::vector<std::uint8_t> m_done;
     std::atomic<bool> m_stop{false}, m_finished{false};
+    std::atomic<int> m_firstLayer{0}, m_lastLayer{-1};  // the layers the grid shows (none yet: grid order)
     std::atomic<std::uint64_t> m_generation{0};
     std::thread m_thread;
 };
@@ -107,6 +129,11 @@ void showBundle(AppState& state, OpenedBundle bundle)
     s.showView = true;
     s.layer = s.head = 0;
     state.model.showView = false;  // the bundle's views are shown instead of a model's
+}
+
+void preferThumbLayers(BundleState& b, int firstLayer, int lastLayer)
+{
+    if (b.thumbs) b.thumbs->prefer(firstLayer, lastLayer);
 }
 
 void pollBundleThumbs(BundleState& b)

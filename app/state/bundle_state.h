@@ -4,8 +4,8 @@
 //
 // Every map is read through the tile seam (attnscope/attention_maps.h) from the memory-mapped file, so a bundle
 // larger than memory opens. The grid's thumbnails (each a max-pooled overview of a whole map, which reads the
-// whole map) are made on a thread of their own (BundleThumbs), one after another in grid order, and appear as
-// they are done; the head view fetches only what its viewport shows (view/tiled_map.h).
+// whole map) are made on a thread of their own (BundleThumbs), one after another, the rows the grid shows first
+// (nextThumbnail), and appear as they are done; the head view fetches only what its viewport shows (view/tiled_map.h).
 #pragma once
 
 #include "io/bundle_open.h"
@@ -81,6 +81,11 @@ void replaceMaps(BundleState& b, OpenedBundle bundle);
 void pollBundleThumbs(BundleState& b);
 // True while the worker is still making thumbnails.
 bool bundleThumbsBusy(const BundleState& b);
+// Which thumbnail the worker makes next: the first not done (done[l·H + h] == 0) in grid order among the layers
+// firstLayer…lastLayer the grid shows, else the first not done at all; −1 when every one is done.
+int nextThumbnail(const std::vector<std::uint8_t>& done, int heads, int firstLayer, int lastLayer);
+// Tells the worker which layers the grid shows (the rows scrolled into view), so that it makes those first.
+void preferThumbLayers(BundleState& b, int firstLayer, int lastLayer);
 // Closes the bundle (the worker is stopped).
 void closeBundle(BundleState& b);
 // Brings `tile` up to date for the head view's frame (fetching from the maps when the frame, layer or head

@@ -16,9 +16,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <iterator>
+#include <memory>
+#include <mutex>
+#include <numeric>
 #include <cmath>
 #include <thread>
 
@@ -41,6 +45,20 @@ public:
             for (int j = 0; j < r.cols; ++j) out(i, j) = value(layer, head, r.r0 + i, r.c0 + j);
         return attn::Status::success();
     }
+    // While `gate` is closed (a test's), pooled() waits: the worker's first thumbnail stays in progress.
+    attn::Status pooled(attn::MapKind kind, int layer, int head, const attn::MapRect& r, int outRows, int outCols,
+                        attn::Matrix& out) const override
+    {
+        while (gate && !gate->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        {
+            std::lock_guard<std::mutex> lock(callsMutex);
+            calls.push_back(layer * m_H + head);
+        }
+        return AttentionMaps::pooled(kind, layer, head, r, outRows, outCols, out);
+    }
+    std::shared_ptr<std::atomic<bool>> gate;
+    mutable std::mutex callsMutex;
+    mutable std::vector<int> calls;  // the maps pooled, l·H + h, in order
     float value(int l, int h, int i, int j) const
     {
         // Like attention: one sharp key a row, the rest small (rows need not sum to 1 here).
@@ -157,6 +175,49 @@ TEST(TiledMap, FitZoomAboutThePointerPanAndCells)
     v = app::zoomAt(v, 1e-6, 10, 10, T, S, W, H);
     EXPECT_NEAR(v.scale, app::fitScale(T, S, W, H), 1e-12);
     EXPECT_FALSE(app::cellAt(v, 700, 10, T, S, W, H, r1, c1)) << "right of a square map fitted by height: outside";
+}
+
+TEST(BundleThumbOrder, TheLayersShownComeFirstThenGridOrder)
+{
+    // 5 layers × 3 heads; the grid shows layers 3…4.
+    std::vector<std::uint8_t> done(15, 0);
+    EXPECT_EQ(app::nextThumbnail(done, 3, 3, 4), 9) << "the first shown layer's first head";
+    done[9] = done[10] = 1;
+    EXPECT_EQ(app::nextThumbnail(done, 3, 3, 4), 11);
+    for (int i = 9; i < 15; ++i) done[std::size_t(i)] = 1;
+    EXPECT_EQ(app::nextThumbnail(done, 3, 3, 4), 0) << "the shown ones done: grid order from the top";
+    EXPECT_EQ(app::nextThumbnail(done, 3, 0, -1), 0) << "nothing shown yet: grid order";
+    EXPECT_EQ(app::nextThumbnail(done, 3, 7, 9), 0) << "a range past the grid is ignored";
+    for (int i = 0; i < 9; ++i) done[std::size_t(i)] = 1;
+    EXPECT_EQ(app::nextThumbnail(done, 3, 0, 4), -1) << "all done";
+}
+
+TEST_F(BundleView, TheWorkerMakesTheRowsScrolledIntoViewFirst)
+{
+    // 40 layers of a 200-token map: the rows shown in the grid are asked for first; scrolled to the bottom, the last
+    // layer's thumbnails are made before the middle ones.
+    // The worker's thumbnails are held at a gate until the preference is given.
+    app::OpenedBundle b = madeUpBundle(40, 2, 200);
+    auto gate = std::make_shared<std::atomic<bool>>(false);
+    std::const_pointer_cast<MadeUpMaps>(std::static_pointer_cast<const MadeUpMaps>(b.maps))->gate = gate;
+    app::showBundle(state, std::move(b));
+    app::preferThumbLayers(state.bundle, 39, 39);
+    *gate = true;
+    waitForThumbs();
+    const std::vector<int> calls = maps().calls;
+    ASSERT_EQ(calls.size(), 80u);
+    // The worker may have begun L0 H0 before the preference reached it (held at the gate), or not yet picked one.
+    const std::size_t first = calls[0] == 0 ? 1 : 0;
+    EXPECT_EQ(calls[first], 78) << "layer 39's heads first";
+    EXPECT_EQ(calls[first + 1], 79);
+    std::vector<int> rest;
+    for (int c : calls)
+        if (c < 78) rest.push_back(c);
+    std::vector<int> gridOrder(78);
+    std::iota(gridOrder.begin(), gridOrder.end(), 0);
+    EXPECT_EQ(rest, gridOrder) << "then the rest in grid order";
+    waitForThumbs();
+    EXPECT_EQ(state.bundle.thumbsDone, 80);
 }
 
 TEST_F(BundleView, GridThumbnailsComeFromTheWorkerAndAreThePooledMaps)
