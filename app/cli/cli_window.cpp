@@ -5,6 +5,7 @@
 #include "state/app_state.h"
 #include "state/model_state.h"
 #include "state/paths.h"
+#include "state/text_file.h"
 
 #include <CLI/CLI.hpp>
 
@@ -55,8 +56,7 @@ void addWindowOptions(CLI::App& root, WindowCli& cli)
     root.add_option("--model-text-file", "Open the model mode with the text of this file (a long text: a decoder runs it "
                                          "lazily past 1024 tokens, truncated past the model's context)")
         ->each([&o](const std::string& path) {
-            // 4 MiB of text is about a million tokens, far past any model's context.
-            auto text = attn::readFile(path, std::size_t(4) << 20);
+            auto text = readTextFile(path);  // as File → Open text… reads it (UTF-8, at most 4 MiB)
             if (!text) throw CLI::ValidationError("--model-text-file", text.status().message);
             o.model.text = std::move(*text);
         });

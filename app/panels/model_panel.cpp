@@ -10,6 +10,7 @@
 #include "panels/panels.h"
 #include "render/heatmap_view.h"
 #include "state/model_state.h"
+#include "state/text_file.h"
 #include "view/model_grid.h"
 
 #include <attnscope/colormap.h>
@@ -71,7 +72,10 @@ void drawSentenceFields(AppState& state)
         left |= ImGui::IsItemDeactivatedAfterEdit();
     }
     const double now = ImGui::GetTime();
-    if (edited) m.textEditedAt = now;
+    if (edited) {
+        m.textEditedAt = now;
+        m.textPath.clear();  // the text is no longer the file's
+    }
     if (left || (m.textEditedAt >= 0 && now - m.textEditedAt >= kTextDebounceSeconds)) {
         m.textEditedAt = -1;
         ++m.textReruns;
@@ -582,11 +586,22 @@ void drawModelSidebar(AppState& state)
     ImGui::Separator();
     const RunView run = m.shownRun();
     const std::size_t n = run.tokens.size();
-    if (m.isDecoder())
+    if (m.isDecoder()) {
         ImGui::TextWrapped("%zu of %d tokens (the model's context)%s", n, m.decoder->config.maxPositions,
                            m.longRun() ? ", a long text: maps rebuilt on demand" : "");
-    else
+        state.recordRect("model/token_count", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        if (!m.textPath.empty())
+            ImGui::TextDisabled("text from %s", std::filesystem::path(m.textPath).filename().string().c_str());
+        // The run's warnings (a text cut at the context) stay here while the run is shown, not only as a toast.
+        for (const std::string& w : m.drun->warnings) {
+            ImGui::PushTextWrapPos(0.0f);
+            ImGui::TextColored(ImVec4(0.95f, 0.7f, 0.25f, 1), "%s", w.c_str());
+            ImGui::PopTextWrapPos();
+            state.recordRect("model/run_warning", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        }
+    } else {
         ImGui::Text("%zu token%s%s", n, n == 1 ? "" : "s", m.textB.empty() ? "" : " (A and B)");
+    }
     const std::size_t k = run.ablated.size();
     ImGui::Text("%zu head%s ablated", k, k == 1 ? "" : "s");
     ImGui::BeginDisabled(k == 0);
@@ -611,6 +626,11 @@ void drawModelSidebar(AppState& state)
                                        "corner (on hover) ablates it.");
     ImGui::Separator();
     if (ImGui::Button("Open model…")) m.showOpenDialog = true;
+    if (m.isDecoder()) {
+        ImGui::SameLine();
+        if (ImGui::Button("Open text…")) m.showTextDialog = true;  // as File → Open text…
+        state.recordRect("model/sidebar_open_text", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    }
 }
 
 void drawModelStatus(AppState& state, const std::string& backend)
@@ -695,6 +715,49 @@ void drawModelOpenDialog(AppState& state)
     }
     ImGui::End();
     if (!m.showOpenDialog) cancelOpenModel(state);  // closed (Cancel or its ×) while reading: the request ends
+}
+
+void drawModelTextDialog(AppState& state)
+{
+    ModelState& m = state.model;
+    if (!m.showTextDialog) return;
+    if (!m.isDecoder()) {  // the model was replaced by an encoder while the dialog was open
+        m.showTextDialog = false;
+        return;
+    }
+    if (m.textPathField.empty()) m.textPathField = m.textPath;
+    ImGui::SetNextWindowSizeConstraints(ImVec2(560, 0), ImVec2(560, FLT_MAX));
+    if (ImGui::Begin("Open text", &m.showTextDialog, ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_AlwaysAutoResize)) {
+        const int context = m.decoder->config.maxPositions;
+        const std::string lazy = context > kLazyTokens ? " Past " + std::to_string(kLazyTokens) +
+                                                             " tokens it runs lazily (maps rebuilt on demand)."
+                                                       : std::string();
+        ImGui::TextWrapped("A UTF-8 text file (up to %s) becomes the text of %s, as if typed.%s Past the model's "
+                           "context of %d tokens it is cut there.",
+                           formatBytes(kMaxTextFileBytes).c_str(), m.modelName().c_str(), lazy.c_str(), context);
+        ImGui::SetNextItemWidth(-1);
+        const bool enter = ImGui::InputTextWithHint("##textpath", "path/to/text.txt", &m.textPathField,
+                                                    ImGuiInputTextFlags_EnterReturnsTrue);
+        state.recordRect("model/open_text_path", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        ImGui::BeginDisabled(m.textPathField.empty());
+        const bool open = ImGui::Button("Open");
+        ImGui::EndDisabled();
+        state.recordRect("model/open_text", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        // The file is read here, on the frame (4 MiB at most, a regular file: readFile never blocks on a pipe);
+        // its tokens are made and run on the worker.
+        if ((open || enter) && !m.textPathField.empty()) (void)openModelText(state, m.textPathField);
+        ImGui::SameLine();
+        if (ImGui::Button("Cancel")) m.showTextDialog = false;
+        if (!m.textOpenError.empty()) {
+            ImGui::PushTextWrapPos(0);
+            ImGui::TextColored(ImVec4(0.85f, 0.2f, 0.2f, 1), "%s", m.textOpenError.c_str());
+            ImGui::PopTextWrapPos();
+            state.recordRect("model/open_text_error", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+            ImGui::TextDisabled("The text and the run shown stay as they were.");
+        }
+    }
+    ImGui::End();
+    if (!m.showTextDialog) m.textOpenError.clear();  // a new dialog starts without the old file's error
 }
 
 } // namespace app

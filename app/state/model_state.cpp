@@ -4,6 +4,7 @@
 #include "messages.h"
 #include "state/app_state.h"
 #include "state/paths.h"
+#include "state/text_file.h"
 
 #include <algorithm>
 #include <atomic>
@@ -349,7 +350,8 @@ private:
             if (enc->ids.empty()) return attn::invalidArgument("the text has no tokens: type something");
             attn::DecoderOptions o;
             o.ablate = req.ablated;
-            o.lazy = static_cast<int>(enc->ids.size()) > kLazyTokens;  // long texts keep no n×n maps (issue 18)
+            // Long texts keep no n×n maps (issue 18): long as run, after the cut at the context.
+            o.lazy = std::min(static_cast<int>(enc->ids.size()), dm.config.maxPositions) > kLazyTokens;
             // The positions kept from the buffer's run are valid only under the same weights and ablations.
             const bool sameModel = hadRun && from >= static_cast<int>(L) && !req.qkvPin;
             ATTNSCOPE_RETURN_IF_ERROR(attn::rerunDecoder(dm, enc->ids, o, sameModel, r));
@@ -831,6 +833,27 @@ void rerunModel(AppState& state, const std::string& why)
     m.generated.clear();
     m.generateLeft = 0;  // an edit of the text stops Generate
     submit(m, why);
+}
+
+attn::Status openModelText(AppState& state, const std::string& path)
+{
+    ModelState& m = state.model;
+    auto fail = [&m](attn::Status st) {
+        m.textOpenError = st.message;
+        postError("Open text: " + st.message);
+        return st;
+    };
+    if (!m.isDecoder() || !m.worker)
+        return fail(attn::invalidArgument("a text file is a decoder's text: open a decoder model first (File → Open model…)"));
+    auto text = readTextFile(path);
+    if (!text) return fail(text.status());
+    m.textOpenError.clear();
+    m.textPath = path;
+    m.textA = std::move(*text);
+    m.textEditedAt = -1;  // a debounced edit of the old text is void
+    m.showTextDialog = false;
+    rerunModel(state, "opened " + std::filesystem::path(path).filename().string());
+    return attn::Status::success();
 }
 
 namespace {

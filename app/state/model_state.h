@@ -155,6 +155,11 @@ struct ModelState {
     bool showOpenDialog = false;    // File → Open model…
     std::string dirField;           // the open dialog's path field
     std::string openError;          // why the last open request failed, shown in the dialog; "" = none
+    // File → Open text… (decoders): a text file run as the model's text, as --model-text-file.
+    bool showTextDialog = false;
+    std::string textPathField;      // the dialog's path field
+    std::string textOpenError;      // why the last file was refused (shown in the dialog); "" = none
+    std::string textPath;           // the file the text was last read from ("" = typed or from the command line)
     std::string dir;
     // The loaded model. The UI reads only its name, config and tokenizer (fixed after loading): the layers'
     // contents belong to the worker, which writes them (the edited weights, each layer's X) while it runs.
@@ -278,6 +283,10 @@ void cancelOpenModel(AppState& state);
 // model and leaves the message in openError for the dialog. Returns the request's outcome when it finished
 // in this call, else nothing.
 std::optional<attn::Status> pollOpenModel(AppState& state);
+// File → Open text…: reads `path` (readTextFile, state/text_file.h: UTF-8, at most kMaxTextFileBytes) and
+// runs it as the decoder's text (truncated past the model's context, with a warning). On failure the message
+// is posted (log, toast, stderr), left in textOpenError and returned; the text and its run stay.
+attn::Status openModelText(AppState& state, const std::string& path);
 // Re-tokenises and reruns everything (after a text change); `why` goes to the cosine panel. Asynchronous.
 void rerunModel(AppState& state, const std::string& why);
 // Toggles head (l, h) in the ablation set; the worker recomputes from layer l. Asynchronous.
