@@ -52,7 +52,15 @@ void addWindowOptions(CLI::App& root, WindowCli& cli)
         ->check(CLI::IsMember({"export", "file", "log"}))
         ->allow_extra_args(false);
     root.add_option("--test-hooks", o.testHooksDir, "Write widget rectangles and frames into DIR (end-to-end tests)");
-    root.add_option("--model-text", o.model.text, "Open the model mode with this sentence A (docs/model.md)");
+    // The text goes into the window's text field, which needs UTF-8 (ImGui asserts on typing into other bytes).
+    const auto utf8 = [](const std::string& s) {
+        const std::size_t bad = firstInvalidUtf8(s);
+        if (bad == std::string_view::npos) return std::string();
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "0x%02x", unsigned(static_cast<unsigned char>(s[bad])));
+        return "not UTF-8 (byte " + std::string(hex) + " at offset " + std::to_string(bad) + "); expected UTF-8 text";
+    };
+    root.add_option("--model-text", o.model.text, "Open the model mode with this sentence A (docs/model.md)")->check(utf8);
     root.add_option("--model-text-file", "Open the model mode with the text of this file (a long text: a decoder runs it "
                                          "lazily past 1024 tokens, truncated past the model's context)")
         ->each([&o](const std::string& path) {
@@ -60,7 +68,7 @@ void addWindowOptions(CLI::App& root, WindowCli& cli)
             if (!text) throw CLI::ValidationError("--model-text-file", text.status().message);
             o.model.text = std::move(*text);
         });
-    root.add_option("--pair", o.model.pair, "With --model-text: sentence B");
+    root.add_option("--pair", o.model.pair, "With --model-text: sentence B")->check(utf8);
     root.add_option("--model-dir", o.model.dir, "The model directory (default: " + defaultModelDirectory() + ")");
     root.add_option("--model", o.model.dir,
                     "The model: a .gguf file (a decoder language model) or a Hugging Face directory (BERT, gpt2, llama, "

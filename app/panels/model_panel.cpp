@@ -28,16 +28,23 @@ namespace {
 
 bool isAblated(const RunView& run, int l, int h) { return run.isAblated(l, h); }
 
-// "layer 12 of 30, 812 tokens/s, 9.4 s" for a decoder's forward under way; "1234 ms" otherwise.
+// "5201 tokens: layer 12 of 30, 812 tokens/s, 9.4 s" for a decoder's forward under way (before its first layer
+// is done: "layer 0 of 30, 9.4 s"); "1234 ms" otherwise.
 std::string progressText(const ModelState& m)
 {
-    const auto [done, total] = m.runProgress();
+    auto [done, total] = m.runProgress();
     const double ms = m.computingMs();
-    if (total <= 0 || !m.isDecoder()) return std::to_string(int(ms)) + " ms";
-    const double tokens = m.drun ? double(m.drun->encoding.ids.size()) : 0;
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "layer %d of %d, %.0f tokens/s, %.1f s", done, total,
-                  ms > 0 ? tokens * done / total / (ms / 1000.0) : 0.0, ms / 1000.0);
+    if (!m.isDecoder()) return std::to_string(int(ms)) + " ms";
+    if (total <= 0) done = 0, total = m.layers();  // the text is being tokenised, or layer 0 is under way
+    const int tokens = m.runTokens();
+    char buf[128];
+    if (tokens == 0)
+        std::snprintf(buf, sizeof buf, "tokenising the text, %.1f s", ms / 1000.0);
+    else if (done > 0 && ms > 0)
+        std::snprintf(buf, sizeof buf, "%d tokens: layer %d of %d, %.0f tokens/s, %.1f s", tokens, done, total,
+                      double(tokens) * done / total / (ms / 1000.0), ms / 1000.0);
+    else
+        std::snprintf(buf, sizeof buf, "%d tokens: layer %d of %d, %.1f s", tokens, done, total, ms / 1000.0);
     return buf;
 }
 
@@ -82,8 +89,9 @@ void drawSentenceFields(AppState& state)
         rerunModel(state, "edited the text");  // re-tokenised
     }
     if (!m.error.empty()) ImGui::TextColored(ImVec4(0.85f, 0.2f, 0.2f, 1), "%s", m.error.c_str());
-    // A decoder's long forward (tens of seconds): its progress, and a way to stop it (the shown run stays).
-    if (m.isDecoder() && m.computing() && m.computingMs() > 500) {
+    // A decoder's long forward (tens of seconds): its progress, and a way to stop it (the shown run stays). The
+    // first run's shows at once: there is nothing else to look at yet.
+    if (m.isDecoder() && m.computing() && (m.computingMs() > 500 || !m.hasRun())) {
         const auto [done, total] = m.runProgress();
         ImGui::ProgressBar(total > 0 ? float(done) / float(total) : 0.0f, ImVec2(ImGui::GetContentRegionAvail().x - 90, 0),
                            ("computing: " + progressText(m)).c_str());
@@ -515,10 +523,35 @@ void drawPredictionsPanel(AppState& state)
 
 } // namespace
 
+// Before the first run is shown (an async start, issue 18: a long text's first forward takes tens of seconds):
+// the text, the run's progress with Cancel, and what will appear; or, when it failed or was cancelled, why, with
+// Run to start it again.
+void drawFirstRunPlaceholder(AppState& state)
+{
+    ModelState& m = state.model;
+    drawSentenceFields(state);  // the text, its error, the progress bar and Cancel
+    ImGui::Separator();
+    ImGui::PushTextWrapPos(0.0f);
+    if (m.computing()) {
+        ImGui::TextUnformatted("The model is reading the text for the first time. The grid of every layer and head, "
+                               "the lines view and the next-token predictions appear when the run is whole.");
+        state.recordRect("model/first_run", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        if (m.isDecoder() && m.runTokens() > kLazyTokens)
+            ImGui::TextDisabled("%d tokens: a long text, run lazily (no %d×%d map is kept; each is rebuilt on demand).",
+                                m.runTokens(), m.runTokens(), m.runTokens());
+    } else {
+        ImGui::TextUnformatted("No run to show yet.");
+        state.recordRect("model/first_run", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        if (ImGui::Button("Run")) rerunModel(state, "ran the text");
+        state.recordRect("model/run", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    }
+    ImGui::PopTextWrapPos();
+}
+
 void drawModelPanel(AppState& state)
 {
     ModelState& m = state.model;
-    if (!m.active || !m.showView || !m.hasRun()) return;
+    if (!m.active || !m.showView) return;
     const ImGuiViewport* vp = ImGui::GetMainViewport();
     const float left = controlsWidth(state);  // the sidebar, or its strip when the user collapsed it
     ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + left, vp->WorkPos.y));
@@ -530,6 +563,11 @@ void drawModelPanel(AppState& state)
                               (m.loading() ? "   loading " + m.loadingDir() + "…" : "") + "###model";
     ImGui::SetNextWindowBgAlpha(1.0f);  // opaque: it covers the chain view
     ImGui::Begin(title.c_str(), nullptr, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse);
+    if (!m.hasRun()) {
+        drawFirstRunPlaceholder(state);
+        ImGui::End();
+        return;
+    }
     drawSentenceFields(state);
     ImGui::Separator();
     const ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -562,7 +600,7 @@ void drawModelPanel(AppState& state)
 bool modelViewShown(const AppState& state)
 {
     const ModelState& m = state.model;
-    return m.active && m.showView && m.hasRun();
+    return m.active && m.showView;  // before the first run too: the panel then shows its progress
 }
 
 void drawModelSidebar(AppState& state)
@@ -584,6 +622,17 @@ void drawModelSidebar(AppState& state)
     }
     ImGui::PopTextWrapPos();
     ImGui::Separator();
+    if (!m.hasRun()) {
+        ImGui::TextWrapped(m.computing() ? "First run under way: the views appear when it is whole."
+                                         : "No run yet: see the model window.");
+        ImGui::Separator();
+        if (ImGui::Button("Open model…")) m.showOpenDialog = true;
+        if (m.isDecoder()) {
+            ImGui::SameLine();
+            if (ImGui::Button("Open text…")) m.showTextDialog = true;
+        }
+        return;
+    }
     const RunView run = m.shownRun();
     const std::size_t n = run.tokens.size();
     if (m.isDecoder()) {
@@ -636,11 +685,14 @@ void drawModelSidebar(AppState& state)
 void drawModelStatus(AppState& state, const std::string& backend)
 {
     const ModelState& m = state.model;
-    const std::size_t n = m.shownRun().tokens.size();
+    const std::size_t n = m.hasRun() ? m.shownRun().tokens.size() : static_cast<std::size_t>(m.runTokens());
     const std::string heads = std::to_string(m.heads()) + (m.kvHeads() != m.heads() ? " (" + std::to_string(m.kvHeads()) + " kv)" : "");
     if (m.computing())
         ImGui::Text("%s   |   model %s: computing… %.0f ms   |   %zu tokens  layers=%d  heads=%s", backend.c_str(),
                     m.modelName().c_str(), m.computingMs(), n, m.layers(), heads.c_str());
+    else if (!m.hasRun())
+        ImGui::Text("%s   |   model %s: no run yet   |   layers=%d  heads=%s", backend.c_str(), m.modelName().c_str(),
+                    m.layers(), heads.c_str());
     else
         ImGui::Text("%s   |   model %s: run %.0f ms   |   %zu tokens  layers=%d  heads=%s", backend.c_str(),
                     m.modelName().c_str(), m.lastRunMs, n, m.layers(), heads.c_str());

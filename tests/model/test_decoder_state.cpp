@@ -278,6 +278,63 @@ TEST(OpenTextWithoutADecoder, SaysToOpenOneFirst)
     EXPECT_FALSE(state.model.active);
 }
 
+// The window's start (issue 18, ModelStartup::async): startModelMode returns once the first run is sent; the
+// frames show the run's progress until it is taken, then the views, and --model-layer is applied then.
+TEST(DecoderAsyncStart, TheWindowDrawsBeforeTheRunAndTheLayerOpensWhenItIsShown)
+{
+    app::AppState state;
+    app::ModelStartup st;
+    st.text = "the cat sat on";
+    st.dir = kTiny;
+    st.openLayer = 1;
+    st.async = true;
+    app::startModelMode(state, st);
+    app::ModelState& m = state.model;
+    ASSERT_TRUE(m.active);
+    // Nothing is taken from the worker outside the frame loop: no run yet, whether or not it has finished.
+    EXPECT_FALSE(m.hasRun());
+    EXPECT_EQ(m.openLayer, -1) << "--model-layer applied before there was a run";
+    EXPECT_TRUE(app::modelViewShown(state));
+    testutil::HeadlessModelWindow win(state);
+    win.frame();  // the panel is drawn before the frame takes the run (drawModelOpenDialog syncs after it)
+    EXPECT_EQ(state.rects.count("model/first_run"), 1u);
+    EXPECT_EQ(state.rects.count("model/textA"), 1u) << "the text is shown while it runs";
+    app::finishModelRuns(state);
+    app::syncModelEdits(state);  // as the next frame does
+    ASSERT_TRUE(m.hasRun()) << m.error;
+    EXPECT_EQ(m.openLayer, 1);
+    EXPECT_FALSE(m.startupLeft.has_value());
+}
+
+TEST(DecoderAsyncStart, AFirstRunThatFailsShowsWhyAndRunStartsItAgain)
+{
+    app::AppState state;
+    app::ModelStartup st;
+    st.text = "caf\xE9";  // not UTF-8: the tokenizer refuses it on the worker
+    st.dir = kTiny;
+    st.openLayer = 1;
+    st.async = true;
+    app::startModelMode(state, st);
+    app::ModelState& m = state.model;
+    app::finishModelRuns(state);
+    app::syncModelEdits(state);
+    EXPECT_FALSE(m.hasRun());
+    EXPECT_NE(m.error.find("UTF-8"), std::string::npos) << m.error;
+    EXPECT_FALSE(m.startupLeft.has_value()) << "the start-up's layer waits for a run that will not come";
+    EXPECT_EQ(m.openLayer, -1);
+    testutil::HeadlessModelWindow win(state);
+    win.frame();
+    EXPECT_EQ(state.rects.count("model/first_run"), 1u);
+    ASSERT_EQ(state.rects.count("model/run"), 1u) << "no Run button";
+    m.textA = "the cat";
+    win.click("model/run");
+    app::finishModelRuns(state);
+    ASSERT_TRUE(m.hasRun()) << m.error;
+    EXPECT_TRUE(m.error.empty()) << m.error;
+    win.frame();
+    EXPECT_EQ(state.rects.count("model/next/0"), 1u) << "the predictions after the run";
+}
+
 TEST(DecoderDrop, AGgufOrAFolderIsAModel)
 {
     EXPECT_EQ(app::dropKindOf("/x/m.GGUF"), app::DropKind::Model);
