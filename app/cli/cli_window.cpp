@@ -85,6 +85,10 @@ void addWindowOptions(CLI::App& root, WindowCli& cli)
     if (CLI::App* bench = root.get_subcommand("bench")) {
         bench->add_flag("--gui", cli.benchGui, "Benchmark the window instead: frames/s while editing, edit-to-picture latency");
         bench->add_option("--gui-frames", cli.benchFrames, "Frames to time with --gui")->check(CLI::Range(10, 100000));
+        bench->add_option("--gui-model-tokens", cli.benchModelTokens,
+                          "With --gui: the tokens of the decoder forward run while frames are timed (cut at the model's "
+                          "context; default 8192)")
+            ->check(CLI::Range(1, 1 << 20));
         // `bench --json` belongs to the bench command (app/cli_bench.cpp); it is added here only when that file
         // does not, so that `bench --gui --json` works either way.
         if (bench->get_option_no_throw("--json") == nullptr)
@@ -119,7 +123,7 @@ int runGuiBenchFromCli(const CLI::App& root, const WindowCli& cli)
     bool json = cli.benchJson;
     if (const CLI::App* bench = root.get_subcommand("bench"))
         if (const CLI::Option* o = bench->get_option_no_throw("--json"); o && o->count() > 0) json = true;
-    return runGuiBench(cli.benchFrames, backend, json);
+    return runGuiBench(cli.benchFrames, backend, json, cli.benchModelTokens);
 }
 
 } // namespace app
