@@ -895,6 +895,7 @@ void installModel(AppState& state, LoadedModel loaded, const std::string& dir)
         m.worker = std::move(worker);
     }
     m.dir = dir;
+    m.startupLeft.reset();  // the command line's --model-layer / --why were for the model it opened
     m.drun.reset();
     m.generated.clear();
     m.generateLeft = 0;
