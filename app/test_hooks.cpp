@@ -2,6 +2,7 @@
 #include "test_hooks.h"
 
 #include "screenshot.h"
+#include "state/model_state.h"
 
 #include <imgui.h>
 #include <nlohmann/json.hpp>
@@ -26,6 +27,18 @@ void writeLayout(const AppState& state, const GlHeatmapRenderer& renderer, const
     j["load_error"] = state.loadError;
     j["restore_offer"] = state.showRestoreOffer;
     if (state.doc.present(MatrixId::X)) j["X00"] = state.doc.cell(MatrixId::X, 0, 0);  // what the test edits
+    if (const ModelState& md = state.model; md.active) {  // the model mode: its text and the run shown
+        nlohmann::json mj;
+        mj["text_bytes"] = md.textA.size();
+        mj["text_path"] = md.textPath;
+        mj["text_open_error"] = md.textOpenError;  // File → Open text…'s refusal
+        mj["has_run"] = md.hasRun();
+        mj["tokens"] = md.hasRun() ? md.shownRun().tokens.size() : 0;
+        mj["computing"] = md.computing();
+        mj["error"] = md.error;
+        mj["warnings"] = md.drun ? md.drun->warnings : std::vector<std::string>();
+        j["model"] = std::move(mj);
+    }
     const ImVec2 m = ImGui::GetIO().MousePos;
     j["mouse"] = {m.x, m.y};
     // Temporary file + rename (readers never see half a file), without fsync: this runs every few frames.

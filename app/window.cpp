@@ -190,6 +190,9 @@ int runWindow(const WindowOptions& opt)
     if (!opt.model.text.empty() || !opt.model.dir.empty()) {
         ModelStartup startup = opt.model;
         startup.waitForViews = screenshotMode;  // the screenshot shows the scans finished
+        // The window appears at once on the first run's progress (a 6000-token text takes tens of seconds);
+        // a screenshot waits for the run instead, so that it shows the finished views.
+        startup.async = !screenshotMode;
         startModelMode(state, startup);
     }
     for (const std::string& name : opt.open) {

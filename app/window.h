@@ -33,7 +33,9 @@ int runWindow(const WindowOptions& opt);
 
 // `attnscope bench --gui`: frames per second while editing at n=64, d_model=64, h=4, and the edit-to-new-
 // picture latency at n=1024, d_model=512, h=8, computed on `backend`, and how the heatmap textures were
-// filled (host uploads vs device fills). Prints a small table; returns an exit code.
-int runGuiBench(int frames, attn::Backend backend, bool json);
+// filled (host uploads vs device fills); and the frame times while a decoder's forward of `modelTokens` tokens
+// runs on the model worker (SmolLM2 when installed, else the tiny test model, cut at its context). Prints a
+// small table (or JSON); returns an exit code.
+int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens);
 
 } // namespace app

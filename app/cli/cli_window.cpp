@@ -5,6 +5,7 @@
 #include "state/app_state.h"
 #include "state/model_state.h"
 #include "state/paths.h"
+#include "state/text_file.h"
 
 #include <CLI/CLI.hpp>
 
@@ -51,16 +52,23 @@ void addWindowOptions(CLI::App& root, WindowCli& cli)
         ->check(CLI::IsMember({"export", "file", "log"}))
         ->allow_extra_args(false);
     root.add_option("--test-hooks", o.testHooksDir, "Write widget rectangles and frames into DIR (end-to-end tests)");
-    root.add_option("--model-text", o.model.text, "Open the model mode with this sentence A (docs/model.md)");
+    // The text goes into the window's text field, which needs UTF-8 (ImGui asserts on typing into other bytes).
+    const auto utf8 = [](const std::string& s) {
+        const std::size_t bad = firstInvalidUtf8(s);
+        if (bad == std::string_view::npos) return std::string();
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "0x%02x", unsigned(static_cast<unsigned char>(s[bad])));
+        return "not UTF-8 (byte " + std::string(hex) + " at offset " + std::to_string(bad) + "); expected UTF-8 text";
+    };
+    root.add_option("--model-text", o.model.text, "Open the model mode with this sentence A (docs/model.md)")->check(utf8);
     root.add_option("--model-text-file", "Open the model mode with the text of this file (a long text: a decoder runs it "
                                          "lazily past 1024 tokens, truncated past the model's context)")
         ->each([&o](const std::string& path) {
-            // 4 MiB of text is about a million tokens, far past any model's context.
-            auto text = attn::readFile(path, std::size_t(4) << 20);
+            auto text = readTextFile(path);  // as File → Open text… reads it (UTF-8, at most 4 MiB)
             if (!text) throw CLI::ValidationError("--model-text-file", text.status().message);
             o.model.text = std::move(*text);
         });
-    root.add_option("--pair", o.model.pair, "With --model-text: sentence B");
+    root.add_option("--pair", o.model.pair, "With --model-text: sentence B")->check(utf8);
     root.add_option("--model-dir", o.model.dir, "The model directory (default: " + defaultModelDirectory() + ")");
     root.add_option("--model", o.model.dir,
                     "The model: a .gguf file (a decoder language model) or a Hugging Face directory (BERT, gpt2, llama, "
@@ -77,6 +85,10 @@ void addWindowOptions(CLI::App& root, WindowCli& cli)
     if (CLI::App* bench = root.get_subcommand("bench")) {
         bench->add_flag("--gui", cli.benchGui, "Benchmark the window instead: frames/s while editing, edit-to-picture latency");
         bench->add_option("--gui-frames", cli.benchFrames, "Frames to time with --gui")->check(CLI::Range(10, 100000));
+        bench->add_option("--gui-model-tokens", cli.benchModelTokens,
+                          "With --gui: the tokens of the decoder forward run while frames are timed (cut at the model's "
+                          "context; default 8192)")
+            ->check(CLI::Range(1, 1 << 20));
         // `bench --json` belongs to the bench command (app/cli_bench.cpp); it is added here only when that file
         // does not, so that `bench --gui --json` works either way.
         if (bench->get_option_no_throw("--json") == nullptr)
@@ -111,7 +123,7 @@ int runGuiBenchFromCli(const CLI::App& root, const WindowCli& cli)
     bool json = cli.benchJson;
     if (const CLI::App* bench = root.get_subcommand("bench"))
         if (const CLI::Option* o = bench->get_option_no_throw("--json"); o && o->count() > 0) json = true;
-    return runGuiBench(cli.benchFrames, backend, json);
+    return runGuiBench(cli.benchFrames, backend, json, cli.benchModelTokens);
 }
 
 } // namespace app

@@ -13,6 +13,7 @@ struct WindowCli {
     std::string backend = "cpu";
     bool benchGui = false;
     int benchFrames = 200;
+    int benchModelTokens = 8192;  // bench --gui: the decoder forward's tokens (issue 18's case)
     bool benchJson = false;  // bench --json (registered here only when app/cli_bench.cpp does not)
 };
 

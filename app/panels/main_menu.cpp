@@ -1,4 +1,4 @@
-// The menu bar: File (open, save, export, recent, quit), Presets (the files of assets/presets, listed at run time by
+// The menu bar: File (open, save, export, open a model or bundle, a decoder's text, recent, quit), Presets (the files of assets/presets, listed at run time by
 // their session name and description), Edit (undo, redo), Backend, View (panels, options). Opening asks first
 // when there are unsaved changes (requestOpen).
 #include "panels/panels.h"
@@ -63,6 +63,11 @@ void drawMainMenu(AppState& state)
         if (ImGui::MenuItem("Export…", "Ctrl+E")) state.exportDialog.open = true;
         if (ImGui::MenuItem("Open model or bundle…")) state.model.showOpenDialog = true;
         state.recordRect("menu/open_model", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        // A decoder's text from a file (a long text: issue 18); an encoder reads two sentences, typed.
+        if (ImGui::MenuItem("Open text…", nullptr, false, state.model.isDecoder())) state.model.showTextDialog = true;
+        state.recordRect("menu/open_text", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        if (!state.model.isDecoder() && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+            ImGui::SetTooltip("the text of a decoder language model: open one first (Open model or bundle…)");
         if (ImGui::BeginMenu("Recent", !state.recentFiles.empty())) {
             for (const std::string& r : std::vector<std::string>(state.recentFiles))
                 if (ImGui::MenuItem(r.c_str())) requestOpen(state, r);

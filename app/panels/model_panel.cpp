@@ -10,6 +10,7 @@
 #include "panels/panels.h"
 #include "render/heatmap_view.h"
 #include "state/model_state.h"
+#include "state/text_file.h"
 #include "view/model_grid.h"
 
 #include <attnscope/colormap.h>
@@ -27,16 +28,23 @@ namespace {
 
 bool isAblated(const RunView& run, int l, int h) { return run.isAblated(l, h); }
 
-// "layer 12 of 30, 812 tokens/s, 9.4 s" for a decoder's forward under way; "1234 ms" otherwise.
+// "5201 tokens: layer 12 of 30, 812 tokens/s, 9.4 s" for a decoder's forward under way (before its first layer
+// is done: "layer 0 of 30, 9.4 s"); "1234 ms" otherwise.
 std::string progressText(const ModelState& m)
 {
-    const auto [done, total] = m.runProgress();
+    auto [done, total] = m.runProgress();
     const double ms = m.computingMs();
-    if (total <= 0 || !m.isDecoder()) return std::to_string(int(ms)) + " ms";
-    const double tokens = m.drun ? double(m.drun->encoding.ids.size()) : 0;
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "layer %d of %d, %.0f tokens/s, %.1f s", done, total,
-                  ms > 0 ? tokens * done / total / (ms / 1000.0) : 0.0, ms / 1000.0);
+    if (!m.isDecoder()) return std::to_string(int(ms)) + " ms";
+    if (total <= 0) done = 0, total = m.layers();  // the text is being tokenised, or layer 0 is under way
+    const int tokens = m.runTokens();
+    char buf[128];
+    if (tokens == 0)
+        std::snprintf(buf, sizeof buf, "tokenising the text, %.1f s", ms / 1000.0);
+    else if (done > 0 && ms > 0)
+        std::snprintf(buf, sizeof buf, "%d tokens: layer %d of %d, %.0f tokens/s, %.1f s", tokens, done, total,
+                      double(tokens) * done / total / (ms / 1000.0), ms / 1000.0);
+    else
+        std::snprintf(buf, sizeof buf, "%d tokens: layer %d of %d, %.1f s", tokens, done, total, ms / 1000.0);
     return buf;
 }
 
@@ -71,15 +79,19 @@ void drawSentenceFields(AppState& state)
         left |= ImGui::IsItemDeactivatedAfterEdit();
     }
     const double now = ImGui::GetTime();
-    if (edited) m.textEditedAt = now;
+    if (edited) {
+        m.textEditedAt = now;
+        m.textPath.clear();  // the text is no longer the file's
+    }
     if (left || (m.textEditedAt >= 0 && now - m.textEditedAt >= kTextDebounceSeconds)) {
         m.textEditedAt = -1;
         ++m.textReruns;
         rerunModel(state, "edited the text");  // re-tokenised
     }
     if (!m.error.empty()) ImGui::TextColored(ImVec4(0.85f, 0.2f, 0.2f, 1), "%s", m.error.c_str());
-    // A decoder's long forward (tens of seconds): its progress, and a way to stop it (the shown run stays).
-    if (m.isDecoder() && m.computing() && m.computingMs() > 500) {
+    // A decoder's long forward (tens of seconds): its progress, and a way to stop it (the shown run stays). The
+    // first run's shows at once: there is nothing else to look at yet.
+    if (m.isDecoder() && m.computing() && (m.computingMs() > 500 || !m.hasRun())) {
         const auto [done, total] = m.runProgress();
         ImGui::ProgressBar(total > 0 ? float(done) / float(total) : 0.0f, ImVec2(ImGui::GetContentRegionAvail().x - 90, 0),
                            ("computing: " + progressText(m)).c_str());
@@ -511,10 +523,35 @@ void drawPredictionsPanel(AppState& state)
 
 } // namespace
 
+// Before the first run is shown (an async start, issue 18: a long text's first forward takes tens of seconds):
+// the text, the run's progress with Cancel, and what will appear; or, when it failed or was cancelled, why, with
+// Run to start it again.
+void drawFirstRunPlaceholder(AppState& state)
+{
+    ModelState& m = state.model;
+    drawSentenceFields(state);  // the text, its error, the progress bar and Cancel
+    ImGui::Separator();
+    ImGui::PushTextWrapPos(0.0f);
+    if (m.computing()) {
+        ImGui::TextUnformatted("The model is reading the text for the first time. The grid of every layer and head, "
+                               "the lines view and the next-token predictions appear when the run is whole.");
+        state.recordRect("model/first_run", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        if (m.isDecoder() && m.runTokens() > kLazyTokens)
+            ImGui::TextDisabled("%d tokens: a long text, run lazily (no %d×%d map is kept; each is rebuilt on demand).",
+                                m.runTokens(), m.runTokens(), m.runTokens());
+    } else {
+        ImGui::TextUnformatted("No run to show yet.");
+        state.recordRect("model/first_run", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        if (ImGui::Button("Run")) rerunModel(state, "ran the text");
+        state.recordRect("model/run", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    }
+    ImGui::PopTextWrapPos();
+}
+
 void drawModelPanel(AppState& state)
 {
     ModelState& m = state.model;
-    if (!m.active || !m.showView || !m.hasRun()) return;
+    if (!m.active || !m.showView) return;
     const ImGuiViewport* vp = ImGui::GetMainViewport();
     const float left = controlsWidth(state);  // the sidebar, or its strip when the user collapsed it
     ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + left, vp->WorkPos.y));
@@ -526,6 +563,11 @@ void drawModelPanel(AppState& state)
                               (m.loading() ? "   loading " + m.loadingDir() + "…" : "") + "###model";
     ImGui::SetNextWindowBgAlpha(1.0f);  // opaque: it covers the chain view
     ImGui::Begin(title.c_str(), nullptr, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse);
+    if (!m.hasRun()) {
+        drawFirstRunPlaceholder(state);
+        ImGui::End();
+        return;
+    }
     drawSentenceFields(state);
     ImGui::Separator();
     const ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -558,7 +600,7 @@ void drawModelPanel(AppState& state)
 bool modelViewShown(const AppState& state)
 {
     const ModelState& m = state.model;
-    return m.active && m.showView && m.hasRun();
+    return m.active && m.showView;  // before the first run too: the panel then shows its progress
 }
 
 void drawModelSidebar(AppState& state)
@@ -580,13 +622,35 @@ void drawModelSidebar(AppState& state)
     }
     ImGui::PopTextWrapPos();
     ImGui::Separator();
+    if (!m.hasRun()) {
+        ImGui::TextWrapped(m.computing() ? "First run under way: the views appear when it is whole."
+                                         : "No run yet: see the model window.");
+        ImGui::Separator();
+        if (ImGui::Button("Open model…")) m.showOpenDialog = true;
+        if (m.isDecoder()) {
+            ImGui::SameLine();
+            if (ImGui::Button("Open text…")) m.showTextDialog = true;
+        }
+        return;
+    }
     const RunView run = m.shownRun();
     const std::size_t n = run.tokens.size();
-    if (m.isDecoder())
+    if (m.isDecoder()) {
         ImGui::TextWrapped("%zu of %d tokens (the model's context)%s", n, m.decoder->config.maxPositions,
                            m.longRun() ? ", a long text: maps rebuilt on demand" : "");
-    else
+        state.recordRect("model/token_count", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        if (!m.textPath.empty())
+            ImGui::TextDisabled("text from %s", std::filesystem::path(m.textPath).filename().string().c_str());
+        // The run's warnings (a text cut at the context) stay here while the run is shown, not only as a toast.
+        for (const std::string& w : m.drun->warnings) {
+            ImGui::PushTextWrapPos(0.0f);
+            ImGui::TextColored(ImVec4(0.95f, 0.7f, 0.25f, 1), "%s", w.c_str());
+            ImGui::PopTextWrapPos();
+            state.recordRect("model/run_warning", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        }
+    } else {
         ImGui::Text("%zu token%s%s", n, n == 1 ? "" : "s", m.textB.empty() ? "" : " (A and B)");
+    }
     const std::size_t k = run.ablated.size();
     ImGui::Text("%zu head%s ablated", k, k == 1 ? "" : "s");
     ImGui::BeginDisabled(k == 0);
@@ -611,16 +675,24 @@ void drawModelSidebar(AppState& state)
                                        "corner (on hover) ablates it.");
     ImGui::Separator();
     if (ImGui::Button("Open model…")) m.showOpenDialog = true;
+    if (m.isDecoder()) {
+        ImGui::SameLine();
+        if (ImGui::Button("Open text…")) m.showTextDialog = true;  // as File → Open text…
+        state.recordRect("model/sidebar_open_text", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    }
 }
 
 void drawModelStatus(AppState& state, const std::string& backend)
 {
     const ModelState& m = state.model;
-    const std::size_t n = m.shownRun().tokens.size();
+    const std::size_t n = m.hasRun() ? m.shownRun().tokens.size() : static_cast<std::size_t>(m.runTokens());
     const std::string heads = std::to_string(m.heads()) + (m.kvHeads() != m.heads() ? " (" + std::to_string(m.kvHeads()) + " kv)" : "");
     if (m.computing())
         ImGui::Text("%s   |   model %s: computing… %.0f ms   |   %zu tokens  layers=%d  heads=%s", backend.c_str(),
                     m.modelName().c_str(), m.computingMs(), n, m.layers(), heads.c_str());
+    else if (!m.hasRun())
+        ImGui::Text("%s   |   model %s: no run yet   |   layers=%d  heads=%s", backend.c_str(), m.modelName().c_str(),
+                    m.layers(), heads.c_str());
     else
         ImGui::Text("%s   |   model %s: run %.0f ms   |   %zu tokens  layers=%d  heads=%s", backend.c_str(),
                     m.modelName().c_str(), m.lastRunMs, n, m.layers(), heads.c_str());
@@ -695,6 +767,49 @@ void drawModelOpenDialog(AppState& state)
     }
     ImGui::End();
     if (!m.showOpenDialog) cancelOpenModel(state);  // closed (Cancel or its ×) while reading: the request ends
+}
+
+void drawModelTextDialog(AppState& state)
+{
+    ModelState& m = state.model;
+    if (!m.showTextDialog) return;
+    if (!m.isDecoder()) {  // the model was replaced by an encoder while the dialog was open
+        m.showTextDialog = false;
+        return;
+    }
+    if (m.textPathField.empty()) m.textPathField = m.textPath;
+    ImGui::SetNextWindowSizeConstraints(ImVec2(560, 0), ImVec2(560, FLT_MAX));
+    if (ImGui::Begin("Open text", &m.showTextDialog, ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_AlwaysAutoResize)) {
+        const int context = m.decoder->config.maxPositions;
+        const std::string lazy = context > kLazyTokens ? " Past " + std::to_string(kLazyTokens) +
+                                                             " tokens it runs lazily (maps rebuilt on demand)."
+                                                       : std::string();
+        ImGui::TextWrapped("A UTF-8 text file (up to %s) becomes the text of %s, as if typed.%s Past the model's "
+                           "context of %d tokens it is cut there.",
+                           formatBytes(kMaxTextFileBytes).c_str(), m.modelName().c_str(), lazy.c_str(), context);
+        ImGui::SetNextItemWidth(-1);
+        const bool enter = ImGui::InputTextWithHint("##textpath", "path/to/text.txt", &m.textPathField,
+                                                    ImGuiInputTextFlags_EnterReturnsTrue);
+        state.recordRect("model/open_text_path", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        ImGui::BeginDisabled(m.textPathField.empty());
+        const bool open = ImGui::Button("Open");
+        ImGui::EndDisabled();
+        state.recordRect("model/open_text", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        // The file is read here, on the frame (4 MiB at most, a regular file: readFile never blocks on a pipe);
+        // its tokens are made and run on the worker.
+        if ((open || enter) && !m.textPathField.empty()) (void)openModelText(state, m.textPathField);
+        ImGui::SameLine();
+        if (ImGui::Button("Cancel")) m.showTextDialog = false;
+        if (!m.textOpenError.empty()) {
+            ImGui::PushTextWrapPos(0);
+            ImGui::TextColored(ImVec4(0.85f, 0.2f, 0.2f, 1), "%s", m.textOpenError.c_str());
+            ImGui::PopTextWrapPos();
+            state.recordRect("model/open_text_error", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+            ImGui::TextDisabled("The text and the run shown stay as they were.");
+        }
+    }
+    ImGui::End();
+    if (!m.showTextDialog) m.textOpenError.clear();  // a new dialog starts without the old file's error
 }
 
 } // namespace app

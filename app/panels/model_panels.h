@@ -10,6 +10,7 @@ namespace app {
 
 void drawModelPanel(AppState& state);       // the model view over the chain (sentences, grid, lines, embedding)
 void drawModelOpenDialog(AppState& state);
+void drawModelTextDialog(AppState& state);  // File → Open text… (a decoder's text from a file)
 // A decoder's tabs over the grid's area (why_panel.cpp): Attention (returns false: the caller draws the grid) or
 // one of the views that explain the prediction, drawn in `size` (returns true).
 bool drawWhyView(AppState& state, ImVec2 size);

@@ -19,6 +19,7 @@ constexpr DrawFn kPanelRegistry[] = {
     drawModelPanel,
     drawBundlePanel,
     drawModelOpenDialog,
+    drawModelTextDialog,
     drawStatusBar,
     drawFilePanel,
     drawExportPanel,

@@ -4,6 +4,7 @@
 #include "messages.h"
 #include "state/app_state.h"
 #include "state/paths.h"
+#include "state/text_file.h"
 
 #include <algorithm>
 #include <atomic>
@@ -123,6 +124,8 @@ public:
 
     // The forward under way: layers done of those to do (0 of 0 before its first layer).
     std::pair<int, int> progress() const { return {m_layersDone.load(), m_layersTotal.load()}; }
+    // Its tokens (0 until the text is tokenised).
+    int runTokens() const { return m_runTokens.load(); }
 
     struct Finished {
         attn::Status status;
@@ -213,6 +216,7 @@ private:
             m_cancel = false;
             m_layersDone = 0;
             m_layersTotal = 0;
+            m_runTokens = 0;
             m_running = true;
             m_started = std::chrono::steady_clock::now();
             ++m_jobsStarted;
@@ -338,6 +342,7 @@ private:
         };
         r.pinned = req.qkvPin ? *req.qkvPin : attn::DecoderRun::PinnedQKV{};
         if (sameText) {
+            m_runTokens = static_cast<int>(r.encoding.ids.size());
             if (from < static_cast<int>(L)) {
                 r.ablated = req.ablated;
                 ATTNSCOPE_RETURN_IF_ERROR(attn::recomputeDecoderFrom(dm, from, r));
@@ -347,9 +352,11 @@ private:
             if (!enc) return enc.status();
             enc->ids.insert(enc->ids.end(), req.generated.begin(), req.generated.end());
             if (enc->ids.empty()) return attn::invalidArgument("the text has no tokens: type something");
+            m_runTokens = std::min(static_cast<int>(enc->ids.size()), dm.config.maxPositions);  // cut at the context
             attn::DecoderOptions o;
             o.ablate = req.ablated;
-            o.lazy = static_cast<int>(enc->ids.size()) > kLazyTokens;  // long texts keep no n×n maps (issue 18)
+            // Long texts keep no n×n maps (issue 18): long as run, after the cut at the context.
+            o.lazy = std::min(static_cast<int>(enc->ids.size()), dm.config.maxPositions) > kLazyTokens;
             // The positions kept from the buffer's run are valid only under the same weights and ablations.
             const bool sameModel = hadRun && from >= static_cast<int>(L) && !req.qkvPin;
             ATTNSCOPE_RETURN_IF_ERROR(attn::rerunDecoder(dm, enc->ids, o, sameModel, r));
@@ -599,6 +606,7 @@ private:
     bool m_running = false, m_stop = false;
     std::atomic<bool> m_newer{false}, m_cancel{false};       // stop the forward under way (checked after each layer)
     std::atomic<int> m_layersDone{0}, m_layersTotal{0};      // its progress
+    std::atomic<int> m_runTokens{0};                         // its tokens (0 until tokenised)
     std::chrono::steady_clock::time_point m_started;
     long m_jobsStarted = 0;
     std::optional<ScanJob> m_scanJob;      // the scans still to run for the last job (set = scanning)
@@ -689,6 +697,7 @@ bool ModelState::scanning() const { return worker && worker->scanning(); }
 double ModelState::computingMs() const { return worker ? worker->runningMs() : 0; }
 std::pair<int, int> ModelState::runProgress() const { return worker ? worker->progress() : std::pair<int, int>{0, 0}; }
 void ModelState::cancelRun() { if (worker) worker->cancel(); }
+int ModelState::runTokens() const { return worker ? worker->runTokens() : 0; }
 long ModelState::runsStarted() const { return worker ? worker->jobsStarted() : 0; }
 
 namespace {
@@ -739,7 +748,9 @@ void takeFinished(ModelState& m)
     m.lastRunMs = f->ms;
     if (f->status.code == attn::StatusCode::Cancelled) {
         // Stopped for a newer request (which runs now: nothing to say) or by Cancel (the shown run stays).
-        if (!m.worker->busy()) m.error = "the run was cancelled: the text shown is the last one run";
+        if (!m.worker->busy())
+            m.error = m.hasRun() ? "the run was cancelled: the text shown is the last one run"
+                                 : "the run was cancelled before it finished: nothing to show yet (Run starts it again)";
         return;
     }
     if (!f->status.ok()) {
@@ -833,6 +844,27 @@ void rerunModel(AppState& state, const std::string& why)
     submit(m, why);
 }
 
+attn::Status openModelText(AppState& state, const std::string& path)
+{
+    ModelState& m = state.model;
+    auto fail = [&m](attn::Status st) {
+        m.textOpenError = st.message;
+        postError("Open text: " + st.message);
+        return st;
+    };
+    if (!m.isDecoder() || !m.worker)
+        return fail(attn::invalidArgument("a text file is a decoder's text: open a decoder model first (File → Open model…)"));
+    auto text = readTextFile(path);
+    if (!text) return fail(text.status());
+    m.textOpenError.clear();
+    m.textPath = path;
+    m.textA = std::move(*text);
+    m.textEditedAt = -1;  // a debounced edit of the old text is void
+    m.showTextDialog = false;
+    rerunModel(state, "opened " + std::filesystem::path(path).filename().string());
+    return attn::Status::success();
+}
+
 namespace {
 
 // Makes `model` (read from `dir`) the window's: a new worker, the UI's copy of its weights, no run yet, then
@@ -863,6 +895,7 @@ void installModel(AppState& state, LoadedModel loaded, const std::string& dir)
         m.worker = std::move(worker);
     }
     m.dir = dir;
+    m.startupLeft.reset();  // the command line's --model-layer / --why were for the model it opened
     m.drun.reset();
     m.generated.clear();
     m.generateLeft = 0;
@@ -941,6 +974,8 @@ void toggleAblation(AppState& state, int layer, int head)
 }
 
 namespace {
+
+void applyStartupViews(AppState& state, const ModelStartup& startup);  // below startModelMode
 
 // A decoder's layer in the chain view: what the attention core computed (Q and K after RoPE, V, the causal
 // mask) and W^O, in Direct mode (RoPE sits between W^Q/W^K and the scores, so Q, K and V are what is edited).
@@ -1048,6 +1083,13 @@ void syncModelEdits(AppState& state)
     pollOpenModel(state);
     takeFinished(m);
     pollScans(m);
+    // An async start (ModelStartup::async): --why and --model-layer once the first run is shown; with no run
+    // (it failed or was cancelled: the panel says so) there is nothing to apply them to.
+    if (m.startupLeft && (m.hasRun() || !m.computing())) {
+        const ModelStartup startup = std::move(*m.startupLeft);
+        m.startupLeft.reset();
+        applyStartupViews(state, startup);
+    }
     if (m.openLayer < 0 || !m.worker || state.doc.revision() == m.syncedRevision) return;
     m.syncedRevision = state.doc.revision();
     if (m.isDecoder()) return syncDecoderEdits(state);
@@ -1102,9 +1144,24 @@ void startModelMode(AppState& state, const ModelStartup& startup)
     const std::string dir = startup.dir.empty() ? defaultModelDirectory() : startup.dir;
     state.model.dirField = dir;
     state.model.longView.waitForThumbs = startup.waitForViews;  // a long text's screenshot shows every thumbnail
+    state.model.startupLeft.reset();
     if (!openModel(state, dir).ok()) return;
+    if (startup.async) {
+        // The window opens at once on the run's progress; the rest follows when the run is shown.
+        if (!startup.why.empty() || !startup.patchFrom.empty() || startup.openLayer >= 0) state.model.startupLeft = startup;
+        return;
+    }
     finishModelRuns(state);  // before the first frame: the window opens on the run
-    if (!state.model.hasRun()) return;  // a text error: the message is in the panel
+    applyStartupViews(state, startup);
+}
+
+namespace {
+
+// --why, --patch-from and --model-layer over the first run shown (none: a text error, whose message is in the
+// panel). Waits for the views only when the start-up waits (screenshots).
+void applyStartupViews(AppState& state, const ModelStartup& startup)
+{
+    if (!state.model.hasRun()) return;
     if (!startup.why.empty() || !startup.patchFrom.empty()) {
         ModelState& m = state.model;
         const std::optional<WhyView> v = whyViewFromName(startup.why.empty() ? "patching" : startup.why);
@@ -1120,7 +1177,7 @@ void startModelMode(AppState& state, const ModelStartup& startup)
             }
             setWhyView(state, *v);
             if (startup.waitForViews) finishScans(state);
-            else finishModelRuns(state);
+            else if (!startup.async) finishModelRuns(state);
         }
     }
     if (startup.openLayer >= 0) {
@@ -1129,6 +1186,8 @@ void startModelMode(AppState& state, const ModelStartup& startup)
                        std::to_string(state.model.layers()) + " layers");
     }
 }
+
+} // namespace
 
 } // namespace app
 

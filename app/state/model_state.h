@@ -138,6 +138,11 @@ struct ModelStartup {
     // TEXT and --targets A,B set up patching. waitForViews: the first frame shows them finished (screenshots).
     std::string why, patchFrom, targets;
     bool waitForViews = false;
+    // The window (not a screenshot): startModelMode returns once the model is open and its first run sent, so
+    // that the window appears at once with the run's progress (layer k of L, tokens/s) and Cancel; --why,
+    // --patch-from and --model-layer are applied when that run is shown. Off (screenshots, tests, tools): it
+    // waits for the run, so that the first frame shows it.
+    bool async = false;
 };
 // --why's names: "attention", "importance", "dla", "lens", "types", "patching".
 std::optional<WhyView> whyViewFromName(const std::string& name);
@@ -155,6 +160,11 @@ struct ModelState {
     bool showOpenDialog = false;    // File → Open model…
     std::string dirField;           // the open dialog's path field
     std::string openError;          // why the last open request failed, shown in the dialog; "" = none
+    // File → Open text… (decoders): a text file run as the model's text, as --model-text-file.
+    bool showTextDialog = false;
+    std::string textPathField;      // the dialog's path field
+    std::string textOpenError;      // why the last file was refused (shown in the dialog); "" = none
+    std::string textPath;           // the file the text was last read from ("" = typed or from the command line)
     std::string dir;
     // The loaded model. The UI reads only its name, config and tokenizer (fixed after loading): the layers'
     // contents belong to the worker, which writes them (the edited weights, each layer's X) while it runs.
@@ -222,6 +232,8 @@ struct ModelState {
     std::vector<PooledThumb> thumbs;
     ModelGridPlan gridPlan;         // the grid's layout in the last frame (tests)
     WhyState why;                   // decoders: importance, attribution, logit lens, head types, patching
+    // The command line's views (--why, --model-layer) still to apply once the first run is shown (async start).
+    std::optional<ModelStartup> startupLeft;
     // A decoder's long text (more than kLazyTokens tokens) runs lazily (issue 18: no n×n map is kept); its grid and
     // heads are then shown from the run's maps as a bundle's are (thumbnails made on a thread, a click opens the
     // head's zoomable map), kept across reruns; its maps are the shown run's (empty for a dense run).
@@ -247,6 +259,7 @@ struct ModelState {
     double computingMs() const;     // how long the running one has taken so far
     std::pair<int, int> runProgress() const;  // a decoder's forward under way: layers done of those to do
     void cancelRun();               // stops a decoder's forward under way after its current layer
+    int runTokens() const;          // the tokens of the decoder's forward under way (0 = none, or not known yet)
     long runsStarted() const;       // runs the worker started since the model was opened (tests: coalescing)
 
     // The open request in flight (requestOpenModel): its files are read on its own thread; null = none.
@@ -278,6 +291,10 @@ void cancelOpenModel(AppState& state);
 // model and leaves the message in openError for the dialog. Returns the request's outcome when it finished
 // in this call, else nothing.
 std::optional<attn::Status> pollOpenModel(AppState& state);
+// File → Open text…: reads `path` (readTextFile, state/text_file.h: UTF-8, at most kMaxTextFileBytes) and
+// runs it as the decoder's text (truncated past the model's context, with a warning). On failure the message
+// is posted (log, toast, stderr), left in textOpenError and returned; the text and its run stay.
+attn::Status openModelText(AppState& state, const std::string& path);
 // Re-tokenises and reruns everything (after a text change); `why` goes to the cosine panel. Asynchronous.
 void rerunModel(AppState& state, const std::string& why);
 // Toggles head (l, h) in the ablation set; the worker recomputes from layer l. Asynchronous.
@@ -310,7 +327,8 @@ void finishScans(AppState& state);
 // Blocks until every sent request has run and its result is shown (start-up, tests, headless tools).
 void finishModelRuns(AppState& state);
 // Starts the model mode from the command line (errors go to the message log; the window still opens) and
-// waits for the first run, so that the first frame shows it.
+// waits for the first run, so that the first frame shows it; with startup.async it returns once the run is sent
+// (syncModelEdits applies the rest of the start-up when the run is shown).
 void startModelMode(AppState& state, const ModelStartup& startup);
 
 } // namespace app

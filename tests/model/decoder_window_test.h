@@ -33,7 +33,7 @@ inline attn::DecoderRun syncRun(attn::DecoderModel& model, const std::string& te
     return run.ok() ? std::move(*run) : attn::DecoderRun{};
 }
 
-// The model panel (and the open dialog) in a headless ImGui context: frame() draws one frame; click(key) presses
+// The model panel (the open dialogs, the sidebar) in a headless ImGui context: frame() draws one frame; click(key) presses
 // and releases the mouse at a fraction (fx, fy) of the widget rectangle recorded under `key`.
 class HeadlessModelWindow {
 public:
@@ -51,6 +51,12 @@ public:
         ImGui::NewFrame();
         app::drawModelPanel(m_state);
         app::drawModelOpenDialog(m_state);
+        app::drawModelTextDialog(m_state);
+        if (app::modelViewShown(m_state)) {  // the sidebar, as the controls window draws it in model mode
+            ImGui::Begin("Controls");
+            app::drawModelSidebar(m_state);
+            ImGui::End();
+        }
         ImGui::Render();
     }
     void click(const std::string& key, float fx = 0.5f, float fy = 0.5f)

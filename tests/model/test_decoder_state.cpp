@@ -9,13 +9,18 @@
 #include "state/app_state.h"
 #include "state/file_drop.h"
 #include "state/model_state.h"
+#include "state/text_file.h"
 
 #include <attnscope/decoder.h>
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
+
+#include <unistd.h>
 
 namespace {
 
@@ -173,6 +178,161 @@ TEST_F(DecoderMode, PanelsDrawHeadlessAndAClickedTokenShowsItsPredictions)
     win.click("model/ablate/1/2");
     app::finishModelRuns(state);
     EXPECT_TRUE(state.model.drun->ablated.empty());
+}
+
+// File → Open text… (issue 18): a text file runs as the text; past the context it is cut, and the warning stays
+// with the run; a file that is not a text leaves the text and its run as they were.
+class OpenText : public DecoderMode {
+protected:
+    void SetUp() override
+    {
+        DecoderMode::SetUp();
+        dir = std::filesystem::temp_directory_path() / ("attnscope_open_text_" + std::to_string(::getpid()));
+        std::filesystem::create_directories(dir);
+    }
+    void TearDown() override
+    {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+    }
+    std::string write(const std::string& name, const std::string& bytes)
+    {
+        const std::filesystem::path p = dir / name;
+        std::ofstream(p, std::ios::binary) << bytes;
+        return p.string();
+    }
+    std::filesystem::path dir;
+};
+
+TEST_F(OpenText, TheFileRunsAsTheText)
+{
+    app::ModelState& m = state.model;
+    const std::string path = write("story.txt", "the dog ran to");
+    ASSERT_TRUE(app::openModelText(state, path).ok()) << m.textOpenError;
+    app::finishModelRuns(state);
+    EXPECT_EQ(m.textA, "the dog ran to");
+    EXPECT_EQ(m.textPath, path);
+    EXPECT_TRUE(m.textOpenError.empty());
+    ASSERT_TRUE(m.drun.has_value());
+    EXPECT_EQ(m.drun->encoding.ids, syncRun(oracle, "the dog ran to").encoding.ids);
+    EXPECT_TRUE(m.drun->warnings.empty());
+}
+
+TEST_F(OpenText, PastTheContextTheTextIsCutWithAWarningThatStaysWithTheRun)
+{
+    app::ModelState& m = state.model;
+    std::string text;
+    for (int i = 0; i < 200; ++i) text += "the cat sat on the mat. ";
+    ASSERT_TRUE(app::openModelText(state, write("long.txt", text)).ok()) << m.textOpenError;
+    app::finishModelRuns(state);
+    const int context = oracle.config.maxPositions;
+    ASSERT_TRUE(m.drun.has_value()) << m.error;
+    EXPECT_EQ(m.drun->encoding.ids.size(), static_cast<std::size_t>(context));
+    EXPECT_FALSE(m.drun->lazy) << "the text is long, but its run is " << context << " tokens: dense maps";
+    ASSERT_EQ(m.drun->warnings.size(), 1u);
+    EXPECT_NE(m.drun->warnings[0].find("the model's context is " + std::to_string(context) + ": truncated to the first " +
+                                       std::to_string(context)), std::string::npos) << m.drun->warnings[0];
+    // The sidebar shows it while the run is shown (the toast fades).
+    testutil::HeadlessModelWindow win(state);
+    for (int i = 0; i < 2; ++i) win.frame();
+    EXPECT_TRUE(state.rects.count("model/run_warning")) << "no warning line in the sidebar";
+}
+
+TEST_F(OpenText, AFileThatIsNotATextKeepsTheTextAndItsRun)
+{
+    app::ModelState& m = state.model;
+    const std::vector<int> ids = m.drun->encoding.ids;
+    const long runs = m.runsStarted();
+    const std::pair<std::string, std::string> bad[] = {
+        {write("latin1.txt", "caf\xE9"), "not UTF-8 (byte 0xe9 at offset 3"},
+        {write("model.bin", std::string("GGUF\0\0", 6)), "a binary file (a NUL byte at offset 4)"},
+        {write("empty.txt", ""), "the file is empty"},
+        {(dir / "missing.txt").string(), "cannot open"},
+        {write("huge.txt", std::string(app::kMaxTextFileBytes + 1, 'a')), "a text is read up to 4 MiB"},
+    };
+    for (const auto& [path, why] : bad) {
+        m.showTextDialog = true;
+        const attn::Status st = app::openModelText(state, path);
+        EXPECT_FALSE(st.ok()) << path;
+        EXPECT_NE(st.message.find(why), std::string::npos) << st.message;
+        EXPECT_EQ(m.textOpenError, st.message);
+        EXPECT_TRUE(m.showTextDialog) << "the dialog stays open with the error";
+        app::finishModelRuns(state);
+        EXPECT_EQ(m.textA, "the cat sat on");
+        ASSERT_TRUE(m.drun.has_value());
+        EXPECT_EQ(m.drun->encoding.ids, ids);
+        EXPECT_EQ(m.runsStarted(), runs) << "a refused file ran";
+    }
+    // The dialog draws the error (headless).
+    testutil::HeadlessModelWindow win(state);
+    for (int i = 0; i < 2; ++i) win.frame();
+    EXPECT_TRUE(state.rects.count("model/open_text_error"));
+}
+
+TEST(OpenTextWithoutADecoder, SaysToOpenOneFirst)
+{
+    app::AppState state;
+    const attn::Status st = app::openModelText(state, "whatever.txt");
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message.find("open a decoder model first"), std::string::npos) << st.message;
+    EXPECT_FALSE(state.model.active);
+}
+
+// The window's start (issue 18, ModelStartup::async): startModelMode returns once the first run is sent; the
+// frames show the run's progress until it is taken, then the views, and --model-layer is applied then.
+TEST(DecoderAsyncStart, TheWindowDrawsBeforeTheRunAndTheLayerOpensWhenItIsShown)
+{
+    app::AppState state;
+    app::ModelStartup st;
+    st.text = "the cat sat on";
+    st.dir = kTiny;
+    st.openLayer = 1;
+    st.async = true;
+    app::startModelMode(state, st);
+    app::ModelState& m = state.model;
+    ASSERT_TRUE(m.active);
+    // Nothing is taken from the worker outside the frame loop: no run yet, whether or not it has finished.
+    EXPECT_FALSE(m.hasRun());
+    EXPECT_EQ(m.openLayer, -1) << "--model-layer applied before there was a run";
+    EXPECT_TRUE(app::modelViewShown(state));
+    testutil::HeadlessModelWindow win(state);
+    win.frame();  // the panel is drawn before the frame takes the run (drawModelOpenDialog syncs after it)
+    EXPECT_EQ(state.rects.count("model/first_run"), 1u);
+    EXPECT_EQ(state.rects.count("model/textA"), 1u) << "the text is shown while it runs";
+    app::finishModelRuns(state);
+    app::syncModelEdits(state);  // as the next frame does
+    ASSERT_TRUE(m.hasRun()) << m.error;
+    EXPECT_EQ(m.openLayer, 1);
+    EXPECT_FALSE(m.startupLeft.has_value());
+}
+
+TEST(DecoderAsyncStart, AFirstRunThatFailsShowsWhyAndRunStartsItAgain)
+{
+    app::AppState state;
+    app::ModelStartup st;
+    st.text = "caf\xE9";  // not UTF-8: the tokenizer refuses it on the worker
+    st.dir = kTiny;
+    st.openLayer = 1;
+    st.async = true;
+    app::startModelMode(state, st);
+    app::ModelState& m = state.model;
+    app::finishModelRuns(state);
+    app::syncModelEdits(state);
+    EXPECT_FALSE(m.hasRun());
+    EXPECT_NE(m.error.find("UTF-8"), std::string::npos) << m.error;
+    EXPECT_FALSE(m.startupLeft.has_value()) << "the start-up's layer waits for a run that will not come";
+    EXPECT_EQ(m.openLayer, -1);
+    testutil::HeadlessModelWindow win(state);
+    win.frame();
+    EXPECT_EQ(state.rects.count("model/first_run"), 1u);
+    ASSERT_EQ(state.rects.count("model/run"), 1u) << "no Run button";
+    m.textA = "the cat";
+    win.click("model/run");
+    app::finishModelRuns(state);
+    ASSERT_TRUE(m.hasRun()) << m.error;
+    EXPECT_TRUE(m.error.empty()) << m.error;
+    win.frame();
+    EXPECT_EQ(state.rects.count("model/next/0"), 1u) << "the predictions after the run";
 }
 
 TEST(DecoderDrop, AGgufOrAFolderIsAModel)
