@@ -57,19 +57,23 @@ Status lazyAttention(const Eigen::Ref<const Matrix>& Q, const Eigen::Ref<const M
     const int rows = static_cast<int>(Q.rows()), S = static_cast<int>(K.rows());
     context.setZero(rows, Eigen::Index(H) * Dv);
     lse.setConstant(rows, H, kNegInf);
-    const int blocks = (rows + kQueryBlock - 1) / kQueryBlock;
-    const int tasks = H * blocks;
-    // Each task one head × one block of queries, written to its own rows and columns: no sharing.
+    // Each task one KV head × one block of positions, with the query heads that read that KV head stacked (head
+    // g's query i in row g·ib + i): each block of keys and values is read once for the whole group (a grouped-query
+    // model's one-token step streams every layer's K and V: 3× less with SmolLM2's 3 query heads per KV head).
+    // About kQueryBlock stacked rows per task, as before grouping; written to its own rows and columns: no sharing.
+    const int positionsPerBlock = std::max(1, kQueryBlock / group);
+    const int blocks = (rows + positionsPerBlock - 1) / positionsPerBlock;
+    const int tasks = Hkv * blocks;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int t = 0; t < tasks; ++t) {
-        const int h = t / blocks, qb = t % blocks, kvh = h / group;
-        const int i0 = qb * kQueryBlock, ib = std::min(kQueryBlock, rows - i0);
+        const int kvh = t / blocks, qb = t % blocks;
+        const int i0 = qb * positionsPerBlock, ib = std::min(positionsPerBlock, rows - i0), R = group * ib;
         const int first = pos0 + i0, last = pos0 + i0 + ib - 1;  // positions of the block's queries
         const int lo = spec.window > 0 ? std::max(0, first - spec.window + 1) : 0;
         const int hi = spec.causal ? std::min(S, last + 1) : S;
-        Eigen::VectorXf m = Eigen::VectorXf::Constant(ib, kNegInf), l = Eigen::VectorXf::Zero(ib);
-        Matrix acc = Matrix::Zero(ib, Dv), s, p;
-        const auto q = Q.block(i0, Eigen::Index(h) * D, ib, D);
+        Eigen::VectorXf m = Eigen::VectorXf::Constant(R, kNegInf), l = Eigen::VectorXf::Zero(R);
+        Matrix acc = Matrix::Zero(R, Dv), s, p, q(R, D);
+        for (int g = 0; g < group; ++g) q.middleRows(Eigen::Index(g) * ib, ib) = Q.block(i0, Eigen::Index(kvh * group + g) * D, ib, D);
         for (int j0 = lo; j0 < hi; j0 += kKeyBlock) {
             const int jb = std::min(kKeyBlock, hi - j0);
             s.noalias() = q * K.block(j0, Eigen::Index(kvh) * D, jb, D).transpose();
@@ -78,16 +82,16 @@ Status lazyAttention(const Eigen::Ref<const Matrix>& Q, const Eigen::Ref<const M
             const bool causalEdge = spec.causal && j0 + jb - 1 > first;
             const bool windowEdge = spec.window > 0 && j0 <= last - spec.window;
             if (causalEdge || windowEdge)
-                for (int r = 0; r < ib; ++r) {
-                    const int pos = first + r;
+                for (int r = 0; r < R; ++r) {
+                    const int pos = first + r % ib;
                     for (int j = 0; j < jb; ++j) {
                         const int key = j0 + j;
                         if ((spec.causal && key > pos) || (spec.window > 0 && key <= pos - spec.window)) s(r, j) = kNegInf;
                     }
                 }
             const Eigen::VectorXf bm = s.rowwise().maxCoeff();
-            Eigen::VectorXf sub(ib), alpha(ib);
-            for (int r = 0; r < ib; ++r) {
+            Eigen::VectorXf sub(R), alpha(R);
+            for (int r = 0; r < R; ++r) {
                 const float mNew = std::max(m[r], bm[r]);
                 // Nothing unmasked so far (m = −inf): acc and l are 0, so alpha does not matter; and a row still
                 // without a key subtracts 0 (exp(−inf − 0) = 0, where −inf − (−inf) would be NaN).
@@ -100,11 +104,12 @@ Status lazyAttention(const Eigen::Ref<const Matrix>& Q, const Eigen::Ref<const M
             acc = alpha.asDiagonal() * acc;
             acc.noalias() += p * V.block(j0, Eigen::Index(kvh) * Dv, jb, Dv);
         }
-        const bool off = h < int(ablated.size()) && ablated[std::size_t(h)];
-        for (int r = 0; r < ib; ++r) {
+        for (int r = 0; r < R; ++r) {
+            const int h = kvh * group + r / ib, i = i0 + r % ib;
             if (!(l[r] > 0)) continue;  // no unmasked key: context 0, lse −inf
-            lse(i0 + r, h) = m[r] + std::log(l[r]);
-            if (!off) context.row(i0 + r).segment(Eigen::Index(h) * Dv, Dv) = acc.row(r) / l[r];
+            lse(i, h) = m[r] + std::log(l[r]);
+            const bool off = h < int(ablated.size()) && ablated[std::size_t(h)];
+            if (!off) context.row(i).segment(Eigen::Index(h) * Dv, Dv) = acc.row(r) / l[r];
         }
     }
     return Status::success();
