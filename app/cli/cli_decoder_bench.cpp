@@ -70,7 +70,7 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
     mo.lazy = n > 1024;
     const int repeats = mo.lazy ? std::min(opt.repeats, 3) : opt.repeats;
     attn::DecoderRun run;
-    std::vector<double> forward, append, ablate;
+    std::vector<double> forward, append, ablate, surprise;
     if (attn::Status s = attn::runDecoder(*model, ids, mo, run); !s.ok()) return printError(s.message), kExitFailure;
     // Peak memory of the model and one n-token run (issue 18: ≤ 450 MB for SmolLM2 at 128 tokens), before the
     // bench's own copies of runs, the bounds' buffers (512 MB) and the interpretability scans, which peak_rss_mb at
@@ -102,9 +102,14 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
         append.push_back(msSince(t0));
         if (!s.ok()) return printError(s.message), kExitFailure;
         run.ablated = {{layer, r % c.heads}};
+        // The new predictions first (what the window shows at once), then every position's surprise.
         t0 = Clock::now();
-        s = attn::recomputeDecoderFrom(*model, layer, run);
+        s = attn::recomputeDecoderFrom(*model, layer, run, attn::Backend::Cpu, attn::SurpriseUpdate::Deferred);
         ablate.push_back(msSince(t0));
+        if (!s.ok()) return printError(s.message), kExitFailure;
+        t0 = Clock::now();
+        s = attn::updateDecoderSurprise(*model, run);
+        surprise.push_back(msSince(t0));
         if (!s.ok()) return printError(s.message), kExitFailure;
     }
     // One head's map as the views ask for it (issue 18): the whole map max-pooled to 1024 × 1024 (the overview a
@@ -222,8 +227,9 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
     j["weights_mb"] = weightBytes(*model) / 1e6;                   // streamed per appended token
     j["dense_weights_mb"] = double(model->denseWeightBytes()) / 1e6;  // float32 the model holds in memory
     j["ablation_layer"] = layer;
-    j["ablation_toggle_ms"] = abl;
+    j["ablation_toggle_ms"] = abl;  // to the new predictions (the last position's logits)
     j["ablation_over_forward"] = abl / fwd;
+    j["ablation_surprise_ms"] = median(surprise);  // then every position's surprise (the LM head at every position)
     j["ablation_goal"] = double(c.layers - layer) / c.layers;  // (L − l) / L
     j["head_map_ms"] = median(headMap);    // a head's whole map pooled to 1024²: ≤ 150 ms at 8192 is issue 18's goal
     j["head_tile_ms"] = median(headTile);  // a zoomed 64 × 64 tile: ≤ 30 ms

@@ -18,7 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -442,45 +444,51 @@ LazyAttentionSpec lazySpec(const DecoderConfig& c)
     return LazyAttentionSpec{c.heads, c.kvHeads, 1.0f / std::sqrt(float(c.headDim)), true, c.slidingWindow};
 }
 
-// Layer l's attention without maps (DecoderOptions::lazy): Q, K, V of queries at positions pos0…, keys 0…S−1; the
-// context goes into res.concat's rows pos0… (the caller sized it), the new LazyLayer into run.lazyLayers[l].
+template <class M>
+void appendRows(M& dst, const M& rows)
+{
+    const Eigen::Index n = dst.rows();
+    dst.conservativeResize(n + rows.rows(), Eigen::NoChange);  // row-major, same width: a realloc, not a copy
+    dst.bottomRows(rows.rows()) = rows;
+}
+
+// Layer l's attention without maps (DecoderOptions::lazy): Q, K, V of the queries at positions pos0…; with pos0 > 0
+// the kept positions' keys and values are run.lazyLayers[l]'s K and res.V, which grow by these rows (K in place
+// when it can: LazyLayer::appended). The context goes into res.concat's rows pos0…, their output (context · W^O +
+// b^O) into res.output, which holds only them (the caller adds them to the residual and drops them).
 Status lazyLayer(const DecoderModel& m, int l, DecoderRun& run, Matrix Q, Matrix K, Matrix V, int pos0)
 {
     const DecoderConfig& c = m.config;
     std::vector<std::uint8_t> off(static_cast<std::size_t>(c.heads), 0);
     for (const auto& [al, ah] : run.ablated)
         if (al == l) off[static_cast<std::size_t>(ah)] = 1;
-    Matrix context, lse;
-    ATTNSCOPE_RETURN_IF_ERROR(lazyAttention(Q, K, V, lazySpec(c), pos0, context, lse, off));
     AttentionResult& res = run.attention[static_cast<std::size_t>(l)];
-    // The new rows' output (context · W^O + b^O) into res.output, which holds only them (the caller adds them to
-    // the residual and drops them).
+    std::shared_ptr<const LazyLayer>& kept = run.lazyLayers[static_cast<std::size_t>(l)];
+    Matrix lse;
     AttentionResult part;
-    part.concat = context;
+    if (pos0 == 0) {
+        ATTNSCOPE_RETURN_IF_ERROR(lazyAttention(Q, K, V, lazySpec(c), 0, part.concat, lse, off));
+        kept = std::make_shared<const LazyLayer>(std::move(Q), std::move(K), std::move(lse));
+        res.V = std::move(V);
+    } else {
+        std::shared_ptr<LazyLayer> grown = kept->appended(Q, K);
+        appendRows(res.V, V);
+        ATTNSCOPE_RETURN_IF_ERROR(lazyAttention(Q, grown->K, res.V, lazySpec(c), pos0, part.concat, lse, off));
+        grown->setLse(pos0, lse);
+        kept = std::move(grown);
+    }
     projectOut(m, l, {}, 0, part);  // the ablated heads' contexts are 0 already
     res.output = std::move(part.output);
-    auto layer = std::make_shared<LazyLayer>();
-    if (pos0 == 0) {
-        layer->Q = std::move(Q);
-        layer->lse = std::move(lse);
-        res.concat = std::move(context);
-    } else {
-        const LazyLayer& old = *run.lazyLayers[static_cast<std::size_t>(l)];
-        layer->Q.resize(old.Q.rows() + Q.rows(), Q.cols());
-        layer->Q << old.Q, Q;
-        layer->lse.resize(old.lse.rows() + lse.rows(), lse.cols());
-        layer->lse << old.lse, lse;
-        res.concat.conservativeResize(pos0 + context.rows(), Eigen::NoChange);
-        res.concat.bottomRows(context.rows()) = context;
+    if (pos0 == 0) res.concat = std::move(part.concat);
+    else {
+        res.concat.conservativeResize(pos0, Eigen::NoChange);
+        appendRows(res.concat, part.concat);
     }
-    layer->K = std::move(K);
-    res.V = std::move(V);
     res.Q.resize(0, 0);
     res.K.resize(0, 0);
     res.heads.clear();
     res.scale = lazySpec(c).scale;
     res.layout = Layout::Row;
-    run.lazyLayers[static_cast<std::size_t>(l)] = std::move(layer);
     return Status::success();
 }
 
@@ -529,18 +537,15 @@ Status runLayer(DecoderModel& m, int l, DecoderRun& run, Backend backend)
 // of the next token and dropped, so that n×V logits never exist at once (8192 × 49152 floats would be 1.6 GB).
 constexpr Eigen::Index kLogitRows = 64;
 
-void predictions(const DecoderModel& m, DecoderRun& run, Eigen::Index from)
+// The surprise of positions first+1 … last+1 from the logits of positions first … last (and the last position's
+// logits when last is n − 1).
+void logitRows(const DecoderModel& m, DecoderRun& run, Eigen::Index first, Eigen::Index last)
 {
     const WeightMatrix& E = m.unembedding();
-    finalNorm(m, run.hidden.back(), run.finalHidden);
     const Eigen::Index n = run.finalHidden.rows();
-    run.surprise.resize(static_cast<std::size_t>(n));
-    if (from == 0 && n > 0) run.surprise[0] = std::numeric_limits<float>::quiet_NaN();
-    // Position i's logits predict token i + 1; the last position's are kept whole.
-    const Eigen::Index first = std::max<Eigen::Index>(from - 1, 0);
     Matrix logits, block;
-    for (Eigen::Index r0 = first; r0 < n; r0 += kLogitRows) {
-        const Eigen::Index rows = std::min(kLogitRows, n - r0);
+    for (Eigen::Index r0 = first; r0 <= last; r0 += kLogitRows) {
+        const Eigen::Index rows = std::min(kLogitRows, last + 1 - r0);
         block = run.finalHidden.middleRows(r0, rows);
         product(block, E, logits);
         for (Eigen::Index i = 0; i < rows; ++i) {
@@ -553,6 +558,34 @@ void predictions(const DecoderModel& m, DecoderRun& run, Eigen::Index from)
             }
         }
     }
+}
+
+// The final norm and the LM head of positions from… (the rows before are kept: finalHidden's rows and the
+// surprise up to position from − 1 are a shorter run's, which causality leaves valid), or with `surprise` Deferred
+// the last position's logits only (run.surpriseStale until updateDecoderSurprise).
+void predictions(const DecoderModel& m, DecoderRun& run, Eigen::Index from, SurpriseUpdate surprise = SurpriseUpdate::Now)
+{
+    const Matrix& x = run.hidden.back();
+    const Eigen::Index n = x.rows();
+    if (from > 0 && from <= n && run.finalHidden.rows() >= from && run.finalHidden.cols() == x.cols()) {
+        run.finalHidden.conservativeResize(from, Eigen::NoChange);
+        Matrix normed;
+        finalNorm(m, x.bottomRows(n - from), normed);
+        appendRows(run.finalHidden, normed);
+    } else {
+        from = 0;
+        finalNorm(m, x, run.finalHidden);
+    }
+    run.surprise.resize(static_cast<std::size_t>(n));
+    if (n == 0) return;
+    if (from == 0) run.surprise[0] = std::numeric_limits<float>::quiet_NaN();
+    if (surprise == SurpriseUpdate::Deferred) {
+        run.surpriseStale = true;
+        logitRows(m, run, n - 1, n - 1);
+        return;
+    }
+    // Position i's logits predict token i + 1; the last position's are kept whole.
+    logitRows(m, run, std::max<Eigen::Index>(from - 1, 0), n - 1);
 }
 
 } // namespace
@@ -614,7 +647,7 @@ Expected<DecoderRun> runDecoder(DecoderModel& model, const std::vector<int>& ids
     return run;
 }
 
-Status recomputeDecoderFrom(DecoderModel& model, int fromLayer, DecoderRun& run, Backend backend)
+Status recomputeDecoderFrom(DecoderModel& model, int fromLayer, DecoderRun& run, Backend backend, SurpriseUpdate surprise)
 {
     const int L = model.config.layers;
     if (fromLayer < 0 || fromLayer >= L)
@@ -629,7 +662,24 @@ Status recomputeDecoderFrom(DecoderModel& model, int fromLayer, DecoderRun& run,
         if (run.onLayer && !run.onLayer(l - fromLayer + 1, L - fromLayer))
             return makeError(StatusCode::Cancelled, "the run was cancelled at layer " + std::to_string(l + 1) + " of " + std::to_string(L));
     }
-    predictions(model, run, 0);
+    if (surprise == SurpriseUpdate::Now) run.surpriseStale = false;
+    predictions(model, run, 0, surprise);
+    return Status::success();
+}
+
+Status updateDecoderSurprise(const DecoderModel& model, DecoderRun& run)
+{
+    const Eigen::Index n = run.finalHidden.rows();
+    if (n != run.hidden.back().rows() || static_cast<std::size_t>(n) != run.encoding.ids.size())
+        return invalidArgument("surprise: the run's final norm has " + std::to_string(n) + " rows, its text " +
+                               std::to_string(run.encoding.ids.size()) + " tokens");
+    if (!run.surpriseStale) return Status::success();
+    const TeamsForTheLoad teams;
+    run.surprise.resize(static_cast<std::size_t>(n));
+    if (n > 0) run.surprise[0] = std::numeric_limits<float>::quiet_NaN();
+    // Positions 0 … n − 2 predict tokens 1 … n − 1; the last position's logits are up to date already.
+    if (n > 1) logitRows(model, run, 0, n - 2);
+    run.surpriseStale = false;
     return Status::success();
 }
 
@@ -639,23 +689,41 @@ Status recomputeDecoderFrom(DecoderModel& model, int fromLayer, DecoderRun& run,
 
 namespace {
 
-// Grows a square per-head map (old n×n) to (n+m)×(n+m): old rows keep their values and gain zero columns (those
-// keys are in their future), the new rows come from `rows` (m×(n+m)).
+// Grows a square per-head map (old n×n) to (n+m)×(n+m): old rows keep their values and gain `fill` columns (those
+// keys are in their future), the new rows come from `rows` (m×(n+m)). In the map's own buffer: reallocated to the
+// new size through a one-column shape (Eigen keeps the values of a resize that keeps the number of coefficients,
+// and reallocates a row-major matrix that keeps its width), then the old rows are moved to the wider stride, the
+// last one first. The n×n values are still moved once (the maps are contiguous n×n matrices for every reader),
+// but nothing is allocated anew, zeroed or copied through a second buffer.
+// Keeps the top-left t×t of a square map, in its own buffer (growSquare's reverse: the rows moved to the narrower
+// stride, the first one first, then the buffer shrunk).
 template <class M>
-void growSquare(M& map, const M& rows, typename M::Scalar fill)
+void shrinkSquare(M& map, Eigen::Index t)
 {
-    const Eigen::Index n = map.rows(), total = rows.cols();
-    map.conservativeResize(total, total);
-    map.topRightCorner(n, total - n).setConstant(fill);
-    map.bottomRows(total - n) = rows;
+    using Scalar = typename M::Scalar;
+    const Eigen::Index n = map.rows();
+    assert(map.cols() == n && t <= n);
+    if (t == n) return;
+    Scalar* d = map.data();
+    for (Eigen::Index i = 1; i < t; ++i) std::memmove(d + i * t, d + i * n, std::size_t(t) * sizeof(Scalar));
+    map.resize(n * n, 1);
+    map.conservativeResize(t * t, 1);
+    map.resize(t, t);
 }
 
 template <class M>
-void appendRows(M& dst, const M& rows)
+void growSquare(M& map, const M& rows, typename M::Scalar fill)
 {
-    const Eigen::Index n = dst.rows();
-    dst.conservativeResize(n + rows.rows(), Eigen::NoChange);
-    dst.bottomRows(rows.rows()) = rows;
+    using Scalar = typename M::Scalar;
+    const Eigen::Index n = map.rows(), total = rows.cols(), m = total - n;
+    assert(map.cols() == n && rows.rows() == m);
+    map.resize(n * n, 1);
+    map.conservativeResize(total * total, 1);
+    map.resize(total, total);
+    Scalar* d = map.data();
+    for (Eigen::Index i = n - 1; i >= 1; --i) std::memmove(d + i * total, d + i * n, std::size_t(n) * sizeof(Scalar));
+    map.topRightCorner(n, m).setConstant(fill);
+    map.bottomRows(m) = rows;
 }
 
 } // namespace
@@ -692,11 +760,7 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
         attentionInputs(model, layer, run.hidden[static_cast<std::size_t>(l)].bottomRows(m), n, buf.normed, in.Q, Knew, Vnew);
         if (run.lazy) {
             // The new queries against every key: only their rows are computed, the kept statistics stay.
-            const LazyLayer& old = *run.lazyLayers[static_cast<std::size_t>(l)];
-            Matrix K(n + m, Knew.cols()), V(n + m, Vnew.cols());
-            K << old.K, Knew;
-            V << res.V, Vnew;
-            ATTNSCOPE_RETURN_IF_ERROR(lazyLayer(model, l, run, std::move(in.Q), std::move(K), std::move(V), n));
+            ATTNSCOPE_RETURN_IF_ERROR(lazyLayer(model, l, run, std::move(in.Q), std::move(Knew), std::move(Vnew), n));
             Matrix out;
             afterAttention(model, layer, res.output, run.hidden[static_cast<std::size_t>(l)].bottomRows(m), buf.block, out);
             res.output.resize(0, 0);
@@ -756,19 +820,10 @@ namespace {
 void truncateRun(DecoderRun& run, int t)
 {
     auto keepRows = [t](auto& m) { m.conservativeResize(std::min<Eigen::Index>(t, m.rows()), Eigen::NoChange); };
-    auto keepSquare = [t](auto& m) {
-        const Eigen::Index k = std::min<Eigen::Index>(t, m.rows());
-        m.conservativeResize(k, k);
-    };
+    auto keepSquare = [t](auto& m) { shrinkSquare(m, std::min<Eigen::Index>(t, m.rows())); };
     for (Matrix& h : run.hidden) keepRows(h);
-    for (std::shared_ptr<const LazyLayer>& p : run.lazyLayers) {
-        if (!p) continue;
-        auto kept = std::make_shared<LazyLayer>();
-        kept->Q = p->Q.topRows(std::min<Eigen::Index>(t, p->Q.rows()));
-        kept->K = p->K.topRows(std::min<Eigen::Index>(t, p->K.rows()));
-        kept->lse = p->lse.topRows(std::min<Eigen::Index>(t, p->lse.rows()));
-        p = std::move(kept);
-    }
+    for (std::shared_ptr<const LazyLayer>& p : run.lazyLayers)
+        if (p) p = p->truncated(t);  // a view of the same rows: nothing copied
     for (AttentionResult& r : run.attention) {
         keepRows(r.Q);
         keepRows(r.K);

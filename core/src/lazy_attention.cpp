@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cassert>
 #include <limits>
+#include <mutex>
+#include <set>
 #include <string>
 
 namespace attn {
@@ -15,9 +18,9 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr int kQueryBlock = 64;
 constexpr int kKeyBlock = 256;
 
-std::string dims(const Matrix& m) { return std::to_string(m.rows()) + "×" + std::to_string(m.cols()); }
+std::string dims(const Eigen::Ref<const Matrix>& m) { return std::to_string(m.rows()) + "×" + std::to_string(m.cols()); }
 
-Status checkShapes(const Matrix& Q, const Matrix& K, const Matrix& V, const LazyAttentionSpec& s, int pos0, int& D,
+Status checkShapes(const Eigen::Ref<const Matrix>& Q, const Eigen::Ref<const Matrix>& K, const Eigen::Ref<const Matrix>& V, const LazyAttentionSpec& s, int pos0, int& D,
                    int& Dv)
 {
     const int H = s.heads, Hkv = s.kvHeads > 0 ? s.kvHeads : s.heads;
@@ -44,8 +47,9 @@ double lazyLayerBytes(long n, int heads, int kvHeads, int headDim)
     return 4.0 * double(n) * (double(heads) * headDim + 2 * Hkv * headDim + heads);
 }
 
-Status lazyAttention(const Matrix& Q, const Matrix& K, const Matrix& V, const LazyAttentionSpec& spec, int pos0,
-                     Matrix& context, Matrix& lse, const std::vector<std::uint8_t>& ablated)
+Status lazyAttention(const Eigen::Ref<const Matrix>& Q, const Eigen::Ref<const Matrix>& K, const Eigen::Ref<const Matrix>& V,
+                     const LazyAttentionSpec& spec, int pos0, Matrix& context, Matrix& lse,
+                     const std::vector<std::uint8_t>& ablated)
 {
     int D = 0, Dv = 0;
     ATTNSCOPE_RETURN_IF_ERROR(checkShapes(Q, K, V, spec, pos0, D, Dv));
@@ -53,19 +57,23 @@ Status lazyAttention(const Matrix& Q, const Matrix& K, const Matrix& V, const La
     const int rows = static_cast<int>(Q.rows()), S = static_cast<int>(K.rows());
     context.setZero(rows, Eigen::Index(H) * Dv);
     lse.setConstant(rows, H, kNegInf);
-    const int blocks = (rows + kQueryBlock - 1) / kQueryBlock;
-    const int tasks = H * blocks;
-    // Each task one head × one block of queries, written to its own rows and columns: no sharing.
+    // Each task one KV head × one block of positions, with the query heads that read that KV head stacked (head
+    // g's query i in row g·ib + i): each block of keys and values is read once for the whole group (a grouped-query
+    // model's one-token step streams every layer's K and V: 3× less with SmolLM2's 3 query heads per KV head).
+    // About kQueryBlock stacked rows per task, as before grouping; written to its own rows and columns: no sharing.
+    const int positionsPerBlock = std::max(1, kQueryBlock / group);
+    const int blocks = (rows + positionsPerBlock - 1) / positionsPerBlock;
+    const int tasks = Hkv * blocks;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int t = 0; t < tasks; ++t) {
-        const int h = t / blocks, qb = t % blocks, kvh = h / group;
-        const int i0 = qb * kQueryBlock, ib = std::min(kQueryBlock, rows - i0);
+        const int kvh = t / blocks, qb = t % blocks;
+        const int i0 = qb * positionsPerBlock, ib = std::min(positionsPerBlock, rows - i0), R = group * ib;
         const int first = pos0 + i0, last = pos0 + i0 + ib - 1;  // positions of the block's queries
         const int lo = spec.window > 0 ? std::max(0, first - spec.window + 1) : 0;
         const int hi = spec.causal ? std::min(S, last + 1) : S;
-        Eigen::VectorXf m = Eigen::VectorXf::Constant(ib, kNegInf), l = Eigen::VectorXf::Zero(ib);
-        Matrix acc = Matrix::Zero(ib, Dv), s, p;
-        const auto q = Q.block(i0, Eigen::Index(h) * D, ib, D);
+        Eigen::VectorXf m = Eigen::VectorXf::Constant(R, kNegInf), l = Eigen::VectorXf::Zero(R);
+        Matrix acc = Matrix::Zero(R, Dv), s, p, q(R, D);
+        for (int g = 0; g < group; ++g) q.middleRows(Eigen::Index(g) * ib, ib) = Q.block(i0, Eigen::Index(kvh * group + g) * D, ib, D);
         for (int j0 = lo; j0 < hi; j0 += kKeyBlock) {
             const int jb = std::min(kKeyBlock, hi - j0);
             s.noalias() = q * K.block(j0, Eigen::Index(kvh) * D, jb, D).transpose();
@@ -74,16 +82,16 @@ Status lazyAttention(const Matrix& Q, const Matrix& K, const Matrix& V, const La
             const bool causalEdge = spec.causal && j0 + jb - 1 > first;
             const bool windowEdge = spec.window > 0 && j0 <= last - spec.window;
             if (causalEdge || windowEdge)
-                for (int r = 0; r < ib; ++r) {
-                    const int pos = first + r;
+                for (int r = 0; r < R; ++r) {
+                    const int pos = first + r % ib;
                     for (int j = 0; j < jb; ++j) {
                         const int key = j0 + j;
                         if ((spec.causal && key > pos) || (spec.window > 0 && key <= pos - spec.window)) s(r, j) = kNegInf;
                     }
                 }
             const Eigen::VectorXf bm = s.rowwise().maxCoeff();
-            Eigen::VectorXf sub(ib), alpha(ib);
-            for (int r = 0; r < ib; ++r) {
+            Eigen::VectorXf sub(R), alpha(R);
+            for (int r = 0; r < R; ++r) {
                 const float mNew = std::max(m[r], bm[r]);
                 // Nothing unmasked so far (m = −inf): acc and l are 0, so alpha does not matter; and a row still
                 // without a key subtracts 0 (exp(−inf − 0) = 0, where −inf − (−inf) would be NaN).
@@ -96,14 +104,120 @@ Status lazyAttention(const Matrix& Q, const Matrix& K, const Matrix& V, const La
             acc = alpha.asDiagonal() * acc;
             acc.noalias() += p * V.block(j0, Eigen::Index(kvh) * Dv, jb, Dv);
         }
-        const bool off = h < int(ablated.size()) && ablated[std::size_t(h)];
-        for (int r = 0; r < ib; ++r) {
+        for (int r = 0; r < R; ++r) {
+            const int h = kvh * group + r / ib, i = i0 + r % ib;
             if (!(l[r] > 0)) continue;  // no unmasked key: context 0, lse −inf
-            lse(i0 + r, h) = m[r] + std::log(l[r]);
-            if (!off) context.row(i0 + r).segment(Eigen::Index(h) * Dv, Dv) = acc.row(r) / l[r];
+            lse(i, h) = m[r] + std::log(l[r]);
+            const bool off = h < int(ablated.size()) && ablated[std::size_t(h)];
+            if (!off) context.row(i).segment(Eigen::Index(h) * Dv, Dv) = acc.row(r) / l[r];
         }
     }
     return Status::success();
+}
+
+// The buffer behind LazyLayers: capacity rows each, of which the living layers view their first n (`views`, one
+// entry per layer). Rows at or past the largest view are free to write; the mutex guards `views` only (the rows a
+// layer writes are reserved under it first, and no living layer reads them).
+struct LazyLayer::Rows {
+    Matrix Q, K, lse;  // capacity × H·D, H_kv·D, H
+    std::mutex mutex;
+    std::multiset<Eigen::Index> views;
+};
+
+namespace {
+
+template <class M>
+Matrix withSpare(M&& rows, Eigen::Index spare)
+{
+    if (spare == 0) return Matrix(std::forward<M>(rows));
+    Matrix out(rows.rows() + spare, rows.cols());
+    out.topRows(rows.rows()) = rows;
+    return out;
+}
+
+} // namespace
+
+std::pair<std::shared_ptr<LazyLayer::Rows>, Eigen::Index> LazyLayer::own(Matrix Q, Matrix K, Matrix lse, Eigen::Index spareRows)
+{
+    assert(Q.rows() == K.rows() && Q.rows() == lse.rows());
+    const Eigen::Index n = Q.rows();
+    if (spareRows < 0) spareRows = defaultSpareRows(n);
+    auto rows = std::make_shared<Rows>();
+    rows->Q = withSpare(std::move(Q), spareRows);
+    rows->K = withSpare(std::move(K), spareRows);
+    rows->lse = withSpare(std::move(lse), spareRows);
+    rows->views.insert(n);
+    return {std::move(rows), n};
+}
+
+Eigen::Index LazyLayer::defaultSpareRows(Eigen::Index n) { return std::max<Eigen::Index>(64, n / 4); }
+
+LazyLayer::LazyLayer(Matrix Q, Matrix K, Matrix lse, Eigen::Index spareRows)
+    : LazyLayer(own(std::move(Q), std::move(K), std::move(lse), spareRows))
+{
+}
+
+LazyLayer::LazyLayer(std::pair<std::shared_ptr<Rows>, Eigen::Index> owned) : LazyLayer(std::move(owned.first), owned.second) {}
+
+LazyLayer::LazyLayer(std::shared_ptr<Rows> rows, Eigen::Index n)
+    : Q(rows->Q.data(), n, rows->Q.cols()), K(rows->K.data(), n, rows->K.cols()), lse(rows->lse.data(), n, rows->lse.cols()),
+      m_rows(std::move(rows))
+{
+}
+
+LazyLayer::~LazyLayer()
+{
+    if (!m_rows) return;
+    std::lock_guard<std::mutex> lock(m_rows->mutex);
+    auto it = m_rows->views.find(Q.rows());
+    if (it != m_rows->views.end()) m_rows->views.erase(it);
+}
+
+std::shared_ptr<LazyLayer> LazyLayer::appended(const Matrix& q, const Matrix& k) const
+{
+    const Eigen::Index n = Q.rows(), m = q.rows();
+    assert(m_rows && k.rows() == m && q.cols() == Q.cols() && k.cols() == K.cols());
+    bool inPlace = false;
+    {
+        std::lock_guard<std::mutex> lock(m_rows->mutex);
+        if (n + m <= m_rows->Q.rows() && *m_rows->views.rbegin() <= n) {
+            m_rows->views.insert(n + m);  // reserved: the rows n… are this caller's to write
+            inPlace = true;
+        }
+    }
+    std::shared_ptr<Rows> rows = m_rows;
+    if (!inPlace) {
+        rows = std::make_shared<Rows>();
+        const Eigen::Index capacity = n + m + defaultSpareRows(n + m);
+        rows->Q.resize(capacity, q.cols());
+        rows->K.resize(capacity, k.cols());
+        rows->lse.resize(capacity, lse.cols());
+        if (n > 0) {
+            rows->Q.topRows(n) = Q;
+            rows->K.topRows(n) = K;
+            rows->lse.topRows(n) = lse;
+        }
+        rows->views.insert(n + m);
+    }
+    rows->Q.middleRows(n, m) = q;
+    rows->K.middleRows(n, m) = k;
+    return std::shared_ptr<LazyLayer>(new LazyLayer(std::move(rows), n + m));
+}
+
+void LazyLayer::setLse(Eigen::Index row0, const Matrix& rows)
+{
+    assert(m_rows && row0 + rows.rows() <= lse.rows() && rows.cols() == lse.cols());
+    m_rows->lse.middleRows(row0, rows.rows()) = rows;
+}
+
+std::shared_ptr<const LazyLayer> LazyLayer::truncated(Eigen::Index t) const
+{
+    t = std::min(t, Q.rows());
+    {
+        std::lock_guard<std::mutex> lock(m_rows->mutex);
+        m_rows->views.insert(t);
+    }
+    return std::shared_ptr<const LazyLayer>(new LazyLayer(m_rows, t));
 }
 
 LazyMaps::LazyMaps(std::vector<std::shared_ptr<const LazyLayer>> layers, const LazyAttentionSpec& spec)

@@ -342,6 +342,133 @@ TEST(DecoderRun, TheLazyForwardEqualsTheDenseOne)
     }
 }
 
+// Compares a run with a whole forward over its tokens: residual streams, per-head maps (dense) or every head's
+// weights through the tile seam (lazy), logits and surprise. Tolerances as in AppendingTokensEqualsAWholeForward.
+void expectEqualsAWholeForward(attn::DecoderModel& model, const attn::DecoderRun& run, bool lazy, const std::string& what)
+{
+    attn::DecoderOptions o;
+    o.lazy = lazy;
+    o.ablate = run.ablated;
+    auto whole = attn::runDecoder(model, run.encoding.ids, o);
+    ASSERT_TRUE(whole.ok()) << whole.status().message;
+    for (std::size_t l = 0; l < run.hidden.size(); ++l)
+        EXPECT_LE(maxAbsDiff(run.hidden[l], whole->hidden[l]), 1e-5) << what << " hidden " << l;
+    EXPECT_LE(maxAbsDiff(run.finalHidden, whole->finalHidden), 1e-5) << what;
+    const auto a = attn::decoderMaps(model, run), b = attn::decoderMaps(model, *whole);
+    ASSERT_EQ(a->queries(), b->queries()) << what;
+    for (int l = 0; l < model.config.layers; ++l)
+        for (int h = 0; h < model.config.heads; ++h) {
+            attn::Matrix x, y;
+            ASSERT_TRUE(a->whole(attn::MapKind::Weights, l, h, x).ok());
+            ASSERT_TRUE(b->whole(attn::MapKind::Weights, l, h, y).ok());
+            EXPECT_LE(maxAbsDiff(x, y), 1e-6) << what << " L" << l << " H" << h;
+            if (lazy) continue;
+            const auto& p = run.attention[std::size_t(l)].heads[std::size_t(h)];
+            const auto& q = whole->attention[std::size_t(l)].heads[std::size_t(h)];
+            EXPECT_LE(maxAbsDiff(p.scores, q.scores), 1e-5) << what << " L" << l << " H" << h;
+            EXPECT_TRUE(p.masked == q.masked) << what << " L" << l << " H" << h;
+            EXPECT_LE(maxAbsDiff(p.Q, q.Q), 1e-5) << what << " L" << l << " H" << h;
+            EXPECT_LE(maxAbsDiff(p.K, q.K), 1e-5) << what << " L" << l << " H" << h;
+        }
+    EXPECT_LE((run.lastLogits - whole->lastLogits).cwiseAbs().maxCoeff(), 1e-4) << what;
+    ASSERT_EQ(run.surprise.size(), whole->surprise.size()) << what;
+    EXPECT_FALSE(run.surpriseStale) << what;
+    for (std::size_t i = 1; i < run.surprise.size(); ++i) EXPECT_NEAR(run.surprise[i], whole->surprise[i], 1e-4) << what << " token " << i;
+}
+
+// The storage that grows in place (issue 17/18): a hundred appends of one token, dense and lazy, crossing the lazy
+// layers' buffer capacity (3 rows + 64 spare) and the dense maps' reallocation at every size; truncating and
+// appending; a copy of the run (sharing the lazy rows) appended to independently; the maps a view took before an
+// edit unchanged after it. Each equals a whole forward.
+TEST(DecoderRun, ManyAppendsTruncationsAndCopiesEqualAWholeForward)
+{
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama");
+    ASSERT_TRUE(model.ok()) << model.status().message;
+    std::vector<int> ids;
+    for (int i = 0; i < 110; ++i) ids.push_back((i * 53 + 11) % 300);
+    for (bool lazy : {false, true}) {
+        const std::string mode = lazy ? "lazy" : "dense";
+        attn::DecoderOptions o;
+        o.lazy = lazy;
+        o.ablate = {{1, 1}};
+        attn::DecoderRun run;
+        ASSERT_TRUE(attn::runDecoder(*model, std::vector<int>(ids.begin(), ids.begin() + 3), o, run).ok());
+        std::shared_ptr<const attn::AttentionMaps> early;
+        attn::Matrix earlyWeights;
+        for (std::size_t n = 3; n < ids.size(); ++n) {
+            ASSERT_TRUE(attn::appendTokens(*model, {ids[n]}, run).ok()) << mode << " at " << n;
+            if (n == 60) {
+                // A view's maps, kept while the run grows on and is cut back below them (the window's views hold
+                // them while the worker runs).
+                early = attn::decoderMaps(*model, run);
+                ASSERT_TRUE(early->whole(attn::MapKind::Weights, 1, 2, earlyWeights).ok());
+            }
+            if (n == 10 || n == 66 || n == 67 || n == 70 || n + 1 == ids.size())
+                expectEqualsAWholeForward(*model, run, lazy, mode + " appended to " + std::to_string(n + 1));
+        }
+        // A copy appended to on its own, and the run truncated and appended with other tokens.
+        attn::DecoderRun copy = run;
+        ASSERT_TRUE(attn::appendTokens(*model, {7}, copy).ok());
+        std::vector<int> edited(ids.begin(), ids.begin() + 50);
+        edited.insert(edited.end(), {9, 8, 7, 6, 5});
+        int reused = 0;
+        ASSERT_TRUE(attn::rerunDecoder(*model, edited, o, true, run, &reused).ok());
+        EXPECT_EQ(reused, 50) << mode;
+        expectEqualsAWholeForward(*model, run, lazy, mode + " truncated and appended");
+        expectEqualsAWholeForward(*model, copy, lazy, mode + " copy appended");
+        ASSERT_TRUE(attn::appendTokens(*model, {1, 2, 3}, run).ok());
+        expectEqualsAWholeForward(*model, run, lazy, mode + " appended after the edit");
+        if (lazy) {  // the dense maps are the run's own (DenseMaps references them): valid until the run changes
+            attn::Matrix now;
+            ASSERT_TRUE(early->whole(attn::MapKind::Weights, 1, 2, now).ok());
+            EXPECT_EQ(maxAbsDiff(now, earlyWeights), 0.0) << "a view's rows changed under it";
+        }
+    }
+}
+
+// Two-phase predictions after an ablation toggle: the last position's logits first (the surprise marked stale),
+// then every position's surprise; both equal a fresh forward's, dense and lazy, and also after an append in between.
+TEST(DecoderRun, DeferredSurpriseEqualsAFreshForward)
+{
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_qwen2");
+    ASSERT_TRUE(model.ok()) << model.status().message;
+    std::vector<int> ids;
+    for (int i = 0; i < 90; ++i) ids.push_back((i * 29 + 3) % 300);
+    for (bool lazy : {false, true}) {
+        const std::string mode = lazy ? "lazy" : "dense";
+        attn::DecoderOptions o;
+        o.lazy = lazy;
+        attn::DecoderRun run;
+        ASSERT_TRUE(attn::runDecoder(*model, std::vector<int>(ids.begin(), ids.end() - 1), o, run).ok());
+        const std::vector<float> before = run.surprise;
+        run.ablated = {{0, 1}};
+        ASSERT_TRUE(attn::recomputeDecoderFrom(*model, 0, run, attn::Backend::Cpu, attn::SurpriseUpdate::Deferred).ok());
+        EXPECT_TRUE(run.surpriseStale) << mode;
+        o.ablate = run.ablated;
+        auto fresh = attn::runDecoder(*model, run.encoding.ids, o);
+        ASSERT_TRUE(fresh.ok());
+        // The last position's logits by the one-row product (GEMV) where the forward made them in a block of rows
+        // (panels): the same sums in another order, 1e-6 of logits of order 10 here.
+        EXPECT_LE((run.lastLogits - fresh->lastLogits).cwiseAbs().maxCoeff(), 1e-5f) << mode;
+        for (std::size_t i = 1; i < before.size(); ++i)
+            EXPECT_EQ(run.surprise[i], before[i]) << mode << ": the first phase leaves the surprise as it was, token " << i;
+        ASSERT_TRUE(attn::updateDecoderSurprise(*model, run).ok());
+        EXPECT_FALSE(run.surpriseStale);
+        ASSERT_EQ(run.surprise.size(), fresh->surprise.size());
+        // Rows of the LM head in other blocks than the forward's (0…n−2 instead of 0…n−1): 1e-5 nats of float
+        // rounding at most (the products of a row do not depend on the others; the log-sum-exp is summed alike).
+        for (std::size_t i = 1; i < run.surprise.size(); ++i) EXPECT_NEAR(run.surprise[i], fresh->surprise[i], 1e-5) << mode << " token " << i;
+        EXPECT_TRUE(std::isnan(run.surprise[0]));
+        // Deferred, then a token appended (the new position's surprise now), then the second phase.
+        run.ablated = {{1, 2}};
+        ASSERT_TRUE(attn::recomputeDecoderFrom(*model, 0, run, attn::Backend::Cpu, attn::SurpriseUpdate::Deferred).ok());
+        ASSERT_TRUE(attn::appendTokens(*model, {ids.back()}, run).ok());
+        EXPECT_TRUE(run.surpriseStale) << mode;
+        ASSERT_TRUE(attn::updateDecoderSurprise(*model, run).ok());
+        expectEqualsAWholeForward(*model, run, lazy, mode + " deferred, appended, updated");
+    }
+}
+
 TEST(DecoderRun, AForwardReportsEachLayerAndStopsWhenAsked)
 {
     auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama");

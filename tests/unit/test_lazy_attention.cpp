@@ -77,10 +77,7 @@ TEST(LazyAttention, OutputsAndEveryTileEqualTheDenseCore)
         EXPECT_TRUE(near(context, d.concat, 1e-5f, 1e-5f, "context"));
         // Maps: only for queries that are the whole sequence (LazyMaps is self-attention over the n positions).
         if (c.pos0 != 0) continue;
-        auto layer = std::make_shared<LazyLayer>();
-        layer->Q = Q;
-        layer->K = K;
-        layer->lse = lse;
+        auto layer = std::make_shared<const LazyLayer>(Q, K, lse);
         const LazyMaps lazy({layer}, spec);
         for (Layout layout : {Layout::Row, Layout::Column}) {
             const std::vector<AttentionResult> denseLayers = {dense(Q, K, V, c, scale, layout)};
@@ -121,10 +118,7 @@ TEST(LazyAttention, PooledOverviewEqualsPoolMaxOfTheTiles)
         LazyAttentionSpec spec{H, 1, 0.35f, true, window};
         Matrix context, lse;
         ASSERT_TRUE(lazyAttention(Q, K, V, spec, 0, context, lse).ok());
-        auto layer = std::make_shared<LazyLayer>();
-        layer->Q = Q;
-        layer->K = K;
-        layer->lse = lse;
+        auto layer = std::make_shared<const LazyLayer>(Q, K, lse);
         const LazyMaps maps({layer}, spec);
         for (const MapRect rect : {MapRect{0, 0, n, n}, MapRect{40, 100, 200, 150}, MapRect{300, 0, 33, 333}}) {
             for (auto [pr, pc] : {std::pair{64, 64}, {7, 300}, {1000, 1000}, {1, 1}}) {
@@ -163,6 +157,76 @@ TEST(LazyAttention, RefusesShapesThatDisagree)
     EXPECT_NE(lazyAttention(Q, K, V, {3, 3, 1, true, 0}, 0, context, lse).message.find("expected S×12"), std::string::npos);
     EXPECT_NE(lazyAttention(Q, randomMatrix(rng, 4, 4), randomMatrix(rng, 3, 4), {3, 1, 1, true, 0}, 0, context, lse).message.find("V is 3×4"),
               std::string::npos);
+}
+
+// A LazyLayer's rows grow in a shared buffer (issue 18: appending a token copies no layer's Q and K): every layer
+// made along the way keeps viewing exactly its own rows while later ones append past them (in place), cross the
+// buffer's capacity (a copy into a larger one), truncate and append other rows (a copy: an older layer still views
+// those rows), and a layer whose later views are gone appends in place again.
+TEST(LazyAttention, LayersGrowInPlaceAndNeverChangeRowsAnotherLayerViews)
+{
+    std::mt19937 rng(5);
+    const int total = 60, H = 2, D = 3, Hkv = 1;
+    const Matrix Q = randomMatrix(rng, total, H * D), K = randomMatrix(rng, total, Hkv * D), lse = randomMatrix(rng, total, H);
+    auto same = [](const LazyLayer& l, const Matrix& q, const Matrix& k, const Matrix& s, Eigen::Index n) {
+        return l.Q.rows() == n && l.K.rows() == n && l.lse.rows() == n && Matrix(l.Q) == q.topRows(n) &&
+               Matrix(l.K) == k.topRows(n) && Matrix(l.lse) == s.topRows(n);
+    };
+    std::vector<std::shared_ptr<const LazyLayer>> views;
+    views.push_back(std::make_shared<const LazyLayer>(Q.topRows(3), K.topRows(3), lse.topRows(3), 5));
+    int copies = 0;
+    for (int n = 3; n < total;) {
+        const int m = n % 3 == 0 ? 2 : 1;  // one and two rows at a time
+        std::shared_ptr<LazyLayer> next = views.back()->appended(Q.middleRows(n, m), K.middleRows(n, m));
+        next->setLse(n, lse.middleRows(n, m));
+        if (next->Q.data() != views.back()->Q.data()) ++copies;
+        n += m;
+        views.push_back(std::move(next));
+    }
+    // 3 + 5 spare rows, then a quarter more (at least 64) on the first copy: one copy up to 60 rows.
+    EXPECT_EQ(copies, 1);
+    for (const auto& v : views) EXPECT_TRUE(same(*v, Q, K, lse, v->Q.rows())) << "a layer of " << v->Q.rows() << " rows";
+
+    // Truncate to 10 and append other rows: the layers of 11… rows still view the old ones, so this copies.
+    const Matrix Q2 = randomMatrix(rng, 12, H * D), K2 = randomMatrix(rng, 12, Hkv * D), lse2 = randomMatrix(rng, 12, H);
+    Matrix q = Q, k = K, s = lse;
+    q.middleRows(10, 12) = Q2;
+    k.middleRows(10, 12) = K2;
+    s.middleRows(10, 12) = lse2;
+    std::shared_ptr<const LazyLayer> cut = views.back()->truncated(10);
+    EXPECT_EQ(cut->Q.data(), views.back()->Q.data()) << "a truncation views the same rows";
+    std::shared_ptr<LazyLayer> other = cut->appended(Q2, K2);
+    other->setLse(10, lse2);
+    EXPECT_NE(other->Q.data(), cut->Q.data());
+    EXPECT_TRUE(same(*other, q, k, s, 22));
+    for (const auto& v : views) EXPECT_TRUE(same(*v, Q, K, lse, v->Q.rows())) << "after the edit, " << v->Q.rows() << " rows";
+
+    // Once every layer past 10 rows is gone, appending to the truncated one writes in place.
+    const Eigen::Index kept = views[4]->Q.rows();
+    views.resize(5);  // layers of 3 … kept rows
+    other.reset();
+    cut.reset();
+    std::shared_ptr<const LazyLayer> cut2 = views.back()->truncated(kept);
+    std::shared_ptr<LazyLayer> again = cut2->appended(Q2.topRows(2), K2.topRows(2));
+    again->setLse(kept, lse2.topRows(2));
+    EXPECT_EQ(again->Q.data(), cut2->Q.data()) << "nothing views rows past " << kept << ": appended in place";
+    q = Q;
+    k = K;
+    s = lse;
+    q.middleRows(kept, 2) = Q2.topRows(2);
+    k.middleRows(kept, 2) = K2.topRows(2);
+    s.middleRows(kept, 2) = lse2.topRows(2);
+    EXPECT_TRUE(same(*again, q, k, s, kept + 2));
+    for (const auto& v : views) EXPECT_TRUE(same(*v, Q, K, lse, v->Q.rows()));
+    // Two layers of the same rows appending: the first writes in place, the second copies.
+    std::shared_ptr<LazyLayer> a = cut2->appended(Q.middleRows(kept, 1), K.middleRows(kept, 1));
+    EXPECT_NE(a->Q.data(), cut2->Q.data()) << "`again` views row " << kept;
+    again.reset();
+    a.reset();
+    std::shared_ptr<LazyLayer> b = cut2->appended(Q.middleRows(kept, 1), K.middleRows(kept, 1));
+    std::shared_ptr<LazyLayer> c = cut2->appended(Q.middleRows(kept, 1), K.middleRows(kept, 1));
+    EXPECT_EQ(b->Q.data(), cut2->Q.data());
+    EXPECT_NE(c->Q.data(), cut2->Q.data());
 }
 
 TEST(LazyAttention, LayerBytesAreLinearInTokens)

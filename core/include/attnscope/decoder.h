@@ -134,6 +134,8 @@ struct DecoderRun {
     Matrix finalHidden;                         // n×M: hidden[L] after the final norm (what the LM head reads)
     Vector lastLogits;                          // V: the last position's logits
     std::vector<float> surprise;                // n: −log p(token i | tokens < i) in nats; NaN for token 0
+    bool surpriseStale = false;                 // surprise predates the last recompute (SurpriseUpdate::Deferred)
+                                                // until updateDecoderSurprise
     std::vector<std::string> warnings;          // truncation, backend fallback
     // A lazy run (DecoderOptions::lazy): no n×n map exists. attention[l] holds V, concat and output only (no Q,
     // K, no heads); lazyLayers[l] holds Q and K as the scores use them and the softmax's log-sum-exp, from which
@@ -183,8 +185,22 @@ std::shared_ptr<const AttentionMaps> decoderMaps(const DecoderModel& model, cons
 Status runDecoder(DecoderModel& model, const std::vector<int>& ids, const DecoderOptions& options, DecoderRun& run);
 Expected<DecoderRun> runDecoder(DecoderModel& model, const std::vector<int>& ids, const DecoderOptions& options = {});
 
-// Recomputes layers fromLayer…L−1 and the predictions after an edit of that layer's weights or of run.ablated.
-Status recomputeDecoderFrom(DecoderModel& model, int fromLayer, DecoderRun& run, Backend backend = Backend::Cpu);
+// What a recompute brings up to date besides the last position's logits (run.lastLogits, the new predictions).
+enum class SurpriseUpdate {
+    Now,       // every position's surprise: the LM head at every position (about a layer's time at 128 tokens)
+    Deferred,  // none: run.surpriseStale is set until updateDecoderSurprise (the window shows the predictions first)
+};
+
+// Recomputes layers fromLayer…L−1 and the predictions after an edit of that layer's weights or of run.ablated;
+// the surprise now or, Deferred, in a second phase (updateDecoderSurprise). The same results as a whole forward
+// either way once both phases ran.
+Status recomputeDecoderFrom(DecoderModel& model, int fromLayer, DecoderRun& run, Backend backend = Backend::Cpu,
+                            SurpriseUpdate surprise = SurpriseUpdate::Now);
+
+// The second phase of a recompute with SurpriseUpdate::Deferred: every position's surprise from the run's final
+// hidden states (nothing when run.surpriseStale is false). InvalidArgument for a run whose final norm is not of
+// its text's length.
+Status updateDecoderSurprise(const DecoderModel& model, DecoderRun& run);
 
 // Appends tokens to a run: only the new positions are computed (every layer's K and V of the old ones are kept
 // in run.attention), the maps gain rows and columns; the result equals a whole forward over the longer input.

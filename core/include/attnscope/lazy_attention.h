@@ -17,6 +17,7 @@
 #include "attnscope/types.h"
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace attn {
@@ -33,17 +34,53 @@ struct LazyAttentionSpec {
 // log Σ_j exp(q·k_j·scale) over the query's unmasked keys; −inf for a query with none, whose context row is 0).
 // `ablated[h]` != 0 zeroes head h's context (its lse is still computed); empty = none. InvalidArgument naming the
 // shape that disagrees.
-Status lazyAttention(const Matrix& Q, const Matrix& K, const Matrix& V, const LazyAttentionSpec& spec, int pos0,
-                     Matrix& context, Matrix& lse, const std::vector<std::uint8_t>& ablated = {});
+// Q, K and V may be views (a LazyLayer's rows, a block of a matrix) as well as matrices.
+Status lazyAttention(const Eigen::Ref<const Matrix>& Q, const Eigen::Ref<const Matrix>& K, const Eigen::Ref<const Matrix>& V,
+                     const LazyAttentionSpec& spec, int pos0, Matrix& context, Matrix& lse,
+                     const std::vector<std::uint8_t>& ablated = {});
 
 // Bytes of one layer of a lazy result at n tokens: Q and K (what the maps need), V, and lse.
 double lazyLayerBytes(long n, int heads, int kvHeads, int headDim);
 
-// What one layer keeps for its maps. Immutable once made (shared with the views).
-struct LazyLayer {
-    Matrix Q;    // n × H·D, as the scores use it (after RoPE)
-    Matrix K;    // n × H_kv·D
-    Matrix lse;  // n × H
+// What one layer keeps for its maps: Q, K and lse of n positions. Immutable once made (shared with the views).
+// Appending a token to a long text (issue 18) must not copy every layer's Q and K: the rows live in a buffer with
+// spare rows, shared by the layers made from one another (appended, truncated), each of which views its first n.
+// A layer writes rows of the buffer only past every living layer's n (the layers register their n in the buffer),
+// so the rows a view reads never change under it; otherwise, or when the spare rows are used up, appended() copies
+// the rows into a new buffer with a quarter more spare rows (amortised O(1) rows copied per row appended).
+class LazyLayer {
+public:
+    LazyLayer() = default;
+    // Owns these rows (moved in), with `spareRows` more allocated behind them for appended() to fill; default
+    // (−1) defaultSpareRows(n).
+    LazyLayer(Matrix Q, Matrix K, Matrix lse, Eigen::Index spareRows = -1);
+    // A quarter more rows than n (at least 64): the copies on growth then cost O(1) rows per appended row, and a
+    // buffer is at most a quarter larger than its rows. Rows never written are never touched (the allocator maps
+    // large buffers lazily): they cost address space rather than memory.
+    static Eigen::Index defaultSpareRows(Eigen::Index n);
+    ~LazyLayer();
+    LazyLayer(const LazyLayer&) = delete;
+    LazyLayer& operator=(const LazyLayer&) = delete;
+
+    Eigen::Map<const Matrix> Q{nullptr, 0, 0};    // n × H·D, as the scores use it (after RoPE)
+    Eigen::Map<const Matrix> K{nullptr, 0, 0};    // n × H_kv·D
+    Eigen::Map<const Matrix> lse{nullptr, 0, 0};  // n × H
+
+    // This layer's rows and m more: Q (m × H·D) and K (m × H_kv·D) of the new positions; their lse rows are
+    // filled in by the caller (setLse) before the layer is shared. In place when no living layer views rows past
+    // n and the buffer has room, else in a new buffer. `Q`, `K` must have this layer's widths (assert).
+    std::shared_ptr<LazyLayer> appended(const Matrix& Q, const Matrix& K) const;
+    // Writes lse rows row0… (rows × H) of a layer appended() returned, before it is shared.
+    void setLse(Eigen::Index row0, const Matrix& lse);
+    // The first t ≤ n rows (a view of the same buffer: nothing copied).
+    std::shared_ptr<const LazyLayer> truncated(Eigen::Index t) const;
+
+private:
+    struct Rows;
+    static std::pair<std::shared_ptr<Rows>, Eigen::Index> own(Matrix Q, Matrix K, Matrix lse, Eigen::Index spareRows);
+    explicit LazyLayer(std::pair<std::shared_ptr<Rows>, Eigen::Index> owned);
+    LazyLayer(std::shared_ptr<Rows> rows, Eigen::Index n);  // n is registered in `rows` already
+    std::shared_ptr<Rows> m_rows;
 };
 
 // The maps of a lazy result: any tile of any head rebuilt on demand (one small GEMM per tile). Queries and keys
