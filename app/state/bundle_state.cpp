@@ -2,7 +2,6 @@
 #include "state/bundle_state.h"
 
 #include "messages.h"
-#include "state/background_priority.h"
 #include "state/app_state.h"
 
 #include <algorithm>
@@ -72,7 +71,6 @@ public:
 private:
     void run()
     {
-        lowerThisThreadsPriority();  // below the frame loop (background_priority.h)
         const attn::AttentionMaps& maps = *m_bundle->maps;
         const int H = maps.heads(), T = maps.queries(), S = maps.keys();
         std::vector<std::uint8_t> taken(m_done.size(), 0);  // the worker's own copy: m_done is read under the lock

@@ -3,7 +3,6 @@
 
 #include "messages.h"
 #include "state/app_state.h"
-#include "state/background_priority.h"
 #include "state/paths.h"
 #include "state/text_file.h"
 
@@ -198,7 +197,6 @@ public:
 private:
     void loop()
     {
-        lowerThisThreadsPriority();  // below the frame loop (background_priority.h)
         std::unique_lock<std::mutex> lock(m_mutex);
         for (;;) {
             m_cv.wait(lock, [this] { return m_stop || (m_pending && !m_finished) || (m_scanJob && !m_pending); });
