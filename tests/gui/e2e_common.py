@@ -198,3 +198,11 @@ def key(combo):
     time.sleep(0.15)
     xdo("keyup", combo)
     time.sleep(0.1)
+
+
+def type_into(app, field, text):
+    """Clicks the text field `field` (its name in the layout), replaces its text with `text` and presses Return."""
+    app.click(field)
+    key("ctrl+a")
+    xdo("type", "--delay", "10", text)
+    key("Return")

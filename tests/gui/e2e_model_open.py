@@ -12,7 +12,7 @@ Helpers (layout.json rectangles, pointer moves held over frames) in e2e_common.p
 """
 import os
 
-from e2e_common import Session, fail, key, parse_args, wait_for, xdo
+from e2e_common import Session, fail, parse_args, type_into, wait_for
 
 
 def main():
@@ -25,13 +25,6 @@ def main():
     finally:
         app.stop()
     print("PASS")
-
-
-def type_into(app, field, text):
-    app.click(field)
-    key("ctrl+a")
-    xdo("type", "--delay", "10", text)
-    key("Return")
 
 
 def run(app, a):
