@@ -468,7 +468,10 @@ Status lazyLayer(const DecoderModel& m, int l, DecoderRun& run, Matrix Q, Matrix
     AttentionResult part;
     if (pos0 == 0) {
         ATTNSCOPE_RETURN_IF_ERROR(lazyAttention(Q, K, V, lazySpec(c), 0, part.concat, lse, off));
-        kept = std::make_shared<const LazyLayer>(std::move(Q), std::move(K), std::move(lse));
+        // Spare rows for appended tokens, never past the model's context (at 8192 the run fills it).
+        const Eigen::Index n = Q.rows();
+        const Eigen::Index spare = std::clamp<Eigen::Index>(LazyLayer::defaultSpareRows(n), 0, std::max<Eigen::Index>(0, c.maxPositions - n));
+        kept = std::make_shared<const LazyLayer>(std::move(Q), std::move(K), std::move(lse), spare);
         res.V = std::move(V);
     } else {
         std::shared_ptr<LazyLayer> grown = kept->appended(Q, K);
