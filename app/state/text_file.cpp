@@ -9,38 +9,6 @@
 
 namespace app {
 
-std::size_t firstInvalidUtf8(std::string_view s)
-{
-    const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-    const std::size_t n = s.size();
-    std::size_t i = 0;
-    while (i < n) {
-        const unsigned char c = p[i];
-        if (c < 0x80) {
-            ++i;
-            continue;
-        }
-        // The character's length and the range of its second byte (RFC 3629, table 3-7 of the Unicode
-        // standard): the narrow ranges after E0, ED, F0 and F4 exclude overlong forms, surrogates and
-        // code points past U+10FFFF.
-        int len = 0;
-        unsigned char lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF) len = 2;
-        else if (c == 0xE0) len = 3, lo = 0xA0;
-        else if (c == 0xED) len = 3, hi = 0x9F;
-        else if (c >= 0xE1 && c <= 0xEF) len = 3;
-        else if (c == 0xF0) len = 4, lo = 0x90;
-        else if (c >= 0xF1 && c <= 0xF3) len = 4;
-        else if (c == 0xF4) len = 4, hi = 0x8F;
-        else return i;  // a continuation byte without a lead, C0/C1 (overlong), or F5..FF
-        if (i + 1 >= n || p[i + 1] < lo || p[i + 1] > hi) return i;
-        for (int k = 2; k < len; ++k)
-            if (i + std::size_t(k) >= n || p[i + std::size_t(k)] < 0x80 || p[i + std::size_t(k)] > 0xBF) return i;
-        i += std::size_t(len);
-    }
-    return std::string_view::npos;
-}
-
 std::string formatBytes(std::size_t bytes)
 {
     char buf[48];

@@ -2,6 +2,7 @@
 // text in the window, so that a wrong file says what is wrong while the current text and its run stay.
 #pragma once
 
+#include <attnscope/bpe_tokenizer.h>
 #include <attnscope/status.h>
 
 #include <cstddef>
@@ -14,10 +15,8 @@ namespace app {
 // (SmolLM2's 8192 tokens are ~40 KB); a larger file is a data set or a binary, not a text to run.
 inline constexpr std::size_t kMaxTextFileBytes = std::size_t(4) << 20;
 
-// The offset of the first byte of `s` that does not begin or continue a valid UTF-8 character (overlong
-// forms, UTF-16 surrogates and code points past U+10FFFF are invalid, as is a character cut off at the end),
-// or std::string_view::npos when all of `s` is valid.
-std::size_t firstInvalidUtf8(std::string_view s);
+// The core's UTF-8 check (attnscope/bpe_tokenizer.h), which the tokenisers use too.
+using attn::firstInvalidUtf8;
 
 // Reads `path` as a model's text: a regular file of at most `maxBytes`, valid UTF-8 (a leading byte-order
 // mark is dropped) with no NUL byte (a binary file), and not empty or only white space. Errors name the path

@@ -88,9 +88,13 @@ const ByteAlphabet& byteAlphabet()
     return a;
 }
 
-// The offset of the first byte of `s` that is not part of well-formed UTF-8, or npos.
-std::size_t firstInvalidUtf8(const std::string& s)
+
+} // namespace
+
+std::size_t firstInvalidUtf8(std::string_view s)
 {
+    // ICU's U8_NEXT is strict: overlong forms, surrogates, code points past U+10FFFF and a character cut off at the
+    // end all read as negative.
     const auto* p = reinterpret_cast<const std::uint8_t*>(s.data());
     const std::int32_t n = static_cast<std::int32_t>(s.size());
     for (std::int32_t i = 0; i < n;) {
@@ -101,6 +105,8 @@ std::size_t firstInvalidUtf8(const std::string& s)
     }
     return std::string::npos;
 }
+
+namespace {
 
 // `s` with each ill-formed UTF-8 subsequence replaced by U+FFFD (as Rust's String::from_utf8_lossy).
 std::string lossyUtf8(const std::string& s)

@@ -580,6 +580,8 @@ void predictions(const DecoderModel& m, DecoderRun& run, Eigen::Index from, Surp
         finalNorm(m, x, run.finalHidden);
     }
     run.surprise.resize(static_cast<std::size_t>(n));
+    // Every position's surprise made now: up to date, whatever an earlier deferred recompute left.
+    if (surprise == SurpriseUpdate::Now && from == 0) run.surpriseStale = false;
     if (n == 0) return;
     if (from == 0) run.surprise[0] = std::numeric_limits<float>::quiet_NaN();
     if (surprise == SurpriseUpdate::Deferred) {
@@ -665,7 +667,6 @@ Status recomputeDecoderFrom(DecoderModel& model, int fromLayer, DecoderRun& run,
         if (run.onLayer && !run.onLayer(l - fromLayer + 1, L - fromLayer))
             return makeError(StatusCode::Cancelled, "the run was cancelled at layer " + std::to_string(l + 1) + " of " + std::to_string(L));
     }
-    if (surprise == SurpriseUpdate::Now) run.surpriseStale = false;
     predictions(model, run, 0, surprise);
     return Status::success();
 }

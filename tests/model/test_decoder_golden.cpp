@@ -466,6 +466,10 @@ TEST(DecoderRun, DeferredSurpriseEqualsAFreshForward)
         EXPECT_TRUE(run.surpriseStale) << mode;
         ASSERT_TRUE(attn::updateDecoderSurprise(*model, run).ok());
         expectEqualsAWholeForward(*model, run, lazy, mode + " deferred, appended, updated");
+        // Deferred, then a whole forward into the same run: every surprise is made, and the run says so.
+        ASSERT_TRUE(attn::recomputeDecoderFrom(*model, 0, run, attn::Backend::Cpu, attn::SurpriseUpdate::Deferred).ok());
+        ASSERT_TRUE(attn::runDecoder(*model, run.encoding.ids, o, run).ok());
+        EXPECT_FALSE(run.surpriseStale) << mode << ": a whole forward leaves no stale surprise";
     }
 }
 

@@ -20,9 +20,15 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace attn {
+
+// The offset of the first byte of `s` that does not begin or continue a valid UTF-8 character (overlong forms,
+// UTF-16 surrogates and code points past U+10FFFF are invalid, as is a character cut off at the end), or
+// std::string_view::npos when all of `s` is valid. Texts are checked with it before they are tokenised.
+std::size_t firstInvalidUtf8(std::string_view s);
 
 // A byte-level BPE vocabulary as a GGUF file stores it (tokenizer.ggml.*).
 struct BpeVocabSpec {
