@@ -452,7 +452,7 @@ void drawPredictionsPanel(AppState& state)
     const attn::DecoderRun& r = *m.drun;
     const int n = static_cast<int>(r.encoding.tokens.size());
     const int pos = m.predictPosition < 0 ? n - 1 : m.predictPosition;
-    ImGui::TextUnformatted("Text coloured by surprise (red: the model did not expect it); click a token");
+    ImGui::TextWrapped("Text coloured by surprise (red: the model did not expect it); click a token");  // wraps at 900 px
     // As tall as the wrapped tokens, up to a third of the panel (then it scrolls).
     int lines = 1;
     {
