@@ -23,16 +23,21 @@ void preferSleepingOpenMpThreads(char** argv)
     execv("/proc/self/exe", argv);
 }
 
-// Buffers under 64 MiB (Eigen's packing blocks and temporaries, a model run's matrices) come from the heap, and
-// up to 256 MiB of freed ones stay there for the next compute instead of a fresh mmap (zeroed pages, a fault
-// per 4 KiB) each time: glibc's default threshold adapts only up to the sizes freed so far and gives memory
-// back above twice that. `attnscope model --bench`, 4 runs each: 128 tokens 18.3 → 15.7 ms median, 512 tokens
-// into a fresh run 115 → 64 ms (page faults were 12% of a `perf` profile). An n=4096 head's 64 MiB scores and
-// weights are still mapped, and returned to the system when freed.
+// Buffers under 8 MiB (Eigen's packing blocks and temporaries, a model run's matrices up to ~1000 tokens) come
+// from the heap, and up to 256 MiB of freed ones stay there for the next compute instead of a fresh mmap (zeroed
+// pages, a fault per 4 KiB) each time: glibc's default threshold adapts only up to the sizes freed so far and
+// gives memory back above twice that. `attnscope model --bench`, 4 runs each: 128 tokens 18.3 → 15.7 ms median,
+// 512 tokens into a fresh run 115 → 64 ms (page faults were 12% of a `perf` profile).
+// Larger buffers are mapped, so that they grow in place: appending a token to a long text adds a row to every
+// layer's residual stream, context and values (SmolLM2 at 4096 tokens: 61 matrices of 4096 × 576 floats, 30 of
+// 4096 × 192), and glibc grows a mapped buffer by remapping its pages, where a heap buffer is copied whole:
+// appending one token to 4096 took 185 ms with the copies and 66 ms without (mean of 5, the same minutes); freed,
+// mapped buffers go back to the system at once. The forward at 4096 tokens took as long with 8 as with 64 MiB
+// (31.0 and 34.8 s, the same minutes).
 void keepComputeBuffers()
 {
 #ifdef __GLIBC__
-    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    mallopt(M_MMAP_THRESHOLD, 8 << 20);
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
 #endif
 }

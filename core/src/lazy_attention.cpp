@@ -17,6 +17,13 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Query rows and keys per block: a 64 × 256 score block and its 64 × D output stay in L2 while the keys stream.
 constexpr int kQueryBlock = 64;
 constexpr int kKeyBlock = 256;
+// A one-token step's keys split into chunks of at least this many keys (at most kMaxChunks), when there are fewer
+// than kManyTasks (KV head, query block) tasks to share among the cores.
+constexpr int kChunkKeys = 512;
+constexpr int kMaxChunks = 16;
+constexpr int kManyTasks = 8;
+// Up to this many stacked query rows, matrix-vector products instead of GEMMs.
+constexpr int kVectorRows = 4;
 
 std::string dims(const Eigen::Ref<const Matrix>& m) { return std::to_string(m.rows()) + "×" + std::to_string(m.cols()); }
 
@@ -63,20 +70,45 @@ Status lazyAttention(const Eigen::Ref<const Matrix>& Q, const Eigen::Ref<const M
     // About kQueryBlock stacked rows per task, as before grouping; written to its own rows and columns: no sharing.
     const int positionsPerBlock = std::max(1, kQueryBlock / group);
     const int blocks = (rows + positionsPerBlock - 1) / positionsPerBlock;
-    const int tasks = Hkv * blocks;
+    // A one-token step has one block per KV head (3 tasks for SmolLM2, on 2 cores) and streams every key and
+    // value of the layer: its keys are split into chunks, each task one chunk, and the chunks' partial maxima,
+    // sums and outputs merged after (the split-key form of the same recurrence). The number of chunks is a
+    // function of the sizes only, so the bits do not depend on the number of threads.
+    const int chunks = Hkv * blocks >= kManyTasks ? 1 : std::clamp((S + kChunkKeys - 1) / kChunkKeys, 1, kMaxChunks);
+    const int tasks = Hkv * blocks * chunks;
+    const int maxR = group * std::min(positionsPerBlock, rows);
+    // Split: per task its partial state, running maximum m, sum l (maxR each) and output (maxR × Dv).
+    Matrix partM, partL, partAcc;
+    if (chunks > 1) {
+        partM.resize(tasks, maxR);
+        partL.resize(tasks, maxR);
+        partAcc.resize(Eigen::Index(tasks) * maxR, Dv);
+    }
 #pragma omp parallel for schedule(dynamic, 1)
     for (int t = 0; t < tasks; ++t) {
-        const int kvh = t / blocks, qb = t % blocks;
+        const int kvh = t / (blocks * chunks), qb = (t / chunks) % blocks, chunk = t % chunks;
         const int i0 = qb * positionsPerBlock, ib = std::min(positionsPerBlock, rows - i0), R = group * ib;
         const int first = pos0 + i0, last = pos0 + i0 + ib - 1;  // positions of the block's queries
-        const int lo = spec.window > 0 ? std::max(0, first - spec.window + 1) : 0;
-        const int hi = spec.causal ? std::min(S, last + 1) : S;
+        const int lo0 = spec.window > 0 ? std::max(0, first - spec.window + 1) : 0;
+        const int hi0 = spec.causal ? std::min(S, last + 1) : S;
+        // This chunk's keys: an equal share of [lo0, hi0), a multiple of 16 keys.
+        const int share = ((hi0 - lo0 + chunks - 1) / chunks + 15) / 16 * 16;
+        const int lo = std::min(hi0, lo0 + chunk * share), hi = std::min(hi0, lo + share);
         Eigen::VectorXf m = Eigen::VectorXf::Constant(R, kNegInf), l = Eigen::VectorXf::Zero(R);
         Matrix acc = Matrix::Zero(R, Dv), s, p, q(R, D);
         for (int g = 0; g < group; ++g) q.middleRows(Eigen::Index(g) * ib, ib) = Q.block(i0, Eigen::Index(kvh * group + g) * D, ib, D);
         for (int j0 = lo; j0 < hi; j0 += kKeyBlock) {
             const int jb = std::min(kKeyBlock, hi - j0);
-            s.noalias() = q * K.block(j0, Eigen::Index(kvh) * D, jb, D).transpose();
+            const auto Kb = K.block(j0, Eigen::Index(kvh) * D, jb, D);
+            const auto Vb = V.block(j0, Eigen::Index(kvh) * Dv, jb, Dv);
+            // A few query rows (a one-token step): matrix-vector products over the block's contiguous key and
+            // value rows; a GEMM would pack the 256 × D block for each of them.
+            if (R <= kVectorRows) {
+                s.resize(R, jb);
+                for (int r = 0; r < R; ++r) s.row(r).noalias() = (Kb * q.row(r).transpose()).transpose();
+            } else {
+                s.noalias() = q * Kb.transpose();
+            }
             s *= spec.scale;
             // Masked cells only where the block reaches past the diagonal or below the window's edge.
             const bool causalEdge = spec.causal && j0 + jb - 1 > first;
@@ -102,7 +134,17 @@ Status lazyAttention(const Eigen::Ref<const Matrix>& Q, const Eigen::Ref<const M
             p = (s.colwise() - sub).array().exp().matrix();
             l = l.cwiseProduct(alpha) + p.rowwise().sum();
             acc = alpha.asDiagonal() * acc;
-            acc.noalias() += p * V.block(j0, Eigen::Index(kvh) * Dv, jb, Dv);
+            if (R <= kVectorRows) {
+                for (int r = 0; r < R; ++r) acc.row(r).noalias() += p.row(r) * Vb;
+            } else {
+                acc.noalias() += p * Vb;
+            }
+        }
+        if (chunks > 1) {
+            partM.row(t).head(R) = m.transpose();
+            partL.row(t).head(R) = l.transpose();
+            partAcc.middleRows(Eigen::Index(t) * maxR, R) = acc;
+            continue;
         }
         for (int r = 0; r < R; ++r) {
             const int h = kvh * group + r / ib, i = i0 + r % ib;
@@ -112,6 +154,32 @@ Status lazyAttention(const Eigen::Ref<const Matrix>& Q, const Eigen::Ref<const M
             if (!off) context.row(i).segment(Eigen::Index(h) * Dv, Dv) = acc.row(r) / l[r];
         }
     }
+    if (chunks == 1) return Status::success();
+    // Each (KV head, query block): its chunks merged in order, each rescaled to the common maximum.
+    for (int kvh = 0; kvh < Hkv; ++kvh)
+        for (int qb = 0; qb < blocks; ++qb) {
+            const int i0 = qb * positionsPerBlock, ib = std::min(positionsPerBlock, rows - i0), R = group * ib;
+            const int t0 = (kvh * blocks + qb) * chunks;
+            for (int r = 0; r < R; ++r) {
+                float mx = kNegInf;
+                for (int c = 0; c < chunks; ++c) mx = std::max(mx, partM(t0 + c, r));
+                const int h = kvh * group + r / ib, i = i0 + r % ib;
+                if (mx == kNegInf) continue;  // no unmasked key: context 0, lse −inf
+                float l = 0;
+                Eigen::RowVectorXf acc = Eigen::RowVectorXf::Zero(Dv);
+                for (int c = 0; c < chunks; ++c) {
+                    const float mc = partM(t0 + c, r);
+                    if (mc == kNegInf) continue;  // a chunk without an unmasked key adds nothing
+                    const float w = std::exp(mc - mx);
+                    l += w * partL(t0 + c, r);
+                    acc += w * partAcc.row(Eigen::Index(t0 + c) * maxR + r);
+                }
+                if (!(l > 0)) continue;
+                lse(i, h) = mx + std::log(l);
+                const bool off = h < int(ablated.size()) && ablated[std::size_t(h)];
+                if (!off) context.row(i).segment(Eigen::Index(h) * Dv, Dv) = acc / l;
+            }
+        }
     return Status::success();
 }
 

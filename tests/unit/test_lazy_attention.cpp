@@ -1,8 +1,8 @@
 // Lazy attention (attnscope/lazy_attention.h, issue 18): the blockwise online-softmax outputs equal the dense core's
 // (the oracle) within 1e-5, and every tile of scores and weights rebuilt from Q, K and the log-sum-exp equals the
 // dense maps within 1e-6 — for random sizes (past the 64-query and 256-key blocks), causal and sliding-window
-// masks, queries that start later than key 0 (an append), grouped-query heads, ablated heads, and both layouts of
-// the dense reference (read through DenseMaps).
+// masks, queries that start later than key 0 (an append, and one-token steps whose keys are split into chunks),
+// grouped-query heads, ablated heads, and both layouts of the dense reference (read through DenseMaps).
 #include "test_util.h"
 
 #include <attnscope/attention.h>
@@ -61,6 +61,11 @@ TEST(LazyAttention, OutputsAndEveryTileEqualTheDenseCore)
         {200, 0, 2, 1, 8, 37, true},       // a sliding window, multi-query
         {70, 100, 2, 2, 8, 50, true},      // window and append
         {90, 0, 2, 2, 8, 0, false},        // no mask at all
+        // One-token steps, whose keys are split into chunks merged after (split-key): the last query of 1501
+        // positions, grouped-query; two queries behind a window (the first chunks wholly masked); unmasked.
+        {1, 1500, 9, 3, 16, 0, true},
+        {2, 2000, 4, 4, 8, 300, true},
+        {1, 700, 2, 1, 8, 0, false},
     };
     for (const Case& c : cases) {
         SCOPED_TRACE("rows " + std::to_string(c.rows) + " pos0 " + std::to_string(c.pos0) + " H " + std::to_string(c.H) +
@@ -75,6 +80,17 @@ TEST(LazyAttention, OutputsAndEveryTileEqualTheDenseCore)
         const AttentionResult d = dense(Q, K, V, c, scale, Layout::Row);
         // Outputs: the same sums in another order (blocks of keys, rescaled), float32: 1e-5.
         EXPECT_TRUE(near(context, d.concat, 1e-5f, 1e-5f, "context"));
+        // The log-sum-exp over each query's unmasked keys, from the dense scores (what the maps are rebuilt with).
+        for (int h = 0; h < c.H; ++h)
+            for (int i = 0; i < c.rows; ++i) {
+                const HeadResult& hr = d.heads[std::size_t(h)];
+                double mx = -1e30, sum = 0;
+                for (int j = 0; j < S; ++j)
+                    if (!hr.masked(i, j)) mx = std::max(mx, double(hr.scores(i, j)));
+                for (int j = 0; j < S; ++j)
+                    if (!hr.masked(i, j)) sum += std::exp(double(hr.scores(i, j)) - mx);
+                EXPECT_NEAR(lse(i, h), mx + std::log(sum), 1e-5 * std::max(1.0, std::abs(mx))) << "head " << h << " query " << i;
+            }
         // Maps: only for queries that are the whole sequence (LazyMaps is self-attention over the n positions).
         if (c.pos0 != 0) continue;
         auto layer = std::make_shared<const LazyLayer>(Q, K, lse);
