@@ -453,8 +453,8 @@ void appendRows(M& dst, const M& rows)
 }
 
 // Layer l's attention without maps (DecoderOptions::lazy): Q, K, V of the queries at positions pos0…; with pos0 > 0
-// the kept positions' keys and values are run.lazyLayers[l]'s K and res.V, which grow by these rows (K in place
-// when it can: LazyLayer::appended). The context goes into res.concat's rows pos0…, their output (context · W^O +
+// the kept positions' keys and values are run.lazyLayers[l]'s K and V, which grow by these rows (in place when
+// they can: LazyLayer::appended). The context goes into res.concat's rows pos0…, their output (context · W^O +
 // b^O) into res.output, which holds only them (the caller adds them to the residual and drops them).
 Status lazyLayer(const DecoderModel& m, int l, DecoderRun& run, Matrix Q, Matrix K, Matrix V, int pos0)
 {
@@ -471,12 +471,10 @@ Status lazyLayer(const DecoderModel& m, int l, DecoderRun& run, Matrix Q, Matrix
         // Spare rows for appended tokens, never past the model's context (at 8192 the run fills it).
         const Eigen::Index n = Q.rows();
         const Eigen::Index spare = std::clamp<Eigen::Index>(LazyLayer::defaultSpareRows(n), 0, std::max<Eigen::Index>(0, c.maxPositions - n));
-        kept = std::make_shared<const LazyLayer>(std::move(Q), std::move(K), std::move(lse), spare);
-        res.V = std::move(V);
+        kept = std::make_shared<const LazyLayer>(std::move(Q), std::move(K), std::move(lse), spare, std::move(V));
     } else {
-        std::shared_ptr<LazyLayer> grown = kept->appended(Q, K);
-        appendRows(res.V, V);
-        ATTNSCOPE_RETURN_IF_ERROR(lazyAttention(Q, grown->K, res.V, lazySpec(c), pos0, part.concat, lse, off));
+        std::shared_ptr<LazyLayer> grown = kept->appended(Q, K, V);
+        ATTNSCOPE_RETURN_IF_ERROR(lazyAttention(Q, grown->K, grown->V, lazySpec(c), pos0, part.concat, lse, off));
         grown->setLse(pos0, lse);
         kept = std::move(grown);
     }
@@ -489,6 +487,7 @@ Status lazyLayer(const DecoderModel& m, int l, DecoderRun& run, Matrix Q, Matrix
     }
     res.Q.resize(0, 0);
     res.K.resize(0, 0);
+    res.V.resize(0, 0);
     res.heads.clear();
     res.scale = lazySpec(c).scale;
     res.layout = Layout::Row;

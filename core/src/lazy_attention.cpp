@@ -187,7 +187,7 @@ Status lazyAttention(const Eigen::Ref<const Matrix>& Q, const Eigen::Ref<const M
 // entry per layer). Rows at or past the largest view are free to write; the mutex guards `views` only (the rows a
 // layer writes are reserved under it first, and no living layer reads them).
 struct LazyLayer::Rows {
-    Matrix Q, K, lse;  // capacity × H·D, H_kv·D, H
+    Matrix Q, K, lse, V;  // capacity × H·D, H_kv·D, H, H_kv·D_v (or 0)
     std::mutex mutex;
     std::multiset<Eigen::Index> views;
 };
@@ -205,23 +205,26 @@ Matrix withSpare(M&& rows, Eigen::Index spare)
 
 } // namespace
 
-std::pair<std::shared_ptr<LazyLayer::Rows>, Eigen::Index> LazyLayer::own(Matrix Q, Matrix K, Matrix lse, Eigen::Index spareRows)
+std::pair<std::shared_ptr<LazyLayer::Rows>, Eigen::Index> LazyLayer::own(Matrix Q, Matrix K, Matrix lse, Matrix V,
+                                                                         Eigen::Index spareRows)
 {
-    assert(Q.rows() == K.rows() && Q.rows() == lse.rows());
     const Eigen::Index n = Q.rows();
+    if (V.size() == 0) V.resize(n, 0);
+    assert(K.rows() == n && lse.rows() == n && V.rows() == n);
     if (spareRows < 0) spareRows = defaultSpareRows(n);
     auto rows = std::make_shared<Rows>();
     rows->Q = withSpare(std::move(Q), spareRows);
     rows->K = withSpare(std::move(K), spareRows);
     rows->lse = withSpare(std::move(lse), spareRows);
+    rows->V = withSpare(std::move(V), spareRows);
     rows->views.insert(n);
     return {std::move(rows), n};
 }
 
 Eigen::Index LazyLayer::defaultSpareRows(Eigen::Index n) { return std::max<Eigen::Index>(64, n / 4); }
 
-LazyLayer::LazyLayer(Matrix Q, Matrix K, Matrix lse, Eigen::Index spareRows)
-    : LazyLayer(own(std::move(Q), std::move(K), std::move(lse), spareRows))
+LazyLayer::LazyLayer(Matrix Q, Matrix K, Matrix lse, Eigen::Index spareRows, Matrix V)
+    : LazyLayer(own(std::move(Q), std::move(K), std::move(lse), std::move(V), spareRows))
 {
 }
 
@@ -229,7 +232,7 @@ LazyLayer::LazyLayer(std::pair<std::shared_ptr<Rows>, Eigen::Index> owned) : Laz
 
 LazyLayer::LazyLayer(std::shared_ptr<Rows> rows, Eigen::Index n)
     : Q(rows->Q.data(), n, rows->Q.cols()), K(rows->K.data(), n, rows->K.cols()), lse(rows->lse.data(), n, rows->lse.cols()),
-      m_rows(std::move(rows))
+      V(rows->V.data(), n, rows->V.cols()), m_rows(std::move(rows))
 {
 }
 
@@ -241,10 +244,11 @@ LazyLayer::~LazyLayer()
     if (it != m_rows->views.end()) m_rows->views.erase(it);
 }
 
-std::shared_ptr<LazyLayer> LazyLayer::appended(const Matrix& q, const Matrix& k) const
+std::shared_ptr<LazyLayer> LazyLayer::appended(const Matrix& q, const Matrix& k, const Matrix& v) const
 {
     const Eigen::Index n = Q.rows(), m = q.rows();
     assert(m_rows && k.rows() == m && q.cols() == Q.cols() && k.cols() == K.cols());
+    assert(V.cols() == 0 ? v.size() == 0 : v.rows() == m && v.cols() == V.cols());
     bool inPlace = false;
     {
         std::lock_guard<std::mutex> lock(m_rows->mutex);
@@ -260,15 +264,18 @@ std::shared_ptr<LazyLayer> LazyLayer::appended(const Matrix& q, const Matrix& k)
         rows->Q.resize(capacity, q.cols());
         rows->K.resize(capacity, k.cols());
         rows->lse.resize(capacity, lse.cols());
+        rows->V.resize(capacity, V.cols());
         if (n > 0) {
             rows->Q.topRows(n) = Q;
             rows->K.topRows(n) = K;
             rows->lse.topRows(n) = lse;
+            rows->V.topRows(n) = V;
         }
         rows->views.insert(n + m);
     }
     rows->Q.middleRows(n, m) = q;
     rows->K.middleRows(n, m) = k;
+    if (V.cols() > 0) rows->V.middleRows(n, m) = v;
     return std::shared_ptr<LazyLayer>(new LazyLayer(std::move(rows), n + m));
 }
 

@@ -175,7 +175,7 @@ TEST(LazyAttention, RefusesShapesThatDisagree)
               std::string::npos);
 }
 
-// A LazyLayer's rows grow in a shared buffer (issue 18: appending a token copies no layer's Q and K): every layer
+// A LazyLayer's rows grow in a shared buffer (issue 18: appending a token copies no layer's Q, K and V): every layer
 // made along the way keeps viewing exactly its own rows while later ones append past them (in place), cross the
 // buffer's capacity (a copy into a larger one), truncate and append other rows (a copy: an older layer still views
 // those rows), and a layer whose later views are gone appends in place again.
@@ -184,16 +184,17 @@ TEST(LazyAttention, LayersGrowInPlaceAndNeverChangeRowsAnotherLayerViews)
     std::mt19937 rng(5);
     const int total = 60, H = 2, D = 3, Hkv = 1;
     const Matrix Q = randomMatrix(rng, total, H * D), K = randomMatrix(rng, total, Hkv * D), lse = randomMatrix(rng, total, H);
-    auto same = [](const LazyLayer& l, const Matrix& q, const Matrix& k, const Matrix& s, Eigen::Index n) {
-        return l.Q.rows() == n && l.K.rows() == n && l.lse.rows() == n && Matrix(l.Q) == q.topRows(n) &&
-               Matrix(l.K) == k.topRows(n) && Matrix(l.lse) == s.topRows(n);
+    const Matrix V = randomMatrix(rng, total, Hkv * (D + 1));  // values grow with the keys (a decoder's layers)
+    auto same = [](const LazyLayer& l, const Matrix& q, const Matrix& k, const Matrix& v, const Matrix& s, Eigen::Index n) {
+        return l.Q.rows() == n && l.K.rows() == n && l.V.rows() == n && l.lse.rows() == n && Matrix(l.Q) == q.topRows(n) &&
+               Matrix(l.K) == k.topRows(n) && Matrix(l.V) == v.topRows(n) && Matrix(l.lse) == s.topRows(n);
     };
     std::vector<std::shared_ptr<const LazyLayer>> views;
-    views.push_back(std::make_shared<const LazyLayer>(Q.topRows(3), K.topRows(3), lse.topRows(3), 5));
+    views.push_back(std::make_shared<const LazyLayer>(Q.topRows(3), K.topRows(3), lse.topRows(3), 5, V.topRows(3)));
     int copies = 0;
     for (int n = 3; n < total;) {
         const int m = n % 3 == 0 ? 2 : 1;  // one and two rows at a time
-        std::shared_ptr<LazyLayer> next = views.back()->appended(Q.middleRows(n, m), K.middleRows(n, m));
+        std::shared_ptr<LazyLayer> next = views.back()->appended(Q.middleRows(n, m), K.middleRows(n, m), V.middleRows(n, m));
         next->setLse(n, lse.middleRows(n, m));
         if (next->Q.data() != views.back()->Q.data()) ++copies;
         n += m;
@@ -201,21 +202,23 @@ TEST(LazyAttention, LayersGrowInPlaceAndNeverChangeRowsAnotherLayerViews)
     }
     // 3 + 5 spare rows, then a quarter more (at least 64) on the first copy: one copy up to 60 rows.
     EXPECT_EQ(copies, 1);
-    for (const auto& v : views) EXPECT_TRUE(same(*v, Q, K, lse, v->Q.rows())) << "a layer of " << v->Q.rows() << " rows";
+    for (const auto& v : views) EXPECT_TRUE(same(*v, Q, K, V, lse, v->Q.rows())) << "a layer of " << v->Q.rows() << " rows";
 
     // Truncate to 10 and append other rows: the layers of 11… rows still view the old ones, so this copies.
     const Matrix Q2 = randomMatrix(rng, 12, H * D), K2 = randomMatrix(rng, 12, Hkv * D), lse2 = randomMatrix(rng, 12, H);
-    Matrix q = Q, k = K, s = lse;
+    const Matrix V2 = randomMatrix(rng, 12, Hkv * (D + 1));
+    Matrix q = Q, k = K, vv = V, s = lse;
     q.middleRows(10, 12) = Q2;
     k.middleRows(10, 12) = K2;
+    vv.middleRows(10, 12) = V2;
     s.middleRows(10, 12) = lse2;
     std::shared_ptr<const LazyLayer> cut = views.back()->truncated(10);
     EXPECT_EQ(cut->Q.data(), views.back()->Q.data()) << "a truncation views the same rows";
-    std::shared_ptr<LazyLayer> other = cut->appended(Q2, K2);
+    std::shared_ptr<LazyLayer> other = cut->appended(Q2, K2, V2);
     other->setLse(10, lse2);
     EXPECT_NE(other->Q.data(), cut->Q.data());
-    EXPECT_TRUE(same(*other, q, k, s, 22));
-    for (const auto& v : views) EXPECT_TRUE(same(*v, Q, K, lse, v->Q.rows())) << "after the edit, " << v->Q.rows() << " rows";
+    EXPECT_TRUE(same(*other, q, k, vv, s, 22));
+    for (const auto& v : views) EXPECT_TRUE(same(*v, Q, K, V, lse, v->Q.rows())) << "after the edit, " << v->Q.rows() << " rows";
 
     // Once every layer past 10 rows is gone, appending to the truncated one writes in place.
     const Eigen::Index kept = views[4]->Q.rows();
@@ -223,24 +226,26 @@ TEST(LazyAttention, LayersGrowInPlaceAndNeverChangeRowsAnotherLayerViews)
     other.reset();
     cut.reset();
     std::shared_ptr<const LazyLayer> cut2 = views.back()->truncated(kept);
-    std::shared_ptr<LazyLayer> again = cut2->appended(Q2.topRows(2), K2.topRows(2));
+    std::shared_ptr<LazyLayer> again = cut2->appended(Q2.topRows(2), K2.topRows(2), V2.topRows(2));
     again->setLse(kept, lse2.topRows(2));
     EXPECT_EQ(again->Q.data(), cut2->Q.data()) << "nothing views rows past " << kept << ": appended in place";
     q = Q;
     k = K;
+    vv = V;
     s = lse;
     q.middleRows(kept, 2) = Q2.topRows(2);
     k.middleRows(kept, 2) = K2.topRows(2);
+    vv.middleRows(kept, 2) = V2.topRows(2);
     s.middleRows(kept, 2) = lse2.topRows(2);
-    EXPECT_TRUE(same(*again, q, k, s, kept + 2));
-    for (const auto& v : views) EXPECT_TRUE(same(*v, Q, K, lse, v->Q.rows()));
+    EXPECT_TRUE(same(*again, q, k, vv, s, kept + 2));
+    for (const auto& v : views) EXPECT_TRUE(same(*v, Q, K, V, lse, v->Q.rows()));
     // Two layers of the same rows appending: the first writes in place, the second copies.
-    std::shared_ptr<LazyLayer> a = cut2->appended(Q.middleRows(kept, 1), K.middleRows(kept, 1));
+    std::shared_ptr<LazyLayer> a = cut2->appended(Q.middleRows(kept, 1), K.middleRows(kept, 1), V.middleRows(kept, 1));
     EXPECT_NE(a->Q.data(), cut2->Q.data()) << "`again` views row " << kept;
     again.reset();
     a.reset();
-    std::shared_ptr<LazyLayer> b = cut2->appended(Q.middleRows(kept, 1), K.middleRows(kept, 1));
-    std::shared_ptr<LazyLayer> c = cut2->appended(Q.middleRows(kept, 1), K.middleRows(kept, 1));
+    std::shared_ptr<LazyLayer> b = cut2->appended(Q.middleRows(kept, 1), K.middleRows(kept, 1), V.middleRows(kept, 1));
+    std::shared_ptr<LazyLayer> c = cut2->appended(Q.middleRows(kept, 1), K.middleRows(kept, 1), V.middleRows(kept, 1));
     EXPECT_EQ(b->Q.data(), cut2->Q.data());
     EXPECT_NE(c->Q.data(), cut2->Q.data());
 }

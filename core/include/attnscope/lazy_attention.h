@@ -52,8 +52,9 @@ class LazyLayer {
 public:
     LazyLayer() = default;
     // Owns these rows (moved in), with `spareRows` more allocated behind them for appended() to fill; default
-    // (−1) defaultSpareRows(n).
-    LazyLayer(Matrix Q, Matrix K, Matrix lse, Eigen::Index spareRows = -1);
+    // (−1) defaultSpareRows(n). V (n × H_kv·D_v) is optional: a decoder keeps its values here, where they grow in
+    // place with K (appending a token to a long text then copies no layer's values either); empty = none.
+    LazyLayer(Matrix Q, Matrix K, Matrix lse, Eigen::Index spareRows = -1, Matrix V = Matrix());
     // A quarter more rows than n (at least 64): the copies on growth then cost O(1) rows per appended row, and a
     // buffer is at most a quarter larger than its rows. Rows never written are never touched (the allocator maps
     // large buffers lazily): they cost address space rather than memory.
@@ -65,11 +66,13 @@ public:
     Eigen::Map<const Matrix> Q{nullptr, 0, 0};    // n × H·D, as the scores use it (after RoPE)
     Eigen::Map<const Matrix> K{nullptr, 0, 0};    // n × H_kv·D
     Eigen::Map<const Matrix> lse{nullptr, 0, 0};  // n × H
+    Eigen::Map<const Matrix> V{nullptr, 0, 0};    // n × H_kv·D_v, or n × 0 for a layer made without values
 
-    // This layer's rows and m more: Q (m × H·D) and K (m × H_kv·D) of the new positions; their lse rows are
-    // filled in by the caller (setLse) before the layer is shared. In place when no living layer views rows past
-    // n and the buffer has room, else in a new buffer. `Q`, `K` must have this layer's widths (assert).
-    std::shared_ptr<LazyLayer> appended(const Matrix& Q, const Matrix& K) const;
+    // This layer's rows and m more: Q (m × H·D), K (m × H_kv·D) and V (m × this layer's V width; empty for a
+    // layer without values) of the new positions; their lse rows are filled in by the caller (setLse) before the
+    // layer is shared. In place when no living layer views rows past n and the buffer has room, else in a new
+    // buffer. `Q`, `K`, `V` must have this layer's widths (assert).
+    std::shared_ptr<LazyLayer> appended(const Matrix& Q, const Matrix& K, const Matrix& V = Matrix()) const;
     // Writes lse rows row0… (rows × H) of a layer appended() returned, before it is shared.
     void setLse(Eigen::Index row0, const Matrix& lse);
     // The first t ≤ n rows (a view of the same buffer: nothing copied).
@@ -77,7 +80,7 @@ public:
 
 private:
     struct Rows;
-    static std::pair<std::shared_ptr<Rows>, Eigen::Index> own(Matrix Q, Matrix K, Matrix lse, Eigen::Index spareRows);
+    static std::pair<std::shared_ptr<Rows>, Eigen::Index> own(Matrix Q, Matrix K, Matrix lse, Matrix V, Eigen::Index spareRows);
     explicit LazyLayer(std::pair<std::shared_ptr<Rows>, Eigen::Index> owned);
     LazyLayer(std::shared_ptr<Rows> rows, Eigen::Index n);  // n is registered in `rows` already
     std::shared_ptr<Rows> m_rows;
