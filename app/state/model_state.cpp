@@ -468,6 +468,10 @@ private:
         job.importance = req.interp.importance && !importanceKept;
         job.patching = req.interp.patching && !patchingKept && req.interp.targetA >= 0 && req.interp.targetB >= 0 &&
                        !req.interp.cleanText.empty();
+        // A long text's run keeps no per-head results, which the scans need: refused here, before a copy of its
+        // residual streams (585 MB at 8192 tokens) is made for nothing.
+        const bool refused = r.lazy && (job.importance || job.patching);
+        if (refused) job.importance = job.patching = false;
         if (job.importance) {
             auto t = attn::interpTarget(*m_decoder, r, req.interp.target);
             job.target = t ? t->id : -1;
@@ -476,6 +480,9 @@ private:
         ++m_scan.generation;
         m_scan.request = req.id;
         m_scan.error.clear();
+        if (refused)
+            m_scan.error = "head importance and patching need a text of at most " + std::to_string(kLazyTokens) +
+                           " tokens (a longer one keeps no per-head results)";
         if (job.importance) m_scan.importanceTarget = job.target;
         prepareMap(m_scan.importance, job.importance, importanceKept, m_importanceKey, L, H);
         prepareMap(m_scan.patching, job.patching, patchingKept, m_patchingKey, L, H);

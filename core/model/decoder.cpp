@@ -454,8 +454,8 @@ void appendRows(M& dst, const M& rows)
 
 // Layer l's attention without maps (DecoderOptions::lazy): Q, K, V of the queries at positions pos0…; with pos0 > 0
 // the kept positions' keys and values are run.lazyLayers[l]'s K and V, which grow by these rows (in place when
-// they can: LazyLayer::appended). The context goes into res.concat's rows pos0…, their output (context · W^O +
-// b^O) into res.output, which holds only them (the caller adds them to the residual and drops them).
+// they can: LazyLayer::appended). The output of the queries' rows (context · W^O + b^O) goes into res.output,
+// which holds only them (the caller adds them to the residual and drops them).
 Status lazyLayer(const DecoderModel& m, int l, DecoderRun& run, Matrix Q, Matrix K, Matrix V, int pos0)
 {
     const DecoderConfig& c = m.config;
@@ -480,11 +480,9 @@ Status lazyLayer(const DecoderModel& m, int l, DecoderRun& run, Matrix Q, Matrix
     }
     projectOut(m, l, {}, 0, part);  // the ablated heads' contexts are 0 already
     res.output = std::move(part.output);
-    if (pos0 == 0) res.concat = std::move(part.concat);
-    else {
-        res.concat.conservativeResize(pos0, Eigen::NoChange);
-        appendRows(res.concat, part.concat);
-    }
+    // The heads' contexts are not kept: no view of a lazy run reads them (the interpretability scans need a dense
+    // run), and they were 566 MB of the 2.5 GB at 8192 tokens.
+    res.concat.resize(0, 0);
     res.Q.resize(0, 0);
     res.K.resize(0, 0);
     res.V.resize(0, 0);
@@ -1000,11 +998,11 @@ namespace attn {
 double decoderRunBytes(const DecoderConfig& c, long n, bool lazy)
 {
     const double N = double(n), M = c.hidden, D = c.headDim, H = c.heads, Hkv = c.kvHeads > 0 ? c.kvHeads : c.heads;
-    // Residual streams (L+1, plus the final norm's) and each layer's context rows; a dense run also keeps each
-    // layer's output rows (a lazy one drops them once the residual has them).
-    double bytes = 4.0 * N * M * (c.layers + 2) + 4.0 * N * H * D * c.layers;
+    // Residual streams (L+1, plus the final norm's); a dense run also keeps each layer's context and output rows
+    // (a lazy one drops them once the residual has them).
+    double bytes = 4.0 * N * M * (c.layers + 2);
     if (lazy) return bytes + c.layers * lazyLayerBytes(n, c.heads, c.kvHeads, c.headDim);
-    bytes += 4.0 * N * M * c.layers;
+    bytes += 4.0 * N * H * D * c.layers + 4.0 * N * M * c.layers;
     // Dense: Q, K, V side by side and per head again, and per head scores, weights (4 B) and mask (1 B), n × n each.
     return bytes + c.layers * (2 * 4.0 * N * (H * D + 2 * Hkv * D) + H * 9.0 * N * N);
 }

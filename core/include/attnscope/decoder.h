@@ -137,9 +137,10 @@ struct DecoderRun {
     bool surpriseStale = false;                 // surprise predates the last recompute (SurpriseUpdate::Deferred)
                                                 // until updateDecoderSurprise
     std::vector<std::string> warnings;          // truncation, backend fallback
-    // A lazy run (DecoderOptions::lazy): no n×n map exists. attention[l] holds the heads' context (concat) only;
-    // lazyLayers[l] holds Q and K as the scores use them, V, and the softmax's log-sum-exp, from which
-    // decoderMaps() rebuilds any tile of any head (Q, K and V in buffers with spare rows, for appended tokens).
+    // A lazy run (DecoderOptions::lazy): no n×n map exists, and attention[l] holds nothing (no Q, K, V, heads,
+    // context or output: the interpretability scans and the chain view need a dense run); lazyLayers[l] holds Q
+    // and K as the scores use them, V, and the softmax's log-sum-exp, from which decoderMaps() rebuilds any tile
+    // of any head (Q, K and V in buffers with spare rows, for appended tokens).
     bool lazy = false;
     std::vector<std::shared_ptr<const LazyLayer>> lazyLayers;
     // Called after each layer of a forward, recompute or append with (layers done, layers to do); returning false
