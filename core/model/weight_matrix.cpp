@@ -157,72 +157,85 @@ inline __m256 dot32s(__m256i q, const float* x)
     return acc;
 }
 
-// Q8_0, Q4_0 and Q4_1 read x permuted within each block of 32 (permuteX, once per product): the quants are then
-// taken out of 32-bit lanes by shifts and masks, with no byte shuffles (the shuffles of cvtepu8_epi32 were the
-// kernel's bottleneck). Lane i of step t holds, for Q8_0, byte 4i + t; for the nibble types (the 16 bytes
-// broadcast to both halves), lanes 0-3 the low nibble of byte 4i + t (weight 4i + t), lanes 4-7 the high nibble of
-// byte 4(i−4) + t (weight 4(i−4) + t + 16).
-bool permutesX(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_1; }
+// Q8_0, Q4_0 and Q4_1 take several stored rows per call (kDotRows, below) and read their quants with 64-bit loads
+// widened to 8 lanes by vpmovsxbd / vpmovzxbd from memory: one op per 8 weights (2 per cycle on Zen 3), x in its
+// natural order. The earlier kernels shifted the quants out of 32-bit lanes of a permuted x (shift, shift or mask,
+// then convert), because widening from a register first needed a byte shuffle to bring each 8 bytes down, and
+// those shuffles were the bottleneck. Measured on the Zen 3 (cycles per row and block of 32, rows in L1, one
+// row per call): Q8_0 7.5 → 6.2, Q4_1 8.7 → 7.1; 4 rows per call: 5.7 and 6.3.
+//
+// Tried and dropped, for the record: a nibble as the float 16 + q by OR'ing it into the mantissa of 16.0f (no
+// int→float conversion) made Q4_1 slower (10.4 cycles against 8.7): the conversion runs on the FP add pipes, while
+// the OR and its extra shift compete with the FMAs; and scales converted for a chunk of blocks ahead (scalar
+// stores, then one vector load) stalled on the failed store-to-load forwarding (12.7 cycles).
 
-// The weight index (within its block of 32) that lane i of step t holds.
-int permutedIndex(GgmlType type, int t, int i)
-{
-    if (type == GgmlType::Q8_0) return 4 * i + t;
-    return i < 4 ? 4 * i + t : 4 * (i - 4) + t + 16;
-}
+// Rows per call: 4 rows share each load of x and their chains of FMAs (a block's four, then its scale) overlap.
+// One row alone waits on them: 1, 2, 4 rows took 6.4, 5.8, 5.7 cycles per block for Q8_0, 7.1, 6.5, 6.3 for Q4_1.
+constexpr int kDotRows = 4;
 
 // block_q8_0: half d, int8 q[32].  y = d·q
-float dotQ8_0(const std::uint8_t* row, const float* x, const float*, std::int64_t in)
+template <int R>
+void dotQ8_0(const std::uint8_t* const* rows, const float* x, const float*, std::int64_t in, float* out)
 {
-    __m256 acc = _mm256_setzero_ps();
-    for (std::int64_t b = 0; b < in / 32; ++b, row += 34, x += 32) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2));
-        // Byte t of each lane, sign-extended: shift it to the top, then arithmetically down.
-        __m256 qx = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v, 24), 24)), _mm256_loadu_ps(x));
-        qx = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v, 16), 24)), _mm256_loadu_ps(x + 8), qx);
-        qx = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v, 8), 24)), _mm256_loadu_ps(x + 16), qx);
-        qx = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(v, 24)), _mm256_loadu_ps(x + 24), qx);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(halfAt(row)), qx, acc);
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+    for (std::int64_t b = 0; b < in / 32; ++b, x += 32) {
+        const __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8), x2 = _mm256_loadu_ps(x + 16),
+                     x3 = _mm256_loadu_ps(x + 24);
+        for (int r = 0; r < R; ++r) {
+            const std::uint8_t* blk = rows[r] + 34 * b;
+            auto q = [blk](int t) {
+                return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 2 + 8 * t))));
+            };
+            __m256 qx = _mm256_mul_ps(q(0), x0);
+            qx = _mm256_fmadd_ps(q(1), x1, qx);
+            qx = _mm256_fmadd_ps(q(2), x2, qx);
+            qx = _mm256_fmadd_ps(q(3), x3, qx);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(halfAt(blk)), qx, acc[r]);
+        }
     }
-    return hsum(acc);
+    for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
 }
 
-// Σ q·x over one nibble block (16 bytes at qs; q − `offset`), x permuted.
-inline __m256 dotNibbles(const std::uint8_t* qs, const float* x, __m256i offset)
+// block_q4_0: half d, 16 bytes of nibbles, y = d·(q − 8); block_q4_1 (kMin): half d, half m, the nibbles, y = d·q + m.
+// Byte k holds weight k (low nibble) and k + 16 (high). Σ y·x = d·Σ q·x + c·Σx with c = m (Q4_1) or −8d (Q4_0):
+// `pairs` holds per block [0, Σx] (Q4_1) or [−8·Σx, 0] (Q4_0), and [d, m, 0, 0] (Q4_1) or [d, 0, 0, 0] (Q4_0),
+// the scales converted together in one F16C op, times it in one 128-bit FMA gives c·Σx in lane 1 or 0 (the other
+// lane 0): no scalar work per block (two scalar conversions and a scalar FMA cost a quarter of the kernel's time).
+// Q4_0's −8·Σx replaces the exact integer q − 8 of dequantizeRow: Σ q·x and 8·Σx (terms of 7.5|x| and 8|x| on
+// average) cancel to terms of ~4|x|, about 2 bits of the float32 sum's precision: ~10⁻⁶ of Σ|x·w| where the tests
+// allow 1e-5.
+template <int R, bool kMin>
+void dotQ4(const std::uint8_t* const* rows, const float* x, const float* pairs, std::int64_t in, float* out)
 {
-    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+    constexpr std::size_t bytes = kMin ? 20 : 18, qs = kMin ? 4 : 2;
+    __m256 acc[R];
+    __m128 consts[R];
+    for (int r = 0; r < R; ++r) {
+        acc[r] = _mm256_setzero_ps();
+        consts[r] = _mm_setzero_ps();
+    }
     const __m256i m4 = _mm256_set1_epi32(0x0f);
-    auto q = [&](int t) {
-        const __m256i sh = _mm256_setr_epi32(8 * t, 8 * t, 8 * t, 8 * t, 8 * t + 4, 8 * t + 4, 8 * t + 4, 8 * t + 4);
-        return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(_mm256_srlv_epi32(v, sh), m4), offset));
-    };
-    __m256 qx = _mm256_mul_ps(q(0), _mm256_loadu_ps(x));
-    qx = _mm256_fmadd_ps(q(1), _mm256_loadu_ps(x + 8), qx);
-    qx = _mm256_fmadd_ps(q(2), _mm256_loadu_ps(x + 16), qx);
-    return _mm256_fmadd_ps(q(3), _mm256_loadu_ps(x + 24), qx);
-}
-
-// block_q4_0: half d, 16 bytes of nibbles.  y = d·(q − 8): the −8 in integers, exact.
-float dotQ4_0(const std::uint8_t* row, const float* x, const float*, std::int64_t in)
-{
-    __m256 acc = _mm256_setzero_ps();
-    const __m256i eight = _mm256_set1_epi32(8);
-    for (std::int64_t b = 0; b < in / 32; ++b, row += 18, x += 32)
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(halfAt(row)), dotNibbles(row + 2, x, eight), acc);
-    return hsum(acc);
-}
-
-// block_q4_1: half d, half m, 16 bytes of nibbles.  y = d·q + m:  Σ y·x = d·Σ q·x + m·Σ x.
-float dotQ4_1(const std::uint8_t* row, const float* x, const float* sums, std::int64_t in)
-{
-    __m256 acc = _mm256_setzero_ps();
-    float mins = 0;
-    const __m256i zero = _mm256_setzero_si256();
-    for (std::int64_t b = 0; b < in / 32; ++b, row += 20, x += 32) {
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(halfAt(row)), dotNibbles(row + 4, x, zero), acc);
-        mins += halfAt(row + 2) * sums[b];
+    for (std::int64_t b = 0; b < in / 32; ++b, x += 32) {
+        const __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8), x2 = _mm256_loadu_ps(x + 16),
+                     x3 = _mm256_loadu_ps(x + 24);
+        const __m128 s = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(pairs + 2 * b)));
+        for (int r = 0; r < R; ++r) {
+            const std::uint8_t* blk = rows[r] + bytes * static_cast<std::size_t>(b);
+            const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + qs)));
+            const __m256i hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + qs + 8)));
+            __m256 qx = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(lo, m4)), x0);
+            qx = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(hi, m4)), x1, qx);
+            qx = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(lo, 4)), x2, qx);
+            qx = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(hi, 4)), x3, qx);
+            std::uint32_t scales = 0;
+            std::memcpy(&scales, blk, kMin ? 4 : 2);
+            const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(scales)));
+            acc[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(dm), qx, acc[r]);
+            consts[r] = _mm_fmadd_ps(dm, s, consts[r]);
+        }
     }
-    return hsum(acc) + mins;
+    for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]) + _mm_cvtss_f32(_mm_add_ss(consts[r], _mm_movehdup_ps(consts[r])));
 }
 
 // block_q4_K: half d, dmin; 12 bytes of 6-bit scales and mins; 128 bytes of nibbles (sub-block j of 32 is nibble
@@ -398,15 +411,34 @@ RowDequant fastRow(GgmlType t)
     }
 }
 
+inline void prefetchRow(const std::uint8_t* row, std::size_t bytes)
+{
+    for (std::size_t at = 0; at < bytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(row + at), _MM_HINT_T0);
+}
+
+// kDotRows stored rows each dotted with one row of x, into out[0…kDotRows); `one` takes a single row (the rest).
+using RowsDot = void (*)(const std::uint8_t* const* rows, const float* x, const float* sums, std::int64_t in, float* out);
+struct MultiRowDot {
+    RowsDot many = nullptr, one = nullptr;
+    int count = 1;  // rows `many` takes
+};
+
+MultiRowDot multiRowDot(GgmlType t)
+{
+    switch (t) {
+    case GgmlType::Q8_0: return {dotQ8_0<kDotRows>, dotQ8_0<1>, kDotRows};
+    case GgmlType::Q4_0: return {dotQ4<kDotRows, false>, dotQ4<1, false>, kDotRows};
+    case GgmlType::Q4_1: return {dotQ4<kDotRows, true>, dotQ4<1, true>, kDotRows};
+    default: return {};
+    }
+}
+
 RowDot fastDot(GgmlType t)
 {
     switch (t) {
     case GgmlType::F32: return dotF32;
     case GgmlType::F16: return dotF16;
     case GgmlType::BF16: return dotBF16;
-    case GgmlType::Q8_0: return dotQ8_0;
-    case GgmlType::Q4_0: return dotQ4_0;
-    case GgmlType::Q4_1: return dotQ4_1;
     case GgmlType::Q4_K: return dotQ4_K;
     case GgmlType::Q6_K: return dotQ6_K;
     default: return nullptr;
@@ -416,14 +448,22 @@ RowDot fastDot(GgmlType t)
 #else
 
 using RowDequant = void (*)(const std::uint8_t* row, float* y, std::int64_t in);
-bool permutesX(GgmlType) { return false; }
-int permutedIndex(GgmlType, int t, int i) { return 8 * t + i; }
+constexpr int kDotRows = 1;
+using RowsDot = void (*)(const std::uint8_t* const* rows, const float* x, const float* sums, std::int64_t in, float* out);
+struct MultiRowDot {
+    RowsDot many = nullptr, one = nullptr;
+    int count = 1;  // rows `many` takes
+};
+MultiRowDot multiRowDot(GgmlType) { return {}; }
+inline void prefetchRow(const std::uint8_t*, std::size_t) {}
 RowDot fastDot(GgmlType) { return nullptr; }
 RowDequant fastRow(GgmlType) { return nullptr; }
 
 #endif
 
-bool needsSums(GgmlType t) { return t == GgmlType::Q4_1 || t == GgmlType::Q4_K; }
+// What a kernel takes as `sums` for each row of x: Q4_K Σx per 32 inputs; Q4_0 and Q4_1 two floats per 32 (see dotQ4).
+bool needsSums(GgmlType t) { return t == GgmlType::Q4_K; }
+bool needsPairs(GgmlType t) { return t == GgmlType::Q4_0 || t == GgmlType::Q4_1; }
 
 // -----------------------------------------------------------------------------------------------------
 // [SECTION] Products
@@ -437,39 +477,62 @@ constexpr Eigen::Index kVectorCols = 64;
 
 void gemv(const Matrix& x, const WeightMatrix& w, Matrix& out)
 {
-    const Eigen::Index n = x.rows(), in = w.inputs(), cols = w.outputs();
+    const Eigen::Index n = x.rows(), in = w.inputs(), cols = w.outputs(), nb = in / 32;
     const GgmlType type = w.type();
     const RowDot dot = fastDot(type);
+    const MultiRowDot multi = multiRowDot(type);
     std::vector<float> sums;
     if (dot != nullptr && needsSums(type)) {
-        const Eigen::Index nb = in / 32;
         sums.resize(static_cast<std::size_t>(n * nb));
         for (Eigen::Index r = 0; r < n; ++r)
             for (Eigen::Index b = 0; b < nb; ++b)
                 sums[static_cast<std::size_t>(r * nb + b)] = x.row(r).segment(b * 32, 32).sum();
     }
-    // x permuted within each block of 32 for the kernels that read it so (see permutesX).
-    Matrix permuted;
-    const bool permute = dot != nullptr && permutesX(type);
-    if (permute) {
-        permuted.resize(n, in);
+    if (multi.many != nullptr && needsPairs(type)) {
+        const bool q4_0 = type == GgmlType::Q4_0;
+        sums.resize(static_cast<std::size_t>(n * nb * 2));
         for (Eigen::Index r = 0; r < n; ++r)
-            for (Eigen::Index b = 0; b < in / 32; ++b)
-                for (int t = 0; t < 4; ++t)
-                    for (int i = 0; i < 8; ++i) permuted(r, b * 32 + 8 * t + i) = x(r, b * 32 + permutedIndex(type, t, i));
+            for (Eigen::Index b = 0; b < nb; ++b) {
+                const float s = x.row(r).segment(b * 32, 32).sum();
+                float* to = sums.data() + 2 * (r * nb + b);
+                to[0] = q4_0 ? -8.0f * s : 0.0f;
+                to[1] = q4_0 ? 0.0f : s;
+            }
     }
-    const Matrix& xs = permute ? permuted : x;
+    const std::size_t sumsPerRow = sums.size() / static_cast<std::size_t>(n);
+    auto sumsOf = [&](Eigen::Index r) { return sums.empty() ? nullptr : sums.data() + static_cast<std::size_t>(r) * sumsPerRow; };
     const std::size_t rowBytes = w.streamedBytes() / static_cast<std::size_t>(cols);
     const Eigen::Index tasks = (cols + kVectorCols - 1) / kVectorCols;
 #pragma omp parallel for schedule(dynamic, 1) if (worthTeam(n, in, cols))
     for (Eigen::Index t = 0; t < tasks; ++t) {
         const Eigen::Index j1 = std::min(cols, (t + 1) * kVectorCols);
-        for (Eigen::Index j = t * kVectorCols; j < j1; ++j) {
+        Eigen::Index j = t * kVectorCols;
+        if (multi.many != nullptr) {
+            for (; j < j1; j += multi.count) {
+                const int k = j + multi.count <= j1 ? multi.count : static_cast<int>(j1 - j);
+                const std::uint8_t* rows[kDotRows];
+                for (int i = 0; i < k; ++i) rows[i] = w.storedRow(j + i);
+                // The next rows into L1 while these are dotted: the kernels read 4 rows a block at a time,
+                // which the hardware prefetchers follow badly from memory (the LM head, 30 MB of Q8_0, ran at
+                // 4.6 GB/s with 4 rows per call against 11 with one; prefetched, 10-13). Two groups ahead or
+                // three measured the same.
+                for (Eigen::Index i = j + multi.count; i < std::min(cols, j + 2 * multi.count); ++i)
+                    prefetchRow(w.storedRow(i), rowBytes);
+                for (Eigen::Index r = 0; r < n; ++r) {
+                    float y[kDotRows];
+                    if (k == multi.count) multi.many(rows, x.row(r).data(), sumsOf(r), in, y);
+                    else
+                        for (int i = 0; i < k; ++i) multi.one(rows + i, x.row(r).data(), sumsOf(r), in, y + i);
+                    for (int i = 0; i < k; ++i) out(r, j + i) = y[i];
+                }
+            }
+            continue;
+        }
+        for (; j < j1; ++j) {
             const std::uint8_t* row = w.storedRow(j);
             for (Eigen::Index r = 0; r < n; ++r) {
-                const float* xr = xs.row(r).data();
-                out(r, j) = dot != nullptr ? dot(row, xr, sums.empty() ? nullptr : sums.data() + r * (in / 32), in)
-                                           : dotGeneric(type, row, rowBytes, xr, in);
+                const float* xr = x.row(r).data();
+                out(r, j) = dot != nullptr ? dot(row, xr, sumsOf(r), in) : dotGeneric(type, row, rowBytes, xr, in);
             }
         }
     }

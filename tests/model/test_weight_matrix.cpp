@@ -185,6 +185,36 @@ INSTANTIATE_TEST_SUITE_P(Types, Kernels,
                                            KernelCase{GgmlType::Q5_K, 512}),
                          [](const auto& info) { return std::string(attn::ggmlTypeName(info.param.type)); });
 
+// The GEMV takes Q8_0, Q4_0 and Q4_1 rows 4 at a time within tasks of 64 output columns: 71 outputs make one full
+// task and one of 7 (a group of 4, then 3 rows one by one), 7 blocks an odd row; in row order and permuted.
+TEST(WeightMatrix, GemvGroupsOfRowsAndTheirTailsEqualTheOracle)
+{
+    for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1}) {
+        const std::int64_t in = 7 * 32, rows = 71;
+        const Tensor t = makeTensor(type, in, rows, 40 + static_cast<unsigned>(type));
+        ASSERT_NE(t.info, nullptr);
+        std::mt19937 rng(9);
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        std::vector<int> order(static_cast<std::size_t>(rows));
+        std::iota(order.begin(), order.end(), 0);
+        std::shuffle(order.begin(), order.end(), rng);
+        for (const bool ordered : {false, true}) {
+            const std::vector<int> o = ordered ? order : std::vector<int>{};
+            auto w = attn::WeightMatrix::quantized(t.file, *t.info, 0, rows, o);
+            ASSERT_TRUE(w.ok()) << w.status().message;
+            const Matrix oracle = oracleWeights(t, 0, rows, o);
+            for (const Eigen::Index n : {1, 2}) {
+                Matrix x(n, in);
+                for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = normal(rng);
+                Matrix got;
+                attn::product(x, *w, got);
+                expectClose(x, oracle, got, std::string(attn::ggmlTypeName(type)) + " n=" + std::to_string(n) +
+                                                (ordered ? " ordered" : ""));
+            }
+        }
+    }
+}
+
 TEST(WeightMatrix, AColumnIsTheStoredRowAndAnEditMakesItDense)
 {
     const Tensor t = makeTensor(GgmlType::Q4_1, 64, 10, 3);
