@@ -84,6 +84,33 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
         attn::DecoderRun grown = prefix;
         if (attn::Status s = attn::appendTokens(*model, {ids.back()}, grown); !s.ok()) return printError(s.message), kExitFailure;
     }
+    // The products of one appended token, each weight once, as an append streams them (Q, K, V, W^O and the
+    // feed-forward of every layer, then the LM head) on one row; `hot`: layer 0's weights L times and the LM head
+    // a second time, from the caches: the kernels' own rate without the memory's. Beside the append they say how
+    // much of it is products, and whether the products wait for memory (hot ≈ streamed: they do not).
+    std::vector<attn::WeightMatrix> wo;  // W^O as the products take it (float32, as the model keeps it)
+    for (const attn::DecoderLayer& L : model->layers) wo.emplace_back(L.Wo);
+    auto appendProducts = [&](bool hot) {
+        const attn::Matrix x = attn::Matrix::Constant(1, c.hidden, 0.01f), xa = attn::Matrix::Constant(1, wo[0].inputs(), 0.01f);
+        attn::Matrix out, f;
+        if (hot) attn::product(x, model->unembedding(), out);
+        const auto t0 = Clock::now();
+        for (int l = 0; l < c.layers; ++l) {
+            const std::size_t i = hot ? 0 : static_cast<std::size_t>(l);
+            const attn::DecoderLayer& L = model->layers[i];
+            for (const attn::WeightMatrix* w : {&L.Wq, &L.Wk, &L.Wv, &L.Wgate, &L.Wup, &L.Wfc})
+                if (!w->empty()) attn::product(x, *w, out);
+            attn::product(xa, wo[i], out);
+            for (const attn::WeightMatrix* w : {&L.Wdown, &L.Wproj})
+                if (!w->empty()) {
+                    f = attn::Matrix::Constant(1, w->inputs(), 0.01f);
+                    attn::product(f, *w, out);
+                }
+        }
+        attn::product(x, model->unembedding(), out);
+        return msSince(t0);
+    };
+    std::vector<double> products, productsHot;
     std::fprintf(stderr, "measuring the machine's bounds...\n");
     Bounds bounds = measureBounds();
     // An ablation toggle in the middle layer: recompute from it.
@@ -101,6 +128,8 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
         s = attn::appendTokens(*model, {ids.back()}, grown);
         append.push_back(msSince(t0));
         if (!s.ok()) return printError(s.message), kExitFailure;
+        products.push_back(appendProducts(false));
+        productsHot.push_back(appendProducts(true));
         run.ablated = {{layer, r % c.heads}};
         // The new predictions first (what the window shows at once), then every position's surprise.
         t0 = Clock::now();
@@ -224,6 +253,8 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
     j["append_token_ms"] = app1;
     j["append_bound_ms"] = appendBoundMs;
     j["append_over_bound"] = app1 / appendBoundMs;  // ≤ 1.5 is issue 17's goal
+    j["append_products_ms"] = median(products);         // the append's weight products alone, streamed
+    j["append_products_hot_ms"] = median(productsHot);  // the same from the caches (the kernels' rate)
     j["weights_mb"] = weightBytes(*model) / 1e6;                   // streamed per appended token
     j["dense_weights_mb"] = double(model->denseWeightBytes()) / 1e6;  // float32 the model holds in memory
     j["ablation_layer"] = layer;
