@@ -364,6 +364,19 @@ Status LazyMaps::pooled(MapKind kind, int layer, int head, const MapRect& r, int
                 const int a = m_spec.window > 0 ? std::max(j0, pos - m_spec.window + 1 - r.c0) : j0;
                 const int b = m_spec.causal ? std::min(j0 + jb, pos - r.c0 + 1) : j0 + jb;
                 const float* row = s.row(i).data();
+                if (a >= b) continue;
+                if (m_spec.scale > 0) {
+                    // q·k·s − lse grows with q·k: each pooled column's largest q·k over its keys (a vectorised
+                    // max over a contiguous run), then one subtraction, instead of a compare and store per cell.
+                    for (int j = a; j < b;) {
+                        const int c = colOf[std::size_t(j)];
+                        const int e = std::min(b, blockStart(r.cols, outCols, c + 1));
+                        const float v = Eigen::Map<const Eigen::ArrayXf>(row + (j - j0), e - j).maxCoeff() * m_spec.scale - shift;
+                        if (v > dst[c]) dst[c] = v;
+                        j = e;
+                    }
+                    continue;
+                }
                 for (int j = a; j < b; ++j) {
                     const float v = row[j - j0] * m_spec.scale - shift;
                     float& d = dst[colOf[std::size_t(j)]];
