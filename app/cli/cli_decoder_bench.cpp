@@ -92,7 +92,9 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
     for (const attn::DecoderLayer& L : model->layers) wo.emplace_back(L.Wo);
     auto appendProducts = [&](bool hot) {
         const attn::Matrix x = attn::Matrix::Constant(1, c.hidden, 0.01f), xa = attn::Matrix::Constant(1, wo[0].inputs(), 0.01f);
-        attn::Matrix out, f;
+        // The feed-forward's down projection reads F values (W_down, or GPT-2's c_proj).
+        const attn::Matrix xf = attn::Matrix::Constant(1, c.intermediate, 0.01f);
+        attn::Matrix out;
         if (hot) attn::product(x, model->unembedding(), out);
         const auto t0 = Clock::now();
         for (int l = 0; l < c.layers; ++l) {
@@ -102,10 +104,7 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
                 if (!w->empty()) attn::product(x, *w, out);
             attn::product(xa, wo[i], out);
             for (const attn::WeightMatrix* w : {&L.Wdown, &L.Wproj})
-                if (!w->empty()) {
-                    f = attn::Matrix::Constant(1, w->inputs(), 0.01f);
-                    attn::product(f, *w, out);
-                }
+                if (!w->empty()) attn::product(xf, *w, out);
         }
         attn::product(x, model->unembedding(), out);
         return msSince(t0);

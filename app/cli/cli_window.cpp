@@ -54,11 +54,8 @@ void addWindowOptions(CLI::App& root, WindowCli& cli)
     root.add_option("--test-hooks", o.testHooksDir, "Write widget rectangles and frames into DIR (end-to-end tests)");
     // The text goes into the window's text field, which needs UTF-8 (ImGui asserts on typing into other bytes).
     const auto utf8 = [](const std::string& s) {
-        const std::size_t bad = firstInvalidUtf8(s);
-        if (bad == std::string_view::npos) return std::string();
-        char hex[8];
-        std::snprintf(hex, sizeof hex, "0x%02x", unsigned(static_cast<unsigned char>(s[bad])));
-        return "not UTF-8 (byte " + std::string(hex) + " at offset " + std::to_string(bad) + "); expected UTF-8 text";
+        const std::string bad = invalidUtf8Byte(s);
+        return bad.empty() ? bad : "not UTF-8 (" + bad + "); expected UTF-8 text";
     };
     root.add_option("--model-text", o.model.text, "Open the model mode with this sentence A (docs/model.md)")->check(utf8);
     root.add_option("--model-text-file", "Open the model mode with the text of this file (a long text: a decoder runs it "

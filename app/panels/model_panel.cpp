@@ -603,6 +603,22 @@ bool modelViewShown(const AppState& state)
     return m.active && m.showView;  // before the first run too: the panel then shows its progress
 }
 
+namespace {
+
+// The sidebar's last row, with a run or before one: another model, and a decoder's text from a file.
+void drawOpenButtons(AppState& state)
+{
+    ModelState& m = state.model;
+    if (ImGui::Button("Open model…")) m.showOpenDialog = true;
+    if (m.isDecoder()) {
+        ImGui::SameLine();
+        if (ImGui::Button("Open text…")) m.showTextDialog = true;  // as File → Open text…
+        state.recordRect("model/sidebar_open_text", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    }
+}
+
+} // namespace
+
 void drawModelSidebar(AppState& state)
 {
     ModelState& m = state.model;
@@ -626,11 +642,7 @@ void drawModelSidebar(AppState& state)
         ImGui::TextWrapped(m.computing() ? "First run under way: the views appear when it is whole."
                                          : "No run yet: see the model window.");
         ImGui::Separator();
-        if (ImGui::Button("Open model…")) m.showOpenDialog = true;
-        if (m.isDecoder()) {
-            ImGui::SameLine();
-            if (ImGui::Button("Open text…")) m.showTextDialog = true;
-        }
+        drawOpenButtons(state);
         return;
     }
     const RunView run = m.shownRun();
@@ -674,12 +686,7 @@ void drawModelSidebar(AppState& state)
                                        "weights; Esc or Back returns here). Right-click: show its lines. The × in its "
                                        "corner (on hover) ablates it.");
     ImGui::Separator();
-    if (ImGui::Button("Open model…")) m.showOpenDialog = true;
-    if (m.isDecoder()) {
-        ImGui::SameLine();
-        if (ImGui::Button("Open text…")) m.showTextDialog = true;  // as File → Open text…
-        state.recordRect("model/sidebar_open_text", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
-    }
+    drawOpenButtons(state);
 }
 
 void drawModelStatus(AppState& state, const std::string& backend)

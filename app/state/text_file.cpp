@@ -23,6 +23,15 @@ std::string formatBytes(std::size_t bytes)
     return buf;
 }
 
+std::string invalidUtf8Byte(std::string_view s, std::size_t offsetShift)
+{
+    const std::size_t bad = firstInvalidUtf8(s);
+    if (bad == std::string_view::npos) return {};
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02x", unsigned(static_cast<unsigned char>(s[bad])));
+    return "byte " + std::string(hex) + " at offset " + std::to_string(bad + offsetShift);
+}
+
 attn::Expected<std::string> readTextFile(const std::string& path, std::size_t maxBytes)
 {
     const std::string expected = "; expected a UTF-8 text file";
@@ -45,12 +54,9 @@ attn::Expected<std::string> readTextFile(const std::string& path, std::size_t ma
     text.erase(0, bom);
     if (const std::size_t nul = text.find('\0'); nul != std::string::npos)
         return attn::invalidArgument(path + ": a binary file (a NUL byte at offset " + std::to_string(nul + bom) + ")" + expected);
-    if (const std::size_t bad = firstInvalidUtf8(text); bad != std::string_view::npos) {
-        char hex[8];
-        std::snprintf(hex, sizeof hex, "0x%02x", unsigned(static_cast<unsigned char>(text[bad])));
-        return attn::invalidArgument(path + ": not UTF-8 (byte " + hex + " at offset " + std::to_string(bad + bom) +
-                                     " begins no valid character)" + expected + " (convert it, e.g. iconv -t UTF-8)");
-    }
+    if (const std::string bad = invalidUtf8Byte(text, bom); !bad.empty())
+        return attn::invalidArgument(path + ": not UTF-8 (" + bad + " begins no valid character)" + expected +
+                                     " (convert it, e.g. iconv -t UTF-8)");
     if (text.find_first_not_of(" \t\r\n\f\v") == std::string::npos)
         return attn::invalidArgument(path + (text.empty() ? ": the file is empty" : ": the file holds only white space") +
                                      expected + " with something for the model to read");

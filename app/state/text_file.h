@@ -18,6 +18,10 @@ inline constexpr std::size_t kMaxTextFileBytes = std::size_t(4) << 20;
 // The core's UTF-8 check (attnscope/bpe_tokenizer.h), which the tokenisers use too.
 using attn::firstInvalidUtf8;
 
+// Where `s` stops being UTF-8, for a message: "byte 0xe9 at offset 3" (the offset plus `offsetShift`, for a
+// text whose first bytes were dropped); "" when all of `s` is valid.
+std::string invalidUtf8Byte(std::string_view s, std::size_t offsetShift = 0);
+
 // Reads `path` as a model's text: a regular file of at most `maxBytes`, valid UTF-8 (a leading byte-order
 // mark is dropped) with no NUL byte (a binary file), and not empty or only white space. Errors name the path
 // and what was expected against what was found: IoError for the file ("cannot open: No such file or
