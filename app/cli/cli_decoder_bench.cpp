@@ -96,6 +96,7 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
         const attn::Matrix xf = attn::Matrix::Constant(1, c.intermediate, 0.01f);
         attn::Matrix out;
         if (hot) attn::product(x, model->unembedding(), out);
+        const attn::ProductBurst burst;  // as appendTokens runs them
         const auto t0 = Clock::now();
         for (int l = 0; l < c.layers; ++l) {
             const std::size_t i = hot ? 0 : static_cast<std::size_t>(l);

@@ -304,11 +304,10 @@ void product(const Matrix& a, const Matrix& b, Matrix& out)
 {
     out.resize(a.rows(), b.cols());
     const Eigen::Index width = taskCols(b.cols()), tasks = (b.cols() + width - 1) / width;
-#pragma omp parallel for schedule(dynamic, 1) if (worthTeam(a.rows(), a.cols(), b.cols()))
-    for (Eigen::Index t = 0; t < tasks; ++t) {
+    forTasks(tasks, worthTeam(a.rows(), a.cols(), b.cols()), [&](Eigen::Index t) {
         const Eigen::Index c0 = t * width, cols = std::min(width, b.cols() - c0);
         out.middleCols(c0, cols).noalias() = a * b.middleCols(c0, cols);
-    }
+    });
 }
 
 void productTransposed(const Matrix& a, const Matrix& bt, Matrix& out)
@@ -319,8 +318,7 @@ void productTransposed(const Matrix& a, const Matrix& bt, Matrix& out)
     // product over bt's contiguous rows. Eigen's row-vector · btᵀ took twice as long for the same bytes (the
     // 113 MB unembedding of SmolLM2 streamed at 14 GB/s instead of 30 in isolation).
     constexpr Eigen::Index kVectorRows = 4;
-#pragma omp parallel for schedule(dynamic, 1) if (worthTeam(a.rows(), a.cols(), bt.rows()))
-    for (Eigen::Index t = 0; t < tasks; ++t) {
+    forTasks(tasks, worthTeam(a.rows(), a.cols(), bt.rows()), [&](Eigen::Index t) {
         const Eigen::Index r0 = t * width, rows = std::min(width, bt.rows() - r0);
         if (a.rows() <= kVectorRows) {
             for (Eigen::Index i = 0; i < a.rows(); ++i)
@@ -328,7 +326,7 @@ void productTransposed(const Matrix& a, const Matrix& bt, Matrix& out)
         } else {
             out.middleCols(r0, rows).noalias() = a * bt.middleRows(r0, rows).transpose();
         }
-    }
+    });
 }
 
 void rmsNormRows(const Matrix& x, const Vector& gamma, float eps, Matrix& out)
@@ -690,14 +688,8 @@ Status updateDecoderSurprise(const DecoderModel& model, DecoderRun& run)
 
 namespace {
 
-// Grows a square per-head map (old n×n) to (n+m)×(n+m): old rows keep their values and gain `fill` columns (those
-// keys are in their future), the new rows come from `rows` (m×(n+m)). In the map's own buffer: reallocated to the
-// new size through a one-column shape (Eigen keeps the values of a resize that keeps the number of coefficients,
-// and reallocates a row-major matrix that keeps its width), then the old rows are moved to the wider stride, the
-// last one first. The n×n values are still moved once (the maps are contiguous n×n matrices for every reader),
-// but nothing is allocated anew, zeroed or copied through a second buffer.
-// Keeps the top-left t×t of a square map, in its own buffer (growSquare's reverse: the rows moved to the narrower
-// stride, the first one first, then the buffer shrunk).
+// Keeps the top-left t×t of a square map, in its own buffer (the rows moved to the narrower stride, the first one
+// first, then the buffer shrunk).
 template <class M>
 void shrinkSquare(M& map, Eigen::Index t)
 {
@@ -712,19 +704,23 @@ void shrinkSquare(M& map, Eigen::Index t)
     map.resize(t, t);
 }
 
+// Grows a square per-head map (old n×n) to (n+m)×(n+m): old rows keep their values and gain `fill` columns (those
+// keys are in their future), the new rows come from `rows` (m×(n+m)). The maps are contiguous n×n matrices for
+// every reader, so the old values move to the wider stride whatever is done: here in one pass, into a new buffer
+// (never zeroed) that then replaces the old one. Growing the old buffer in place instead (a realloc, which copies
+// a heap block it cannot extend, then each row moved to the wider stride) was two passes: 270 heads' scores, mask
+// and weights of 128 tokens grown by a token, between passes over 160 MB that evict them as an append's weights
+// do, took 6.1–7.8 ms that way and 5.1–6.3 ms in one pass (6 runs each, alternating).
 template <class M>
 void growSquare(M& map, const M& rows, typename M::Scalar fill)
 {
-    using Scalar = typename M::Scalar;
     const Eigen::Index n = map.rows(), total = rows.cols(), m = total - n;
     assert(map.cols() == n && rows.rows() == m);
-    map.resize(n * n, 1);
-    map.conservativeResize(total * total, 1);
-    map.resize(total, total);
-    Scalar* d = map.data();
-    for (Eigen::Index i = n - 1; i >= 1; --i) std::memmove(d + i * total, d + i * n, std::size_t(n) * sizeof(Scalar));
-    map.topRightCorner(n, m).setConstant(fill);
-    map.bottomRows(m) = rows;
+    M grown(total, total);
+    grown.topLeftCorner(n, n) = map;
+    grown.topRightCorner(n, m).setConstant(fill);
+    grown.bottomRows(m) = rows;
+    map.swap(grown);
 }
 
 } // namespace
@@ -744,6 +740,9 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
         if (id < 0 || id >= c.vocab)
             return invalidArgument("append: id " + std::to_string(id) + " is outside 0.." + std::to_string(c.vocab - 1));
     const TeamsForTheLoad teams;
+    // The step's ~250 short products (7 a layer and the LM head, one token) on a team whose threads spin between
+    // them, instead of an OpenMP region each that wakes a sleeping thread.
+    ProductBurst burst;
     run.pinned = {};  // the pinned Q, K, V were for the old length
     Matrix x(m, c.hidden);
     for (int i = 0; i < m; ++i) {
@@ -760,7 +759,10 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
         Matrix Knew, Vnew;
         attentionInputs(model, layer, run.hidden[static_cast<std::size_t>(l)].bottomRows(m), n, buf.normed, in.Q, Knew, Vnew);
         if (run.lazy) {
-            // The new queries against every key: only their rows are computed, the kept statistics stay.
+            // The new queries against every key: only their rows are computed, the kept statistics stay. Past
+            // kLazyTokens the attention splits the keys over its own OpenMP team: the burst's threads sleep for it
+            // (spinning, they took its cores: 44 → 54 ms an append at 4096 tokens).
+            burst.rest();
             ATTNSCOPE_RETURN_IF_ERROR(lazyLayer(model, l, run, std::move(in.Q), std::move(Knew), std::move(Vnew), n));
             Matrix out;
             afterAttention(model, layer, res.output, run.hidden[static_cast<std::size_t>(l)].bottomRows(m), buf.block, out);

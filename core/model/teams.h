@@ -1,6 +1,8 @@
 // Thread teams sized for the load of the machine, shared by the model families' forwards (core/model/).
 #pragma once
 
+#include "burst_team.h"
+
 #include <Eigen/Core>
 
 #include <algorithm>
@@ -130,6 +132,32 @@ inline constexpr double kTeamBytes = double(1 << 20);
 inline bool worthTeam(Eigen::Index rows, Eigen::Index inner, Eigen::Index cols)
 {
     return double(rows) * double(inner) * double(cols) >= kTeamWork || double(inner) * double(cols) * 4 >= kTeamBytes;
+}
+
+// The threads a team started now would have (the TeamsForTheLoad in force, or OpenMP's setting).
+inline int teamThreads()
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+// Runs body(t) for t in 0…tasks−1: on the thread's BurstTeam when it is in a BurstScope (an appended token: no
+// region to open, so any product of more than one task is split), else on an OpenMP team when `team`
+// (worthTeam), else on this thread. Tasks are scheduled dynamically; their results depend on t alone.
+template <class Body>
+void forTasks(Eigen::Index tasks, bool team, const Body& body)
+{
+    if (tasks > 1) {
+        if (BurstTeam* burst = BurstScope::team(); burst != nullptr && burst->threads() > 1) {
+            burst->run(tasks, [&body](std::int64_t t) { body(static_cast<Eigen::Index>(t)); });
+            return;
+        }
+    }
+#pragma omp parallel for schedule(dynamic, 1) if (team && tasks > 1)
+    for (Eigen::Index t = 0; t < tasks; ++t) body(t);
 }
 
 } // namespace detail

@@ -29,6 +29,7 @@
 namespace attn {
 
 using detail::taskCols;
+using detail::forTasks;
 using detail::worthTeam;
 using detail::scaleMinK4;
 
@@ -503,8 +504,7 @@ void gemv(const Matrix& x, const WeightMatrix& w, Matrix& out)
     auto sumsOf = [&](Eigen::Index r) { return sums.empty() ? nullptr : sums.data() + static_cast<std::size_t>(r) * sumsPerRow; };
     const std::size_t rowBytes = w.streamedBytes() / static_cast<std::size_t>(cols);
     const Eigen::Index tasks = (cols + kVectorCols - 1) / kVectorCols;
-#pragma omp parallel for schedule(dynamic, 1) if (worthTeam(n, in, cols))
-    for (Eigen::Index t = 0; t < tasks; ++t) {
+    forTasks(tasks, worthTeam(n, in, cols), [&](Eigen::Index t) {
         const Eigen::Index j1 = std::min(cols, (t + 1) * kVectorCols);
         Eigen::Index j = t * kVectorCols;
         if (multi.many != nullptr) {
@@ -526,7 +526,7 @@ void gemv(const Matrix& x, const WeightMatrix& w, Matrix& out)
                     for (int i = 0; i < k; ++i) out(r, j + i) = y[i];
                 }
             }
-            continue;
+            return;
         }
         for (; j < j1; ++j) {
             const std::uint8_t* row = w.storedRow(j);
@@ -535,7 +535,7 @@ void gemv(const Matrix& x, const WeightMatrix& w, Matrix& out)
                 out(r, j) = dot != nullptr ? dot(row, xr, sumsOf(r), in) : dotGeneric(type, row, rowBytes, xr, in);
             }
         }
-    }
+    });
 }
 
 void panels(const Matrix& x, const WeightMatrix& w, Matrix& out)
@@ -569,6 +569,15 @@ void product(const Matrix& x, const WeightMatrix& w, Matrix& out)
     out.resize(x.rows(), w.outputs());
     if (x.rows() <= kVectorRows) gemv(x, w, out);
     else panels(x, w, out);
+}
+
+ProductBurst::ProductBurst() : m_scope(std::make_unique<detail::BurstScope>(detail::teamThreads())) {}
+
+ProductBurst::~ProductBurst() = default;
+
+void ProductBurst::rest()
+{
+    if (detail::BurstTeam* team = detail::BurstScope::team()) team->rest();
 }
 
 Matrix referenceProduct(const Matrix& x, const WeightMatrix& w)

@@ -2,19 +2,24 @@
 // few rows, the panels of many) against the naive oracle (the tensor dequantized whole by GgufFile::dequantize,
 // GGML's bit-exact reference, then a float32 product), and whole decoders loaded both ways (views vs
 // DecoderLoadOptions::dequantize) giving the same hidden states and logits, for a forward, an appended token and an
-// ablation recompute. SmolLM2's case skips when scripts/setup.sh has not installed it.
+// ablation recompute; the burst team an appended token's products run on. SmolLM2's case skips when scripts/setup.sh has not installed it.
 #include <attnscope/decoder.h>
 #include <attnscope/gguf.h>
 #include <attnscope/weight_matrix.h>
 
+#include "burst_team.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <numeric>
 #include <random>
+#include <thread>
 
 namespace {
 
@@ -213,6 +218,69 @@ TEST(WeightMatrix, GemvGroupsOfRowsAndTheirTailsEqualTheOracle)
             }
         }
     }
+}
+
+// An appended token's products run on a BurstTeam (core/model/burst_team.h): the same bits as off it, since a task's
+// work depends on its index alone. 200 outputs are 4 tasks of the GEMV; 2 and 3 threads.
+TEST(WeightMatrix, AProductOnABurstTeamEqualsTheSameProductOffIt)
+{
+    for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_1}) {
+        const std::int64_t in = 7 * 32, rows = 200;
+        const Tensor t = makeTensor(type, in, rows, 70 + static_cast<unsigned>(type));
+        ASSERT_NE(t.info, nullptr);
+        auto w = attn::WeightMatrix::quantized(t.file, *t.info, 0, rows);
+        ASSERT_TRUE(w.ok()) << w.status().message;
+        std::mt19937 rng(11);
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        Matrix x(1, in);
+        for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = normal(rng);
+        Matrix off;
+        attn::product(x, *w, off);
+        expectClose(x, oracleWeights(t, 0, rows, {}), off, std::string(attn::ggmlTypeName(type)));
+        for (const int threads : {2, 3}) {
+            const attn::detail::BurstScope scope(threads);
+            ASSERT_EQ(attn::detail::BurstScope::team()->threads(), threads);
+            Matrix on;
+            attn::product(x, *w, on);
+            EXPECT_EQ(on, off) << attn::ggmlTypeName(type) << ", " << threads << " threads";
+        }
+        EXPECT_EQ(attn::detail::BurstScope::team(), nullptr) << "the scope ended";
+    }
+}
+
+// The team itself: every task of every loop runs exactly once, loops of 0, 1 and many tasks follow each other, some
+// after a pause long enough for the helpers to sleep (they must wake for the next loop), and an inner scope's team
+// is the current one until it ends.
+TEST(BurstTeam, EveryTaskOfEveryLoopRunsOnceAndSleepingHelpersWake)
+{
+    using attn::detail::BurstScope;
+    using attn::detail::BurstTeam;
+    for (const int threads : {1, 2, 4}) {
+        BurstTeam team(threads);
+        EXPECT_EQ(team.threads(), threads);
+        std::vector<std::atomic<int>> runs(97);
+        for (int loop = 0; loop < 300; ++loop) {
+            const std::int64_t tasks = loop % 7 == 0 ? 0 : loop % 5 == 0 ? 1 : static_cast<std::int64_t>(loop % 97);
+            for (auto& r : runs) r.store(0);
+            team.run(tasks, [&](std::int64_t t) { runs[static_cast<std::size_t>(t)].fetch_add(1); });
+            for (std::int64_t t = 0; t < 97; ++t)
+                ASSERT_EQ(runs[static_cast<std::size_t>(t)].load(), t < tasks ? 1 : 0)
+                    << "task " << t << " of " << tasks << ", loop " << loop << ", " << threads << " threads";
+            if (loop % 50 == 49) std::this_thread::sleep_for(std::chrono::microseconds(4 * BurstTeam::kSpinMicros));
+        }
+    }
+    EXPECT_EQ(BurstScope::team(), nullptr);
+    {
+        const BurstScope outer(2);
+        BurstTeam* first = BurstScope::team();
+        ASSERT_NE(first, nullptr);
+        {
+            const BurstScope inner(3);
+            EXPECT_EQ(BurstScope::team()->threads(), 3);
+        }
+        EXPECT_EQ(BurstScope::team(), first);
+    }
+    EXPECT_EQ(BurstScope::team(), nullptr);
 }
 
 TEST(WeightMatrix, AColumnIsTheStoredRowAndAnEditMakesItDense)

@@ -16,6 +16,10 @@
 
 namespace attn {
 
+namespace detail {
+class BurstScope;
+}
+
 class WeightMatrix {
 public:
     WeightMatrix() = default;
@@ -81,5 +85,26 @@ void product(const Matrix& x, const WeightMatrix& w, Matrix& out);
 // The same product with the dense path only (the oracle of the quantized kernels): the weight dequantized whole
 // (toMatrix) then Eigen's float32 product. For tests.
 Matrix referenceProduct(const Matrix& x, const WeightMatrix& w);
+
+// A burst of products: while one lives, the products called on this thread (these, and the decoders' float32 ones)
+// run their tasks on a team of its own whose threads spin between products, instead of opening an OpenMP region
+// each. The program's OpenMP threads sleep while they wait (app/main.cpp), and waking them costs 75–120 µs a
+// region on the 2-core virtual machine: an appended token's ~250 products of a few hundred microseconds each lost
+// half their time to it. appendTokens opens one; the team's threads sleep again once no product has come for
+// 0.3 ms, and end with the burst. Threads: OpenMP's setting when it is made. Results are the same bits as without.
+class ProductBurst {
+public:
+    ProductBurst();
+    ~ProductBurst();
+    ProductBurst(const ProductBurst&) = delete;
+    ProductBurst& operator=(const ProductBurst&) = delete;
+
+    // The team's threads sleep now, before work that opens OpenMP teams of its own (a long text's attention) and
+    // whose threads they would otherwise take cores from; the next product wakes them.
+    void rest();
+
+private:
+    std::unique_ptr<detail::BurstScope> m_scope;
+};
 
 } // namespace attn
