@@ -271,7 +271,8 @@ void drawLinesView(AppState& state, ImVec2 size)
     const RunView run = m.shownRun();
     const attn::Matrix& w =
         (*run.dense)[static_cast<std::size_t>(m.linesLayer)].heads[static_cast<std::size_t>(m.linesHead)].weights;
-    ImGui::Text("Lines view: layer %d, head %d (right-click a thumbnail to pick; hover a token)", m.linesLayer, m.linesHead);
+    // Wrapped: at 900 px the half-width child cut the sentence.
+    ImGui::TextWrapped("Lines view: layer %d, head %d (right-click a thumbnail to pick; hover a token)", m.linesLayer, m.linesHead);
     drawLinesMap(state, size, run.tokens, run.tokens, w, m.hoverToken, m.linesRow);
 }
 
