@@ -87,7 +87,7 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
     // The products of one appended token, each weight once, as an append streams them (Q, K, V, W^O and the
     // feed-forward of every layer, then the LM head) on one row; `hot`: layer 0's weights L times and the LM head
     // a second time, from the caches: the kernels' own rate without the memory's. Beside the append they say how
-    // much of it is products, and whether the products wait for memory (hot ≈ streamed: they do not).
+    // much of it is products, and how much of the products is waiting for memory (streamed − hot).
     std::vector<attn::WeightMatrix> wo;  // W^O as the products take it (float32, as the model keeps it)
     for (const attn::DecoderLayer& L : model->layers) wo.emplace_back(L.Wo);
     auto appendProducts = [&](bool hot) {

@@ -240,7 +240,7 @@ void drawLinesAndExport(AppState& state, ImVec2 size)
     const attn::AttentionMaps& maps = *ob.maps;
     ImGui::BeginChild("bundle_lines", ImVec2(size.x * 0.5f, size.y));
     ImGui::TextWrapped("Lines view: %s, %s (right-click a thumbnail to pick; hover a token)", layerName(ob, b.layer).c_str(),
-                headName(ob, b.head).c_str());
+                       headName(ob, b.head).c_str());
     if (std::max(maps.queries(), maps.keys()) > kBundleLinesMax) {
         ImGui::TextWrapped("The lines view draws up to %d tokens; this bundle has %d. Click a thumbnail to see the head's "
                            "map, which zooms to single cells.", kBundleLinesMax, std::max(maps.queries(), maps.keys()));

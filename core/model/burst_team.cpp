@@ -72,26 +72,27 @@ void BurstTeam::run(std::int64_t tasks, const std::function<void(std::int64_t)>&
     while (m_finished.load() < helpers) relax();
 }
 
-void BurstTeam::helper()
+bool BurstTeam::waitForLoop(std::uint64_t& seen)
 {
     using Clock = std::chrono::steady_clock;
-    std::uint64_t seen = 0;
-    for (;;) {
-        std::uint64_t loop = m_loop.load();
-        if (loop == seen && !m_stop.load()) {
-            const Clock::time_point until = Clock::now() + std::chrono::microseconds(kSpinMicros);
-            for (int i = 0; (loop = m_loop.load()) == seen && !m_stop.load(); ++i) {
-                relax();
-                if (m_rest.load() || (i % 64 == 63 && Clock::now() > until)) {
-                    std::unique_lock<std::mutex> lock(m_mutex);
-                    ++m_sleeping;
-                    m_wake.wait(lock, [&] { return m_loop.load() != seen || m_stop.load(); });
-                    --m_sleeping;
-                }
-            }
+    const Clock::time_point until = Clock::now() + std::chrono::microseconds(kSpinMicros);
+    for (int i = 0; m_loop.load() == seen && !m_stop.load(); ++i) {
+        relax();
+        if (m_rest.load() || (i % 64 == 63 && Clock::now() > until)) {
+            std::unique_lock<std::mutex> lock(m_mutex);
+            ++m_sleeping;
+            m_wake.wait(lock, [&] { return m_loop.load() != seen || m_stop.load(); });
+            --m_sleeping;
         }
-        if (m_stop.load()) return;
-        seen = loop;
+    }
+    seen = m_loop.load();
+    return !m_stop.load();
+}
+
+void BurstTeam::helper()
+{
+    std::uint64_t seen = 0;
+    while (waitForLoop(seen)) {
         work();
         m_finished.fetch_add(1);
     }

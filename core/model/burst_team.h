@@ -47,6 +47,8 @@ public:
 
 private:
     void helper();
+    // Until the next loop (true; `seen` becomes its number) or the team's end (false): spinning, then asleep.
+    bool waitForLoop(std::uint64_t& seen);
     void work();
 
     std::vector<std::thread> m_helpers;
@@ -73,6 +75,8 @@ public:
 
     // The current thread's team, or nullptr outside a scope.
     static BurstTeam* team();
+    // This scope's own team.
+    BurstTeam& own() { return m_team; }
 
 private:
     BurstTeam m_team;

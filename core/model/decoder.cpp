@@ -382,13 +382,18 @@ AttentionConfig layerConfig(const DecoderConfig& c, Backend backend)
     return cfg;
 }
 
+Eigen::Index firstKeyInWindow(const DecoderConfig& c, Eigen::Index pos)
+{
+    return c.slidingWindow > 0 ? std::max<Eigen::Index>(0, pos - c.slidingWindow + 1) : 0;
+}
+
 void slidingWindowMask(const DecoderConfig& c, int queries, int pos0, int keys, MaskSpec& mask)
 {
     mask.custom.resize(0, 0);
     if (c.slidingWindow <= 0 || pos0 + queries <= c.slidingWindow) return;
     mask.custom = MaskMatrix::Zero(queries, keys);
     for (int i = 0; i < queries; ++i)
-        for (int j = 0; j <= pos0 + i - c.slidingWindow && j < keys; ++j) mask.custom(i, j) = 1;
+        mask.custom.row(i).head(std::min<Eigen::Index>(keys, firstKeyInWindow(c, pos0 + i))).setOnes();
 }
 
 } // namespace detail
@@ -442,8 +447,8 @@ LazyAttentionSpec lazySpec(const DecoderConfig& c)
     return LazyAttentionSpec{c.heads, c.kvHeads, 1.0f / std::sqrt(float(c.headDim)), true, c.slidingWindow};
 }
 
-template <class M>
-void appendRows(M& dst, const M& rows)
+template <class M, class Rows>
+void appendRows(M& dst, const Eigen::MatrixBase<Rows>& rows)
 {
     const Eigen::Index n = dst.rows();
     dst.conservativeResize(n + rows.rows(), Eigen::NoChange);  // row-major, same width: a realloc, not a copy
@@ -742,8 +747,8 @@ void newRowsAttention(const DecoderConfig& c, const Matrix& Q, const Matrix& Kne
         HeadResult& dst = res.heads[static_cast<std::size_t>(h)];
         HeadResult& src = part.heads[static_cast<std::size_t>(h)];
         const Eigen::Index g = h / group;
-        appendRows(dst.K, Matrix(Knew.middleCols(g * D, D)));
-        appendRows(dst.V, Matrix(Vnew.middleCols(g * D, D)));
+        appendRows(dst.K, Knew.middleCols(g * D, D));
+        appendRows(dst.V, Vnew.middleCols(g * D, D));
         src.Q = Q.middleCols(Eigen::Index(h) * D, D);
         src.scores.noalias() = src.Q * dst.K.transpose();
         src.scores *= res.scale;
@@ -751,8 +756,8 @@ void newRowsAttention(const DecoderConfig& c, const Matrix& Q, const Matrix& Kne
         src.weights.setZero(m, total);
         for (Eigen::Index i = 0; i < m; ++i) {
             const Eigen::Index pos = n + i;
-            // Keys pos+1… are in the query's future; Mistral's window hides keys ≤ pos − window.
-            const Eigen::Index first = c.slidingWindow > 0 ? std::max<Eigen::Index>(0, pos - c.slidingWindow + 1) : 0;
+            // Keys pos+1… are in the query's future; Mistral's window hides the keys before `first`.
+            const Eigen::Index first = firstKeyInWindow(c, pos);
             src.masked.row(i).head(first).setOnes();
             src.masked.row(i).tail(total - pos - 1).setOnes();
             const auto s = src.scores.row(i).segment(first, pos + 1 - first);
@@ -832,6 +837,11 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
             if (auto s = compute(in, cfg, part); !s.ok()) return makeError(s.code, "layer " + std::to_string(l) + ": " + s.message);
             res.K = std::move(in.K);
             res.V = std::move(in.V);
+            // Each head's keys and values of every position are the part's own (it is dropped after): moved.
+            for (int h = 0; h < c.heads; ++h) {
+                res.heads[static_cast<std::size_t>(h)].K = std::move(part.heads[static_cast<std::size_t>(h)].K);
+                res.heads[static_cast<std::size_t>(h)].V = std::move(part.heads[static_cast<std::size_t>(h)].V);
+            }
         }
         projectOut(model, l, run.ablated, 0, part);
         // Stitch the new rows into the kept result.
@@ -841,12 +851,6 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
         for (int h = 0; h < c.heads; ++h) {
             HeadResult& dst = res.heads[static_cast<std::size_t>(h)];
             HeadResult& src = part.heads[static_cast<std::size_t>(h)];
-            // The keys and values of every position are the core's part's own (it is dropped after): moved, not
-            // copied. newRowsAttention's part has none: the kept ones grew already.
-            if (src.K.size() > 0) {
-                dst.K = std::move(src.K);
-                dst.V = std::move(src.V);
-            }
             // Old queries' scores against the new keys (masked: in their future, but a whole forward computes
             // every score, and so the kept maps match it).
             Matrix future = (dst.Q * dst.K.bottomRows(m).transpose()) * res.scale;

@@ -57,6 +57,8 @@ AttentionConfig layerConfig(const DecoderConfig& c, Backend backend);
 // Mistral's sliding window for `queries` rows at positions pos0… over `keys` keys: key j is hidden from query i
 // when i − j ≥ window (on top of causality); mask.custom is left empty when nothing is hidden.
 void slidingWindowMask(const DecoderConfig& c, int queries, int pos0, int keys, MaskSpec& mask);
+// The first key a query at position `pos` sees through that window (0 without one): keys before it are hidden.
+Eigen::Index firstKeyInWindow(const DecoderConfig& c, Eigen::Index pos);
 
 // out = a · b with b's columns split over the thread team (Eigen's own products run on one thread in core).
 void product(const Matrix& a, const Matrix& b, Matrix& out);

@@ -150,11 +150,9 @@ inline int teamThreads()
 template <class Body>
 void forTasks(Eigen::Index tasks, bool team, const Body& body)
 {
-    if (tasks > 1) {
-        if (BurstTeam* burst = BurstScope::team(); burst != nullptr && burst->threads() > 1) {
-            burst->run(tasks, [&body](std::int64_t t) { body(static_cast<Eigen::Index>(t)); });
-            return;
-        }
+    if (BurstTeam* burst = BurstScope::team()) {
+        burst->run(tasks, [&body](std::int64_t t) { body(static_cast<Eigen::Index>(t)); });
+        return;
     }
 #pragma omp parallel for schedule(dynamic, 1) if (team && tasks > 1)
     for (Eigen::Index t = 0; t < tasks; ++t) body(t);

@@ -112,6 +112,11 @@ namespace {
 
 // One stored row (in values) dotted with x; `sums` holds Σx over each 32 inputs (for the types with a min).
 using RowDot = float (*)(const std::uint8_t* row, const float* x, const float* sums, std::int64_t in);
+// kDotRows stored rows each dotted with one row of x, into out[0…kDotRows); `one` takes a single row (the rest).
+using RowsDot = void (*)(const std::uint8_t* const* rows, const float* x, const float* sums, std::int64_t in, float* out);
+struct MultiRowDot {
+    RowsDot many = nullptr, one = nullptr;
+};
 
 inline float halfAt(const std::uint8_t* p)
 {
@@ -417,19 +422,12 @@ inline void prefetchRow(const std::uint8_t* row, std::size_t bytes)
     for (std::size_t at = 0; at < bytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(row + at), _MM_HINT_T0);
 }
 
-// kDotRows stored rows each dotted with one row of x, into out[0…kDotRows); `one` takes a single row (the rest).
-using RowsDot = void (*)(const std::uint8_t* const* rows, const float* x, const float* sums, std::int64_t in, float* out);
-struct MultiRowDot {
-    RowsDot many = nullptr, one = nullptr;
-    int count = 1;  // rows `many` takes
-};
-
 MultiRowDot multiRowDot(GgmlType t)
 {
     switch (t) {
-    case GgmlType::Q8_0: return {dotQ8_0<kDotRows>, dotQ8_0<1>, kDotRows};
-    case GgmlType::Q4_0: return {dotQ4<kDotRows, false>, dotQ4<1, false>, kDotRows};
-    case GgmlType::Q4_1: return {dotQ4<kDotRows, true>, dotQ4<1, true>, kDotRows};
+    case GgmlType::Q8_0: return {dotQ8_0<kDotRows>, dotQ8_0<1>};
+    case GgmlType::Q4_0: return {dotQ4<kDotRows, false>, dotQ4<1, false>};
+    case GgmlType::Q4_1: return {dotQ4<kDotRows, true>, dotQ4<1, true>};
     default: return {};
     }
 }
@@ -450,11 +448,6 @@ RowDot fastDot(GgmlType t)
 
 using RowDequant = void (*)(const std::uint8_t* row, float* y, std::int64_t in);
 constexpr int kDotRows = 1;
-using RowsDot = void (*)(const std::uint8_t* const* rows, const float* x, const float* sums, std::int64_t in, float* out);
-struct MultiRowDot {
-    RowsDot many = nullptr, one = nullptr;
-    int count = 1;  // rows `many` takes
-};
 MultiRowDot multiRowDot(GgmlType) { return {}; }
 inline void prefetchRow(const std::uint8_t*, std::size_t) {}
 RowDot fastDot(GgmlType) { return nullptr; }
@@ -508,19 +501,19 @@ void gemv(const Matrix& x, const WeightMatrix& w, Matrix& out)
         const Eigen::Index j1 = std::min(cols, (t + 1) * kVectorCols);
         Eigen::Index j = t * kVectorCols;
         if (multi.many != nullptr) {
-            for (; j < j1; j += multi.count) {
-                const int k = j + multi.count <= j1 ? multi.count : static_cast<int>(j1 - j);
+            for (; j < j1; j += kDotRows) {
+                const int k = j + kDotRows <= j1 ? kDotRows : static_cast<int>(j1 - j);
                 const std::uint8_t* rows[kDotRows];
                 for (int i = 0; i < k; ++i) rows[i] = w.storedRow(j + i);
                 // The next rows into L1 while these are dotted: the kernels read 4 rows a block at a time,
                 // which the hardware prefetchers follow badly from memory (the LM head, 30 MB of Q8_0, ran at
                 // 4.6 GB/s with 4 rows per call against 11 with one; prefetched, 10-13). Two groups ahead or
                 // three measured the same.
-                for (Eigen::Index i = j + multi.count; i < std::min(cols, j + 2 * multi.count); ++i)
+                for (Eigen::Index i = j + kDotRows; i < std::min(cols, j + 2 * kDotRows); ++i)
                     prefetchRow(w.storedRow(i), rowBytes);
                 for (Eigen::Index r = 0; r < n; ++r) {
                     float y[kDotRows];
-                    if (k == multi.count) multi.many(rows, x.row(r).data(), sumsOf(r), in, y);
+                    if (k == kDotRows) multi.many(rows, x.row(r).data(), sumsOf(r), in, y);
                     else
                         for (int i = 0; i < k; ++i) multi.one(rows + i, x.row(r).data(), sumsOf(r), in, y + i);
                     for (int i = 0; i < k; ++i) out(r, j + i) = y[i];
@@ -575,10 +568,7 @@ ProductBurst::ProductBurst() : m_scope(std::make_unique<detail::BurstScope>(deta
 
 ProductBurst::~ProductBurst() = default;
 
-void ProductBurst::rest()
-{
-    if (detail::BurstTeam* team = detail::BurstScope::team()) team->rest();
-}
+void ProductBurst::rest() { m_scope->own().rest(); }
 
 Matrix referenceProduct(const Matrix& x, const WeightMatrix& w)
 {
