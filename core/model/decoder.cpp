@@ -424,14 +424,8 @@ void projectOut(const DecoderModel& m, int l, const std::vector<std::pair<int, i
     const DecoderLayer& L = m.layers[static_cast<std::size_t>(l)];
     const int D = m.config.headDim;
     const Eigen::Index rows = res.concat.rows() - row0;
-    for (const auto& [al, ah] : ablated) {
-        if (al != l) continue;
-        if (!res.heads.empty()) {  // a lazy result has no per-head copies
-            HeadResult& h = res.heads[static_cast<std::size_t>(ah)];
-            h.output.bottomRows(h.output.rows() - row0).setZero();
-        }
-        res.concat.block(row0, ah * D, rows, D).setZero();
-    }
+    for (const auto& [al, ah] : ablated)
+        if (al == l) res.concat.block(row0, ah * D, rows, D).setZero();
     Matrix out;
     product(res.concat.bottomRows(rows), L.Wo, out);
     if (L.bo.size() > 0) out.rowwise() += L.bo.transpose();
@@ -445,6 +439,21 @@ void projectOut(const DecoderModel& m, int l, const std::vector<std::pair<int, i
 LazyAttentionSpec lazySpec(const DecoderConfig& c)
 {
     return LazyAttentionSpec{c.heads, c.kvHeads, 1.0f / std::sqrt(float(c.headDim)), true, c.slidingWindow};
+}
+
+// A dense run keeps per head only its maps (scores, mask, weights): the head's Q, K, V and context are columns of
+// the layer's Q, K, V and concat (query head h: columns h·D…; its KV head h / (H / H_kv)), where the attention core
+// also gives each head a copy. Those copies were a third of a run's bytes besides the maps at 128 tokens (each KV
+// head's keys and values once per query head sharing it), and an appended token reallocated all four of every
+// head: ~35 MB moved an append at 128 tokens.
+void keepHeadMapsOnly(AttentionResult& res)
+{
+    for (HeadResult& h : res.heads) {
+        h.Q.resize(0, 0);
+        h.K.resize(0, 0);
+        h.V.resize(0, 0);
+        h.output.resize(0, 0);
+    }
 }
 
 template <class M, class Rows>
@@ -532,7 +541,9 @@ Status runLayer(DecoderModel& m, int l, DecoderRun& run, Backend backend)
     if (auto s = compute(in, layerConfig(c, backend), res); !s.ok())
         return makeError(s.code, "layer " + std::to_string(l) + ": " + s.message);
     projectOut(m, l, run.ablated, 0, res);
+    keepHeadMapsOnly(res);
     afterAttention(m, L, res.output, x, run.scratch.block, run.hidden[static_cast<std::size_t>(l) + 1]);
+    res.output.resize(0, 0);  // in the residual now, as a lazy run's (the logit attribution needs no copy of it)
     return Status::success();
 }
 
@@ -716,6 +727,10 @@ void shrinkSquare(M& map, Eigen::Index t)
 // a heap block it cannot extend, then each row moved to the wider stride) was two passes: 270 heads' scores, mask
 // and weights of 128 tokens grown by a token, between passes over 160 MB that evict them as an append's weights
 // do, took 6.1–7.8 ms that way and 5.1–6.3 ms in one pass (6 runs each, alternating).
+//
+// Tried and dropped: the new buffer written with non-temporal stores (SSE2, 16-byte units), to skip the read of
+// each line an ordinary store does first: 21.6–26.9 ms an append at 128 tokens against 19.5–20.3 without (3 runs
+// each, alternating).
 template <class M>
 void growSquare(M& map, const M& rows, typename M::Scalar fill)
 {
@@ -728,30 +743,26 @@ void growSquare(M& map, const M& rows, typename M::Scalar fill)
     map.swap(grown);
 }
 
-// The attention of a dense run's m new queries (positions n…n+m−1, Q after RoPE) against all n + m keys, each query
-// head against its KV head: what the attention core computes for them — the scaled score of every key, the causal
-// and sliding-window mask (slidingWindowMask's), the softmax over the unmasked keys, weights·V — without the core's
-// per-head copies of all n + m keys and values and its per-call setup. Each head's kept K and V gain the m rows in
-// place; `part` receives concat (m × H·D) and per head the new rows of Q, scores, mask, weights and output, as the
-// core gives them (projectOut and the stitching take them from there). Tested as the core path was: appends equal
-// a whole forward (DecoderRun.*Append*, sliding windows and grouped-query heads among the tiny families).
-void newRowsAttention(const DecoderConfig& c, const Matrix& Q, const Matrix& Knew, const Matrix& Vnew, int n,
-                      AttentionResult& res, AttentionResult& part)
+// The attention of a dense run's m new queries (positions n…n+m−1, Q after RoPE) against all n + m keys (K and V:
+// the layer's, every position's rows), each query head against its KV head: what the attention core computes for
+// them — the scaled score of every key, the causal and sliding-window mask (slidingWindowMask's), the softmax over
+// the unmasked keys, weights·V — without the core's per-head copies of all n + m keys and values and its per-call
+// setup. `part` receives concat (m × H·D) and per head the new rows of scores, mask and weights (the stitching
+// takes them from there). Tested as the core path was: appends equal a whole forward (DecoderRun.*Append*, sliding
+// windows and grouped-query heads among the tiny families).
+void newRowsAttention(const DecoderConfig& c, const Matrix& Q, const Matrix& K, const Matrix& V, int n, float scale,
+                      AttentionResult& part)
 {
     const int H = c.heads, D = c.headDim, group = c.heads / c.kvHeads;
     const Eigen::Index m = Q.rows(), total = n + m;
-    part.Q = Q;
+    assert(K.rows() == total && V.rows() == total);
     part.concat.resize(m, Eigen::Index(H) * D);
     part.heads.resize(static_cast<std::size_t>(H));
     for (int h = 0; h < H; ++h) {
-        HeadResult& dst = res.heads[static_cast<std::size_t>(h)];
         HeadResult& src = part.heads[static_cast<std::size_t>(h)];
         const Eigen::Index g = h / group;
-        appendRows(dst.K, Knew.middleCols(g * D, D));
-        appendRows(dst.V, Vnew.middleCols(g * D, D));
-        src.Q = Q.middleCols(Eigen::Index(h) * D, D);
-        src.scores.noalias() = src.Q * dst.K.transpose();
-        src.scores *= res.scale;
+        src.scores.noalias() = Q.middleCols(Eigen::Index(h) * D, D) * K.middleCols(g * D, D).transpose();
+        src.scores *= scale;
         src.masked.setZero(m, total);
         src.weights.setZero(m, total);
         for (Eigen::Index i = 0; i < m; ++i) {
@@ -765,8 +776,7 @@ void newRowsAttention(const DecoderConfig& c, const Matrix& Q, const Matrix& Kne
             w = (s.array() - s.maxCoeff()).exp().matrix();
             w /= w.sum();
         }
-        src.output.noalias() = src.weights * dst.V;
-        part.concat.middleCols(Eigen::Index(h) * D, D) = src.output;
+        part.concat.middleCols(Eigen::Index(h) * D, D).noalias() = src.weights * V.middleCols(g * D, D);
     }
 }
 
@@ -819,11 +829,12 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
         }
         AttentionResult part;
         if (backend == Backend::Cpu) {
-            // A few rows: here, with the kept K and V growing in place (newRowsAttention: 3 of 30 ms at 128 tokens
-            // went to the core's setup and its copies of every key and value per head).
-            newRowsAttention(c, in.Q, Knew, Vnew, n, res, part);
+            // A few rows: here (newRowsAttention: 3 of 30 ms at 128 tokens went to the core's setup and its copies
+            // of every key and value per head), against the layer's keys and values grown by the new rows.
             appendRows(res.K, Knew);
             appendRows(res.V, Vnew);
+            newRowsAttention(c, in.Q, res.K, res.V, n, res.scale, part);
+            part.Q = std::move(in.Q);
         } else {
             // Through the attention core on its backend. The new queries see every kept key and the new ones up to
             // themselves: valid lengths n+1 … n+m.
@@ -837,30 +848,27 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
             if (auto s = compute(in, cfg, part); !s.ok()) return makeError(s.code, "layer " + std::to_string(l) + ": " + s.message);
             res.K = std::move(in.K);
             res.V = std::move(in.V);
-            // Each head's keys and values of every position are the part's own (it is dropped after): moved.
-            for (int h = 0; h < c.heads; ++h) {
-                res.heads[static_cast<std::size_t>(h)].K = std::move(part.heads[static_cast<std::size_t>(h)].K);
-                res.heads[static_cast<std::size_t>(h)].V = std::move(part.heads[static_cast<std::size_t>(h)].V);
-            }
         }
         projectOut(model, l, run.ablated, 0, part);
-        // Stitch the new rows into the kept result.
-        appendRows(res.Q, part.Q);
-        appendRows(res.concat, part.concat);
-        appendRows(res.output, part.output);
-        for (int h = 0; h < c.heads; ++h) {
+        // Stitch the new rows into the kept result: each head's maps grow by m rows and m columns, the heads split
+        // over the burst's team (the copies wait for memory, whose bandwidth one core alone does not reach: an
+        // append at 128 tokens took 24.0–28.1 ms with the heads on one thread, 20.7–24.9 on two; 4 runs each,
+        // alternating).
+        const int D = c.headDim, group = c.heads / c.kvHeads;
+        detail::forTasks(c.heads, true, [&](Eigen::Index h) {
             HeadResult& dst = res.heads[static_cast<std::size_t>(h)];
             HeadResult& src = part.heads[static_cast<std::size_t>(h)];
             // Old queries' scores against the new keys (masked: in their future, but a whole forward computes
             // every score, and so the kept maps match it).
-            Matrix future = (dst.Q * dst.K.bottomRows(m).transpose()) * res.scale;
+            Matrix future = (res.Q.middleCols(Eigen::Index(h) * D, D) *
+                             res.K.bottomRows(m).middleCols(Eigen::Index(h / group) * D, D).transpose()) * res.scale;
             growSquare(dst.scores, src.scores, 0.0f);
             dst.scores.topRightCorner(n, m) = future;
             growSquare(dst.masked, src.masked, std::uint8_t(1));
             growSquare(dst.weights, src.weights, 0.0f);
-            appendRows(dst.output, src.output);
-            appendRows(dst.Q, src.Q);
-        }
+        });
+        appendRows(res.Q, part.Q);
+        appendRows(res.concat, part.concat);
         Matrix out;
         afterAttention(model, layer, part.output, run.hidden[static_cast<std::size_t>(l)].bottomRows(m), buf.block, out);
         appendRows(run.hidden[static_cast<std::size_t>(l) + 1], out);
@@ -891,14 +899,10 @@ void truncateRun(DecoderRun& run, int t)
         keepRows(r.V);
         keepRows(r.concat);
         keepRows(r.output);
-        for (HeadResult& h : r.heads) {
-            keepRows(h.Q);
-            keepRows(h.K);
-            keepRows(h.V);
+        for (HeadResult& h : r.heads) {  // maps only (keepHeadMapsOnly)
             keepSquare(h.scores);
             keepSquare(h.masked);
             keepSquare(h.weights);
-            keepRows(h.output);
         }
     }
     run.encoding.ids.resize(static_cast<std::size_t>(t));
@@ -1028,17 +1032,14 @@ Status decoderLayerInput(const DecoderModel& model, const DecoderRun& run, int l
         return makeError(StatusCode::Unsupported, "layer " + std::to_string(layer) + " of a lazy run (a long text) keeps no per-head "
                                                   "results to open in the chain view");
     if (static_cast<int>(r.heads.size()) != c.heads) return invalidArgument("the run's layer " + std::to_string(layer) + " has no heads");
-    const Eigen::Index n = r.heads[0].Q.rows(), D = c.headDim;
-    const int group = c.heads / c.kvHeads;
+    const Eigen::Index n = r.Q.rows(), D = c.headDim;
+    if (r.Q.cols() != c.heads * D || r.K.cols() != c.kvHeads * D || r.V.cols() != c.kvHeads * D || r.K.rows() != n || r.V.rows() != n)
+        return invalidArgument("the run's layer " + std::to_string(layer) + " has no Q, K, V of " + std::to_string(c.heads) + " and " +
+                               std::to_string(c.kvHeads) + " heads of " + std::to_string(D));
     in = AttentionInput{};
-    in.Q.resize(n, c.heads * D);
-    in.K.resize(n, c.kvHeads * D);
-    in.V.resize(n, c.kvHeads * D);
-    for (int h = 0; h < c.heads; ++h) in.Q.middleCols(h * D, D) = r.heads[static_cast<std::size_t>(h)].Q;
-    for (int g = 0; g < c.kvHeads; ++g) {
-        in.K.middleCols(g * D, D) = r.heads[static_cast<std::size_t>(g * group)].K;
-        in.V.middleCols(g * D, D) = r.heads[static_cast<std::size_t>(g * group)].V;
-    }
+    in.Q = r.Q;
+    in.K = r.K;
+    in.V = r.V;
     const DecoderLayer& l = model.layers[static_cast<std::size_t>(layer)];
     in.Wo = l.Wo;
     in.bo = l.bo;
@@ -1058,13 +1059,14 @@ namespace attn {
 double decoderRunBytes(const DecoderConfig& c, long n, bool lazy)
 {
     const double N = double(n), M = c.hidden, D = c.headDim, H = c.heads, Hkv = c.kvHeads > 0 ? c.kvHeads : c.heads;
-    // Residual streams (L+1, plus the final norm's); a dense run also keeps each layer's context and output rows
-    // (a lazy one drops them once the residual has them).
+    // Residual streams (L+1, plus the final norm's); a dense run also keeps each layer's context rows (a lazy one
+    // drops them once the residual has them; neither keeps the attention's output rows).
     double bytes = 4.0 * N * M * (c.layers + 2);
     if (lazy) return bytes + c.layers * lazyLayerBytes(n, c.heads, c.kvHeads, c.headDim);
-    bytes += 4.0 * N * H * D * c.layers + 4.0 * N * M * c.layers;
-    // Dense: Q, K, V side by side and per head again, and per head scores, weights (4 B) and mask (1 B), n × n each.
-    return bytes + c.layers * (2 * 4.0 * N * (H * D + 2 * Hkv * D) + H * 9.0 * N * N);
+    bytes += 4.0 * N * H * D * c.layers;
+    // Dense: Q, K, V side by side (no per-head copies: keepHeadMapsOnly), and per head scores, weights (4 B) and
+    // mask (1 B), n × n each.
+    return bytes + c.layers * (4.0 * N * (H * D + 2 * Hkv * D) + H * 9.0 * N * N);
 }
 
 long decoderLargestFit(const DecoderConfig& c, double budgetBytes, bool lazy)

@@ -144,9 +144,10 @@ Expected<DirectLogitAttribution> directLogitAttribution(const DecoderModel& mode
         const Vector ow = layer.Wo * w;
         for (int h = 0; h < H; ++h) out.heads(l, h) = a.concat.row(last).segment(h * D, D).dot(ow.segment(h * D, D).transpose());
         if (layer.bo.size() > 0) out.attnBias[l] = layer.bo.dot(w);
-        const auto delta = run.hidden[static_cast<std::size_t>(l) + 1].row(last) - run.hidden[static_cast<std::size_t>(l)].row(last) -
-                           a.output.row(last);
-        out.mlp[l] = delta.dot(w.transpose());
+        // The rest of the layer's update is the feed-forward's: the attention's output (concat·W^O + b^O, not kept
+        // by a run) adds exactly the heads' shares and the bias term to the logit.
+        const auto delta = run.hidden[static_cast<std::size_t>(l) + 1].row(last) - run.hidden[static_cast<std::size_t>(l)].row(last);
+        out.mlp[l] = delta.dot(w.transpose()) - out.heads.row(l).sum() - out.attnBias[l];
     }
     out.logit = run.lastLogits[targetId];
     return out;

@@ -130,7 +130,10 @@ struct DecoderRun {
     std::vector<std::pair<int, int>> ablated;   // (layer, query head) pairs whose context is zeroed before W^O
     std::vector<Matrix> hidden;                 // L+1 residual streams n×M: hidden[l] enters layer l, hidden[L]
                                                 // leaves the last layer (before the final norm)
-    std::vector<AttentionResult> attention;     // L results: per query head Q, K, V (after RoPE), scores, weights
+    std::vector<AttentionResult> attention;     // L results: Q, K, V (after RoPE; H·D, H_kv·D and H_kv·D wide),
+                                                // concat (the heads' contexts), and per query head only the maps:
+                                                // scores, mask, weights (a head's Q, K, V and context are columns of
+                                                // the layer's). No output: concat·W^O + b^O is in the residual.
     Matrix finalHidden;                         // n×M: hidden[L] after the final norm (what the LM head reads)
     Vector lastLogits;                          // V: the last position's logits
     std::vector<float> surprise;                // n: −log p(token i | tokens < i) in nats; NaN for token 0
