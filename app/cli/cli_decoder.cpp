@@ -387,6 +387,8 @@ int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path)
     text.pop_back();  // the closing brace: the large arrays follow
     text += ",\"layers\":[";
     bool firstLayer = true;
+    const auto maps = attn::decoderMaps(*model, *run);
+    attn::Matrix scores;
     for (int l : *layers) {
         text += firstLayer ? "{\"layer\":" : ",{\"layer\":";
         firstLayer = false;
@@ -396,7 +398,10 @@ int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path)
             text += h ? ",{\"weights\":" : "{\"weights\":";
             appendMatrix(text, heads[h].weights);
             text += ",\"scores\":";
-            appendMatrix(text, heads[h].scores);
+            // The run keeps no scores: Q·Kᵀ·scale through the tile seam.
+            if (attn::Status s = maps->whole(attn::MapKind::Scores, l, static_cast<int>(h), scores); !s.ok())
+                return printError(s.message), kExitFailure;
+            appendMatrix(text, scores);
             text += '}';
         }
         text += "]}";

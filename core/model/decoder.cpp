@@ -441,17 +441,20 @@ LazyAttentionSpec lazySpec(const DecoderConfig& c)
     return LazyAttentionSpec{c.heads, c.kvHeads, 1.0f / std::sqrt(float(c.headDim)), true, c.slidingWindow};
 }
 
-// A dense run keeps per head only its maps (scores, mask, weights): the head's Q, K, V and context are columns of
-// the layer's Q, K, V and concat (query head h: columns h·D…; its KV head h / (H / H_kv)), where the attention core
-// also gives each head a copy. Those copies were a third of a run's bytes besides the maps at 128 tokens (each KV
-// head's keys and values once per query head sharing it), and an appended token reallocated all four of every
-// head: ~35 MB moved an append at 128 tokens.
-void keepHeadMapsOnly(AttentionResult& res)
+// A dense run keeps per head only its weights and mask. The head's Q, K, V and context are columns of the layer's
+// Q, K, V and concat (query head h: columns h·D…; its KV head h / (H / H_kv)), where the attention core also gives
+// each head a copy: those copies were a third of a run's bytes besides the maps at 128 tokens (each KV head's keys
+// and values once per query head sharing it), and an appended token reallocated all four of every head (~35 MB
+// moved an append at 128 tokens). The scores are Q·Kᵀ·scale of those columns, which the tile seam computes for
+// the tile asked (DenseMaps, as a lazy run's LazyMaps does): kept, they were 4 of the 9 bytes per head and cell
+// (1.1 GB of a 1024-token run), and every appended token moved them all to the wider stride.
+void keepWeightsAndMask(AttentionResult& res)
 {
     for (HeadResult& h : res.heads) {
         h.Q.resize(0, 0);
         h.K.resize(0, 0);
         h.V.resize(0, 0);
+        h.scores.resize(0, 0);
         h.output.resize(0, 0);
     }
 }
@@ -541,7 +544,7 @@ Status runLayer(DecoderModel& m, int l, DecoderRun& run, Backend backend)
     if (auto s = compute(in, layerConfig(c, backend), res); !s.ok())
         return makeError(s.code, "layer " + std::to_string(l) + ": " + s.message);
     projectOut(m, l, run.ablated, 0, res);
-    keepHeadMapsOnly(res);
+    keepWeightsAndMask(res);
     afterAttention(m, L, res.output, x, run.scratch.block, run.hidden[static_cast<std::size_t>(l) + 1]);
     res.output.resize(0, 0);  // in the residual now, as a lazy run's (the logit attribution needs no copy of it)
     return Status::success();
@@ -747,8 +750,8 @@ void growSquare(M& map, const M& rows, typename M::Scalar fill)
 // the layer's, every position's rows), each query head against its KV head: what the attention core computes for
 // them — the scaled score of every key, the causal and sliding-window mask (slidingWindowMask's), the softmax over
 // the unmasked keys, weights·V — without the core's per-head copies of all n + m keys and values and its per-call
-// setup. `part` receives concat (m × H·D) and per head the new rows of scores, mask and weights (the stitching
-// takes them from there). Tested as the core path was: appends equal a whole forward (DecoderRun.*Append*, sliding
+// setup. `part` receives concat (m × H·D) and per head the new rows of the mask and weights (the stitching takes
+// them from there). Tested as the core path was: appends equal a whole forward (DecoderRun.*Append*, sliding
 // windows and grouped-query heads among the tiny families).
 void newRowsAttention(const DecoderConfig& c, const Matrix& Q, const Matrix& K, const Matrix& V, int n, float scale,
                       AttentionResult& part)
@@ -758,11 +761,12 @@ void newRowsAttention(const DecoderConfig& c, const Matrix& Q, const Matrix& K, 
     assert(K.rows() == total && V.rows() == total);
     part.concat.resize(m, Eigen::Index(H) * D);
     part.heads.resize(static_cast<std::size_t>(H));
+    Matrix scores;
     for (int h = 0; h < H; ++h) {
         HeadResult& src = part.heads[static_cast<std::size_t>(h)];
         const Eigen::Index g = h / group;
-        src.scores.noalias() = Q.middleCols(Eigen::Index(h) * D, D) * K.middleCols(g * D, D).transpose();
-        src.scores *= scale;
+        scores.noalias() = Q.middleCols(Eigen::Index(h) * D, D) * K.middleCols(g * D, D).transpose();
+        scores *= scale;
         src.masked.setZero(m, total);
         src.weights.setZero(m, total);
         for (Eigen::Index i = 0; i < m; ++i) {
@@ -771,7 +775,7 @@ void newRowsAttention(const DecoderConfig& c, const Matrix& Q, const Matrix& K, 
             const Eigen::Index first = firstKeyInWindow(c, pos);
             src.masked.row(i).head(first).setOnes();
             src.masked.row(i).tail(total - pos - 1).setOnes();
-            const auto s = src.scores.row(i).segment(first, pos + 1 - first);
+            const auto s = scores.row(i).segment(first, pos + 1 - first);
             auto w = src.weights.row(i).segment(first, pos + 1 - first);
             w = (s.array() - s.maxCoeff()).exp().matrix();
             w /= w.sum();
@@ -850,20 +854,14 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
             res.V = std::move(in.V);
         }
         projectOut(model, l, run.ablated, 0, part);
-        // Stitch the new rows into the kept result: each head's maps grow by m rows and m columns, the heads split
+        // Stitch the new rows into the kept result: each head's weights and mask grow by m rows and m columns (the
+        // scores are not kept: keepWeightsAndMask), the heads split
         // over the burst's team (the copies wait for memory, whose bandwidth one core alone does not reach: an
         // append at 128 tokens took 24.0–28.1 ms with the heads on one thread, 20.7–24.9 on two; 4 runs each,
         // alternating).
-        const int D = c.headDim, group = c.heads / c.kvHeads;
         detail::forTasks(c.heads, true, [&](Eigen::Index h) {
             HeadResult& dst = res.heads[static_cast<std::size_t>(h)];
             HeadResult& src = part.heads[static_cast<std::size_t>(h)];
-            // Old queries' scores against the new keys (masked: in their future, but a whole forward computes
-            // every score, and so the kept maps match it).
-            Matrix future = (res.Q.middleCols(Eigen::Index(h) * D, D) *
-                             res.K.bottomRows(m).middleCols(Eigen::Index(h / group) * D, D).transpose()) * res.scale;
-            growSquare(dst.scores, src.scores, 0.0f);
-            dst.scores.topRightCorner(n, m) = future;
             growSquare(dst.masked, src.masked, std::uint8_t(1));
             growSquare(dst.weights, src.weights, 0.0f);
         });
@@ -899,8 +897,7 @@ void truncateRun(DecoderRun& run, int t)
         keepRows(r.V);
         keepRows(r.concat);
         keepRows(r.output);
-        for (HeadResult& h : r.heads) {  // maps only (keepHeadMapsOnly)
-            keepSquare(h.scores);
+        for (HeadResult& h : r.heads) {  // weights and mask only (keepWeightsAndMask)
             keepSquare(h.masked);
             keepSquare(h.weights);
         }
@@ -1064,9 +1061,9 @@ double decoderRunBytes(const DecoderConfig& c, long n, bool lazy)
     double bytes = 4.0 * N * M * (c.layers + 2);
     if (lazy) return bytes + c.layers * lazyLayerBytes(n, c.heads, c.kvHeads, c.headDim);
     bytes += 4.0 * N * H * D * c.layers;
-    // Dense: Q, K, V side by side (no per-head copies: keepHeadMapsOnly), and per head scores, weights (4 B) and
-    // mask (1 B), n × n each.
-    return bytes + c.layers * (4.0 * N * (H * D + 2 * Hkv * D) + H * 9.0 * N * N);
+    // Dense: Q, K, V side by side (no per-head copies: keepWeightsAndMask), and per head weights (4 B) and mask
+    // (1 B), n × n each.
+    return bytes + c.layers * (4.0 * N * (H * D + 2 * Hkv * D) + H * 5.0 * N * N);
 }
 
 long decoderLargestFit(const DecoderConfig& c, double budgetBytes, bool lazy)

@@ -116,6 +116,20 @@ Status DenseMaps::tile(MapKind kind, int layer, int head, const MapRect& r, Matr
     ATTNSCOPE_RETURN_IF_ERROR(checkTile(kind, layer, head, r));
     const AttentionResult& res = (*m_results)[static_cast<std::size_t>(layer)];
     const HeadResult& h = res.heads[static_cast<std::size_t>(head)];
+    if (kind == MapKind::Scores && h.scores.size() == 0 && h.weights.size() > 0) {
+        // A result that keeps no scores (a decoder's run): Q·Kᵀ·scale of the head's columns of the layer's Q and
+        // K, its KV head's (grouped-query), for the tile's queries and keys.
+        const Eigen::Index H = static_cast<Eigen::Index>(res.heads.size());
+        const Eigen::Index D = H > 0 ? res.Q.cols() / H : 0;
+        const Eigen::Index kv = D > 0 ? res.K.cols() / D : 0;
+        if (res.layout != Layout::Row || D == 0 || kv == 0 || H % kv != 0 || res.Q.cols() != H * D || res.K.cols() != kv * D ||
+            res.Q.rows() < long(r.r0) + r.rows || res.K.rows() < long(r.c0) + r.cols)
+            return makeError(StatusCode::InvalidArgument, "layer " + std::to_string(layer) + " keeps no scores, nor Q and K to make them from");
+        const Eigen::Index g = head / (H / kv);
+        out.noalias() = res.Q.block(r.r0, head * D, r.rows, D) * res.K.block(r.c0, g * D, r.cols, D).transpose();
+        out *= res.scale;
+        return Status::success();
+    }
     const Matrix& m = kind == MapKind::Scores ? h.scores : h.weights;
     if (res.layout == Layout::Row)
         out = m.block(r.r0, r.c0, r.rows, r.cols);

@@ -72,7 +72,8 @@ protected:
 };
 
 // A run's dense results, referenced (valid while `results` lives and is not resized): layer l's map of head h is
-// results[l].heads[h].weights (or .scores), in the result's layout, with its mask.
+// results[l].heads[h].weights (or .scores), in the result's layout, with its mask. A result without scores (a
+// decoder's run keeps none) gives a scores tile from its Q and K: the head's columns, its KV head's for K.
 class DenseMaps final : public AttentionMaps {
 public:
     explicit DenseMaps(const std::vector<AttentionResult>& results) : m_results(&results) {}
