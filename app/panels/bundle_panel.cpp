@@ -277,6 +277,7 @@ void drawLinesAndExport(AppState& state, ImVec2 size)
 // a double-click (or Fit) shows the whole map again.
 void drawMapsHeadView(AppState& state, BundleState& b, ImVec2 size)
 {
+    const float y0 = ImGui::GetCursorPosY();
     const OpenedBundle& ob = *b.bundle;
     const std::string& k = b.keyPrefix;
     const attn::AttentionMaps& maps = *ob.maps;
@@ -301,9 +302,10 @@ void drawMapsHeadView(AppState& state, BundleState& b, ImVec2 size)
         b.headOpen = false;
         return;
     }
-    // The map's room: what is left, less the colorbar and two text lines under it.
+    // The map's room: what is left of `size` under the header (in the model window the lines view and predictions
+    // sit below it), less the colorbar and two text lines under it.
     const float line = ImGui::GetTextLineHeightWithSpacing();
-    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    const ImVec2 avail(std::min(size.x, ImGui::GetContentRegionAvail().x), size.y - (ImGui::GetCursorPosY() - y0));
     const float W = std::max(64.0f, avail.x - kColorbarWidth - 8), Hpx = std::max(64.0f, avail.y - 2 * line - 4);
     if (fit) b.viewport = {};
     const ImVec2 o = ImGui::GetCursorScreenPos();

@@ -172,7 +172,7 @@ void saveWhyMap(AppState& state, const fig::LayerHeadMap& map, int kind)
         if (!format) st = attn::invalidArgument(path + ": expected a .png, .svg or .pdf file name");
         else st = fig::writeFigure(fig::buildLayerHeadFigure(map), path, *format, 2.0);
     } else {
-        st = io::writeNpy(path, io::NamedArray{whyFileName(w.view), &map.values, nullptr, nullptr, {}});
+        st = io::writeNpy(path, io::NamedArray{whyFileName(w.view), &map.values, nullptr, nullptr, {}, {}});
     }
     std::error_code ec;
     const std::string where = std::filesystem::absolute(path, ec).string();

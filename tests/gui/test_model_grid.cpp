@@ -122,8 +122,12 @@ TEST_F(ModelGrid, ThumbnailsFitAndNeverTouchAtAnyTokenCount)
                         const app::UiRect r = rect(l, k);
                         EXPECT_NEAR(r.x1 - r.x0, p.thumb, 1.0f) << "L" << l << " H" << k << ": a thumbnail, not n px";
                         EXPECT_NEAR(r.y1 - r.y0, p.thumb, 1.0f);
-                        if (k + 1 < s.H) EXPECT_LT(r.x1 + 2, rect(l, k + 1).x0) << "L" << l << " H" << k << " touches H" << k + 1;
-                        if (l + 1 < s.L) EXPECT_LT(r.y1 + 2, rect(l + 1, k).y0) << "L" << l << " H" << k << " touches L" << l + 1;
+                        if (k + 1 < s.H) {
+                            EXPECT_LT(r.x1 + 2, rect(l, k + 1).x0) << "L" << l << " H" << k << " touches H" << k + 1;
+                        }
+                        if (l + 1 < s.L) {
+                            EXPECT_LT(r.y1 + 2, rect(l + 1, k).y0) << "L" << l << " H" << k << " touches L" << l + 1;
+                        }
                         EXPECT_LE(r.x1, w) << "inside the window";
                     }
             }
