@@ -875,6 +875,7 @@ void drawFit(AppState& state)
         big.rowLabels = false;
         big.minColBand = band;
     }
+    if (!p.fits) big.maxSize = p.outputView;
     drawMap(state, {MapKind::HeadOut, head}, big);
     const attn::HeadResult& hr = state.doc.result().heads[static_cast<std::size_t>(head)];
     if (!hr.fullyMaskedQueries.empty())

@@ -76,25 +76,48 @@ Fit largestCell(const FitInput& in, float avail, float inputsW, float target)
 constexpr float kScrollbar = 14.0f;  // a scrolling box's scrollbar (ImGui's default style)
 constexpr float kMinView = 48.0f;    // the smallest box worth scrolling in
 
-// The boxes of a plan that does not fit (chain_view.h, FitPlan::smallView/bigView): the row's fixed parts
-// (inputs, arrows, label bands, colorbars, scrollbars, the head output's columns) come off the width first;
-// the small maps get up to a sixth of the rest each, the weights the remainder; the weights' box is also
-// no taller than the panel under its title and the heads grid.
-void planViews(const FitInput& in, float avail, float inputsW, FitPlan& p)
+// The boxes of a plan that does not fit (chain_view.h, FitPlan::smallView/bigView/outputView): the row's fixed
+// parts (inputs, arrows, label bands, colorbars, scrollbars, the spacing between its groups) come off the width
+// first. The weights come first in the rest: their cells grow (up to `target`, never past the panel's height under
+// the heads grid) while the small maps (Q/K/V, scores, the final column) and the head output keep boxes of at
+// least kMinView; what the weights do not need goes to those boxes (the output's counting double, each small one
+// at most 200 px). Weights too large to show whole at any cell keep the older shares (below). A model's head in the chain view is such a plan at any text length:
+// Q, K and V are H·D = 576 columns wide and the head output 64, so nothing fits whole; with the output's full
+// width counted as fixed and the small boxes served first (as before), its 14 × 14 weights got a 96 px box of
+// 12 px cells at 1280 × 800.
+void planViews(const FitInput& in, float avail, float inputsW, float target, FitPlan& p)
 {
     if (p.fits) return;
     const float band = in.labelBand + 6.0f;
     const bool thumbs = p.smallCell < in.fontSize * 0.8f;
     const float smallDecor = (thumbs ? 0.0f : band + kColorbar) + kScrollbar;
     const int smalls = 2 + (in.finalCols > 0 ? 1 : 0);  // Q/K/V, scores, the final column
-    const float outputW = (in.outputLabels ? band : 0.0f) + float(in.oCols) * p.cell + kColorbar + kScrollbar;
-    const float fixed = inputsW + kArrow * float(smalls) + kSpacing * 3 + float(smalls) * smallDecor + band + kColorbar +
-                        kScrollbar + outputW;
+    const float outputDecor = (in.outputLabels ? band : 0.0f) + kColorbar + kScrollbar;
+    // Spacing between the row's groups that the sums above leave out (the row ran ~30 px past a 1280-px window).
+    const float between = kSpacing * 4;
+    const float fixed = inputsW + kArrow * float(smalls) + kSpacing * 3 + between + float(smalls) * smallDecor + band +
+                        kColorbar + kScrollbar + outputDecor;
     const float room = std::max(0.0f, avail - fixed);
-    p.smallView = std::clamp(std::floor(room / 6.0f), kMinView, 200.0f);
-    p.bigView = std::max(kMinView * 2, room - float(smalls) * p.smallView);
     const float grid = in.heads > 1 ? kSpacing + 2 * kTitle + std::min(float(in.wRows) * p.gridCell, 96.0f) + kScrollbar : 0.0f;
-    p.bigView = std::min(p.bigView, std::max(kMinView * 2, in.chainHeight - kTitle * 2 - band - kScrollbar - grid));
+    const float tall = std::max(kMinView * 2, in.chainHeight - kTitle * 2 - band - kScrollbar - grid);
+    // The weights' box holds its label bands too (the box bounds the whole map).
+    const float weightsRoom = std::max(kMinView * 2, room - float(smalls + 1) * kMinView);
+    const float cell = std::floor(std::min({(weightsRoom - band - kSpacing) / float(std::max(1, in.wCols)),
+                                            (tall - band) / float(std::max(1, in.wRows)), std::min(target, kMaxCell)}));
+    if (cell > p.cell) p.cell = cell;
+    const float need = band + float(std::max(in.wCols, in.wRows)) * p.cell + kSpacing;
+    if (need <= weightsRoom) {
+        p.bigView = std::min(std::max(kMinView * 2, need), tall);
+        const float rest = std::max(0.0f, room - p.bigView);
+        p.smallView = std::clamp(std::floor(rest / float(smalls + 2)), kMinView, 200.0f);
+        p.outputView = std::min(std::max(kMinView, rest - float(smalls) * p.smallView), tall);
+        return;
+    }
+    // Weights that scroll whatever their box (hundreds of tokens, or zoomed): the small maps up to a sixth of the
+    // room each, the output half as much again, the weights the rest.
+    p.smallView = std::clamp(std::floor(room / 6.0f), kMinView, 200.0f);
+    p.outputView = std::min(std::floor(p.smallView * 1.5f), tall);
+    p.bigView = std::min(std::max(kMinView * 2, room - float(smalls) * p.smallView - p.outputView), tall);
 }
 
 } // namespace
@@ -126,9 +149,10 @@ FitPlan planFitLayout(const FitInput& in, Collapse inputs, Collapse sidebar)
         p.inputsCollapsed = o.inputsCollapsed;
         p.sidebarCollapsed = o.sidebarCollapsed;
         p.fits = f.fits;
-        planViews(in, avail, o.inputsCollapsed ? in.stripWidth : in.inputsWidth, p);
-        // Past the target, the option with the largest cells (ties: the later one, with more room).
-        if (!have || p.cell >= best.cell) best = p;
+        planViews(in, avail, o.inputsCollapsed ? in.stripWidth : in.inputsWidth, target, p);
+        // Past the target, an option that fits over one that does not (whose boxes' cells planViews grew), then
+        // the one with the largest cells (ties: the later one, with more room).
+        if (!have || (p.fits && !best.fits) || (p.fits == best.fits && p.cell >= best.cell)) best = p;
         have = true;
         if (f.fits && f.cell >= target) return p;
     }

@@ -54,11 +54,13 @@ struct FitPlan {
     bool inputsCollapsed = false;
     bool sidebarCollapsed = false;
     bool fits = true;         // false: even the smallest cells overflow (the panel scrolls)
-    // When it does not fit (hundreds of tokens), each map scrolls inside a box of its own, sized so that the
-    // weights stay on screen whole: the small maps (Q, K, V, scores, the final column) get small boxes
-    // first, the weights and the head output what is left. Unbounded when it fits.
+    // When it does not fit (hundreds of tokens, or a model's head, whose Q, K, V are hundreds of columns wide),
+    // each map scrolls inside a box of its own, sized so that the weights stay on screen whole: the small maps
+    // (Q, K, V, scores, the final column) get small boxes first, the weights what they need of the rest (their
+    // cells grown towards the target), the head output what is left. Unbounded when it fits.
     float smallView = 1e6f;   // side of a small map's box, pixels
-    float bigView = 1e6f;     // side of the weights' (and the head output's) box
+    float bigView = 1e6f;     // side of the weights' box
+    float outputView = 1e6f;  // side of the head output's box
 };
 
 inline constexpr float kMinCell = 12.0f;    // below this the labels no longer fit (heatmap_view: 0.8 × font)

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 namespace {
 
 // Seed 004 translation (8 queries × 9 keys, d_k 8, d_v 4, one head) in a window of w × h, with the
@@ -86,4 +88,26 @@ TEST(FitLayout, TheUsersChoiceWins)
     EXPECT_TRUE(p.inputsCollapsed);
     EXPECT_TRUE(p.sidebarCollapsed);
     EXPECT_GT(p.cell, open.cell) << "collapsing gives the map room";
+}
+
+// A model's head in the chain view (SmolLM2, 14 tokens: Q, K, V are 9·64 = 576 columns wide, the head output 64,
+// nine heads in the grid below): nothing fits whole at any cell, yet the weights are what the view is for. They
+// come first: at 1280 × 800 whole in their box at cells well above the minimum, at 900 × 600 in a box of 180 px or
+// more (the fixed parts of the row leave no more); the output scrolls in a box of its own. (The plan before gave
+// the weights a 96 px box of 12 px cells at both sizes, the output's 64 columns counted whole.)
+TEST(FitLayout, AModelHeadsWeightsComeBeforeItsWideProjections)
+{
+    for (auto [w, h, minCell, minBox] : {std::tuple{1280.0f, 800.0f, 20.0f, 0.0f}, {900.0f, 600.0f, 12.0f, 180.0f}}) {
+        app::FitInput in = seed004(w, h);
+        in.wRows = in.wCols = 14, in.wVisible = 14 * 15 / 2;
+        in.oRows = 14, in.oCols = 64;
+        in.qkvRows = 14 * 3, in.qkvCols = 576;
+        in.heads = 9;
+        const app::FitPlan p = app::planFitLayout(in, app::Collapse::Auto, app::Collapse::Auto);
+        EXPECT_FALSE(p.fits) << w << "x" << h;
+        EXPECT_GE(p.cell, minCell) << w << "x" << h;
+        EXPECT_GE(p.bigView, minBox > 0 ? minBox : in.labelBand + 14 * p.cell) << w << "x" << h << ": the weights' box";
+        EXPECT_GE(p.outputView, 48.0f) << w << "x" << h;
+        EXPECT_LT(p.outputView, 64 * p.cell) << w << "x" << h << ": the output scrolls";
+    }
 }
