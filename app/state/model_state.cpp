@@ -447,7 +447,6 @@ private:
             attn::AttentionResult& d = c.attention[l];
             d.scale = a.scale;
             d.concat = a.concat;
-            d.output = a.output;
             d.Q = a.Q;
             d.K = a.K;
             d.V = a.V;

@@ -415,25 +415,17 @@ Status checkAblation(const DecoderConfig& c, const std::vector<std::pair<int, in
     return Status::success();
 }
 
-// W^O: the concat of the heads' contexts (rows row0…) times W^O (+ b^O), after the ablated heads' contexts are
+// W^O: the concat of the heads' contexts times W^O (+ b^O) into res.output, after the ablated heads' contexts are
 // zeroed (as a hook on the output projection's input would). The core is not given W^O, so that this product runs
 // once, on the team, with ablation or without.
-void projectOut(const DecoderModel& m, int l, const std::vector<std::pair<int, int>>& ablated, Eigen::Index row0,
-                AttentionResult& res)
+void projectOut(const DecoderModel& m, int l, const std::vector<std::pair<int, int>>& ablated, AttentionResult& res)
 {
     const DecoderLayer& L = m.layers[static_cast<std::size_t>(l)];
     const int D = m.config.headDim;
-    const Eigen::Index rows = res.concat.rows() - row0;
     for (const auto& [al, ah] : ablated)
-        if (al == l) res.concat.block(row0, ah * D, rows, D).setZero();
-    Matrix out;
-    product(res.concat.bottomRows(rows), L.Wo, out);
-    if (L.bo.size() > 0) out.rowwise() += L.bo.transpose();
-    if (row0 == 0) res.output.swap(out);
-    else {
-        res.output.conservativeResize(res.concat.rows(), out.cols());
-        res.output.bottomRows(rows) = out;
-    }
+        if (al == l) res.concat.middleCols(ah * D, D).setZero();
+    product(res.concat, L.Wo, res.output);
+    if (L.bo.size() > 0) res.output.rowwise() += L.bo.transpose();
 }
 
 LazyAttentionSpec lazySpec(const DecoderConfig& c)
@@ -493,7 +485,7 @@ Status lazyLayer(const DecoderModel& m, int l, DecoderRun& run, Matrix Q, Matrix
         grown->setLse(pos0, lse);
         kept = std::move(grown);
     }
-    projectOut(m, l, {}, 0, part);  // the ablated heads' contexts are 0 already
+    projectOut(m, l, {}, part);  // the ablated heads' contexts are 0 already
     res.output = std::move(part.output);
     // The heads' contexts are not kept: no view of a lazy run reads them (the interpretability scans need a dense
     // run), and they were 566 MB of the 2.5 GB at 8192 tokens.
@@ -530,23 +522,21 @@ Status runLayer(DecoderModel& m, int l, DecoderRun& run, Backend backend)
     } else {
         attentionInputs(m, L, x, 0, run.scratch.normed, in.Q, in.K, in.V);
     }
+    AttentionResult& res = run.attention[static_cast<std::size_t>(l)];
     if (run.lazy) {
         ATTNSCOPE_RETURN_IF_ERROR(lazyLayer(m, l, run, in.Q, in.K, in.V, 0));
-        AttentionResult& res = run.attention[static_cast<std::size_t>(l)];
-        afterAttention(m, L, res.output, x, run.scratch.block, run.hidden[static_cast<std::size_t>(l) + 1]);
-        res.output.resize(0, 0);  // in the residual now; n × M a layer is not kept (concat · W^O rebuilds it)
-        return Status::success();
+    } else {
+        in.mask.causal = true;
+        in.mask.validLens.clear();
+        slidingWindowMask(c, n, 0, n, in.mask);
+        if (auto s = compute(in, layerConfig(c, backend), res); !s.ok())
+            return makeError(s.code, "layer " + std::to_string(l) + ": " + s.message);
+        projectOut(m, l, run.ablated, res);
+        keepWeightsAndMask(res);
     }
-    in.mask.causal = true;
-    in.mask.validLens.clear();
-    slidingWindowMask(c, n, 0, n, in.mask);
-    AttentionResult& res = run.attention[static_cast<std::size_t>(l)];
-    if (auto s = compute(in, layerConfig(c, backend), res); !s.ok())
-        return makeError(s.code, "layer " + std::to_string(l) + ": " + s.message);
-    projectOut(m, l, run.ablated, 0, res);
-    keepWeightsAndMask(res);
     afterAttention(m, L, res.output, x, run.scratch.block, run.hidden[static_cast<std::size_t>(l) + 1]);
-    res.output.resize(0, 0);  // in the residual now, as a lazy run's (the logit attribution needs no copy of it)
+    // In the residual now: no run keeps the n × M output rows (the logit attribution needs no copy of them).
+    res.output.resize(0, 0);
     return Status::success();
 }
 
@@ -853,12 +843,11 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
             res.K = std::move(in.K);
             res.V = std::move(in.V);
         }
-        projectOut(model, l, run.ablated, 0, part);
+        projectOut(model, l, run.ablated, part);
         // Stitch the new rows into the kept result: each head's weights and mask grow by m rows and m columns (the
-        // scores are not kept: keepWeightsAndMask), the heads split
-        // over the burst's team (the copies wait for memory, whose bandwidth one core alone does not reach: an
-        // append at 128 tokens took 24.0–28.1 ms with the heads on one thread, 20.7–24.9 on two; 4 runs each,
-        // alternating).
+        // scores are not kept: keepWeightsAndMask), the heads split over the burst's team (the copies wait for
+        // memory, whose bandwidth one core alone does not reach: an append at 128 tokens took 24.0–28.1 ms with the
+        // heads on one thread, 20.7–24.9 on two; 4 runs each, alternating).
         detail::forTasks(c.heads, true, [&](Eigen::Index h) {
             HeadResult& dst = res.heads[static_cast<std::size_t>(h)];
             HeadResult& src = part.heads[static_cast<std::size_t>(h)];
@@ -896,7 +885,6 @@ void truncateRun(DecoderRun& run, int t)
         keepRows(r.K);
         keepRows(r.V);
         keepRows(r.concat);
-        keepRows(r.output);
         for (HeadResult& h : r.heads) {  // weights and mask only (keepWeightsAndMask)
             keepSquare(h.masked);
             keepSquare(h.weights);

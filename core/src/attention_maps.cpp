@@ -93,6 +93,13 @@ Status AttentionMaps::pooled(MapKind kind, int layer, int head, const MapRect& r
     return Status::success();
 }
 
+void scoresTile(const Matrix& Q, const Matrix& K, int head, int heads, int kvHeads, float scale, const MapRect& r, Matrix& out)
+{
+    const Eigen::Index D = Q.cols() / heads, g = head / (heads / kvHeads);
+    out.noalias() = Q.block(r.r0, head * D, r.rows, D) * K.block(r.c0, g * D, r.cols, D).transpose();
+    out *= scale;
+}
+
 int DenseMaps::heads() const { return m_results->empty() ? 0 : static_cast<int>(m_results->front().heads.size()); }
 
 int DenseMaps::queries() const
@@ -125,9 +132,7 @@ Status DenseMaps::tile(MapKind kind, int layer, int head, const MapRect& r, Matr
         if (res.layout != Layout::Row || D == 0 || kv == 0 || H % kv != 0 || res.Q.cols() != H * D || res.K.cols() != kv * D ||
             res.Q.rows() < long(r.r0) + r.rows || res.K.rows() < long(r.c0) + r.cols)
             return makeError(StatusCode::InvalidArgument, "layer " + std::to_string(layer) + " keeps no scores, nor Q and K to make them from");
-        const Eigen::Index g = head / (H / kv);
-        out.noalias() = res.Q.block(r.r0, head * D, r.rows, D) * res.K.block(r.c0, g * D, r.cols, D).transpose();
-        out *= res.scale;
+        scoresTile(res.Q, res.K, head, static_cast<int>(H), static_cast<int>(kv), res.scale, r, out);
         return Status::success();
     }
     const Matrix& m = kind == MapKind::Scores ? h.scores : h.weights;

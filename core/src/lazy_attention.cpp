@@ -312,10 +312,7 @@ Status LazyMaps::tile(MapKind kind, int layer, int head, const MapRect& r, Matri
 {
     ATTNSCOPE_RETURN_IF_ERROR(checkTile(kind, layer, head, r));
     const LazyLayer& L = *m_layers[static_cast<std::size_t>(layer)];
-    const int D = m_headDim, kvh = head / (m_spec.heads / m_spec.kvHeads);
-    out.noalias() = L.Q.block(r.r0, Eigen::Index(head) * D, r.rows, D) *
-                    L.K.block(r.c0, Eigen::Index(kvh) * D, r.cols, D).transpose();
-    out *= m_spec.scale;
+    scoresTile(L.Q, L.K, head, m_spec.heads, m_spec.kvHeads, m_spec.scale, r, out);
     if (kind == MapKind::Scores) return Status::success();  // before masking, as the dense results keep them
     for (int i = 0; i < r.rows; ++i) {
         const float s = L.lse(r.r0 + i, head);

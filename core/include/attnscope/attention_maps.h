@@ -71,6 +71,11 @@ protected:
     static int blockStart(int n, int blocks, int b) { return int(long(b) * n / blocks); }
 };
 
+// Head `head`'s scaled scores (q·k·scale, before masking) over the tile `r`, from Q (queries × H·D) and K
+// (keys × H_kv·D) in Row layout: the head's columns of Q against its KV head's (head / (H / H_kv)) of K. What a
+// lazy run's maps and a dense result without scores give as their Scores tiles.
+void scoresTile(const Matrix& Q, const Matrix& K, int head, int heads, int kvHeads, float scale, const MapRect& r, Matrix& out);
+
 // A run's dense results, referenced (valid while `results` lives and is not resized): layer l's map of head h is
 // results[l].heads[h].weights (or .scores), in the result's layout, with its mask. A result without scores (a
 // decoder's run keeps none) gives a scores tile from its Q and K: the head's columns, its KV head's for K.
