@@ -88,10 +88,8 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
     // feed-forward of every layer, then the LM head) on one row; `hot`: layer 0's weights L times and the LM head
     // a second time, from the caches: the kernels' own rate without the memory's. Beside the append they say how
     // much of it is products, and how much of the products is waiting for memory (streamed − hot).
-    std::vector<attn::WeightMatrix> wo;  // W^O as the products take it (float32, as the model keeps it)
-    for (const attn::DecoderLayer& L : model->layers) wo.emplace_back(L.Wo);
     auto appendProducts = [&](bool hot) {
-        const attn::Matrix x = attn::Matrix::Constant(1, c.hidden, 0.01f), xa = attn::Matrix::Constant(1, wo[0].inputs(), 0.01f);
+        const attn::Matrix x = attn::Matrix::Constant(1, c.hidden, 0.01f), xa = attn::Matrix::Constant(1, model->layers[0].Wo.inputs(), 0.01f);
         // The feed-forward's down projection reads F values (W_down, or GPT-2's c_proj).
         const attn::Matrix xf = attn::Matrix::Constant(1, c.intermediate, 0.01f);
         attn::Matrix out;
@@ -103,7 +101,7 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
             const attn::DecoderLayer& L = model->layers[i];
             for (const attn::WeightMatrix* w : {&L.Wq, &L.Wk, &L.Wv, &L.Wgate, &L.Wup, &L.Wfc})
                 if (!w->empty()) attn::product(x, *w, out);
-            attn::product(xa, wo[i], out);
+            attn::product(xa, L.Wo, out);
             for (const attn::WeightMatrix* w : {&L.Wdown, &L.Wproj})
                 if (!w->empty()) attn::product(xf, *w, out);
         }

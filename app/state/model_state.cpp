@@ -321,7 +321,7 @@ private:
         int edited = static_cast<int>(L);
         for (std::size_t l = 0; l < L; ++l) {
             if (m_applied[l] == req.weights[l] || !req.weights[l]) continue;
-            dm.layers[l].Wo = req.weights[l]->Wo;
+            dm.layers[l].Wo = attn::WeightMatrix(req.weights[l]->Wo);
             dm.layers[l].bo = req.weights[l]->bo;
             m_applied[l] = req.weights[l];
             edited = std::min(edited, static_cast<int>(l));
@@ -1027,7 +1027,9 @@ void syncDecoderEdits(AppState& state)
     const std::size_t l = static_cast<std::size_t>(m.openLayer);
     auto same = [](const auto& a, const auto& b) { return a.rows() == b.rows() && a.cols() == b.cols(); };
     const attn::DecoderLayer& own = m.decoder->layers[l];
-    const attn::Matrix& wo = m.wanted.weights[l] ? m.wanted.weights[l]->Wo : own.Wo;
+    attn::Matrix ownWo;  // the model's W^O as the session holds it (float32), until an edit of it was sent
+    if (!m.wanted.weights[l]) ownWo = own.Wo.toMatrix();
+    const attn::Matrix& wo = m.wanted.weights[l] ? m.wanted.weights[l]->Wo : ownWo;
     const attn::Vector& bo = m.wanted.weights[l] ? m.wanted.weights[l]->bo : own.bo;
     if (s.config.mode != attn::Mode::Direct || !same(in.Q, m.chainQ) || !same(in.K, m.chainK) || !same(in.V, m.chainV) ||
         !same(in.Wo, wo) || !same(in.bo, bo) || s.config.heads != m.heads() || s.config.kvHeads != m.kvHeads()) {

@@ -229,8 +229,8 @@ std::size_t DecoderModel::denseWeightBytes() const
                     v(finalNormBeta);
     for (const DecoderLayer& L : layers) {
         b += v(L.attnNormGamma) + v(L.attnNormBeta) + v(L.ffnNormGamma) + v(L.ffnNormBeta);
-        b += v(L.bq) + v(L.bk) + v(L.bv) + v(L.Wo) + v(L.bo) + v(L.bfc) + v(L.bproj);
-        for (const WeightMatrix* w : {&L.Wq, &L.Wk, &L.Wv, &L.Wgate, &L.Wup, &L.Wdown, &L.Wfc, &L.Wproj}) b += w->denseBytes();
+        b += v(L.bq) + v(L.bk) + v(L.bv) + v(L.bo) + v(L.bfc) + v(L.bproj);
+        for (const WeightMatrix* w : {&L.Wq, &L.Wk, &L.Wv, &L.Wo, &L.Wgate, &L.Wup, &L.Wdown, &L.Wfc, &L.Wproj}) b += w->denseBytes();
     }
     return b;
 }
@@ -238,10 +238,8 @@ std::size_t DecoderModel::denseWeightBytes() const
 std::size_t DecoderModel::streamedWeightBytes() const
 {
     std::size_t b = unembedding().streamedBytes() + static_cast<std::size_t>(config.hidden) * sizeof(float);
-    for (const DecoderLayer& L : layers) {
-        b += static_cast<std::size_t>(L.Wo.size()) * sizeof(float);
-        for (const WeightMatrix* w : {&L.Wq, &L.Wk, &L.Wv, &L.Wgate, &L.Wup, &L.Wdown, &L.Wfc, &L.Wproj}) b += w->streamedBytes();
-    }
+    for (const DecoderLayer& L : layers)
+        for (const WeightMatrix* w : {&L.Wq, &L.Wk, &L.Wv, &L.Wo, &L.Wgate, &L.Wup, &L.Wdown, &L.Wfc, &L.Wproj}) b += w->streamedBytes();
     return b;
 }
 
@@ -1026,7 +1024,7 @@ Status decoderLayerInput(const DecoderModel& model, const DecoderRun& run, int l
     in.K = r.K;
     in.V = r.V;
     const DecoderLayer& l = model.layers[static_cast<std::size_t>(layer)];
-    in.Wo = l.Wo;
+    in.Wo = l.Wo.toMatrix();
     in.bo = l.bo;
     in.mask.causal = true;
     slidingWindowMask(c, static_cast<int>(n), 0, static_cast<int>(n), in.mask);

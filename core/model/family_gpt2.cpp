@@ -136,12 +136,13 @@ Status gpt2Tensors(WeightSource& w, bool gguf, DecoderModel& m)
         L.bk = bqkv.segment(M, M);
         L.bv = bqkv.tail(M);
         if (gguf) {
-            ATTNSCOPE_RETURN_IF_ERROR(w.linear(nm("attn_output.weight", ""), M, M, "d_model × d_model", L.Wo));
+            ATTNSCOPE_RETURN_IF_ERROR(w.weight(nm("attn_output.weight", ""), M, M, "d_model × d_model", 0, M, {}, L.Wo));
             ATTNSCOPE_RETURN_IF_ERROR(w.weight(nm("ffn_up.weight", ""), M, F, "d_ff × d_model", 0, F, {}, L.Wfc));
             ATTNSCOPE_RETURN_IF_ERROR(w.weight(nm("ffn_down.weight", ""), F, M, "d_model × d_ff", 0, M, {}, L.Wproj));
         } else {
-            ATTNSCOPE_RETURN_IF_ERROR(w.matrix(nm("", "attn.c_proj.weight"), M, M, "d_model × d_model", L.Wo));
-            Matrix fc, proj;
+            Matrix wo, fc, proj;
+            ATTNSCOPE_RETURN_IF_ERROR(w.matrix(nm("", "attn.c_proj.weight"), M, M, "d_model × d_model", wo));
+            L.Wo = WeightMatrix(std::move(wo));
             ATTNSCOPE_RETURN_IF_ERROR(w.matrix(nm("", "mlp.c_fc.weight"), M, F, "d_model × d_ff", fc));
             ATTNSCOPE_RETURN_IF_ERROR(w.matrix(nm("", "mlp.c_proj.weight"), F, M, "d_ff × d_model", proj));
             L.Wfc = WeightMatrix(std::move(fc));

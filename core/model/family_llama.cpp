@@ -242,7 +242,7 @@ Status llamaTensors(WeightSource& w, bool gguf, bool unpermuteQK, DecoderModel& 
         ATTNSCOPE_RETURN_IF_ERROR(w.weight(name("attn_q.weight", "self_attn.q_proj.weight"), M, QD, "H·D × d_model", 0, QD, qOrder, L.Wq));
         ATTNSCOPE_RETURN_IF_ERROR(w.weight(name("attn_k.weight", "self_attn.k_proj.weight"), M, KD, "H_kv·D × d_model", 0, KD, kOrder, L.Wk));
         ATTNSCOPE_RETURN_IF_ERROR(w.weight(name("attn_v.weight", "self_attn.v_proj.weight"), M, KD, "H_kv·D × d_model", 0, KD, {}, L.Wv));
-        ATTNSCOPE_RETURN_IF_ERROR(w.linear(name("attn_output.weight", "self_attn.o_proj.weight"), QD, M, "d_model × H·D", L.Wo));
+        ATTNSCOPE_RETURN_IF_ERROR(w.weight(name("attn_output.weight", "self_attn.o_proj.weight"), QD, M, "d_model × H·D", 0, M, {}, L.Wo));
         // Biases of Q, K, V: Qwen2 always, Llama with attention_bias. GGUF keeps Q/K biases in HF order for qwen2;
         // a permuted llama GGUF with biases would need the same row order as its weights.
         const std::string bqName = name("attn_q.bias", "self_attn.q_proj.bias");

@@ -141,7 +141,7 @@ Expected<DirectLogitAttribution> directLogitAttribution(const DecoderModel& mode
         const DecoderLayer& layer = model.layers[static_cast<std::size_t>(l)];
         const AttentionResult& a = run.attention[static_cast<std::size_t>(l)];
         // Head h writes concat[h·D…]·W^O[h·D…, :]; its share is that row times W^O's rows times w.
-        const Vector ow = layer.Wo * w;
+        const Vector ow = layer.Wo.times(w);
         for (int h = 0; h < H; ++h) out.heads(l, h) = a.concat.row(last).segment(h * D, D).dot(ow.segment(h * D, D).transpose());
         if (layer.bo.size() > 0) out.attnBias[l] = layer.bo.dot(w);
         // The rest of the layer's update is the feed-forward's: the attention's output (concat·W^O + b^O, not kept

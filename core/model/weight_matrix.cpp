@@ -91,6 +91,18 @@ void WeightMatrix::column(Eigen::Index j, float* dst) const
     }
 }
 
+Vector WeightMatrix::times(const Vector& v) const
+{
+    assert(v.size() == outputs());
+    if (!m_quant) return m_transposed ? Vector(m_dense.transpose() * v) : Vector(m_dense * v);
+    Vector out = Vector::Zero(m_in), col(m_in);
+    for (Eigen::Index j = 0; j < m_out; ++j) {
+        column(j, col.data());
+        out.noalias() += v[j] * col;
+    }
+    return out;
+}
+
 Matrix WeightMatrix::toMatrix() const
 {
     if (!m_quant) return m_transposed ? Matrix(m_dense.transpose()) : m_dense;

@@ -142,7 +142,7 @@ TEST_F(DecoderMode, ALayerInTheChainViewEditsFlowBack)
     state.doc.setSession(edited, "");
     app::syncModelEdits(state);
     app::finishModelRuns(state);
-    oracle.layers[1].Wo = edited.input.Wo;
+    oracle.layers[1].Wo = attn::WeightMatrix(edited.input.Wo);
     expectSameLogits(m.drun->lastLogits, syncRun(oracle, "the cat sat on").lastLogits, "W^O edited");
 
     // An edit of K (after RoPE): pinned, layers 1… recomputed from it.

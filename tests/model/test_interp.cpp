@@ -65,7 +65,7 @@ Matrix rowNorm(const attn::DecoderModel& m, const Matrix& x, const Vector& gamma
 Matrix afterAttention(const attn::DecoderModel& m, int l, const Matrix& concat, const Matrix& x)
 {
     const attn::DecoderLayer& L = m.layers[static_cast<std::size_t>(l)];
-    Matrix attnOut = concat * L.Wo;
+    Matrix attnOut = concat * L.Wo.toMatrix();
     if (L.bo.size() > 0) attnOut.rowwise() += L.bo.transpose();
     Matrix h = x + attnOut;
     const Matrix n = rowNorm(m, h, L.ffnNormGamma, L.ffnNormBeta);

@@ -302,6 +302,29 @@ TEST(WeightMatrix, AColumnIsTheStoredRowAndAnEditMakesItDense)
     EXPECT_EQ(w->dense()(2, 5), oracle(2, 5));
 }
 
+// W·v (direct logit attribution reads a logit direction back through W^O this way): for a view with a row order,
+// a dense weight and a transposed one, equal to the oracle's matrix times v.
+TEST(WeightMatrix, TimesAVectorWeighsTheColumnsByIt)
+{
+    const Tensor t = makeTensor(GgmlType::Q4_1, 64, 10, 5);
+    ASSERT_NE(t.info, nullptr);
+    const std::vector<int> order = {9, 0, 8, 1, 7, 2, 6, 3, 5, 4};
+    auto w = attn::WeightMatrix::quantized(t.file, *t.info, 0, 10, order);
+    ASSERT_TRUE(w.ok());
+    const Matrix oracle = oracleWeights(t, 0, 10, order);
+    const attn::Vector v = attn::Vector::LinSpaced(10, -1.0f, 2.0f);
+    const attn::Vector want = oracle * v;
+    auto near = [&](const attn::Vector& got, const char* what) {
+        ASSERT_EQ(got.size(), want.size()) << what;
+        // Sums of 10 terms in another order: float rounding of the terms' scale.
+        const float tol = 1e-5f * (oracle.cwiseAbs() * v.cwiseAbs()).maxCoeff();
+        for (Eigen::Index i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << what << " " << i;
+    };
+    near(w->times(v), "view");
+    near(attn::WeightMatrix(oracle).times(v), "dense");
+    near(attn::WeightMatrix::denseTransposed(Matrix(oracle.transpose())).times(v), "transposed");
+}
+
 TEST(WeightMatrix, AnUnsupportedTypeIsRefusedWithItsName)
 {
     const Tensor t = makeTensor(GgmlType::Q8_0, 32, 2, 1);  // parsed as Q8_0, then claimed to be IQ2_XXS
@@ -351,7 +374,7 @@ void checkParity(const std::string& path, const std::vector<int>& ids)
     // The float32 the views save: every view's in×out floats, nothing else.
     std::size_t viewFloats = views->tokenEmbeddings.toMatrix().size() + (views->lmHead.empty() ? 0 : views->lmHead.toMatrix().size());
     for (const attn::DecoderLayer& L : views->layers)
-        for (const attn::WeightMatrix* w : {&L.Wq, &L.Wk, &L.Wv, &L.Wgate, &L.Wup, &L.Wdown, &L.Wfc, &L.Wproj})
+        for (const attn::WeightMatrix* w : {&L.Wq, &L.Wk, &L.Wv, &L.Wo, &L.Wgate, &L.Wup, &L.Wdown, &L.Wfc, &L.Wproj})
             if (w->isQuantized()) viewFloats += static_cast<std::size_t>(w->inputs() * w->outputs());
     EXPECT_EQ(dense->denseWeightBytes() - views->denseWeightBytes(), viewFloats * sizeof(float));
 
@@ -389,15 +412,15 @@ TEST(WeightMatrixModels, SmolLM2EqualsItsFloat32Path)
     ASSERT_TRUE(m.ok()) << m.status().message;
     auto enc = attn::encodeForDecoder(*m, "When Mary and John went to the store, John gave a drink to", false);
     ASSERT_TRUE(enc.ok());
-    // Only W^O (30 × 576 × 576 = 39.8 MB), norms and biases are float32, not 540 MB.
-    EXPECT_LT(m->denseWeightBytes(), 41'000'000u);
-    EXPECT_GT(m->denseWeightBytes(), 39'800'000u);
-    // A token streams the Q4_1 layers (96.2 M weights × 20/32 bytes = 60.1 MB), the Q8_0 embeddings as the
-    // unembedding (28.3 M × 34/32 = 30.1 MB) and W^O in float32 (39.8 MB).
+    // Only the norms are float32 (61 × 576 floats = 140.5 kB), not 540 MB.
+    EXPECT_EQ(m->denseWeightBytes(), 61u * 576u * sizeof(float));
+    // A token streams the Q4_1 layers, W^O among them (106.2 M weights × 20/32 bytes = 66.4 MB), the Q8_0
+    // embeddings as the unembedding (28.3 M × 34/32 = 30.1 MB) and the final norm.
     EXPECT_EQ(m->layers[3].Wup.type(), GgmlType::Q4_1);
+    EXPECT_EQ(m->layers[3].Wo.type(), GgmlType::Q4_1);
     EXPECT_EQ(m->tokenEmbeddings.type(), GgmlType::Q8_0);
-    EXPECT_GT(m->streamedWeightBytes(), 129'900'000u);
-    EXPECT_LT(m->streamedWeightBytes(), 130'100'000u);
+    EXPECT_GT(m->streamedWeightBytes(), 96'400'000u);
+    EXPECT_LT(m->streamedWeightBytes(), 96'500'000u);
     checkParity(ATTNSCOPE_SMOLLM2, enc->ids);
 }
 

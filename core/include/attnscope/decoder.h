@@ -61,7 +61,7 @@ struct DecoderLayer {
     Vector attnNormGamma, attnNormBeta;  // M (beta empty for RMSNorm)
     WeightMatrix Wq, Wk, Wv;             // M×H·D, M×H_kv·D, M×H_kv·D
     Vector bq, bk, bv;                   // H·D, H_kv·D, H_kv·D, or empty
-    Matrix Wo;                           // H·D×M, always float32 (edited in the window)
+    WeightMatrix Wo;                     // H·D×M (a window edit makes it dense float32)
     Vector bo;                           // M or empty
     Vector ffnNormGamma, ffnNormBeta;    // M (beta empty for RMSNorm)
     WeightMatrix Wgate, Wup;             // llama: M×F each

@@ -50,6 +50,8 @@ public:
     Matrix toMatrix() const;
     // Output column j of W (the GGUF tensor's row, or the embedding of token j): `inputs()` floats into dst.
     void column(Eigen::Index j, float* dst) const;
+    // W·v (v: `outputs()` values): the columns weighted by v, summed (what a logit direction v reads through W^O).
+    Vector times(const Vector& v) const;
 
     // Bytes one product streams: the file's bytes of the view, or the float32 bytes of a dense weight.
     std::size_t streamedBytes() const;
