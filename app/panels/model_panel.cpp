@@ -102,6 +102,21 @@ void drawSentenceFields(AppState& state)
     }
 }
 
+// The mask a dense decoder run's thumbnails hatch: the model's rule (causal, its sliding window) for the run's n
+// tokens, made once per length through the run's maps; null when they give none.
+const attn::MaskMatrix* decoderThumbnailMask(ModelState& m, int n)
+{
+    if (!m.decoder || !m.drun) return nullptr;
+    if (m.decoderMask.rows() != n || m.decoderMask.cols() != n) {
+        const auto maps = attn::decoderMaps(*m.decoder, *m.drun);
+        if (maps->queries() != n || !maps->maskTile(0, 0, attn::MapRect{0, 0, n, n}, m.decoderMask).ok()) {
+            m.decoderMask.resize(0, 0);
+            return nullptr;
+        }
+    }
+    return &m.decoderMask;
+}
+
 // The weights a thumbnail draws: the head's own, or (n above the thumbnail's pixels) their block maxima, pooled
 // once per layer result and size (attn::poolMax) and kept in ModelState::thumbs.
 const attn::Matrix& thumbnailValues(ModelState& m, int l, int h, int heads, int shown, std::uint64_t generation)
@@ -186,6 +201,8 @@ void drawModelGrid(AppState& state, ImVec2 size)
             const attn::HeadResult& head = (*run.dense)[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)];
             if (!plan.pooled && head.masked.rows() == head.weights.rows() && head.masked.cols() == head.weights.cols())
                 spec.src.mask = &head.masked;
+            else if (!plan.pooled && m.isDecoder() && head.weights.rows() == head.weights.cols())
+                spec.src.mask = decoderThumbnailMask(m, static_cast<int>(head.weights.rows()));
             spec.src.range = {0.0f, 1.0f, 0};
             spec.src.colormap = attn::Colormap::Viridis;
             // The texture changes only when its layer does (or the pooled size).

@@ -920,6 +920,7 @@ void installModel(AppState& state, LoadedModel loaded, const std::string& dir)
     m.hasCosine = m.hasCosineBefore = false;
     m.layerGeneration.assign(static_cast<std::size_t>(m.layers()), 0);
     m.thumbs.clear();
+    m.decoderMask.resize(0, 0);  // another model may have another window
     if (m.textA.empty()) m.textA = m.isDecoder() ? "The capital of France is" : "The cat sat on the mat.";
     submit(m, "opened " + m.modelName());
 }

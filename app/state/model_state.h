@@ -230,6 +230,9 @@ struct ModelState {
         attn::Matrix values;
     };
     std::vector<PooledThumb> thumbs;
+    // A dense decoder run keeps no masks (the model's rule, the same for every head): the grid's hatching reads
+    // them from here, made through the run's maps (attn::decoderMaps) for the run's length.
+    attn::MaskMatrix decoderMask;
     ModelGridPlan gridPlan;         // the grid's layout in the last frame (tests)
     WhyState why;                   // decoders: importance, attribution, logit lens, head types, patching
     // The command line's views (--why, --model-layer) still to apply once the first run is shown (async start).

@@ -431,16 +431,20 @@ LazyAttentionSpec lazySpec(const DecoderConfig& c)
     return LazyAttentionSpec{c.heads, c.kvHeads, 1.0f / std::sqrt(float(c.headDim)), true, c.slidingWindow};
 }
 
-// A dense run keeps per head only its weights and mask. The head's Q, K, V and context are columns of the layer's
+// A dense run keeps per head only its weights. The head's Q, K, V and context are columns of the layer's
 // Q, K, V and concat (query head h: columns h·D…; its KV head h / (H / H_kv)), where the attention core also gives
 // each head a copy: those copies were a third of a run's bytes besides the maps at 128 tokens (each KV head's keys
 // and values once per query head sharing it), and an appended token reallocated all four of every head (~35 MB
 // moved an append at 128 tokens). The scores are Q·Kᵀ·scale of those columns, which the tile seam computes for
 // the tile asked (DenseMaps, as a lazy run's LazyMaps does): kept, they were 4 of the 9 bytes per head and cell
-// (1.1 GB of a 1024-token run), and every appended token moved them all to the wider stride.
-void keepWeightsAndMask(AttentionResult& res)
+// (1.1 GB of a 1024-token run), and every appended token moved them all to the wider stride. The mask is the
+// model's rule (causal, and Mistral's sliding window), the same for every head, which the seam gives
+// (decoderMaps: DenseMaps' rule): kept, it was 1 of the 5 bytes per head and cell left (283 MB of a 1024-token
+// run), and an append moved 4.4 MB of them at 128 tokens.
+void keepWeights(AttentionResult& res)
 {
     for (HeadResult& h : res.heads) {
+        h.masked.resize(0, 0);
         h.Q.resize(0, 0);
         h.K.resize(0, 0);
         h.V.resize(0, 0);
@@ -530,7 +534,7 @@ Status runLayer(DecoderModel& m, int l, DecoderRun& run, Backend backend)
         if (auto s = compute(in, layerConfig(c, backend), res); !s.ok())
             return makeError(s.code, "layer " + std::to_string(l) + ": " + s.message);
         projectOut(m, l, run.ablated, res);
-        keepWeightsAndMask(res);
+        keepWeights(res);
     }
     afterAttention(m, L, res.output, x, run.scratch.block, run.hidden[static_cast<std::size_t>(l) + 1]);
     // In the residual now: no run keeps the n × M output rows (the logit attribution needs no copy of them).
@@ -747,8 +751,8 @@ void growSquare(M& map, const M& rows, typename M::Scalar fill)
 // the layer's, every position's rows), each query head against its KV head: what the attention core computes for
 // them — the scaled score of every key, the causal and sliding-window mask (slidingWindowMask's), the softmax over
 // the unmasked keys, weights·V — without the core's per-head copies of all n + m keys and values and its per-call
-// setup. `part` receives concat (m × H·D) and per head the new rows of the mask and weights (the stitching takes
-// them from there). Tested as the core path was: appends equal a whole forward (DecoderRun.*Append*, sliding
+// setup. `part` receives concat (m × H·D) and per head the new rows of the weights (the stitching takes them from
+// there; the masked keys' weights are 0). Tested as the core path was: appends equal a whole forward (DecoderRun.*Append*, sliding
 // windows and grouped-query heads among the tiny families).
 void newRowsAttention(const DecoderConfig& c, const Matrix& Q, const Matrix& K, const Matrix& V, int n, float scale,
                       AttentionResult& part)
@@ -764,14 +768,11 @@ void newRowsAttention(const DecoderConfig& c, const Matrix& Q, const Matrix& K, 
         const Eigen::Index g = h / group;
         scores.noalias() = Q.middleCols(Eigen::Index(h) * D, D) * K.middleCols(g * D, D).transpose();
         scores *= scale;
-        src.masked.setZero(m, total);
         src.weights.setZero(m, total);
         for (Eigen::Index i = 0; i < m; ++i) {
             const Eigen::Index pos = n + i;
             // Keys pos+1… are in the query's future; Mistral's window hides the keys before `first`.
             const Eigen::Index first = firstKeyInWindow(c, pos);
-            src.masked.row(i).head(first).setOnes();
-            src.masked.row(i).tail(total - pos - 1).setOnes();
             const auto s = scores.row(i).segment(first, pos + 1 - first);
             auto w = src.weights.row(i).segment(first, pos + 1 - first);
             w = (s.array() - s.maxCoeff()).exp().matrix();
@@ -851,14 +852,13 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
             res.V = std::move(in.V);
         }
         projectOut(model, l, run.ablated, part);
-        // Stitch the new rows into the kept result: each head's weights and mask grow by m rows and m columns (the
-        // scores are not kept: keepWeightsAndMask), the heads split over the burst's team (the copies wait for
+        // Stitch the new rows into the kept result: each head's weights grow by m rows and m columns (the scores
+        // and the mask are not kept: keepWeights), the heads split over the burst's team (the copies wait for
         // memory, whose bandwidth one core alone does not reach: an append at 128 tokens took 24.0–28.1 ms with the
         // heads on one thread, 20.7–24.9 on two; 4 runs each, alternating).
         detail::forTasks(c.heads, true, [&](Eigen::Index h) {
             HeadResult& dst = res.heads[static_cast<std::size_t>(h)];
             HeadResult& src = part.heads[static_cast<std::size_t>(h)];
-            growSquare(dst.masked, src.masked, std::uint8_t(1));
             growSquare(dst.weights, src.weights, 0.0f);
         });
         appendRows(res.Q, part.Q);
@@ -893,10 +893,7 @@ void truncateRun(DecoderRun& run, int t)
         keepRows(r.K);
         keepRows(r.V);
         keepRows(r.concat);
-        for (HeadResult& h : r.heads) {  // weights and mask only (keepWeightsAndMask)
-            keepSquare(h.masked);
-            keepSquare(h.weights);
-        }
+        for (HeadResult& h : r.heads) keepSquare(h.weights);  // weights only (keepWeights)
     }
     run.encoding.ids.resize(static_cast<std::size_t>(t));
     run.encoding.tokens.resize(static_cast<std::size_t>(t));
@@ -1058,9 +1055,9 @@ double decoderRunBytes(const DecoderConfig& c, long n, bool lazy)
     double bytes = 4.0 * N * M * (c.layers + 2);
     if (lazy) return bytes + c.layers * lazyLayerBytes(n, c.heads, c.kvHeads, c.headDim);
     bytes += 4.0 * N * H * D * c.layers;
-    // Dense: Q, K, V side by side (no per-head copies: keepWeightsAndMask), and per head weights (4 B) and mask
-    // (1 B), n × n each.
-    return bytes + c.layers * (4.0 * N * (H * D + 2 * Hkv * D) + H * 5.0 * N * N);
+    // Dense: Q, K, V side by side (no per-head copies: keepWeights), and per head its weights (4 B a cell,
+    // n × n).
+    return bytes + c.layers * (4.0 * N * (H * D + 2 * Hkv * D) + H * 4.0 * N * N);
 }
 
 long decoderLargestFit(const DecoderConfig& c, double budgetBytes, bool lazy)
@@ -1077,7 +1074,7 @@ long decoderLargestFit(const DecoderConfig& c, double budgetBytes, bool lazy)
 std::shared_ptr<const AttentionMaps> decoderMaps(const DecoderModel& model, const DecoderRun& run)
 {
     if (run.lazy) return std::make_shared<LazyMaps>(run.lazyLayers, lazySpec(model.config));
-    return std::make_shared<DenseMaps>(run.attention);
+    return std::make_shared<DenseMaps>(run.attention, true, model.config.slidingWindow);
 }
 
 } // namespace attn

@@ -149,7 +149,15 @@ Status DenseMaps::maskTile(int layer, int head, const MapRect& r, MaskMatrix& ou
     const AttentionResult& res = (*m_results)[static_cast<std::size_t>(layer)];
     const MaskMatrix& m = res.heads[static_cast<std::size_t>(head)].masked;
     if (m.size() == 0) {
-        out.setZero(r.rows, r.cols);
+        // The rule's mask, over the tile's queries (rows) and keys (columns).
+        out.resize(r.rows, r.cols);
+        for (int i = 0; i < r.rows; ++i) {
+            const long q = long(r.r0) + i;
+            for (int j = 0; j < r.cols; ++j) {
+                const long k = long(r.c0) + j;
+                out(i, j) = (m_causal && k > q) || (m_window > 0 && k < q - m_window + 1) ? 1 : 0;
+            }
+        }
     } else if (res.layout == Layout::Row) {
         out = m.block(r.r0, r.c0, r.rows, r.cols);
     } else {

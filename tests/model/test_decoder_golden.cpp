@@ -180,7 +180,12 @@ TEST(DecoderRun, AppendingTokensEqualsAWholeForward)
                 ASSERT_TRUE(grownMaps->whole(attn::MapKind::Scores, l, h, x).ok());
                 ASSERT_TRUE(wholeMaps->whole(attn::MapKind::Scores, l, h, y).ok());
                 EXPECT_LE(maxAbsDiff(x, y), 1e-5) << family << " L" << l << " H" << h;
-                EXPECT_TRUE(a.masked == b.masked) << family << " L" << l << " H" << h;
+                attn::MaskMatrix p, q;  // the rule's masks, for the grown run's length and the whole one's
+                ASSERT_TRUE(grownMaps->maskTile(l, h, attn::MapRect{0, 0, int(ids.size()), int(ids.size())}, p).ok());
+                ASSERT_TRUE(wholeMaps->maskTile(l, h, attn::MapRect{0, 0, int(ids.size()), int(ids.size())}, q).ok());
+                EXPECT_TRUE(p == q) << family << " L" << l << " H" << h;
+                // The grown weights are 0 wherever the mask hides a key (and so are the whole run's).
+                EXPECT_EQ((a.weights.array() * p.cast<float>().array()).abs().maxCoeff(), 0.0f) << family << " L" << l << " H" << h;
             }
         }
         EXPECT_LE((grown->lastLogits - whole->lastLogits).cwiseAbs().maxCoeff(), 1e-4) << family;
@@ -417,10 +422,11 @@ void expectEqualsAWholeForward(attn::DecoderModel& model, const attn::DecoderRun
             if (lazy) continue;
             const auto& p = run.attention[std::size_t(l)].heads[std::size_t(h)];
             const auto& q = whole->attention[std::size_t(l)].heads[std::size_t(h)];
-            EXPECT_TRUE(p.masked == q.masked) << what << " L" << l << " H" << h;
-            // Weights and mask only: the head's Q, K, V and context are the layer's columns, its scores come from
-            // them through the seam (keepWeightsAndMask).
-            EXPECT_EQ(p.Q.size() + p.K.size() + p.V.size() + p.scores.size() + p.output.size(), 0) << what << " L" << l << " H" << h;
+            // Weights only: the head's Q, K, V and context are the layer's columns, its scores and mask come from
+            // them and the model's rule through the seam (keepWeights).
+            EXPECT_EQ(p.Q.size() + p.K.size() + p.V.size() + p.scores.size() + p.masked.size() + p.output.size(), 0)
+                << what << " L" << l << " H" << h;
+            EXPECT_EQ(q.masked.size(), 0) << what << " L" << l << " H" << h;
         }
     }
     EXPECT_LE((run.lastLogits - whole->lastLogits).cwiseAbs().maxCoeff(), 1e-4) << what;
@@ -552,13 +558,51 @@ TEST(DecoderRun, AForwardReportsEachLayerAndStopsWhenAsked)
     EXPECT_EQ(run.lastLogits, fresh->lastLogits);
 }
 
+// A dense run keeps no masks: its maps give the model's rule, which must be the mask the attention core applies
+// to the layer (causal, and a sliding window's hidden keys, slidingWindowMask): the core's own masks, computed
+// anew from the layer's inputs (decoderLayerInput), are the oracle, with a window of 4 and without.
+TEST(DecoderRun, TheMapsMasksAreTheMasksTheCoreApplies)
+{
+    for (const int window : {0, 4}) {
+        auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama");
+        ASSERT_TRUE(model.ok()) << model.status().message;
+        model->config.slidingWindow = window;
+        auto run = attn::runDecoder(*model, {5, 17, 42, 99, 3, 250, 7, 64, 128});
+        ASSERT_TRUE(run.ok()) << run.status().message;
+        const auto maps = attn::decoderMaps(*model, *run);
+        EXPECT_TRUE(maps->causal());
+        const int n = maps->queries();
+        ASSERT_EQ(n, 9);
+        for (int l = 0; l < model->config.layers; ++l) {
+            attn::AttentionInput in;
+            attn::AttentionConfig cfg;
+            ASSERT_TRUE(attn::decoderLayerInput(*model, *run, l, in, cfg).ok());
+            attn::AttentionResult core;
+            ASSERT_TRUE(attn::compute(in, cfg, core).ok());
+            for (int h = 0; h < model->config.heads; ++h) {
+                EXPECT_EQ(run->attention[std::size_t(l)].heads[std::size_t(h)].masked.size(), 0) << "window " << window;
+                attn::MaskMatrix got;
+                ASSERT_TRUE(maps->maskTile(l, h, attn::MapRect{0, 0, n, n}, got).ok());
+                EXPECT_TRUE(got == core.heads[std::size_t(h)].masked) << "window " << window << " L" << l << " H" << h;
+                attn::MaskMatrix part;  // a tile off the origin: the same cells
+                ASSERT_TRUE(maps->maskTile(l, h, attn::MapRect{3, 1, 5, 6}, part).ok());
+                EXPECT_TRUE(part == core.heads[std::size_t(h)].masked.block(3, 1, 5, 6)) << "window " << window;
+            }
+        }
+        // Not vacuous: the window hides query 8's first keys, and only with it.
+        attn::MaskMatrix corner;
+        ASSERT_TRUE(maps->maskTile(0, 0, attn::MapRect{8, 0, 1, 1}, corner).ok());
+        EXPECT_EQ(int(corner(0, 0)), window > 0 ? 1 : 0);
+    }
+}
+
 TEST(DecoderRun, ALongTextIsRefusedBeforeItRunsWithTheLargestThatFits)
 {
     attn::DecoderConfig c;
     c.layers = 30, c.heads = 9, c.kvHeads = 3, c.hidden = 576, c.headDim = 64;
-    // SmolLM2 at its 8192-token context: dense maps (weights and mask, 5 B a cell and head) would need ~93 GB;
-    // lazy a few hundred MB.
-    EXPECT_GT(attn::decoderRunBytes(c, 8192, false), 90e9);
+    // SmolLM2 at its 8192-token context: dense maps (the weights, 4 B a cell and head) would need ~75 GB; lazy a
+    // few hundred MB.
+    EXPECT_GT(attn::decoderRunBytes(c, 8192, false), 70e9);
     EXPECT_LT(attn::decoderRunBytes(c, 8192, true), 2.5e9);  // the budget for the whole program at 8192
     const long fit = attn::decoderLargestFit(c, 12e9, false);
     EXPECT_LE(attn::decoderRunBytes(c, fit, false), 12e9);

@@ -78,10 +78,14 @@ void scoresTile(const Matrix& Q, const Matrix& K, int head, int heads, int kvHea
 
 // A run's dense results, referenced (valid while `results` lives and is not resized): layer l's map of head h is
 // results[l].heads[h].weights (or .scores), in the result's layout, with its mask. A result without scores (a
-// decoder's run keeps none) gives a scores tile from its Q and K: the head's columns, its KV head's for K.
+// decoder's run keeps none) gives a scores tile from its Q and K: the head's columns, its KV head's for K; a head
+// without a mask (a decoder's run keeps none either) gives the rule's: with `causal`, the keys after the query,
+// and with a sliding `window` > 0 (Mistral's), the keys before query − window + 1.
 class DenseMaps final : public AttentionMaps {
 public:
-    explicit DenseMaps(const std::vector<AttentionResult>& results) : m_results(&results) {}
+    explicit DenseMaps(const std::vector<AttentionResult>& results, bool causal = false, int window = 0)
+        : m_results(&results), m_causal(causal), m_window(window) {}
+    bool causal() const override { return m_causal; }
     int layers() const override { return static_cast<int>(m_results->size()); }
     int heads() const override;
     int queries() const override;
@@ -92,6 +96,8 @@ public:
 
 private:
     const std::vector<AttentionResult>* m_results;
+    bool m_causal = false;
+    int m_window = 0;
 };
 
 } // namespace attn

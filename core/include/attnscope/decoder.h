@@ -131,9 +131,10 @@ struct DecoderRun {
     std::vector<Matrix> hidden;                 // L+1 residual streams n×M: hidden[l] enters layer l, hidden[L]
                                                 // leaves the last layer (before the final norm)
     std::vector<AttentionResult> attention;     // L results: Q, K, V (after RoPE; H·D, H_kv·D and H_kv·D wide),
-                                                // concat (the heads' contexts), and per query head only the maps:
-                                                // scores, mask, weights (a head's Q, K, V and context are columns of
-                                                // the layer's). No output: concat·W^O + b^O is in the residual.
+                                                // concat (the heads' contexts), and per query head only its weights
+                                                // (a head's Q, K, V and context are columns of the layer's; its
+                                                // scores and mask come from decoderMaps()). No output:
+                                                // concat·W^O + b^O is in the residual.
     Matrix finalHidden;                         // n×M: hidden[L] after the final norm (what the LM head reads)
     Vector lastLogits;                          // V: the last position's logits
     std::vector<float> surprise;                // n: −log p(token i | tokens < i) in nats; NaN for token 0
@@ -175,13 +176,13 @@ struct DecoderOptions {
 };
 
 // The memory a run over n tokens keeps, in bytes: the residual streams, and per layer the dense results (Q, K, V,
-// per head its copies and scores, weights and mask, n×n each) or, lazy, Q, K, V and the log-sum-exp.
+// the contexts, per head its n×n weights) or, lazy, Q, K, V and the log-sum-exp.
 double decoderRunBytes(const DecoderConfig& c, long n, bool lazy);
 // The largest n whose run fits `budgetBytes` (0 when none does).
 long decoderLargestFit(const DecoderConfig& c, double budgetBytes, bool lazy);
 
-// The run's maps through the tile seam: LazyMaps for a lazy run, DenseMaps (referencing run.attention) for a
-// dense one. Valid while `run` lives and is not recomputed.
+// The run's maps through the tile seam: LazyMaps for a lazy run, DenseMaps (referencing run.attention; its masks
+// the model's rule: causal, and the sliding window) for a dense one. Valid while `run` lives and is not recomputed.
 std::shared_ptr<const AttentionMaps> decoderMaps(const DecoderModel& model, const DecoderRun& run);
 
 // Runs the model over `ids` (at most config.maxPositions: longer inputs are truncated with a warning).
