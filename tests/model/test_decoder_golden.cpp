@@ -197,6 +197,18 @@ TEST(DecoderRun, AppendingTokensEqualsAWholeForward)
 // scores over the same layer input (decoderLayerInput), every head of every layer, whole maps and an off-diagonal
 // tile, grouped-query (tiny_llama: 2 KV heads, tiny_qwen2: 1) and multi-head (tiny_gpt2); the weights the run kept
 // equal the core's too.
+// The attention core's own result over layer l's input (decoderLayerInput, every map computed and kept): the
+// oracle of what a run's maps give through the seam.
+attn::AttentionResult coreOverLayerInput(const attn::DecoderModel& model, const attn::DecoderRun& run, int l)
+{
+    attn::AttentionInput in;
+    attn::AttentionConfig cfg;
+    attn::AttentionResult core;
+    EXPECT_TRUE(attn::decoderLayerInput(model, run, l, in, cfg).ok()) << "layer " << l;
+    EXPECT_TRUE(attn::compute(in, cfg, core).ok()) << "layer " << l;
+    return core;
+}
+
 TEST(DecoderRun, TheSeamsScoresAreTheAttentionCoresOverTheLayersInput)
 {
     for (const char* family : {"tiny_llama", "tiny_qwen2", "tiny_gpt2"}) {
@@ -206,11 +218,7 @@ TEST(DecoderRun, TheSeamsScoresAreTheAttentionCoresOverTheLayersInput)
         ASSERT_TRUE(run.ok()) << run.status().message;
         const auto maps = attn::decoderMaps(*model, *run);
         for (int l = 0; l < model->config.layers; ++l) {
-            attn::AttentionInput in;
-            attn::AttentionConfig cfg;
-            ASSERT_TRUE(attn::decoderLayerInput(*model, *run, l, in, cfg).ok());
-            attn::AttentionResult core;
-            ASSERT_TRUE(attn::compute(in, cfg, core).ok());
+            const attn::AttentionResult core = coreOverLayerInput(*model, *run, l);
             for (int h = 0; h < model->config.heads; ++h) {
                 const auto& kept = run->attention[std::size_t(l)].heads[std::size_t(h)];
                 EXPECT_EQ(kept.scores.size(), 0) << family << " L" << l << " H" << h;
@@ -574,11 +582,7 @@ TEST(DecoderRun, TheMapsMasksAreTheMasksTheCoreApplies)
         const int n = maps->queries();
         ASSERT_EQ(n, 9);
         for (int l = 0; l < model->config.layers; ++l) {
-            attn::AttentionInput in;
-            attn::AttentionConfig cfg;
-            ASSERT_TRUE(attn::decoderLayerInput(*model, *run, l, in, cfg).ok());
-            attn::AttentionResult core;
-            ASSERT_TRUE(attn::compute(in, cfg, core).ok());
+            const attn::AttentionResult core = coreOverLayerInput(*model, *run, l);
             for (int h = 0; h < model->config.heads; ++h) {
                 EXPECT_EQ(run->attention[std::size_t(l)].heads[std::size_t(h)].masked.size(), 0) << "window " << window;
                 attn::MaskMatrix got;
