@@ -1011,6 +1011,7 @@ void openDecoderLayerInChain(AppState& state, int layer, int head)
     m.chainQ = s.input.Q;
     m.chainK = s.input.K;
     m.chainV = s.input.V;
+    m.chainWo = s.input.Wo;
     state.view.head = std::clamp(head, 0, std::max(0, m.heads() - 1));
     s.viewJson = viewToJson(state.view);
     state.doc.resetSession(std::move(s), "");
@@ -1028,9 +1029,7 @@ void syncDecoderEdits(AppState& state)
     const std::size_t l = static_cast<std::size_t>(m.openLayer);
     auto same = [](const auto& a, const auto& b) { return a.rows() == b.rows() && a.cols() == b.cols(); };
     const attn::DecoderLayer& own = m.decoder->layers[l];
-    attn::Matrix ownWo;  // the model's W^O as the session holds it (float32), until an edit of it was sent
-    if (!m.wanted.weights[l]) ownWo = own.Wo.toMatrix();
-    const attn::Matrix& wo = m.wanted.weights[l] ? m.wanted.weights[l]->Wo : ownWo;
+    const attn::Matrix& wo = m.chainWo;
     const attn::Vector& bo = m.wanted.weights[l] ? m.wanted.weights[l]->bo : own.bo;
     if (s.config.mode != attn::Mode::Direct || !same(in.Q, m.chainQ) || !same(in.K, m.chainK) || !same(in.V, m.chainV) ||
         !same(in.Wo, wo) || !same(in.bo, bo) || s.config.heads != m.heads() || s.config.kvHeads != m.kvHeads()) {
@@ -1047,6 +1046,7 @@ void syncDecoderEdits(AppState& state)
         w->Wo = in.Wo;
         w->bo = in.bo;
         m.wanted.weights[l] = std::move(w);
+        m.chainWo = in.Wo;
     }
     if (qkvEdited) {
         // One pin at a time, as for an encoder's X.

@@ -192,6 +192,7 @@ struct ModelState {
         bool operator==(const PredictionKey&) const = default;
     } predictionsFor;
     attn::Matrix chainQ, chainK, chainV;    // a decoder layer's Q, K, V as last sent to the chain view
+    attn::Matrix chainWo;                   // and its W^O: the last edit sent, or the model's own dequantized
     // The last complete run (what every view shows): the pair, and A and B alone (for the cosine; only with
     // B given). Swapped in whole when a run finishes.
     std::optional<attn::ModelRun> run;

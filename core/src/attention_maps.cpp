@@ -33,12 +33,10 @@ Status AttentionMaps::maskTile(int layer, int head, const MapRect& r, MaskMatrix
 {
     ATTNSCOPE_RETURN_IF_ERROR(checkTile(MapKind::Weights, layer, head, r));
     out.resize(r.rows, r.cols);
-    if (!causal()) {
-        out.setZero();
-        return Status::success();
-    }
+    const bool c = causal();
+    const int w = window();
     for (int i = 0; i < r.rows; ++i)
-        for (int j = 0; j < r.cols; ++j) out(i, j) = (r.c0 + j > r.r0 + i) ? 1 : 0;
+        for (int j = 0; j < r.cols; ++j) out(i, j) = maskedByRule(c, w, long(r.r0) + i, long(r.c0) + j) ? 1 : 0;
     return Status::success();
 }
 
@@ -148,21 +146,9 @@ Status DenseMaps::maskTile(int layer, int head, const MapRect& r, MaskMatrix& ou
     ATTNSCOPE_RETURN_IF_ERROR(checkTile(MapKind::Weights, layer, head, r));
     const AttentionResult& res = (*m_results)[static_cast<std::size_t>(layer)];
     const MaskMatrix& m = res.heads[static_cast<std::size_t>(head)].masked;
-    if (m.size() == 0) {
-        // The rule's mask, over the tile's queries (rows) and keys (columns).
-        out.resize(r.rows, r.cols);
-        for (int i = 0; i < r.rows; ++i) {
-            const long q = long(r.r0) + i;
-            for (int j = 0; j < r.cols; ++j) {
-                const long k = long(r.c0) + j;
-                out(i, j) = (m_causal && k > q) || (m_window > 0 && k < q - m_window + 1) ? 1 : 0;
-            }
-        }
-    } else if (res.layout == Layout::Row) {
-        out = m.block(r.r0, r.c0, r.rows, r.cols);
-    } else {
-        out = m.block(r.c0, r.r0, r.cols, r.rows).transpose();
-    }
+    if (m.size() == 0) return AttentionMaps::maskTile(layer, head, r, out);  // the rule's
+    if (res.layout == Layout::Row) out = m.block(r.r0, r.c0, r.rows, r.cols);
+    else out = m.block(r.c0, r.r0, r.cols, r.rows).transpose();
     return Status::success();
 }
 

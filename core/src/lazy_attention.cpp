@@ -386,13 +386,4 @@ Status LazyMaps::pooled(MapKind kind, int layer, int head, const MapRect& r, int
     return Status::success();
 }
 
-Status LazyMaps::maskTile(int layer, int head, const MapRect& r, MaskMatrix& out) const
-{
-    ATTNSCOPE_RETURN_IF_ERROR(checkTile(MapKind::Weights, layer, head, r));
-    out.resize(r.rows, r.cols);
-    for (int i = 0; i < r.rows; ++i)
-        for (int j = 0; j < r.cols; ++j) out(i, j) = masked(r.r0 + i, r.c0 + j) ? 1 : 0;
-    return Status::success();
-}
-
 } // namespace attn

@@ -37,12 +37,14 @@ public:
     virtual bool has(MapKind kind) const = 0;  // a bundle holds weights only
     // Whether key j > query i is masked (a decoder's causal maps: the views hatch those cells).
     virtual bool causal() const { return false; }
+    // A sliding window > 0 (Mistral's) also masks the keys j ≤ i − window.
+    virtual int window() const { return 0; }
 
     // The cells of `rect` of head `head` in layer `layer`, as a rect.rows × rect.cols matrix (query rows).
     // InvalidArgument for a layer, head or rectangle outside the maps or a kind the source does not hold.
     virtual Status tile(MapKind kind, int layer, int head, const MapRect& rect, Matrix& out) const = 0;
 
-    // Which cells of `rect` are masked (1), for the hatching; the default derives them from causal().
+    // Which cells of `rect` are masked (1), for the hatching; the default is the rule of causal() and window().
     virtual Status maskTile(int layer, int head, const MapRect& rect, MaskMatrix& out) const;
 
     // `rect` max-pooled to outRows × outCols (clamped to 1…rect.rows and 1…rect.cols): cell (r, c) is the largest
@@ -71,6 +73,13 @@ protected:
     static int blockStart(int n, int blocks, int b) { return int(long(b) * n / blocks); }
 };
 
+// The mask rule of causal maps and a sliding window (AttentionMaps::causal, window): whether key `key` is hidden
+// from query `query`.
+inline bool maskedByRule(bool causal, int window, long query, long key)
+{
+    return (causal && key > query) || (window > 0 && key <= query - window);
+}
+
 // Head `head`'s scaled scores (q·k·scale, before masking) over the tile `r`, from Q (queries × H·D) and K
 // (keys × H_kv·D) in Row layout: the head's columns of Q against its KV head's (head / (H / H_kv)) of K. What a
 // lazy run's maps and a dense result without scores give as their Scores tiles.
@@ -79,13 +88,14 @@ void scoresTile(const Matrix& Q, const Matrix& K, int head, int heads, int kvHea
 // A run's dense results, referenced (valid while `results` lives and is not resized): layer l's map of head h is
 // results[l].heads[h].weights (or .scores), in the result's layout, with its mask. A result without scores (a
 // decoder's run keeps none) gives a scores tile from its Q and K: the head's columns, its KV head's for K; a head
-// without a mask (a decoder's run keeps none either) gives the rule's: with `causal`, the keys after the query,
-// and with a sliding `window` > 0 (Mistral's), the keys before query − window + 1.
+// without a mask (a decoder's run keeps none either) gives the rule's (AttentionMaps::maskTile) of `causal` and
+// `window`.
 class DenseMaps final : public AttentionMaps {
 public:
     explicit DenseMaps(const std::vector<AttentionResult>& results, bool causal = false, int window = 0)
         : m_results(&results), m_causal(causal), m_window(window) {}
     bool causal() const override { return m_causal; }
+    int window() const override { return m_window; }
     int layers() const override { return static_cast<int>(m_results->size()); }
     int heads() const override;
     int queries() const override;

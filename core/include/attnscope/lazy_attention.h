@@ -97,8 +97,8 @@ public:
     int keys() const override { return m_n; }
     bool has(MapKind) const override { return true; }
     bool causal() const override { return m_spec.causal; }
+    int window() const override { return m_spec.window; }
     Status tile(MapKind kind, int layer, int head, const MapRect& rect, Matrix& out) const override;
-    Status maskTile(int layer, int head, const MapRect& rect, MaskMatrix& out) const override;
     // The overview without a weight per cell: exp is monotonic, so a block's largest weight is
     // exp(max(q·k·s − lse)) — one exp per pooled cell; keys a block's queries cannot see (causal, window) are not
     // multiplied at all; bands of rows run on the thread team. Equals the default (poolMax of the tiles) within
@@ -109,10 +109,7 @@ public:
     const LazyLayer& layer(int l) const { return *m_layers[static_cast<std::size_t>(l)]; }
 
 private:
-    bool masked(int i, int j) const
-    {
-        return (m_spec.causal && j > i) || (m_spec.window > 0 && j <= i - m_spec.window);
-    }
+    bool masked(int i, int j) const { return maskedByRule(m_spec.causal, m_spec.window, i, j); }
     std::vector<std::shared_ptr<const LazyLayer>> m_layers;
     LazyAttentionSpec m_spec;
     int m_n = 0;
