@@ -393,10 +393,10 @@ int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path)
         text += firstLayer ? "{\"layer\":" : ",{\"layer\":";
         firstLayer = false;
         text += std::to_string(l) + ",\"heads\":[";
-        const auto& heads = run->attention[static_cast<std::size_t>(l)].heads;
+        const auto& heads = run->weights[static_cast<std::size_t>(l)];
         for (std::size_t h = 0; h < heads.size(); ++h) {
             text += h ? ",{\"weights\":" : "{\"weights\":";
-            appendMatrix(text, heads[h].weights);
+            appendMatrix(text, heads[h].toMatrix());
             text += ",\"scores\":";
             // The run keeps no scores: Q·Kᵀ·scale through the tile seam.
             if (attn::Status s = maps->whole(attn::MapKind::Scores, l, static_cast<int>(h), scores); !s.ok())

@@ -317,9 +317,9 @@ int renderDecoderFromCli(const ModelRenderCli& o, const std::string& path, const
         if (fo.title) map.title = *fo.title;
         bytes = fig::renderFigure(fig::buildLayerHeadFigure(map), format, scale);
     } else if (fo.kind == fig::ModelFigureKind::Lines) {
-        bytes = fig::renderLinesFigure(model->name, *run, fo, format, scale);
+        bytes = fig::renderLinesFigure(model->name, RunView(*run, attn::decoderMaps(*model, *run)), fo, format, scale);
     } else {
-        attn::Expected<fig::Figure> f = fig::buildModelFigure(model->name, *run, fo);
+        attn::Expected<fig::Figure> f = fig::buildModelFigure(model->name, RunView(*run, attn::decoderMaps(*model, *run)), fo);
         if (!f) return printError(f.status().message), kExitBadInput;
         bytes = fig::renderFigure(*f, format, scale);
     }

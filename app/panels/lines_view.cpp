@@ -9,7 +9,7 @@
 namespace app {
 
 void drawLinesMap(AppState& state, ImVec2 size, const std::vector<std::string>& queries,
-                  const std::vector<std::string>& keys, const attn::Matrix& w, int& hoverToken, float& rowOut)
+                  const std::vector<std::string>& keys, const attn::MatrixCRef& w, int& hoverToken, float& rowOut)
 {
     const int nq = static_cast<int>(queries.size()), nk = static_cast<int>(keys.size());
     const int n = std::max(nq, nk);

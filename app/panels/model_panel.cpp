@@ -119,15 +119,21 @@ const attn::MaskMatrix* decoderThumbnailMask(ModelState& m, int n)
 
 // The weights a thumbnail draws: the head's own, or (n above the thumbnail's pixels) their block maxima, pooled
 // once per layer result and size (attn::poolMax) and kept in ModelState::thumbs.
-const attn::Matrix& thumbnailValues(ModelState& m, int l, int h, int heads, int shown, std::uint64_t generation)
+// A decoder's kept weights are rows with a stride (attn::HeadWeights): drawn from a contiguous copy, made once
+// per layer result as the pooled ones are.
+const attn::Matrix& thumbnailValues(ModelState& m, const RunView& run, int l, int h, int heads, int shown, std::uint64_t generation)
 {
-    const attn::Matrix& w = (*m.shownRun().dense)[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)].weights;
-    if (shown >= w.rows()) return w;
+    if (!run.isDecoderRun()) {
+        const attn::Matrix& own = (*run.dense)[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)].weights;
+        if (shown >= own.rows()) return own;
+    }
+    const attn::MatrixCMap w = run.headWeights(l, h);
     const std::size_t i = static_cast<std::size_t>(l * heads + h);
     if (m.thumbs.size() <= i) m.thumbs.resize(i + 1);
     ModelState::PooledThumb& t = m.thumbs[i];
     if (t.source != w.data() || t.generation != generation || t.side != shown || t.n != w.rows()) {
-        t.values = attn::poolMax(w, shown, shown);
+        if (shown >= w.rows()) t.values = w;
+        else t.values = attn::poolMax(w, shown, shown);
         t.source = w.data();
         t.generation = generation;
         t.side = shown;
@@ -196,13 +202,15 @@ void drawModelGrid(AppState& state, ImVec2 size)
             ImGui::PushID(l * 1000 + h);
             HeatmapSpec spec;
             spec.key = "model/" + std::to_string(l) + "/" + std::to_string(h);
-            spec.src.values = &thumbnailValues(m, l, h, H, plan.shown, gen);
+            spec.src.values = &thumbnailValues(m, run, l, h, H, plan.shown, gen);
             // A decoder's causal maps hatched above the diagonal (masked, not 0), where cells are not pooled.
-            const attn::HeadResult& head = (*run.dense)[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)];
-            if (!plan.pooled && head.masked.rows() == head.weights.rows() && head.masked.cols() == head.weights.cols())
-                spec.src.mask = &head.masked;
-            else if (!plan.pooled && m.isDecoder() && head.weights.rows() == head.weights.cols())
-                spec.src.mask = decoderThumbnailMask(m, static_cast<int>(head.weights.rows()));
+            if (!plan.pooled && run.isDecoderRun()) {
+                spec.src.mask = decoderThumbnailMask(m, static_cast<int>(run.headWeights(l, h).rows()));
+            } else if (!plan.pooled) {
+                const attn::HeadResult& head = (*run.dense)[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)];
+                if (head.masked.size() > 0 && head.masked.rows() == head.weights.rows() && head.masked.cols() == head.weights.cols())
+                    spec.src.mask = &head.masked;
+            }
             spec.src.range = {0.0f, 1.0f, 0};
             spec.src.colormap = attn::Colormap::Viridis;
             // The texture changes only when its layer does (or the pooled size).
@@ -286,8 +294,7 @@ void drawLinesView(AppState& state, ImVec2 size)
         return;
     }
     const RunView run = m.shownRun();
-    const attn::Matrix& w =
-        (*run.dense)[static_cast<std::size_t>(m.linesLayer)].heads[static_cast<std::size_t>(m.linesHead)].weights;
+    const attn::MatrixCMap w = run.headWeights(m.linesLayer, m.linesHead);
     // Wrapped: at 900 px the half-width child cut the sentence.
     ImGui::TextWrapped("Lines view: layer %d, head %d (right-click a thumbnail to pick; hover a token)", m.linesLayer, m.linesHead);
     drawLinesMap(state, size, run.tokens, run.tokens, w, m.hoverToken, m.linesRow);

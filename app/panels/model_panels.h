@@ -28,7 +28,7 @@ void drawModelBreadcrumb(AppState& state);
 // weight w(query, key); hovering a query shows only its lines (`hoverToken` gets it, -1 = none; `rowOut` the
 // row height). The caller draws it in a child of `size`, which scrolls past the room.
 void drawLinesMap(AppState& state, ImVec2 size, const std::vector<std::string>& queries,
-                  const std::vector<std::string>& keys, const attn::Matrix& w, int& hoverToken, float& rowOut);
+                  const std::vector<std::string>& keys, const attn::MatrixCRef& w, int& hoverToken, float& rowOut);
 
 // An attention bundle's window (bundle_panel.cpp; docs/bundle.md): the grid, a head's zoomable map, the lines
 // view; shown over the chain view while a bundle is open. While it is shown (bundleViewShown) the sidebar and

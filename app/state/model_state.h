@@ -221,8 +221,9 @@ struct ModelState {
     int openLayer = -1;             // the layer opened in the chain view (-1 = none)
     std::uint64_t syncedRevision = 0;   // the document revision last copied back into the model
     attn::Matrix chainX;            // the opened layer's X as last sent (an X edit differs from it)
-    // The grid's thumbnails of heads whose n exceeds the thumbnail's pixels: pooled weights (attn::poolMax),
-    // index layer·H + head, redone when the run, the layer's result or the thumbnail size changes.
+    // The grid's thumbnails of heads whose n exceeds the thumbnail's pixels: pooled weights (attn::poolMax), and
+    // of a decoder's heads the contiguous copies of their kept maps (rows with a stride), index layer·H + head,
+    // redone when the run, the layer's result or the thumbnail size changes.
     struct PooledThumb {
         const float* source = nullptr;  // the weights they were pooled from (a new run has new storage)
         std::uint64_t generation = 0;
@@ -251,7 +252,7 @@ struct ModelState {
     {
         if (isDecoder() && drun->lazy && longView.active())
             return RunView(*longView.bundle->maps, drun->encoding.tokens, drun->encoding.tokens);
-        return isDecoder() ? RunView(*drun) : RunView(*run);
+        return isDecoder() ? RunView(*drun, attn::decoderMaps(*decoder, *drun)) : RunView(*run);
     }
     bool longRun() const { return isDecoder() && drun && drun->lazy; }  // the shown run is a lazy one
     std::string modelName() const;

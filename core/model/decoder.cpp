@@ -439,11 +439,16 @@ LazyAttentionSpec lazySpec(const DecoderConfig& c)
 // the tile asked (DenseMaps, as a lazy run's LazyMaps does): kept, they were 4 of the 9 bytes per head and cell
 // (1.1 GB of a 1024-token run), and every appended token moved them all to the wider stride. The mask is the
 // model's rule (causal, and Mistral's sliding window), the same for every head, which the seam gives
-// (decoderMaps: DenseMaps' rule): kept, it was 1 of the 5 bytes per head and cell left (283 MB of a 1024-token
-// run), and an append moved 4.4 MB of them at 128 tokens.
-void keepWeights(AttentionResult& res)
+// (decoderMaps: AttentionMaps::maskTile's rule): kept, it was 1 of the 5 bytes per head and cell left (283 MB of a 1024-token
+// run), and an append moved 4.4 MB of them at 128 tokens. The weights move to `kept` (HeadWeights: room for
+// appended tokens), leaving `res.heads` H empty entries.
+void keepWeights(AttentionResult& res, std::vector<HeadWeights>& kept)
 {
-    for (HeadResult& h : res.heads) {
+    kept.resize(res.heads.size());
+    for (std::size_t i = 0; i < res.heads.size(); ++i) {
+        HeadResult& h = res.heads[i];
+        kept[i] = HeadWeights(std::move(h.weights));
+        h.weights.resize(0, 0);
         h.masked.resize(0, 0);
         h.Q.resize(0, 0);
         h.K.resize(0, 0);
@@ -531,10 +536,15 @@ Status runLayer(DecoderModel& m, int l, DecoderRun& run, Backend backend)
         in.mask.causal = true;
         in.mask.validLens.clear();
         slidingWindowMask(c, n, 0, n, in.mask);
+        // The kept maps' buffers back to the core, which reuses those of the same size (a recompute of the same
+        // length allocates nothing).
+        std::vector<HeadWeights>& kept = run.weights[static_cast<std::size_t>(l)];
+        if (res.heads.size() == kept.size())
+            for (std::size_t h = 0; h < kept.size(); ++h) res.heads[h].weights = kept[h].release();
         if (auto s = compute(in, layerConfig(c, backend), res); !s.ok())
             return makeError(s.code, "layer " + std::to_string(l) + ": " + s.message);
         projectOut(m, l, run.ablated, res);
-        keepWeights(res);
+        keepWeights(res, kept);
     }
     afterAttention(m, L, res.output, x, run.scratch.block, run.hidden[static_cast<std::size_t>(l) + 1]);
     // In the residual now: no run keeps the n × M output rows (the logit attribution needs no copy of them).
@@ -646,11 +656,13 @@ Status runDecoder(DecoderModel& model, const std::vector<int>& idsIn, const Deco
     if (run.lazy != options.lazy) {
         run.attention.clear();
         run.lazyLayers.clear();
+        run.weights.clear();
     }
     run.lazy = options.lazy;
     run.hidden.resize(static_cast<std::size_t>(c.layers) + 1);
     run.attention.resize(static_cast<std::size_t>(c.layers));
     if (run.lazy) run.lazyLayers.resize(static_cast<std::size_t>(c.layers));
+    else run.weights.resize(static_cast<std::size_t>(c.layers));
     Matrix& x = run.hidden[0];
     x.resize(n, c.hidden);
     for (int i = 0; i < n; ++i) {
@@ -672,7 +684,8 @@ Status recomputeDecoderFrom(DecoderModel& model, int fromLayer, DecoderRun& run,
     const int L = model.config.layers;
     if (fromLayer < 0 || fromLayer >= L)
         return invalidArgument("layer " + std::to_string(fromLayer) + " is outside 0.." + std::to_string(L - 1));
-    if (static_cast<int>(run.hidden.size()) != L + 1 || static_cast<int>(run.attention.size()) != L)
+    if (static_cast<int>(run.hidden.size()) != L + 1 || static_cast<int>(run.attention.size()) != L ||
+        (!run.lazy && static_cast<int>(run.weights.size()) != L))
         return invalidArgument("recompute: the run does not come from this model (" + std::to_string(run.attention.size()) +
                                " layers, the model has " + std::to_string(L) + ")");
     ATTNSCOPE_RETURN_IF_ERROR(checkAblation(model.config, run.ablated));
@@ -706,46 +719,42 @@ Status updateDecoderSurprise(const DecoderModel& model, DecoderRun& run)
 // [SECTION] Appending tokens
 // -----------------------------------------------------------------------------------------------------
 
+HeadWeights::HeadWeights(Matrix square) : m_buf(std::move(square)), m_n(m_buf.rows())
+{
+    assert(m_buf.rows() == m_buf.cols());
+}
+
+void HeadWeights::append(const Matrix& rows)
+{
+    const Eigen::Index n = m_n, total = rows.cols(), m = total - n;
+    assert(m >= 0 && rows.rows() == m);
+    if (total > capacity()) {
+        const Eigen::Index cap = std::max(total, n + std::max<Eigen::Index>(32, n / 8));
+        Matrix grown(cap, cap);  // never zeroed: only the n×n corner is ever read
+        grown.topLeftCorner(n, n) = view();
+        m_buf.swap(grown);
+    }
+    m_buf.block(0, n, n, m).setZero();  // the old queries' weights of the new keys (their future)
+    m_buf.block(n, 0, m, total) = rows;
+    m_n = total;
+}
+
+void HeadWeights::truncate(Eigen::Index t)
+{
+    assert(t >= 0 && t <= m_n);
+    m_n = t;
+}
+
+Matrix HeadWeights::release()
+{
+    Matrix out;
+    if (capacity() == m_n) out.swap(m_buf);
+    m_buf.resize(0, 0);
+    m_n = 0;
+    return out;
+}
+
 namespace {
-
-// Keeps the top-left t×t of a square map, in its own buffer (the rows moved to the narrower stride, the first one
-// first, then the buffer shrunk).
-template <class M>
-void shrinkSquare(M& map, Eigen::Index t)
-{
-    using Scalar = typename M::Scalar;
-    const Eigen::Index n = map.rows();
-    assert(map.cols() == n && t <= n);
-    if (t == n) return;
-    Scalar* d = map.data();
-    for (Eigen::Index i = 1; i < t; ++i) std::memmove(d + i * t, d + i * n, std::size_t(t) * sizeof(Scalar));
-    map.resize(n * n, 1);
-    map.conservativeResize(t * t, 1);
-    map.resize(t, t);
-}
-
-// Grows a square per-head map (old n×n) to (n+m)×(n+m): old rows keep their values and gain `fill` columns (those
-// keys are in their future), the new rows come from `rows` (m×(n+m)). The maps are contiguous n×n matrices for
-// every reader, so the old values move to the wider stride whatever is done: here in one pass, into a new buffer
-// (never zeroed) that then replaces the old one. Growing the old buffer in place instead (a realloc, which copies
-// a heap block it cannot extend, then each row moved to the wider stride) was two passes: 270 heads' scores, mask
-// and weights of 128 tokens grown by a token, between passes over 160 MB that evict them as an append's weights
-// do, took 6.1–7.8 ms that way and 5.1–6.3 ms in one pass (6 runs each, alternating).
-//
-// Tried and dropped: the new buffer written with non-temporal stores (SSE2, 16-byte units), to skip the read of
-// each line an ordinary store does first: 21.6–26.9 ms an append at 128 tokens against 19.5–20.3 without (3 runs
-// each, alternating).
-template <class M>
-void growSquare(M& map, const M& rows, typename M::Scalar fill)
-{
-    const Eigen::Index n = map.rows(), total = rows.cols(), m = total - n;
-    assert(map.cols() == n && rows.rows() == m);
-    M grown(total, total);
-    grown.topLeftCorner(n, n) = map;
-    grown.topRightCorner(n, m).setConstant(fill);
-    grown.bottomRows(m) = rows;
-    map.swap(grown);
-}
 
 // The attention of a dense run's m new queries (positions n…n+m−1, Q after RoPE) against all n + m keys (K and V:
 // the layer's, every position's rows), each query head against its KV head: what the attention core computes for
@@ -788,7 +797,8 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
 {
     const DecoderConfig& c = model.config;
     const int L = c.layers;
-    if (static_cast<int>(run.hidden.size()) != L + 1 || static_cast<int>(run.attention.size()) != L || run.encoding.ids.empty())
+    if (static_cast<int>(run.hidden.size()) != L + 1 || static_cast<int>(run.attention.size()) != L || run.encoding.ids.empty() ||
+        (!run.lazy && static_cast<int>(run.weights.size()) != L))
         return invalidArgument("append: the run does not come from this model");
     if (ids.empty()) return Status::success();
     const int n = static_cast<int>(run.encoding.ids.size()), m = static_cast<int>(ids.size());
@@ -852,14 +862,13 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
             res.V = std::move(in.V);
         }
         projectOut(model, l, run.ablated, part);
-        // Stitch the new rows into the kept result: each head's weights grow by m rows and m columns (the scores
-        // and the mask are not kept: keepWeights), the heads split over the burst's team (the copies wait for
-        // memory, whose bandwidth one core alone does not reach: an append at 128 tokens took 24.0–28.1 ms with the
-        // heads on one thread, 20.7–24.9 on two; 4 runs each, alternating).
+        // Stitch the new rows into the kept maps: each head's weights grow by m rows and m columns (HeadWeights:
+        // in place, but once per n/8 tokens when the capacity grows; the scores and the mask are not kept:
+        // keepWeights), the heads split over the burst's team (a growth is a copy that waits for memory, whose
+        // bandwidth one core alone does not reach).
+        std::vector<HeadWeights>& kept = run.weights[static_cast<std::size_t>(l)];
         detail::forTasks(c.heads, true, [&](Eigen::Index h) {
-            HeadResult& dst = res.heads[static_cast<std::size_t>(h)];
-            HeadResult& src = part.heads[static_cast<std::size_t>(h)];
-            growSquare(dst.weights, src.weights, 0.0f);
+            kept[static_cast<std::size_t>(h)].append(part.heads[static_cast<std::size_t>(h)].weights);
         });
         appendRows(res.Q, part.Q);
         appendRows(res.concat, part.concat);
@@ -884,7 +893,6 @@ void truncateRun(DecoderRun& run, int t)
 {
     const int n = static_cast<int>(run.encoding.ids.size());
     auto keepRows = [t](auto& m) { m.conservativeResize(std::min<Eigen::Index>(t, m.rows()), Eigen::NoChange); };
-    auto keepSquare = [t](auto& m) { shrinkSquare(m, std::min<Eigen::Index>(t, m.rows())); };
     for (Matrix& h : run.hidden) keepRows(h);
     for (std::shared_ptr<const LazyLayer>& p : run.lazyLayers)
         if (p) p = p->truncated(t);  // a view of the same rows: nothing copied
@@ -893,8 +901,9 @@ void truncateRun(DecoderRun& run, int t)
         keepRows(r.K);
         keepRows(r.V);
         keepRows(r.concat);
-        for (HeadResult& h : r.heads) keepSquare(h.weights);  // weights only (keepWeights)
     }
+    for (std::vector<HeadWeights>& layer : run.weights)
+        for (HeadWeights& w : layer) w.truncate(std::min<Eigen::Index>(t, w.size()));
     run.encoding.ids.resize(static_cast<std::size_t>(t));
     run.encoding.tokens.resize(static_cast<std::size_t>(t));
     run.encoding.typeIds.resize(static_cast<std::size_t>(t));
@@ -1071,10 +1080,54 @@ long decoderLargestFit(const DecoderConfig& c, double budgetBytes, bool lazy)
     return lo;
 }
 
+namespace {
+
+// A dense run's maps: the weights from its HeadWeights (views of the kept buffers), the scores Q·Kᵀ·scale of the
+// layer's Q and K (the head's columns, its KV head's), the mask the model's rule (causal, the sliding window).
+class DenseDecoderMaps final : public AttentionMaps {
+public:
+    DenseDecoderMaps(const DecoderRun& run, const DecoderConfig& c)
+        : m_run(&run), m_heads(c.heads), m_kvHeads(c.kvHeads), m_window(c.slidingWindow)
+    {
+    }
+    int layers() const override { return static_cast<int>(m_run->weights.size()); }
+    int heads() const override { return m_run->weights.empty() ? 0 : static_cast<int>(m_run->weights.front().size()); }
+    int queries() const override { return heads() == 0 ? 0 : static_cast<int>(m_run->weights.front().front().size()); }
+    int keys() const override { return queries(); }
+    bool has(MapKind) const override { return true; }
+    bool causal() const override { return true; }
+    int window() const override { return m_window; }
+    Status tile(MapKind kind, int layer, int head, const MapRect& r, Matrix& out) const override
+    {
+        ATTNSCOPE_RETURN_IF_ERROR(checkTile(kind, layer, head, r));
+        const auto l = static_cast<std::size_t>(layer);
+        const HeadWeights& w = m_run->weights[l][static_cast<std::size_t>(head)];
+        if (w.size() != queries())
+            return invalidArgument("layer " + std::to_string(layer) + " head " + std::to_string(head) + " holds " +
+                                   std::to_string(w.size()) + " positions, expected " + std::to_string(queries()));
+        if (kind == MapKind::Weights) {
+            out = w.view().block(r.r0, r.c0, r.rows, r.cols);
+            return Status::success();
+        }
+        const AttentionResult& res = m_run->attention[l];
+        if (res.Q.rows() < long(r.r0) + r.rows || res.K.rows() < long(r.c0) + r.cols ||
+            res.Q.cols() % m_heads != 0 || res.K.cols() != res.Q.cols() / m_heads * m_kvHeads)
+            return invalidArgument("layer " + std::to_string(layer) + " keeps no Q and K to make its scores from");
+        scoresTile(res.Q, res.K, head, m_heads, m_kvHeads, res.scale, r, out);
+        return Status::success();
+    }
+
+private:
+    const DecoderRun* m_run;
+    int m_heads, m_kvHeads, m_window;
+};
+
+} // namespace
+
 std::shared_ptr<const AttentionMaps> decoderMaps(const DecoderModel& model, const DecoderRun& run)
 {
     if (run.lazy) return std::make_shared<LazyMaps>(run.lazyLayers, lazySpec(model.config));
-    return std::make_shared<DenseMaps>(run.attention, true, model.config.slidingWindow);
+    return std::make_shared<DenseDecoderMaps>(run, model.config);
 }
 
 } // namespace attn

@@ -245,10 +245,11 @@ HeadTypes headTypes(const DecoderRun& run)
     }
     t.hasRepeats = dupQueries > 0;
     for (int l = 0; l < L; ++l) {
-        const auto& heads = run.attention[static_cast<std::size_t>(l)].heads;
+        if (static_cast<std::size_t>(l) >= run.weights.size()) break;  // a run without maps scores 0
+        const std::vector<HeadWeights>& heads = run.weights[static_cast<std::size_t>(l)];
         for (int h = 0; h < H && h < static_cast<int>(heads.size()); ++h) {
-            const Matrix& w = heads[static_cast<std::size_t>(h)].weights;
-            if (w.rows() < n || w.cols() < n) continue;  // a run without maps scores 0
+            const HeadWeights::View w = heads[static_cast<std::size_t>(h)].view();
+            if (w.rows() < n) continue;
             double prev = 0, sink = 0, dup = 0, ind = 0;
             for (int i = 1; i < n; ++i) {
                 prev += w(i, i - 1);

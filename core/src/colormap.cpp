@@ -214,7 +214,7 @@ std::string formatValue(float v, int significant)
     return buf;
 }
 
-Matrix poolMax(const Matrix& m, Eigen::Index rows, Eigen::Index cols)
+Matrix poolMax(const MatrixCRef& m, Eigen::Index rows, Eigen::Index cols)
 {
     if (m.size() == 0) return Matrix();
     rows = std::clamp<Eigen::Index>(rows, 1, m.rows());

@@ -64,13 +64,14 @@ void expectMatches(const attn::DecoderModel& model, const attn::DecoderRun& run,
     else for (int l = 0; l < model.config.layers; ++l) layers.push_back(l);
     double worstWeight = 0;
     for (std::size_t k = 0; k < layers.size(); ++k) {
-        const auto& heads = run.attention[static_cast<std::size_t>(layers[k])].heads;
+        const auto& heads = run.weights[static_cast<std::size_t>(layers[k])];
         ASSERT_EQ(static_cast<int>(heads.size()), model.config.heads);
         for (int h = 0; h < model.config.heads; ++h) {
             const json& g = c["weights"][k][h];
+            ASSERT_EQ(heads[h].size(), n) << what;
             for (int i = 0; i < n; ++i)
                 for (int j = 0; j < n; ++j)
-                    worstWeight = std::max(worstWeight, std::abs(double(heads[h].weights(i, j)) - g[i][j].get<double>()));
+                    worstWeight = std::max(worstWeight, std::abs(double(heads[h](i, j)) - g[i][j].get<double>()));
         }
     }
     EXPECT_LE(worstWeight, 1e-4) << what << ": per-head weights";
@@ -143,7 +144,7 @@ INSTANTIATE_TEST_SUITE_P(Families, TinyDecoder,
                              return n;
                          });
 
-double maxAbsDiff(const attn::Matrix& a, const attn::Matrix& b)
+double maxAbsDiff(const attn::MatrixCRef& a, const attn::MatrixCRef& b)
 {
     if (a.rows() != b.rows() || a.cols() != b.cols()) return INFINITY;
     return (a - b).cwiseAbs().maxCoeff();
@@ -173,9 +174,9 @@ TEST(DecoderRun, AppendingTokensEqualsAWholeForward)
         for (int l = 0; l < model->config.layers; ++l) {
             EXPECT_LE(maxAbsDiff(grown->hidden[static_cast<std::size_t>(l) + 1], whole->hidden[static_cast<std::size_t>(l) + 1]), 1e-5) << family << " layer " << l;
             for (int h = 0; h < model->config.heads; ++h) {
-                const auto& a = grown->attention[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)];
-                const auto& b = whole->attention[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)];
-                EXPECT_LE(maxAbsDiff(a.weights, b.weights), 1e-6) << family << " L" << l << " H" << h;
+                const auto& a = grown->weights[static_cast<std::size_t>(l)][static_cast<std::size_t>(h)];
+                const auto& b = whole->weights[static_cast<std::size_t>(l)][static_cast<std::size_t>(h)];
+                EXPECT_LE(maxAbsDiff(a.view(), b.view()), 1e-6) << family << " L" << l << " H" << h;
                 attn::Matrix x, y;  // the scores, from the kept Q and K
                 ASSERT_TRUE(grownMaps->whole(attn::MapKind::Scores, l, h, x).ok());
                 ASSERT_TRUE(wholeMaps->whole(attn::MapKind::Scores, l, h, y).ok());
@@ -185,7 +186,7 @@ TEST(DecoderRun, AppendingTokensEqualsAWholeForward)
                 ASSERT_TRUE(wholeMaps->maskTile(l, h, attn::MapRect{0, 0, int(ids.size()), int(ids.size())}, q).ok());
                 EXPECT_TRUE(p == q) << family << " L" << l << " H" << h;
                 // The grown weights are 0 wherever the mask hides a key (and so are the whole run's).
-                EXPECT_EQ((a.weights.array() * p.cast<float>().array()).abs().maxCoeff(), 0.0f) << family << " L" << l << " H" << h;
+                EXPECT_EQ((a.view().array() * p.cast<float>().array()).abs().maxCoeff(), 0.0f) << family << " L" << l << " H" << h;
             }
         }
         EXPECT_LE((grown->lastLogits - whole->lastLogits).cwiseAbs().maxCoeff(), 1e-4) << family;
@@ -221,13 +222,14 @@ TEST(DecoderRun, TheSeamsScoresAreTheAttentionCoresOverTheLayersInput)
             const attn::AttentionResult core = coreOverLayerInput(*model, *run, l);
             for (int h = 0; h < model->config.heads; ++h) {
                 const auto& kept = run->attention[std::size_t(l)].heads[std::size_t(h)];
-                EXPECT_EQ(kept.scores.size(), 0) << family << " L" << l << " H" << h;
+                EXPECT_EQ(kept.scores.size() + kept.weights.size(), 0) << family << " L" << l << " H" << h;
                 attn::Matrix x, tile;
                 ASSERT_TRUE(maps->whole(attn::MapKind::Scores, l, h, x).ok());
                 EXPECT_LE(maxAbsDiff(x, core.heads[std::size_t(h)].scores), 1e-5) << family << " L" << l << " H" << h;
                 ASSERT_TRUE(maps->tile(attn::MapKind::Scores, l, h, attn::MapRect{5, 2, 3, 6}, tile).ok());
                 EXPECT_LE(maxAbsDiff(tile, core.heads[std::size_t(h)].scores.block(5, 2, 3, 6)), 1e-5) << family << " L" << l;
-                EXPECT_LE(maxAbsDiff(kept.weights, core.heads[std::size_t(h)].weights), 1e-6) << family << " L" << l << " H" << h;
+                EXPECT_LE(maxAbsDiff(run->weights[std::size_t(l)][std::size_t(h)].view(), core.heads[std::size_t(h)].weights), 1e-6)
+                    << family << " L" << l << " H" << h;
             }
         }
     }
@@ -274,7 +276,7 @@ TEST(DecoderRun, ARerunKeepsThePrefixAndEqualsAWholeForward)
         ASSERT_EQ(run.encoding.ids, next[k]);
         for (int l = 0; l < model->config.layers; ++l)
             for (int h = 0; h < model->config.heads; ++h)
-                EXPECT_LE(maxAbsDiff(run.attention[l].heads[h].weights, whole->attention[l].heads[h].weights), 1e-6)
+                EXPECT_LE(maxAbsDiff(run.weights[l][h].view(), whole->weights[l][h].view()), 1e-6)
                     << "case " << k << " L" << l << " H" << h;
         EXPECT_LE((run.lastLogits - whole->lastLogits).cwiseAbs().maxCoeff(), 1e-4) << "case " << k;
         ASSERT_EQ(run.surprise.size(), whole->surprise.size());
@@ -286,6 +288,85 @@ TEST(DecoderRun, ARerunKeepsThePrefixAndEqualsAWholeForward)
     EXPECT_EQ(reused, 0);
 }
 
+// The kept maps (attn::HeadWeights): the corner of a buffer with room for appended tokens.
+TEST(HeadWeights, AppendsWriteTheNewRowsAndZeroTheOldRowsFuture)
+{
+    attn::Matrix w0(2, 2);
+    w0 << 1, 0, 0.25f, 0.75f;
+    attn::HeadWeights w(w0);
+    EXPECT_EQ(w.size(), 2);
+    EXPECT_EQ(w.capacity(), 2);  // a forward's map, taken as it is
+    attn::Matrix rows(3, 5);     // three new queries over all five keys
+    rows << 0.1f, 0.2f, 0.7f, 0, 0,  //
+        0.1f, 0.1f, 0.1f, 0.7f, 0,   //
+        0.2f, 0.2f, 0.2f, 0.2f, 0.2f;
+    w.append(rows);
+    EXPECT_EQ(w.size(), 5);
+    EXPECT_EQ(w.capacity(), 2 + 32);  // grown by at least 32
+    attn::Matrix want = attn::Matrix::Zero(5, 5);
+    want.topLeftCorner(2, 2) = w0;
+    want.bottomRows(3) = rows;
+    EXPECT_EQ(w.toMatrix(), want);
+    EXPECT_EQ(w.view().outerStride(), 34);
+    // Back to 3 positions: the stale cells right of them are zeroed by the next append, never read before.
+    w.truncate(3);
+    EXPECT_EQ(w.toMatrix(), want.topLeftCorner(3, 3));
+    attn::Matrix next(1, 4);
+    next << 0.4f, 0.3f, 0.2f, 0.1f;
+    w.append(next);
+    attn::Matrix want2 = attn::Matrix::Zero(4, 4);
+    want2.topLeftCorner(3, 3) = want.topLeftCorner(3, 3);
+    want2.row(3) = next;
+    EXPECT_EQ(w.toMatrix(), want2);
+    EXPECT_EQ(w.capacity(), 34);  // within the room: nothing moved
+    // Past the room: the kept map moves once to a buffer an eighth larger (at least 32).
+    attn::Matrix many = attn::Matrix::Constant(40, 44, 0.5f);
+    w.append(many);
+    EXPECT_EQ(w.size(), 44);
+    EXPECT_EQ(w.capacity(), 44);  // max(44, 4 + 32)
+    EXPECT_EQ(w.toMatrix().topLeftCorner(4, 4), want2);
+    EXPECT_EQ(w.toMatrix().topRightCorner(4, 40), attn::Matrix::Zero(4, 40));
+    EXPECT_EQ(w.toMatrix().bottomRows(40), many);
+    // A buffer exactly n×n goes back to a recompute, one with spare room does not.
+    attn::Matrix back = w.release();
+    EXPECT_EQ(back.rows(), 44);
+    EXPECT_EQ(w.size(), 0);
+    attn::HeadWeights spare(attn::Matrix::Identity(3, 3));
+    spare.append(attn::Matrix::Constant(1, 4, 0.25f));
+    EXPECT_EQ(spare.release().size(), 0);
+}
+
+// Appends one token at a time past the maps' room (a capacity growth at 6 and at 38 tokens), and after a rerun that
+// keeps a prefix (truncated maps, stale cells beside them): every map equals a whole forward's.
+TEST(DecoderRun, AppendsPastTheMapsRoomEqualAWholeForward)
+{
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama");
+    ASSERT_TRUE(model.ok()) << model.status().message;
+    std::vector<int> ids;
+    for (int i = 0; i < 50; ++i) ids.push_back(1 + (i * 37) % 250);
+    auto check = [&](const attn::DecoderRun& run, const std::string& what) {
+        auto whole = attn::runDecoder(*model, run.encoding.ids);
+        ASSERT_TRUE(whole.ok()) << whole.status().message;
+        for (int l = 0; l < model->config.layers; ++l)
+            for (int h = 0; h < model->config.heads; ++h)
+                EXPECT_LE(maxAbsDiff(run.weights[std::size_t(l)][std::size_t(h)].view(), whole->weights[std::size_t(l)][std::size_t(h)].view()), 1e-6)
+                    << what << " L" << l << " H" << h;
+        EXPECT_LE((run.lastLogits - whole->lastLogits).cwiseAbs().maxCoeff(), 1e-4) << what;
+    };
+    attn::DecoderRun run;
+    ASSERT_TRUE(attn::runDecoder(*model, std::vector<int>(ids.begin(), ids.begin() + 5), {}, run).ok());
+    for (std::size_t i = 5; i < ids.size(); ++i) ASSERT_TRUE(attn::appendTokens(*model, {ids[i]}, run).ok()) << i;
+    EXPECT_EQ(run.weights[0][0].capacity(), 37 + 32);  // grown twice: 5 → 37 → 69
+    check(run, "50 appended");
+    std::vector<int> other(ids.begin(), ids.begin() + 20);
+    for (int i = 0; i < 12; ++i) other.push_back(3 + (i * 11) % 200);
+    int reused = -1;
+    ASSERT_TRUE(attn::rerunDecoder(*model, other, {}, true, run, &reused).ok());
+    EXPECT_EQ(reused, 20);
+    EXPECT_EQ(run.weights[0][0].capacity(), 69);  // the prefix kept in place
+    check(run, "20 kept, 12 appended");
+}
+
 TEST(DecoderRun, PinnedQkvReplaceALayersAttentionInputs)
 {
     auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_qwen2");
@@ -294,6 +375,8 @@ TEST(DecoderRun, PinnedQkvReplaceALayersAttentionInputs)
     ASSERT_TRUE(run.ok());
     const attn::Vector before = run->lastLogits;
     const attn::AttentionResult layer1 = run->attention[1];
+    std::vector<attn::Matrix> layer1Weights;
+    for (const attn::HeadWeights& w : run->weights[1]) layer1Weights.push_back(w.toMatrix());
     // The run's own Q, K, V pinned: the same result, bit for bit.
     run->pinned = {1, layer1.Q, layer1.K, layer1.V};
     ASSERT_TRUE(attn::recomputeDecoderFrom(*model, 1, *run).ok());
@@ -302,7 +385,7 @@ TEST(DecoderRun, PinnedQkvReplaceALayersAttentionInputs)
     run->pinned.V *= 2.0f;
     ASSERT_TRUE(attn::recomputeDecoderFrom(*model, 1, *run).ok());
     for (int h = 0; h < model->config.heads; ++h)
-        EXPECT_LE(maxAbsDiff(run->attention[1].heads[h].weights, layer1.heads[h].weights), 0.0);
+        EXPECT_LE(maxAbsDiff(run->weights[1][std::size_t(h)].view(), layer1Weights[std::size_t(h)]), 0.0);
     EXPECT_LE(maxAbsDiff(run->attention[1].concat, 2.0f * layer1.concat), 1e-5);
     EXPECT_GT((run->lastLogits - before).cwiseAbs().maxCoeff(), 1e-4f);
     // A pin of the wrong shape is refused with the shapes.
@@ -333,7 +416,7 @@ TEST(DecoderRun, AnAblatedHeadHasNoContext)
     EXPECT_EQ(res.concat.middleCols(3 * D, D).cwiseAbs().maxCoeff(), 0.0f);
     EXPECT_GT(res.concat.middleCols(2 * D, D).cwiseAbs().maxCoeff(), 0.0f);
     // Its weights stay visible (what it would attend to), unlike BERT's head_mask which zeroes them.
-    EXPECT_GT(res.heads[3].weights.maxCoeff(), 0.0f);
+    EXPECT_GT(run->weights[0][3].view().maxCoeff(), 0.0f);
 }
 
 // The lazy forward (issue 18: no n×n map; attnscope/lazy_attention.h) against the dense one, the oracle: every

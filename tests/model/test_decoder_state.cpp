@@ -10,6 +10,7 @@
 #include "state/file_drop.h"
 #include "state/model_state.h"
 #include "state/text_file.h"
+#include "view/run_view.h"
 
 #include <attnscope/decoder.h>
 
@@ -118,6 +119,19 @@ TEST_F(DecoderMode, TypingAndGenerateAppendToTheText)
     const attn::DecoderRun whole = syncRun(oracle, expected);
     EXPECT_EQ(m.drun->encoding.ids, whole.encoding.ids);
     expectSameLogits(m.drun->lastLogits, whole.lastLogits, "generated");
+    // What the grid, the lines view and the figures read of the grown run (its maps kept with room for more
+    // tokens, rows with a stride): the whole run's maps, within the rounding of the other blocking.
+    ASSERT_GT(m.drun->weights.at(0).at(0).capacity(), m.drun->weights[0][0].size()) << "appends grow into spare room";
+    const app::RunView shown = m.shownRun();
+    const auto wholeMaps = attn::decoderMaps(oracle, whole);
+    for (int l = 0; l < oracle.config.layers; ++l)
+        for (int h = 0; h < oracle.config.heads; ++h) {
+            attn::Matrix tile, want;
+            ASSERT_TRUE(wholeMaps->whole(attn::MapKind::Weights, l, h, want).ok());
+            ASSERT_TRUE(shown.maps().whole(attn::MapKind::Weights, l, h, tile).ok());
+            EXPECT_LE((tile - want).cwiseAbs().maxCoeff(), 1e-5f) << "L" << l << " H" << h;
+            EXPECT_LE((attn::Matrix(shown.headWeights(l, h)) - want).cwiseAbs().maxCoeff(), 1e-5f) << "L" << l << " H" << h;
+        }
 }
 
 TEST_F(DecoderMode, ALayerInTheChainViewEditsFlowBack)

@@ -276,10 +276,12 @@ TEST(Interp, HeadTypesOfAHandBuiltRun)
     const int n = 6;
     run.attention.resize(1);
     run.attention[0].heads.resize(4);
+    run.weights.resize(1);
+    run.weights[0].resize(4);
     auto head = [&](int h, auto keyOf) {
         Matrix w = Matrix::Zero(n, n);
         for (int i = 0; i < n; ++i) w(i, keyOf(i)) = 1;
-        run.attention[0].heads[h].weights = w;
+        run.weights[0][static_cast<std::size_t>(h)] = attn::HeadWeights(w);
     };
     head(0, [](int i) { return i > 0 ? i - 1 : 0; });         // previous token
     head(1, [](int) { return 0; });                           // sink

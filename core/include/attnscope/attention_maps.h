@@ -1,9 +1,10 @@
 // Attention maps read tile by tile, whoever made them (STYLE.md §8: one seam, many sources):
-//   DenseMaps     a run's dense results (attn::AttentionResult per layer: the hand-made sessions, the encoder, the
-//                 decoders today), core/src/attention_maps.cpp;
+//   DenseMaps     a run's dense results (attn::AttentionResult per layer: the hand-made sessions, the encoder),
+//                 core/src/attention_maps.cpp;
 //   BundleMaps    an attention bundle: a safetensors file of `attn.<layer>` tensors, heads × queries × keys, read
 //                 from the memory-mapped file (attnscope/bundle.h, docs/bundle.md);
-//   (a lazy decoder result that rebuilds any tile from Q, K and the softmax statistics: issue 18.)
+//   decoder runs  attn::decoderMaps (attnscope/decoder.h): a dense run's kept weights (HeadWeights), or a lazy
+//                 run's LazyMaps, which rebuild any tile from Q, K and the softmax statistics (issue 18).
 // The views, figures and exports ask for what they show: a tile of cells when zoomed in, a max-pooled overview
 // (each cell the largest value of its block, so one sharp key stays visible) when zoomed out.
 //
@@ -86,10 +87,9 @@ inline bool maskedByRule(bool causal, int window, long query, long key)
 void scoresTile(const Matrix& Q, const Matrix& K, int head, int heads, int kvHeads, float scale, const MapRect& r, Matrix& out);
 
 // A run's dense results, referenced (valid while `results` lives and is not resized): layer l's map of head h is
-// results[l].heads[h].weights (or .scores), in the result's layout, with its mask. A result without scores (a
-// decoder's run keeps none) gives a scores tile from its Q and K: the head's columns, its KV head's for K; a head
-// without a mask (a decoder's run keeps none either) gives the rule's (AttentionMaps::maskTile) of `causal` and
-// `window`.
+// results[l].heads[h].weights (or .scores), in the result's layout, with its mask. A result without scores gives
+// a scores tile from its Q and K: the head's columns, its KV head's for K; a head without a mask gives the rule's
+// (AttentionMaps::maskTile) of `causal` and `window`.
 class DenseMaps final : public AttentionMaps {
 public:
     explicit DenseMaps(const std::vector<AttentionResult>& results, bool causal = false, int window = 0)

@@ -52,6 +52,6 @@ std::string formatValue(float v, int significant = 3);
 // rows×cols near-equal blocks, each cell the largest finite entry of its block (a strong weight stays visible
 // however far the map is shrunk; NaN when the block has no finite entry). rows, cols are clamped to
 // [1, m.rows()] and [1, m.cols()]; an empty m gives an empty matrix.
-Matrix poolMax(const Matrix& m, Eigen::Index rows, Eigen::Index cols);
+Matrix poolMax(const MatrixCRef& m, Eigen::Index rows, Eigen::Index cols);
 
 } // namespace attn

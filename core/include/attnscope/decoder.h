@@ -124,17 +124,53 @@ Expected<Encoding> encodeForDecoder(const DecoderModel& model, const std::string
 // Buffers of a block's feed-forward (internal; kept in DecoderRun::Scratch).
 struct DecoderBlockScratch { Matrix normed, ffnA, ffnB; };
 
+// One head's softmax weights over a run's n tokens (queries × keys, n×n), kept in a buffer with room for more
+// tokens: the top-left n×n corner of a row-major capacity × capacity buffer. An appended token writes its own row
+// and its column's cells above it (0: those keys are in the older queries' future); the kept rows stay where they
+// are. A plain n×n matrix moves every kept row to the wider stride instead: 270 maps of 4 MB per token appended to
+// a 1024-token text, 120 of the 146 ms such an append took. The capacity grows by an eighth (at least 32 tokens)
+// when an append needs more: one copy of the kept map per n/8 appended tokens, and up to (9/8)² of the n² cells
+// held (more below 256 tokens, where 32 spare rows are more than an eighth).
+class HeadWeights {
+public:
+    using View = MatrixCMap;
+
+    HeadWeights() = default;
+    // Takes an n×n map as it is (capacity n, nothing copied); a map that is not square is a programming error
+    // (asserted).
+    explicit HeadWeights(Matrix square);
+
+    Eigen::Index size() const { return m_n; }                 // n
+    Eigen::Index capacity() const { return m_buf.rows(); }
+    View view() const { return View(m_buf.data(), m_n, m_n, Eigen::OuterStride<>(m_buf.cols())); }
+    float operator()(Eigen::Index query, Eigen::Index key) const { return m_buf(query, key); }
+    Matrix toMatrix() const { return view(); }                 // a contiguous n×n copy
+
+    // Appends m positions: `rows` (m × (n+m)) are the new queries' weights over every key.
+    void append(const Matrix& rows);
+    // Keeps the first t ≤ n positions (the buffer and its capacity stay).
+    void truncate(Eigen::Index t);
+    // Gives the buffer back when it is exactly n×n (capacity n), for a recompute to reuse; empty otherwise. Leaves
+    // this empty.
+    Matrix release();
+
+private:
+    Matrix m_buf;          // capacity × capacity, row-major; cells outside the n×n corner are unspecified
+    Eigen::Index m_n = 0;
+};
+
 // One forward, everything kept for the views.
 struct DecoderRun {
     Encoding encoding;                          // ids and each token's decoded text
     std::vector<std::pair<int, int>> ablated;   // (layer, query head) pairs whose context is zeroed before W^O
     std::vector<Matrix> hidden;                 // L+1 residual streams n×M: hidden[l] enters layer l, hidden[L]
                                                 // leaves the last layer (before the final norm)
-    std::vector<AttentionResult> attention;     // L results: Q, K, V (after RoPE; H·D, H_kv·D and H_kv·D wide),
-                                                // concat (the heads' contexts), and per query head only its weights
-                                                // (a head's Q, K, V and context are columns of the layer's; its
-                                                // scores and mask come from decoderMaps()). No output:
-                                                // concat·W^O + b^O is in the residual.
+    std::vector<AttentionResult> attention;     // L results: Q, K, V (after RoPE; H·D, H_kv·D and H_kv·D wide) and
+                                                // concat (the heads' contexts); `heads` has H entries, empty (a
+                                                // head's Q, K, V and context are columns of the layer's, its weights
+                                                // are in `weights`, its scores and mask come from decoderMaps()). No
+                                                // output: concat·W^O + b^O is in the residual.
+    std::vector<std::vector<HeadWeights>> weights;  // dense run: [layer][query head], n×n each; lazy: empty
     Matrix finalHidden;                         // n×M: hidden[L] after the final norm (what the LM head reads)
     Vector lastLogits;                          // V: the last position's logits
     std::vector<float> surprise;                // n: −log p(token i | tokens < i) in nats; NaN for token 0
@@ -176,13 +212,15 @@ struct DecoderOptions {
 };
 
 // The memory a run over n tokens keeps, in bytes: the residual streams, and per layer the dense results (Q, K, V,
-// the contexts, per head its n×n weights) or, lazy, Q, K, V and the log-sum-exp.
+// the contexts, per head its n×n weights) or, lazy, Q, K, V and the log-sum-exp. A forward's maps are n×n; a
+// run grown by appended tokens holds up to (9/8)² of that in its maps' spare room (HeadWeights).
 double decoderRunBytes(const DecoderConfig& c, long n, bool lazy);
 // The largest n whose run fits `budgetBytes` (0 when none does).
 long decoderLargestFit(const DecoderConfig& c, double budgetBytes, bool lazy);
 
-// The run's maps through the tile seam: LazyMaps for a lazy run, DenseMaps (referencing run.attention; its masks
-// the model's rule: causal, and the sliding window) for a dense one. Valid while `run` lives and is not recomputed.
+// The run's maps through the tile seam: LazyMaps for a lazy run; for a dense one, run.weights' views, the scores
+// from run.attention's Q and K, and the model's mask rule (causal, and the sliding window). Valid while `run`
+// lives and is not recomputed or appended to.
 std::shared_ptr<const AttentionMaps> decoderMaps(const DecoderModel& model, const DecoderRun& run);
 
 // Runs the model over `ids` (at most config.maxPositions: longer inputs are truncated with a warning).

@@ -25,6 +25,11 @@ namespace attn {
 
 using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using Vector = Eigen::VectorXf;
+// A read-only matrix argument that takes a Matrix, a block of one, or a map with a row stride (a decoder's kept
+// weights, attnscope/decoder.h HeadWeights) without a copy.
+using MatrixCRef = Eigen::Ref<const Matrix, 0, Eigen::OuterStride<>>;
+// A read-only view of rows with a stride (a decoder's kept weights: the corner of a buffer with room to grow).
+using MatrixCMap = Eigen::Map<const Matrix, Eigen::Unaligned, Eigen::OuterStride<>>;
 // 0/1 flags, row-major; 1 = masked.
 using MaskMatrix = Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
