@@ -53,7 +53,7 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
     const double loadMs = msSince(tLoad);
     const attn::DecoderConfig& c = model->config;
     const int n = std::min(opt.benchTokens, c.maxPositions);
-    if (n < 2) return printError("--tokens: expected at least 2, got " + std::to_string(opt.benchTokens)), kExitBadInput;
+    if (n < 3) return printError("--tokens: expected at least 3, got " + std::to_string(opt.benchTokens)), kExitBadInput;
     // A real text, repeated to n tokens: the timings do not depend on the words, but the maps look like a text's.
     std::string text;
     std::vector<int> ids;
@@ -70,16 +70,22 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
     mo.lazy = n > 1024;
     const int repeats = mo.lazy ? std::min(opt.repeats, 3) : opt.repeats;
     attn::DecoderRun run;
-    std::vector<double> forward, append, ablate, surprise;
+    std::vector<double> forward, append, appendAfterForward, ablate, surprise;
     if (attn::Status s = attn::runDecoder(*model, ids, mo, run); !s.ok()) return printError(s.message), kExitFailure;
     // Peak memory of the model and one n-token run (issue 18: ≤ 450 MB for SmolLM2 at 128 tokens), before the
     // bench's own copies of runs, the bounds' buffers (512 MB) and the interpretability scans, which peak_rss_mb at
     // the end counts too.
     const double peakRssRunsMb = peakRssMb();
-    // Appending one token to n−1: the prefix's run is copied (not timed), then the step is timed.
-    attn::DecoderRun prefix;
+    // Appending one token to n−1: the prefix's run is copied (not timed), then the step is timed. `prefix` is what
+    // typing and Generate append to: a run that an append made (a forward over n−2 tokens, then one appended), whose
+    // maps have room for more tokens (HeadWeights); `fresh` is a forward's over n−1 tokens, whose maps move into a
+    // buffer with room at the first append (append_after_forward_ms).
+    attn::DecoderRun prefix, fresh;
     const std::vector<int> head(ids.begin(), ids.end() - 1);
-    if (attn::Status s = attn::runDecoder(*model, head, mo, prefix); !s.ok()) return printError(s.message), kExitFailure;
+    if (attn::Status s = attn::runDecoder(*model, head, mo, fresh); !s.ok()) return printError(s.message), kExitFailure;
+    if (attn::Status s = attn::runDecoder(*model, std::vector<int>(ids.begin(), ids.end() - 2), mo, prefix); !s.ok())
+        return printError(s.message), kExitFailure;
+    if (attn::Status s = attn::appendTokens(*model, {ids[ids.size() - 2]}, prefix); !s.ok()) return printError(s.message), kExitFailure;
     {
         attn::DecoderRun grown = prefix;
         if (attn::Status s = attn::appendTokens(*model, {ids.back()}, grown); !s.ok()) return printError(s.message), kExitFailure;
@@ -125,6 +131,11 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
         t0 = Clock::now();
         s = attn::appendTokens(*model, {ids.back()}, grown);
         append.push_back(msSince(t0));
+        if (!s.ok()) return printError(s.message), kExitFailure;
+        grown = fresh;
+        t0 = Clock::now();
+        s = attn::appendTokens(*model, {ids.back()}, grown);
+        appendAfterForward.push_back(msSince(t0));
         if (!s.ok()) return printError(s.message), kExitFailure;
         products.push_back(appendProducts(false));
         productsHot.push_back(appendProducts(true));
@@ -249,6 +260,7 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
     j["bound_ms"] = boundMs;
     j["forward_over_bound"] = boundMs / fwd;  // share of the SGEMM bound reached (1 = at the bound)
     j["append_token_ms"] = app1;
+    j["append_after_forward_ms"] = median(appendAfterForward);  // the first append after a forward (the maps move)
     j["append_bound_ms"] = appendBoundMs;
     j["append_over_bound"] = app1 / appendBoundMs;  // ≤ 1.5 is issue 17's goal
     j["append_products_ms"] = median(products);         // the append's weight products alone, streamed
