@@ -103,13 +103,12 @@ void drawSentenceFields(AppState& state)
 }
 
 // The mask a dense decoder run's thumbnails hatch: the model's rule (causal, its sliding window) for the run's n
-// tokens, made once per length through the run's maps; null when they give none.
-const attn::MaskMatrix* decoderThumbnailMask(ModelState& m, int n)
+// tokens, made once per length through the shown run's maps; null when they give none.
+const attn::MaskMatrix* decoderThumbnailMask(ModelState& m, const RunView& run, int n)
 {
-    if (!m.decoder || !m.drun) return nullptr;
     if (m.decoderMask.rows() != n || m.decoderMask.cols() != n) {
-        const auto maps = attn::decoderMaps(*m.decoder, *m.drun);
-        if (maps->queries() != n || !maps->maskTile(0, 0, attn::MapRect{0, 0, n, n}, m.decoderMask).ok()) {
+        const attn::AttentionMaps& maps = run.maps();
+        if (maps.queries() != n || !maps.maskTile(0, 0, attn::MapRect{0, 0, n, n}, m.decoderMask).ok()) {
             m.decoderMask.resize(0, 0);
             return nullptr;
         }
@@ -205,7 +204,7 @@ void drawModelGrid(AppState& state, ImVec2 size)
             spec.src.values = &thumbnailValues(m, run, l, h, H, plan.shown, gen);
             // A decoder's causal maps hatched above the diagonal (masked, not 0), where cells are not pooled.
             if (!plan.pooled && run.isDecoderRun()) {
-                spec.src.mask = decoderThumbnailMask(m, static_cast<int>(run.headWeights(l, h).rows()));
+                spec.src.mask = decoderThumbnailMask(m, run, static_cast<int>(run.headWeights(l, h).rows()));
             } else if (!plan.pooled) {
                 const attn::HeadResult& head = (*run.dense)[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)];
                 if (head.masked.size() > 0 && head.masked.rows() == head.weights.rows() && head.masked.cols() == head.weights.cols())

@@ -436,7 +436,7 @@ LazyAttentionSpec lazySpec(const DecoderConfig& c)
 // each head a copy: those copies were a third of a run's bytes besides the maps at 128 tokens (each KV head's keys
 // and values once per query head sharing it), and an appended token reallocated all four of every head (~35 MB
 // moved an append at 128 tokens). The scores are Q·Kᵀ·scale of those columns, which the tile seam computes for
-// the tile asked (DenseMaps, as a lazy run's LazyMaps does): kept, they were 4 of the 9 bytes per head and cell
+// the tile asked (decoderMaps, as a lazy run's LazyMaps does): kept, they were 4 of the 9 bytes per head and cell
 // (1.1 GB of a 1024-token run), and every appended token moved them all to the wider stride. The mask is the
 // model's rule (causal, and Mistral's sliding window), the same for every head, which the seam gives
 // (decoderMaps: AttentionMaps::maskTile's rule): kept, it was 1 of the 5 bytes per head and cell left (283 MB of a 1024-token
