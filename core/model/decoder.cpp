@@ -9,6 +9,7 @@
 #include "attnscope/decoder.h"
 
 #include "attnscope/attention.h"
+#include "attnscope/colormap.h"  // poolMax
 #include "attnscope/gguf.h"
 #include "attnscope/preset_io.h"  // readFile, checkJsonDepth, clipForMessage
 #include "decoder_family.h"
@@ -724,24 +725,32 @@ HeadWeights::HeadWeights(Matrix square) : m_buf(std::move(square)), m_n(m_buf.ro
     assert(m_buf.rows() == m_buf.cols());
 }
 
+// The buffer's rows 0…n−1 are kept zero to the right of the corner, up to the capacity: the weights a kept query
+// gives the keys of positions not yet appended (its future). So an append writes its new rows whole (their cells
+// past the new corner zeroed, a few contiguous floats) and no column: zeroing the old rows' new cells touched one
+// cache line per kept row and head at every token. SmolLM2's 270 maps at 128 tokens, one row appended to each in
+// their room, on one thread: 0.49–0.56 ms before, 0.07–0.09 ms now (best of 200, three runs alternating). Rows
+// past n are unspecified until an append writes them.
 void HeadWeights::append(const Matrix& rows)
 {
     const Eigen::Index n = m_n, total = rows.cols(), m = total - n;
     assert(m >= 0 && rows.rows() == m);
     if (total > capacity()) {
         const Eigen::Index cap = std::max(total, n + std::max<Eigen::Index>(32, n / 8));
-        Matrix grown(cap, cap);  // never zeroed: only the n×n corner is ever read
+        Matrix grown(cap, cap);  // rows n… are written by the appends that reach them
         grown.topLeftCorner(n, n) = view();
+        grown.topRightCorner(n, cap - n).setZero();
         m_buf.swap(grown);
     }
-    m_buf.block(0, n, n, m).setZero();  // the old queries' weights of the new keys (their future)
     m_buf.block(n, 0, m, total) = rows;
+    m_buf.block(n, total, m, capacity() - total).setZero();
     m_n = total;
 }
 
 void HeadWeights::truncate(Eigen::Index t)
 {
     assert(t >= 0 && t <= m_n);
+    m_buf.block(0, t, t, m_n - t).setZero();  // the kept queries' weights of the dropped keys: their future again
     m_n = t;
 }
 
@@ -1100,24 +1109,52 @@ public:
     Status tile(MapKind kind, int layer, int head, const MapRect& r, Matrix& out) const override
     {
         ATTNSCOPE_RETURN_IF_ERROR(checkTile(kind, layer, head, r));
-        const auto l = static_cast<std::size_t>(layer);
-        const HeadWeights& w = m_run->weights[l][static_cast<std::size_t>(head)];
-        if (w.size() != queries())
-            return invalidArgument("layer " + std::to_string(layer) + " head " + std::to_string(head) + " holds " +
-                                   std::to_string(w.size()) + " positions, expected " + std::to_string(queries()));
+        const Expected<const HeadWeights*> w = kept(layer, head);
+        if (!w) return w.status();
         if (kind == MapKind::Weights) {
-            out = w.view().block(r.r0, r.c0, r.rows, r.cols);
+            out = (*w)->view().block(r.r0, r.c0, r.rows, r.cols);
             return Status::success();
         }
-        const AttentionResult& res = m_run->attention[l];
+        const AttentionResult& res = m_run->attention[static_cast<std::size_t>(layer)];
         if (res.Q.rows() < long(r.r0) + r.rows || res.K.rows() < long(r.c0) + r.cols ||
             res.Q.cols() % m_heads != 0 || res.K.cols() != res.Q.cols() / m_heads * m_kvHeads)
             return invalidArgument("layer " + std::to_string(layer) + " keeps no Q and K to make its scores from");
         scoresTile(res.Q, res.K, head, m_heads, m_kvHeads, res.scale, r, out);
         return Status::success();
     }
+    // The weights pooled from the kept buffer itself (poolMax over its view: the same blocks and the same rule as
+    // the seam's default, which copies each band of rows into a tile first and pools it cell by cell through a
+    // column table), and copied as they are when nothing is pooled (the grid's 128 × 128 thumbnails of a text up
+    // to 128 tokens). The scores: the default.
+    Status pooled(MapKind kind, int layer, int head, const MapRect& r, int outRows, int outCols, Matrix& out) const override
+    {
+        if (kind != MapKind::Weights) return AttentionMaps::pooled(kind, layer, head, r, outRows, outCols, out);
+        std::vector<int> colOf;
+        const Expected<bool> any = preparePooled(kind, layer, head, r, outRows, outCols, colOf, out);
+        if (!any || !*any) return any ? Status::success() : any.status();
+        const Expected<const HeadWeights*> w = kept(layer, head);
+        if (!w) return w.status();
+        const auto cells = (*w)->view().block(r.r0, r.c0, r.rows, r.cols);
+        if (outRows == r.rows && outCols == r.cols) {
+            constexpr float nan = std::numeric_limits<float>::quiet_NaN();
+            out = cells.unaryExpr([](float v) { return std::isfinite(v) ? v : nan; });
+        } else {
+            out = poolMax(cells, outRows, outCols);
+        }
+        return Status::success();
+    }
 
 private:
+    // A (layer, head) checkTile accepted: its map, which must hold every position of the run.
+    Expected<const HeadWeights*> kept(int layer, int head) const
+    {
+        const HeadWeights& w = m_run->weights[static_cast<std::size_t>(layer)][static_cast<std::size_t>(head)];
+        if (w.size() != queries())
+            return invalidArgument("layer " + std::to_string(layer) + " head " + std::to_string(head) + " holds " +
+                                   std::to_string(w.size()) + " positions, expected " + std::to_string(queries()));
+        return &w;
+    }
+
     const DecoderRun* m_run;
     int m_heads, m_kvHeads, m_window;
 };

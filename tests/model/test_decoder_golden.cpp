@@ -4,6 +4,7 @@
 // within 1e-4, last-position logits within 1e-3 of their largest magnitude, top-10 identical; both sides float32.
 // Also: appending tokens and recomputing from a layer equal a whole forward.
 #include <attnscope/attention.h>
+#include <attnscope/attention_maps.h>
 #include <attnscope/decoder.h>
 #include <attnscope/preset_io.h>
 
@@ -308,7 +309,8 @@ TEST(HeadWeights, AppendsWriteTheNewRowsAndZeroTheOldRowsFuture)
     want.bottomRows(3) = rows;
     EXPECT_EQ(w.toMatrix(), want);
     EXPECT_EQ(w.view().outerStride(), 34);
-    // Back to 3 positions: the stale cells right of them are zeroed by the next append, never read before.
+    // Back to 3 positions: the kept queries' weights of the dropped keys are zeroed (their future again), so that
+    // the next append, which writes no column, leaves them 0.
     w.truncate(3);
     EXPECT_EQ(w.toMatrix(), want.topLeftCorner(3, 3));
     attn::Matrix next(1, 4);
@@ -334,6 +336,19 @@ TEST(HeadWeights, AppendsWriteTheNewRowsAndZeroTheOldRowsFuture)
     attn::HeadWeights spare(attn::Matrix::Identity(3, 3));
     spare.append(attn::Matrix::Constant(1, 4, 0.25f));
     EXPECT_EQ(spare.release().size(), 0);
+    // Appends within the room write rows only: the kept queries' cells of each new key are 0 already (from the
+    // growth, and from the row's own append for the rows appended since).
+    attn::HeadWeights roomy(attn::Matrix::Identity(2, 2));
+    roomy.append(attn::Matrix::Constant(1, 3, 1.0f / 3));  // grows to 34
+    roomy.append(attn::Matrix::Constant(1, 4, 0.25f));     // in place
+    roomy.append(attn::Matrix::Constant(2, 6, 0.5f));      // in place, two rows
+    EXPECT_EQ(roomy.capacity(), 34);
+    attn::Matrix want3 = attn::Matrix::Zero(6, 6);
+    want3.topLeftCorner(2, 2).setIdentity();
+    want3.row(2).head(3).setConstant(1.0f / 3);
+    want3.row(3).head(4).setConstant(0.25f);
+    want3.bottomRows(2).setConstant(0.5f);
+    EXPECT_EQ(roomy.toMatrix(), want3);
 }
 
 // Appends one token at a time past the maps' room (a capacity growth at 6 and at 38 tokens), and after a rerun that
@@ -365,6 +380,42 @@ TEST(DecoderRun, AppendsPastTheMapsRoomEqualAWholeForward)
     EXPECT_EQ(reused, 20);
     EXPECT_EQ(run.weights[0][0].capacity(), 69);  // the prefix kept in place
     check(run, "20 kept, 12 appended");
+}
+
+// A dense run's maps pool its weights from the kept buffers (DenseDecoderMaps::pooled): the same cells, bit for bit,
+// as the seam's default (a tile per band, pooled cell by cell), for whole maps kept as they are (the grid's thumbnails
+// of a short text), pooled ones, off-corner rects, single cells and refused requests, on maps with room beside them
+// (appended tokens: the buffer's stride is wider than the map).
+TEST(DecoderMaps, ADenseRunPoolsItsWeightsAsTheSeamsDefault)
+{
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama");
+    ASSERT_TRUE(model.ok()) << model.status().message;
+    attn::DecoderRun run;
+    ASSERT_TRUE(attn::runDecoder(*model, {5, 9, 14, 3, 77, 21, 8}, {}, run).ok());
+    ASSERT_TRUE(attn::appendTokens(*model, {40, 41, 42}, run).ok());
+    const int n = 10;
+    ASSERT_GT(run.weights[0][0].capacity(), n);
+    const auto maps = attn::decoderMaps(*model, run);
+    struct Ask {
+        attn::MapRect rect;
+        int rows, cols;
+    };
+    const std::vector<Ask> asks = {{{0, 0, n, n}, n, n},  {{0, 0, n, n}, 4, 3},  {{0, 0, n, n}, 1, 1},
+                                   {{2, 1, 5, 7}, 2, 3},  {{3, 6, 1, 1}, 1, 1}, {{0, 0, n, n}, 3 * n, 2 * n}};
+    for (int l = 0; l < model->config.layers; ++l)
+        for (int h = 0; h < model->config.heads; ++h)
+            for (const Ask& a : asks) {
+                attn::Matrix fast, seam;
+                ASSERT_TRUE(maps->pooled(attn::MapKind::Weights, l, h, a.rect, a.rows, a.cols, fast).ok());
+                ASSERT_TRUE(maps->attn::AttentionMaps::pooled(attn::MapKind::Weights, l, h, a.rect, a.rows, a.cols, seam).ok());
+                EXPECT_EQ(fast, seam) << "L" << l << " H" << h << " " << a.rect.r0 << "," << a.rect.c0 << " " << a.rows << "×" << a.cols;
+            }
+    attn::Matrix out;
+    const attn::Status bad = maps->pooled(attn::MapKind::Weights, 0, 0, attn::MapRect{0, 0, n + 1, n}, 2, 2, out);
+    const attn::Status badSeam = maps->attn::AttentionMaps::pooled(attn::MapKind::Weights, 0, 0, attn::MapRect{0, 0, n + 1, n}, 2, 2, out);
+    EXPECT_FALSE(bad.ok());
+    EXPECT_EQ(bad.message, badSeam.message);
+    EXPECT_FALSE(maps->pooled(attn::MapKind::Weights, model->config.layers, 0, attn::MapRect{0, 0, 2, 2}, 2, 2, out).ok());
 }
 
 TEST(DecoderRun, PinnedQkvReplaceALayersAttentionInputs)
