@@ -396,7 +396,7 @@ int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path)
         const auto& heads = run->weights[static_cast<std::size_t>(l)];
         for (std::size_t h = 0; h < heads.size(); ++h) {
             text += h ? ",{\"weights\":" : "{\"weights\":";
-            appendMatrix(text, heads[h].toMatrix());
+            appendMatrix(text, heads[h].view());
             text += ",\"scores\":";
             // The run keeps no scores: Q·Kᵀ·scale through the tile seam.
             if (attn::Status s = maps->whole(attn::MapKind::Scores, l, static_cast<int>(h), scores); !s.ok())

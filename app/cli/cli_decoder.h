@@ -56,7 +56,7 @@ bool jsonEstimateFits(std::uint64_t values, double maxMb, const std::string& wha
 
 // JSON text helpers shared by both paths: shortest round-trip floats (null for NaN/Inf), a matrix as rows.
 void appendFloat(std::string& out, float v);
-void appendMatrix(std::string& out, const attn::Matrix& m);
+void appendMatrix(std::string& out, const attn::MatrixCRef& m);
 // "0,2,5" → layer indices checked against L (empty text = all).
 attn::Expected<std::vector<int>> parseLayers(const std::string& text, int L);
 

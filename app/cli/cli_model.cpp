@@ -39,7 +39,7 @@ void appendFloat(std::string& out, float v)
     out.append(buf, r.ptr);
 }
 
-void appendMatrix(std::string& out, const attn::Matrix& m)
+void appendMatrix(std::string& out, const attn::MatrixCRef& m)
 {
     out += '[';
     for (Eigen::Index i = 0; i < m.rows(); ++i) {

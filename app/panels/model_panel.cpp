@@ -131,8 +131,7 @@ const attn::Matrix& thumbnailValues(ModelState& m, const RunView& run, int l, in
     if (m.thumbs.size() <= i) m.thumbs.resize(i + 1);
     ModelState::PooledThumb& t = m.thumbs[i];
     if (t.source != w.data() || t.generation != generation || t.side != shown || t.n != w.rows()) {
-        if (shown >= w.rows()) t.values = w;
-        else t.values = attn::poolMax(w, shown, shown);
+        t.values = attn::poolMax(w, shown, shown);  // a copy when nothing is pooled
         t.source = w.data();
         t.generation = generation;
         t.side = shown;

@@ -1124,8 +1124,7 @@ public:
     }
     // The weights pooled from the kept buffer itself (poolMax over its view: the same blocks and the same rule as
     // the seam's default, which copies each band of rows into a tile first and pools it cell by cell through a
-    // column table), and copied as they are when nothing is pooled (the grid's 128 × 128 thumbnails of a text up
-    // to 128 tokens). The scores: the default.
+    // column table). The scores: the default.
     Status pooled(MapKind kind, int layer, int head, const MapRect& r, int outRows, int outCols, Matrix& out) const override
     {
         if (kind != MapKind::Weights) return AttentionMaps::pooled(kind, layer, head, r, outRows, outCols, out);
@@ -1134,13 +1133,7 @@ public:
         if (!any || !*any) return any ? Status::success() : any.status();
         const Expected<const HeadWeights*> w = kept(layer, head);
         if (!w) return w.status();
-        const auto cells = (*w)->view().block(r.r0, r.c0, r.rows, r.cols);
-        if (outRows == r.rows && outCols == r.cols) {
-            constexpr float nan = std::numeric_limits<float>::quiet_NaN();
-            out = cells.unaryExpr([](float v) { return std::isfinite(v) ? v : nan; });
-        } else {
-            out = poolMax(cells, outRows, outCols);
-        }
+        out = poolMax((*w)->view().block(r.r0, r.c0, r.rows, r.cols), outRows, outCols);
         return Status::success();
     }
 

@@ -219,6 +219,10 @@ Matrix poolMax(const MatrixCRef& m, Eigen::Index rows, Eigen::Index cols)
     if (m.size() == 0) return Matrix();
     rows = std::clamp<Eigen::Index>(rows, 1, m.rows());
     cols = std::clamp<Eigen::Index>(cols, 1, m.cols());
+    // Blocks of one cell (nothing pooled: a short text's thumbnails): each cell as it is, non-finite ones NaN,
+    // in one vectorised pass instead of a block loop per cell.
+    if (rows == m.rows() && cols == m.cols())
+        return m.unaryExpr([](float v) { return std::isfinite(v) ? v : std::numeric_limits<float>::quiet_NaN(); });
     Matrix out(rows, cols);
     for (Eigen::Index r = 0; r < rows; ++r) {
         // Block r covers source rows [r·R/rows, (r+1)·R/rows): near-equal, every row in exactly one block.

@@ -168,6 +168,21 @@ TEST(Colormap, PoolMaxKeepsEachBlocksLargestEntry)
     EXPECT_FLOAT_EQ(p(1, 1), 0.3f) << "a NaN is skipped, not taken as the maximum";
     // Sizes past m's are clamped (no pooling), an empty m stays empty, an all-NaN block gives NaN.
     EXPECT_EQ(poolMax(m, 9, 9).rows(), 5);
+    // Blocks of one cell: each cell as it is, a non-finite one NaN (a block without a finite entry), from a view with
+    // a row stride as from a matrix.
+    Matrix withInf = m;
+    withInf(0, 0) = INFINITY;
+    const Matrix same = poolMax(withInf, 5, 5);
+    EXPECT_TRUE(std::isnan(same(0, 0)));
+    EXPECT_TRUE(std::isnan(same(2, 2)));
+    Matrix finite = m;
+    finite(2, 2) = 0;
+    Matrix got = same;
+    got(0, 0) = 0;
+    got(2, 2) = 0;
+    EXPECT_EQ(got, finite);
+    const Matrix big = Matrix::Random(7, 9);
+    EXPECT_EQ(poolMax(MatrixCMap(big.data(), 4, 4, Eigen::OuterStride<>(9)), 4, 4), Matrix(big.topLeftCorner(4, 4)));
     EXPECT_EQ(poolMax(Matrix(), 3, 3).size(), 0);
     Matrix nan = Matrix::Constant(2, 2, std::nanf(""));
     EXPECT_TRUE(std::isnan(poolMax(nan, 1, 1)(0, 0)));
