@@ -505,12 +505,14 @@ void gemv(const Matrix& x, const WeightMatrix& w, Matrix& out)
                 const int k = j + kDotRows <= j1 ? kDotRows : static_cast<int>(j1 - j);
                 const std::uint8_t* rows[kDotRows];
                 for (int i = 0; i < k; ++i) rows[i] = w.storedRow(j + i);
-                // The next rows into L1 while these are dotted: the kernels read 4 rows a block at a time,
-                // which the hardware prefetchers follow badly from memory (the LM head, 30 MB of Q8_0, ran at
-                // 4.6 GB/s with 4 rows per call against 11 with one; prefetched, 10-13). Two groups ahead or
-                // three measured the same.
-                for (Eigen::Index i = j + kDotRows; i < std::min(cols, j + 2 * kDotRows); ++i)
-                    prefetchRow(w.storedRow(i), rowBytes);
+                // These rows and the next into L1 before they are dotted: the kernels read 4 rows a block at a
+                // time, which the hardware prefetchers follow badly from memory (the LM head, 30 MB of Q8_0, ran
+                // at 4.6 GB/s with 4 rows per call against 11 with one; prefetched, 10-13). The next group alone
+                // was the choice on a Zen 3, where two groups ahead or three measured the same; on a Zen 4
+                // (AVX-512) asking for the rows about to be read as well took an appended token at 128 tokens
+                // from 11.4-12.2 to 9.1-10.7 ms (three runs each, alternating; no prefetch at all: 13.7-15.5,
+                // further ahead: slower with each group), as if some prefetches of the next group were dropped.
+                for (Eigen::Index i = j; i < std::min(cols, j + 2 * kDotRows); ++i) prefetchRow(w.storedRow(i), rowBytes);
                 for (Eigen::Index r = 0; r < n; ++r) {
                     float y[kDotRows];
                     if (k == kDotRows) multi.many(rows, x.row(r).data(), sumsOf(r), in, y);
