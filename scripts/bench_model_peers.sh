@@ -44,7 +44,7 @@ fi
 # activations rounded to 8 bits) and a 128-token prompt (`pp128`), beside `append_token_ms` and `forward_ms` above.
 # LLAMA_BENCH is a llama-bench binary (default /tmp/llama.cpp/build/bin/llama-bench). To make it, from the sources
 # llama-cpp-python vendors (PyPI holds them; nothing of it is installed):
-#   pip download llama-cpp-python==0.2.90 --no-deps --no-binary :all: -d /tmp/llama-src
+#   pip download llama-cpp-python==0.2.90 --no-deps --no-binary llama-cpp-python -d /tmp/llama-src
 #   tar xzf /tmp/llama-src/llama_cpp_python-0.2.90.tar.gz -C /tmp/llama-src
 #   cmake -S /tmp/llama-src/llama_cpp_python-0.2.90/vendor/llama.cpp -B /tmp/llama.cpp/build \
 #     -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF
