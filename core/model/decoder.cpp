@@ -1128,11 +1128,10 @@ public:
     Status pooled(MapKind kind, int layer, int head, const MapRect& r, int outRows, int outCols, Matrix& out) const override
     {
         if (kind != MapKind::Weights) return AttentionMaps::pooled(kind, layer, head, r, outRows, outCols, out);
-        std::vector<int> colOf;
-        const Expected<bool> any = preparePooled(kind, layer, head, r, outRows, outCols, colOf, out);
-        if (!any || !*any) return any ? Status::success() : any.status();
+        ATTNSCOPE_RETURN_IF_ERROR(checkTile(kind, layer, head, r));
         const Expected<const HeadWeights*> w = kept(layer, head);
         if (!w) return w.status();
+        // poolMax clamps the sizes to the rect's as preparePooled does, and gives an empty rect an empty map.
         out = poolMax((*w)->view().block(r.r0, r.c0, r.rows, r.cols), outRows, outCols);
         return Status::success();
     }

@@ -124,13 +124,13 @@ Expected<Encoding> encodeForDecoder(const DecoderModel& model, const std::string
 // Buffers of a block's feed-forward (internal; kept in DecoderRun::Scratch).
 struct DecoderBlockScratch { Matrix normed, ffnA, ffnB; };
 
-// One head's softmax weights over a run's n tokens (queries × keys, n×n), kept in a buffer with room for more
-// tokens: the top-left n×n corner of a row-major capacity × capacity buffer. The kept rows are 0 to the right of
-// the corner (those keys are in their future), so an appended token writes its own row only; the kept rows stay
-// where they are. A plain n×n matrix moves every kept row to the wider stride instead: 270 maps of 4 MB per token appended to
-// a 1024-token text, 120 of the 146 ms such an append took. The capacity grows by an eighth (at least 32 tokens)
-// when an append needs more: one copy of the kept map per n/8 appended tokens, and up to (9/8)² of the n² cells
-// held (more below 256 tokens, where 32 spare rows are more than an eighth).
+// One head's softmax weights over a run's n tokens (queries × keys, n×n), kept in a buffer with room for more tokens:
+// the top-left n×n corner of a row-major capacity × capacity buffer. The kept rows are 0 to the right of the corner
+// (those keys are in their future), so an appended token writes its own row only; the kept rows stay where they are. A
+// plain n×n matrix moves every kept row to the wider stride instead: 270 maps of 4 MB per token appended to a
+// 1024-token text, 120 of the 146 ms such an append took. The capacity grows by an eighth (at least 32 tokens) when an
+// append needs more: one copy of the kept map per n/8 appended tokens, and up to (9/8)² of the n² cells held (more
+// below 256 tokens, where 32 spare rows are more than an eighth).
 class HeadWeights {
 public:
     using View = MatrixCMap;
@@ -155,7 +155,8 @@ public:
     Matrix release();
 
 private:
-    Matrix m_buf;          // capacity × capacity, row-major; rows 0…n−1 are 0 right of the corner, rows n… unspecified
+    // capacity × capacity, row-major; rows 0…n−1 are 0 right of the corner, rows n… unspecified
+    Matrix m_buf;
     Eigen::Index m_n = 0;
 };
 
