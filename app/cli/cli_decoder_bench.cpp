@@ -33,10 +33,16 @@ double median(std::vector<double> v)
 double forwardFlop(const attn::DecoderConfig& c, double n)
 {
     const double M = c.hidden, D = c.headDim, H = c.heads, Hkv = c.kvHeads, F = c.intermediate, V = c.vocab;
-    const double ffnMats = c.family == attn::DecoderFamily::Gpt2 ? 2 : 3;
-    const double perLayer = 2 * n * M * (H * D + 2 * Hkv * D) + 2 * n * H * D * M + 2 * n * M * F * ffnMats +
-                            2 * 2 * H * D * n * (n + 1) / 2;
-    return c.layers * perLayer + 2 * n * M * V;
+    const double ffnMats = c.gatedFfn() ? 3 : 2;
+    const double linear = 2 * n * M * (H * D + 2 * Hkv * D) + 2 * n * H * D * M + 2 * n * M * F * ffnMats;
+    double total = 2 * n * M * V;
+    for (int l = 0; l < c.layers; ++l) {
+        // Visible pairs: n(n+1)/2 causal; a sliding window of w keeps at most w keys per query.
+        const double w = c.windowOf(l);
+        const double pairs = w > 0 && w < n ? w * (w + 1) / 2 + (n - w) * w : n * (n + 1) / 2;
+        total += linear + 2 * 2 * H * D * pairs;
+    }
+    return total;
 }
 
 // Bytes of weights one token's step reads: every matrix once, as the model holds it (a GGUF's tensors in their

@@ -31,9 +31,20 @@ namespace attn {
 using json = nlohmann::json;
 using namespace detail;
 
-const char* toString(DecoderFamily f) { return f == DecoderFamily::Gpt2 ? "gpt2" : "llama"; }
+const char* toString(DecoderFamily f)
+{
+    switch (f) {
+    case DecoderFamily::Llama: return "llama";
+    case DecoderFamily::Gpt2: return "gpt2";
+    case DecoderFamily::Gemma: return "gemma";
+    case DecoderFamily::GptNeoX: return "gptneox";
+    case DecoderFamily::Phi3: return "phi3";
+    case DecoderFamily::Olmo2: return "olmo2";
+    }
+    return "?";
+}
 
-const char* supportedDecoderArchitectures() { return "gpt2, llama, mistral, qwen2"; }
+const char* supportedDecoderArchitectures() { return "gemma2, gemma3, gpt2, gptneox, llama, mistral, olmo2, phi3, qwen2, qwen3"; }
 
 // -----------------------------------------------------------------------------------------------------
 // [SECTION] Loading
@@ -76,7 +87,73 @@ std::string modelTypeOf(const std::string& dir)
     return it != j.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
-bool isDecoderArchitecture(const std::string& a) { return a == "gpt2" || a == "llama" || a == "mistral" || a == "qwen2"; }
+// The family file that reads an architecture (GGUF general.architecture or config.json model_type).
+enum class FamilyFile { None, Llama, Gpt2, Gemma, GptNeoX, Phi3, Olmo2 };
+FamilyFile familyOf(const std::string& a)
+{
+    if (a == "llama" || a == "mistral" || a == "qwen2" || a == "qwen3") return FamilyFile::Llama;
+    if (a == "gpt2") return FamilyFile::Gpt2;
+    if (a == "gemma2" || a == "gemma3" || a == "gemma3_text") return FamilyFile::Gemma;
+    if (a == "gptneox" || a == "gpt_neox") return FamilyFile::GptNeoX;
+    if (a == "phi3") return FamilyFile::Phi3;
+    if (a == "olmo2") return FamilyFile::Olmo2;
+    return FamilyFile::None;
+}
+
+bool isDecoderArchitecture(const std::string& a) { return familyOf(a) != FamilyFile::None; }
+
+// What a known architecture that this build cannot run lacks, in one line ("" for an unknown one).
+std::string whatItLacks(const std::string& a)
+{
+    if (a == "gemma4") return "Gemma 4 (per-layer embeddings, shared key/value layers, heads of two widths) is not supported";
+    if (a == "qwen35" || a == "qwen3_5" || a == "qwen3next" || a == "qwen3_next")
+        return "Qwen3.5 / Qwen3-Next (linear-attention Gated DeltaNet layers) is not supported";
+    if (a == "qwen3moe" || a == "qwen3_moe" || a == "qwen2moe" || a == "qwen2_moe" || a == "mixtral" || a == "olmoe" ||
+        a == "gpt-oss" || a == "gpt_oss" || a == "deepseek2" || a == "llama4" || a == "phimoe")
+        return "mixture-of-experts feed-forwards are not supported";
+    if (a == "olmo3") return "OLMo 3's sliding-window layers are not supported";
+    if (a == "gemma" ) return "Gemma 1 is not supported (Gemma 2 and 3 are)";
+    return "";
+}
+
+Status unsupportedArchitecture(const std::string& where, const char* key, const std::string& a)
+{
+    const std::string lacks = whatItLacks(a);
+    return makeError(StatusCode::Unsupported, where + ": " + key + " \"" + clipForMessage(a) + "\" is not supported" +
+                                                  (lacks.empty() ? "" : ": " + lacks) + " (supported: " +
+                                                  supportedDecoderArchitectures() + ")");
+}
+
+// The family's configuration from GGUF metadata.
+Status familyConfigFromGguf(const GgufFile& f, const std::string& path, DecoderConfig& c)
+{
+    switch (familyOf(c.architecture)) {
+    case FamilyFile::Llama: return llamaConfigFromGguf(f, c.architecture, c);
+    case FamilyFile::Gpt2: return gpt2ConfigFromGguf(f, c);
+    case FamilyFile::Gemma: return gemmaConfigFromGguf(f, c.architecture, c);
+    case FamilyFile::GptNeoX: return neoxConfigFromGguf(f, c.architecture, c);
+    case FamilyFile::Phi3: return phi3ConfigFromGguf(f, c.architecture, c);
+    case FamilyFile::Olmo2: return olmo2ConfigFromGguf(f, c.architecture, c);
+    case FamilyFile::None: break;
+    }
+    return unsupportedArchitecture(path, "general.architecture", c.architecture);
+}
+
+// Every tensor of the model, by its family's names.
+Status familyTensors(WeightSource& w, bool gguf, DecoderModel& m)
+{
+    const DecoderConfig& c = m.config;
+    switch (familyOf(c.architecture)) {
+    case FamilyFile::Gpt2: return gpt2Tensors(w, gguf, m);
+    case FamilyFile::Llama: return familyTensors(w, gguf, llamaLayout(c, gguf), m);
+    case FamilyFile::Gemma: return familyTensors(w, gguf, gemmaLayout(c, gguf), m);
+    case FamilyFile::GptNeoX: return familyTensors(w, gguf, neoxLayout(c, gguf), m);
+    case FamilyFile::Phi3: return familyTensors(w, gguf, phi3Layout(c, gguf), m);
+    case FamilyFile::Olmo2: return familyTensors(w, gguf, olmo2Layout(c, gguf), m);
+    case FamilyFile::None: break;
+    }
+    return unsupportedArchitecture(m.path, "architecture", c.architecture);
+}
 
 Status checkModel(const DecoderModel& m)
 {
@@ -99,14 +176,7 @@ Expected<DecoderModel> loadGguf(const std::string& path, const DecoderLoadOption
     auto arch = file->getString("general.architecture");
     if (!arch) return arch.status();
     m.config.architecture = *arch;
-    if (*arch == "llama" || *arch == "qwen2") {
-        ATTNSCOPE_RETURN_IF_ERROR(llamaConfigFromGguf(*file, *arch, m.config));
-    } else if (*arch == "gpt2") {
-        ATTNSCOPE_RETURN_IF_ERROR(gpt2ConfigFromGguf(*file, m.config));
-    } else {
-        return makeError(StatusCode::Unsupported, path + ": general.architecture \"" + clipForMessage(*arch) +
-                                                      "\" is not supported (supported: gpt2, llama, qwen2)");
-    }
+    ATTNSCOPE_RETURN_IF_ERROR(familyConfigFromGguf(*file, path, m.config));
     // Tokenizer: tokenizer.ggml.model "gpt2" is byte-level BPE; "llama" (SentencePiece) and others are not here.
     auto tokModel = file->getString("tokenizer.ggml.model");
     if (!tokModel) return tokModel.status();
@@ -158,9 +228,7 @@ Expected<DecoderModel> loadGguf(const std::string& path, const DecoderLoadOption
     }
 
     GgufSource src(file, options.dequantize);
-    if (m.config.family == DecoderFamily::Gpt2) ATTNSCOPE_RETURN_IF_ERROR(gpt2Tensors(src, true, m));
-    // llama.cpp's converter permutes Q and K of architecture llama only (qwen2 keeps Hugging Face's order).
-    else ATTNSCOPE_RETURN_IF_ERROR(llamaTensors(src, true, *arch == "llama", m));
+    ATTNSCOPE_RETURN_IF_ERROR(familyTensors(src, true, m));
     ATTNSCOPE_RETURN_IF_ERROR(checkModel(m));
     return m;
 }
@@ -215,8 +283,7 @@ Expected<DecoderModel> loadDirectory(const std::string& dirIn)
     }
     auto src = SafetensorsSource::open(dir);
     if (!src) return src.status();
-    if (m.config.family == DecoderFamily::Gpt2) ATTNSCOPE_RETURN_IF_ERROR(gpt2Tensors(**src, false, m));
-    else ATTNSCOPE_RETURN_IF_ERROR(llamaTensors(**src, false, false, m));
+    ATTNSCOPE_RETURN_IF_ERROR(familyTensors(**src, false, m));
     ATTNSCOPE_RETURN_IF_ERROR(checkModel(m));
     return m;
 }
@@ -252,14 +319,21 @@ Expected<DecoderConfig> parseDecoderConfig(const std::string& text, const std::s
     DecoderConfig c;
     auto it = j.find("model_type");
     c.architecture = it != j.end() && it->is_string() ? it->get<std::string>() : "";
-    if (c.architecture == "gpt2") {
-        ATTNSCOPE_RETURN_IF_ERROR(gpt2ConfigFromJson(text, file, c));
-    } else if (c.architecture == "llama" || c.architecture == "mistral" || c.architecture == "qwen2") {
-        ATTNSCOPE_RETURN_IF_ERROR(llamaConfigFromJson(text, file, c));
-    } else {
+    const JsonConfig jc{j, file};
+    switch (familyOf(c.architecture)) {
+    case FamilyFile::Gpt2: ATTNSCOPE_RETURN_IF_ERROR(gpt2ConfigFromJson(text, file, c)); break;
+    case FamilyFile::Llama: ATTNSCOPE_RETURN_IF_ERROR(llamaConfigFromJson(jc, c)); break;
+    case FamilyFile::Gemma: ATTNSCOPE_RETURN_IF_ERROR(gemmaConfigFromJson(jc, c)); break;
+    case FamilyFile::GptNeoX: ATTNSCOPE_RETURN_IF_ERROR(neoxConfigFromJson(jc, c)); break;
+    case FamilyFile::Phi3: ATTNSCOPE_RETURN_IF_ERROR(phi3ConfigFromJson(jc, c)); break;
+    case FamilyFile::Olmo2: ATTNSCOPE_RETURN_IF_ERROR(olmo2ConfigFromJson(jc, c)); break;
+    case FamilyFile::None: {
+        const std::string lacks = whatItLacks(c.architecture);
         return makeError(StatusCode::Unsupported, file + ": model_type \"" + clipForMessage(c.architecture) +
-                                                      "\" is not a supported decoder (supported: " +
-                                                      supportedDecoderArchitectures() + "; and bert as an encoder)");
+                                                      "\" is not a supported decoder" + (lacks.empty() ? "" : ": " + lacks) +
+                                                      " (supported: " + supportedDecoderArchitectures() +
+                                                      "; and bert as an encoder)");
+    }
     }
     return c;
 }
@@ -350,49 +424,34 @@ void layerNormRows(const Matrix& x, const Vector& gamma, const Vector& beta, flo
     }
 }
 
-void attentionInputs(const DecoderModel& m, const DecoderLayer& L, const Matrix& x, int pos0, Matrix& normed, Matrix& Q,
-                     Matrix& K, Matrix& V, int period)
-{
-    if (m.config.family == DecoderFamily::Gpt2) gpt2AttentionInputs(m, L, x, normed, Q, K, V);
-    else llamaAttentionInputs(m, L, x, pos0, normed, Q, K, V, period);
-}
-
-void afterAttention(const DecoderModel& m, const DecoderLayer& L, const Matrix& attnOut, const Matrix& x, BlockScratch& s,
-                    Matrix& out)
-{
-    if (m.config.family == DecoderFamily::Gpt2) gpt2AfterAttention(m, L, attnOut, x, s, out);
-    else llamaAfterAttention(m, L, attnOut, x, s, out);
-}
-
-void finalNorm(const DecoderModel& m, const Matrix& x, Matrix& out)
-{
-    if (m.config.family == DecoderFamily::Gpt2) layerNormRows(x, m.finalNormGamma, m.finalNormBeta, m.config.normEps, out);
-    else rmsNormRows(x, m.finalNormGamma, m.config.normEps, out);
-}
-
-AttentionConfig layerConfig(const DecoderConfig& c, Backend backend)
+AttentionConfig layerConfig(const DecoderConfig& c, int /*layer*/, Backend backend)
 {
     AttentionConfig cfg;
     cfg.mode = Mode::Direct;
     cfg.heads = c.heads;
     cfg.kvHeads = c.kvHeads;
-    cfg.backend = backend;
+    // The score soft-cap (Gemma 2) runs on the CPU only: a soft-capped layer's attention stays there.
+    cfg.backend = c.attnSoftcap > 0 && backend == Backend::Cuda ? Backend::Cpu : backend;
+    if (c.attnScale > 0) cfg.scale = c.attnScale;
+    cfg.softcap = c.attnSoftcap;
     cfg.incremental = false;  // every input changes when a layer below is recomputed
     return cfg;
 }
 
-Eigen::Index firstKeyInWindow(const DecoderConfig& c, Eigen::Index pos)
+Eigen::Index firstKeyInWindow(const DecoderConfig& c, int layer, Eigen::Index pos)
 {
-    return c.slidingWindow > 0 ? std::max<Eigen::Index>(0, pos - c.slidingWindow + 1) : 0;
+    const int w = c.windowOf(layer);
+    return w > 0 ? std::max<Eigen::Index>(0, pos - w + 1) : 0;
 }
 
-void slidingWindowMask(const DecoderConfig& c, int queries, int pos0, int keys, MaskSpec& mask)
+void slidingWindowMask(const DecoderConfig& c, int layer, int queries, int pos0, int keys, MaskSpec& mask)
 {
     mask.custom.resize(0, 0);
-    if (c.slidingWindow <= 0 || pos0 + queries <= c.slidingWindow) return;
+    const int w = c.windowOf(layer);
+    if (w <= 0 || pos0 + queries <= w) return;
     mask.custom = MaskMatrix::Zero(queries, keys);
     for (int i = 0; i < queries; ++i)
-        mask.custom.row(i).head(std::min<Eigen::Index>(keys, firstKeyInWindow(c, pos0 + i))).setOnes();
+        mask.custom.row(i).head(std::min<Eigen::Index>(keys, firstKeyInWindow(c, layer, pos0 + i))).setOnes();
 }
 
 } // namespace detail
@@ -427,9 +486,17 @@ void projectOut(const DecoderModel& m, int l, const std::vector<std::pair<int, i
     if (L.bo.size() > 0) res.output.rowwise() += L.bo.transpose();
 }
 
-LazyAttentionSpec lazySpec(const DecoderConfig& c)
+LazyAttentionSpec lazySpec(const DecoderConfig& c, int layer)
 {
-    return LazyAttentionSpec{c.heads, c.kvHeads, 1.0f / std::sqrt(float(c.headDim)), true, c.slidingWindow};
+    return LazyAttentionSpec{c.heads, c.kvHeads, c.scoreScale(), true, c.windowOf(layer), c.attnSoftcap};
+}
+
+// Every layer's spec (the lazy maps' per-layer window).
+std::vector<LazyAttentionSpec> lazySpecs(const DecoderConfig& c)
+{
+    std::vector<LazyAttentionSpec> specs;
+    for (int l = 0; l < c.layers; ++l) specs.push_back(lazySpec(c, l));
+    return specs;
 }
 
 // A dense run keeps per head only its weights. The head's Q, K, V and context are columns of the layer's
@@ -482,14 +549,14 @@ Status lazyLayer(const DecoderModel& m, int l, DecoderRun& run, Matrix Q, Matrix
     Matrix lse;
     AttentionResult part;
     if (pos0 == 0) {
-        ATTNSCOPE_RETURN_IF_ERROR(lazyAttention(Q, K, V, lazySpec(c), 0, part.concat, lse, off));
+        ATTNSCOPE_RETURN_IF_ERROR(lazyAttention(Q, K, V, lazySpec(c, l), 0, part.concat, lse, off));
         // Spare rows for appended tokens, never past the model's context (at 8192 the run fills it).
         const Eigen::Index n = Q.rows();
         const Eigen::Index spare = std::clamp<Eigen::Index>(LazyLayer::defaultSpareRows(n), 0, std::max<Eigen::Index>(0, c.maxPositions - n));
         kept = std::make_shared<const LazyLayer>(std::move(Q), std::move(K), std::move(lse), spare, std::move(V));
     } else {
         std::shared_ptr<LazyLayer> grown = kept->appended(Q, K, V);
-        ATTNSCOPE_RETURN_IF_ERROR(lazyAttention(Q, grown->K, grown->V, lazySpec(c), pos0, part.concat, lse, off));
+        ATTNSCOPE_RETURN_IF_ERROR(lazyAttention(Q, grown->K, grown->V, lazySpec(c, l), pos0, part.concat, lse, off));
         grown->setLse(pos0, lse);
         kept = std::move(grown);
     }
@@ -502,7 +569,7 @@ Status lazyLayer(const DecoderModel& m, int l, DecoderRun& run, Matrix Q, Matrix
     res.K.resize(0, 0);
     res.V.resize(0, 0);
     res.heads.clear();
-    res.scale = lazySpec(c).scale;
+    res.scale = lazySpec(c, l).scale;
     res.layout = Layout::Row;
     return Status::success();
 }
@@ -510,7 +577,6 @@ Status lazyLayer(const DecoderModel& m, int l, DecoderRun& run, Matrix Q, Matrix
 Status runLayer(DecoderModel& m, int l, DecoderRun& run, Backend backend)
 {
     const DecoderConfig& c = m.config;
-    const DecoderLayer& L = m.layers[static_cast<std::size_t>(l)];
     const Matrix& x = run.hidden[static_cast<std::size_t>(l)];
     const int n = static_cast<int>(x.rows());
     AttentionInput& in = run.scratch.in;
@@ -528,7 +594,7 @@ Status runLayer(DecoderModel& m, int l, DecoderRun& run, Backend backend)
         in.K = p.K;
         in.V = p.V;
     } else {
-        attentionInputs(m, L, x, 0, run.scratch.normed, in.Q, in.K, in.V);
+        attentionInputs(m, l, x, 0, run.scratch.normed, in.Q, in.K, in.V);
     }
     AttentionResult& res = run.attention[static_cast<std::size_t>(l)];
     if (run.lazy) {
@@ -536,18 +602,18 @@ Status runLayer(DecoderModel& m, int l, DecoderRun& run, Backend backend)
     } else {
         in.mask.causal = true;
         in.mask.validLens.clear();
-        slidingWindowMask(c, n, 0, n, in.mask);
+        slidingWindowMask(c, l, n, 0, n, in.mask);
         // The kept maps' buffers back to the core, which reuses those of the same size (a recompute of the same
         // length allocates nothing).
         std::vector<HeadWeights>& kept = run.weights[static_cast<std::size_t>(l)];
         if (res.heads.size() == kept.size())
             for (std::size_t h = 0; h < kept.size(); ++h) res.heads[h].weights = kept[h].release();
-        if (auto s = compute(in, layerConfig(c, backend), res); !s.ok())
+        if (auto s = compute(in, layerConfig(c, l, backend), res); !s.ok())
             return makeError(s.code, "layer " + std::to_string(l) + ": " + s.message);
         projectOut(m, l, run.ablated, res);
         keepWeights(res, kept);
     }
-    afterAttention(m, L, res.output, x, run.scratch.block, run.hidden[static_cast<std::size_t>(l) + 1]);
+    afterAttention(m, l, res.output, x, run.scratch.block, run.hidden[static_cast<std::size_t>(l) + 1]);
     // In the residual now: no run keeps the n × M output rows (the logit attribution needs no copy of them).
     res.output.resize(0, 0);
     return Status::success();
@@ -568,6 +634,7 @@ void logitRows(const DecoderModel& m, DecoderRun& run, Eigen::Index first, Eigen
         const Eigen::Index rows = std::min(kLogitRows, last + 1 - r0);
         block = run.finalHidden.middleRows(r0, rows);
         product(block, E, logits);
+        finalSoftcap(m.config, logits);
         for (Eigen::Index i = 0; i < rows; ++i) {
             const Eigen::Index pos = r0 + i;
             if (pos + 1 < n) {
@@ -668,6 +735,7 @@ Status runDecoder(DecoderModel& model, const std::vector<int>& idsIn, const Deco
     x.resize(n, c.hidden);
     for (int i = 0; i < n; ++i) {
         model.tokenEmbeddings.column(ids[static_cast<std::size_t>(i)], x.row(i).data());
+        if (c.embedScale != 1.0f) x.row(i) *= c.embedScale;
         if (model.positionEmbeddings.size() > 0) x.row(i) += model.positionEmbeddings.row(i);
     }
     return recomputeDecoderFrom(model, 0, run, options.backend);
@@ -772,7 +840,7 @@ namespace {
 // setup. `part` receives concat (m × H·D) and per head the new rows of the weights (the stitching takes them from
 // there; the masked keys' weights are 0). Tested as the core path was: appends equal a whole forward (DecoderRun.*Append*, sliding
 // windows and grouped-query heads among the tiny families).
-void newRowsAttention(const DecoderConfig& c, const Matrix& Q, const Matrix& K, const Matrix& V, int n, float scale,
+void newRowsAttention(const DecoderConfig& c, int layer, const Matrix& Q, const Matrix& K, const Matrix& V, int n, float scale,
                       AttentionResult& part)
 {
     const int H = c.heads, D = c.headDim, group = c.heads / c.kvHeads;
@@ -786,11 +854,12 @@ void newRowsAttention(const DecoderConfig& c, const Matrix& Q, const Matrix& K, 
         const Eigen::Index g = h / group;
         scores.noalias() = Q.middleCols(Eigen::Index(h) * D, D) * K.middleCols(g * D, D).transpose();
         scores *= scale;
+        if (c.attnSoftcap > 0) scores.array() = (scores.array() * (1.0f / c.attnSoftcap)).tanh() * c.attnSoftcap;
         src.weights.setZero(m, total);
         for (Eigen::Index i = 0; i < m; ++i) {
             const Eigen::Index pos = n + i;
             // Keys pos+1… are in the query's future; Mistral's window hides the keys before `first`.
-            const Eigen::Index first = firstKeyInWindow(c, pos);
+            const Eigen::Index first = firstKeyInWindow(c, layer, pos);
             const auto s = scores.row(i).segment(first, pos + 1 - first);
             auto w = src.weights.row(i).segment(first, pos + 1 - first);
             w = (s.array() - s.maxCoeff()).exp().matrix();
@@ -825,17 +894,17 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
     Matrix x(m, c.hidden);
     for (int i = 0; i < m; ++i) {
         model.tokenEmbeddings.column(ids[static_cast<std::size_t>(i)], x.row(i).data());
+        if (c.embedScale != 1.0f) x.row(i) *= c.embedScale;
         if (model.positionEmbeddings.size() > 0) x.row(i) += model.positionEmbeddings.row(n + i);
     }
     appendRows(run.hidden[0], x);
     DecoderRun::Scratch& buf = run.scratch;
-    const AttentionConfig cfg = layerConfig(c, backend);
     for (int l = 0; l < L; ++l) {
-        const DecoderLayer& layer = model.layers[static_cast<std::size_t>(l)];
+        const AttentionConfig cfg = layerConfig(c, l, backend);
         AttentionResult& res = run.attention[static_cast<std::size_t>(l)];
         AttentionInput in;
         Matrix Knew, Vnew;
-        attentionInputs(model, layer, run.hidden[static_cast<std::size_t>(l)].bottomRows(m), n, buf.normed, in.Q, Knew, Vnew);
+        attentionInputs(model, l, run.hidden[static_cast<std::size_t>(l)].bottomRows(m), n, buf.normed, in.Q, Knew, Vnew);
         if (run.lazy) {
             // The new queries against every key: only their rows are computed, the kept statistics stay. Past
             // kLazyTokens the attention splits the keys over its own OpenMP team: the burst's threads sleep for it
@@ -843,7 +912,7 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
             burst.rest();
             ATTNSCOPE_RETURN_IF_ERROR(lazyLayer(model, l, run, std::move(in.Q), std::move(Knew), std::move(Vnew), n));
             Matrix out;
-            afterAttention(model, layer, res.output, run.hidden[static_cast<std::size_t>(l)].bottomRows(m), buf.block, out);
+            afterAttention(model, l, res.output, run.hidden[static_cast<std::size_t>(l)].bottomRows(m), buf.block, out);
             res.output.resize(0, 0);
             appendRows(run.hidden[static_cast<std::size_t>(l) + 1], out);
             continue;
@@ -854,7 +923,7 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
             // of every key and value per head), against the layer's keys and values grown by the new rows.
             appendRows(res.K, Knew);
             appendRows(res.V, Vnew);
-            newRowsAttention(c, in.Q, res.K, res.V, n, res.scale, part);
+            newRowsAttention(c, l, in.Q, res.K, res.V, n, res.scale, part);
             part.Q = std::move(in.Q);
         } else {
             // Through the attention core on its backend. The new queries see every kept key and the new ones up to
@@ -865,7 +934,7 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
             in.V << res.V, Vnew;
             in.mask.validLens.resize(static_cast<std::size_t>(m));
             std::iota(in.mask.validLens.begin(), in.mask.validLens.end(), n + 1);
-            slidingWindowMask(c, m, n, n + m, in.mask);
+            slidingWindowMask(c, l, m, n, n + m, in.mask);
             if (auto s = compute(in, cfg, part); !s.ok()) return makeError(s.code, "layer " + std::to_string(l) + ": " + s.message);
             res.K = std::move(in.K);
             res.V = std::move(in.V);
@@ -882,7 +951,7 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
         appendRows(res.Q, part.Q);
         appendRows(res.concat, part.concat);
         Matrix out;
-        afterAttention(model, layer, part.output, run.hidden[static_cast<std::size_t>(l)].bottomRows(m), buf.block, out);
+        afterAttention(model, l, part.output, run.hidden[static_cast<std::size_t>(l)].bottomRows(m), buf.block, out);
         appendRows(run.hidden[static_cast<std::size_t>(l) + 1], out);
     }
     for (int id : ids) {
@@ -935,7 +1004,7 @@ Status rerunDecoder(DecoderModel& model, const std::vector<int>& ids, const Deco
                         static_cast<int>(run.hidden.size()) == L + 1 && static_cast<int>(run.attention.size()) == L &&
                         ids.size() <= static_cast<std::size_t>(model.config.maxPositions) &&
                         (common < ids.size() || ids.size() < old.size());
-    if (!usable || model.config.slidingWindow > 0) return runDecoder(model, ids, options, run);
+    if (!usable || model.config.anyWindow()) return runDecoder(model, ids, options, run);
     if (common == ids.size()) {
         // The new text is a prefix of the old one: keep it, the last position's predictions are recomputed.
         truncateRun(run, static_cast<int>(common));
@@ -957,6 +1026,7 @@ Expected<Vector> logitsAt(const DecoderModel& model, const DecoderRun& run, int 
         return invalidArgument("position " + std::to_string(position) + " is outside 0.." + std::to_string(n - 1));
     Matrix row = run.finalHidden.row(position), out;
     product(row, model.unembedding(), out);
+    finalSoftcap(model.config, out);
     return Vector(out.row(0).transpose());
 }
 
@@ -1053,11 +1123,13 @@ Status decoderLayerInput(const DecoderModel& model, const DecoderRun& run, int l
     in.Wo = l.Wo.toMatrix();
     in.bo = l.bo;
     in.mask.causal = true;
-    slidingWindowMask(c, static_cast<int>(n), 0, static_cast<int>(n), in.mask);
+    slidingWindowMask(c, layer, static_cast<int>(n), 0, static_cast<int>(n), in.mask);
     cfg = AttentionConfig{};
     cfg.mode = Mode::Direct;
     cfg.heads = c.heads;
     cfg.kvHeads = c.kvHeads;
+    if (c.attnScale > 0) cfg.scale = c.attnScale;
+    cfg.softcap = c.attnSoftcap;
     return Status::success();
 }
 
@@ -1096,7 +1168,7 @@ namespace {
 class DenseDecoderMaps final : public AttentionMaps {
 public:
     DenseDecoderMaps(const DecoderRun& run, const DecoderConfig& c)
-        : m_run(&run), m_heads(c.heads), m_kvHeads(c.kvHeads), m_window(c.slidingWindow)
+        : m_run(&run), m_config(c), m_heads(c.heads), m_kvHeads(c.kvHeads)
     {
     }
     int layers() const override { return static_cast<int>(m_run->weights.size()); }
@@ -1105,7 +1177,8 @@ public:
     int keys() const override { return queries(); }
     bool has(MapKind) const override { return true; }
     bool causal() const override { return true; }
-    int window() const override { return m_window; }
+    // The model's rule of the layer: causal, and its sliding window.
+    int window(int layer) const override { return m_config.windowOf(layer); }
     Status tile(MapKind kind, int layer, int head, const MapRect& r, Matrix& out) const override
     {
         ATTNSCOPE_RETURN_IF_ERROR(checkTile(kind, layer, head, r));
@@ -1119,7 +1192,7 @@ public:
         if (res.Q.rows() < long(r.r0) + r.rows || res.K.rows() < long(r.c0) + r.cols ||
             res.Q.cols() % m_heads != 0 || res.K.cols() != res.Q.cols() / m_heads * m_kvHeads)
             return invalidArgument("layer " + std::to_string(layer) + " keeps no Q and K to make its scores from");
-        scoresTile(res.Q, res.K, head, m_heads, m_kvHeads, res.scale, r, out);
+        scoresTile(res.Q, res.K, head, m_heads, m_kvHeads, res.scale, r, out, m_config.attnSoftcap);
         return Status::success();
     }
     // The weights pooled from the kept buffer itself (poolMax over its view: the same blocks and the same rule as
@@ -1148,14 +1221,15 @@ private:
     }
 
     const DecoderRun* m_run;
-    int m_heads, m_kvHeads, m_window;
+    DecoderConfig m_config;
+    int m_heads, m_kvHeads;
 };
 
 } // namespace
 
 std::shared_ptr<const AttentionMaps> decoderMaps(const DecoderModel& model, const DecoderRun& run)
 {
-    if (run.lazy) return std::make_shared<LazyMaps>(run.lazyLayers, lazySpec(model.config));
+    if (run.lazy) return std::make_shared<LazyMaps>(run.lazyLayers, lazySpecs(model.config));
     return std::make_shared<DenseDecoderMaps>(run, model.config);
 }
 

@@ -14,12 +14,23 @@
 namespace attn::detail {
 using json = nlohmann::json;
 
+namespace {
+// GPT-2's block as data (blocks.cpp runs it): LayerNorm, learned positions instead of RoPE, GELU (tanh) ungated.
+void gpt2Block(DecoderConfig& c)
+{
+    c.norm = NormKind::Layer;
+    c.rope = false;
+    c.ffn = FfnKind::GeluTanh;
+}
+} // namespace
+
 Status gpt2ConfigFromJson(const std::string& text, const std::string& file, DecoderConfig& c)
 {
     ATTNSCOPE_RETURN_IF_ERROR(checkJsonDepth(text, 32, file));
     const json j = json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return makeError(StatusCode::ParseError, file + ": not a JSON object");
     c.family = DecoderFamily::Gpt2;
+    gpt2Block(c);
     struct Field { const char* key; int* dst; int lo, hi; bool required; };
     const Field fields[] = {
         {"n_layer", &c.layers, 1, 1024, true},       {"n_head", &c.heads, 1, 1024, true},
@@ -63,6 +74,7 @@ Status gpt2ConfigFromJson(const std::string& text, const std::string& file, Deco
 Status gpt2ConfigFromGguf(const GgufFile& f, DecoderConfig& c)
 {
     c.family = DecoderFamily::Gpt2;
+    gpt2Block(c);
     auto getInt = [&](const std::string& key, int lo, int hi, int& out) -> Status {
         auto v = f.getUint(key);
         if (!v) return v.status();
@@ -153,33 +165,6 @@ Status gpt2Tensors(WeightSource& w, bool gguf, DecoderModel& m)
         ATTNSCOPE_RETURN_IF_ERROR(w.vector(nm("ffn_down.bias", "mlp.c_proj.bias"), M, "d_model", L.bproj));
     }
     return Status::success();
-}
-
-void gpt2AttentionInputs(const DecoderModel& m, const DecoderLayer& L, const Matrix& x, Matrix& h, Matrix& Q, Matrix& K,
-                         Matrix& V)
-{
-    layerNormRows(x, L.attnNormGamma, L.attnNormBeta, m.config.normEps, h);
-    product(h, L.Wq, Q);
-    product(h, L.Wk, K);
-    product(h, L.Wv, V);
-    Q.rowwise() += L.bq.transpose();
-    K.rowwise() += L.bk.transpose();
-    V.rowwise() += L.bv.transpose();
-}
-
-void gpt2AfterAttention(const DecoderModel& m, const DecoderLayer& L, const Matrix& attnOut, const Matrix& x,
-                        BlockScratch& s, Matrix& out)
-{
-    out = x + attnOut;  // attnOut already holds b_proj (W^O's bias, applied by the attention core)
-    layerNormRows(out, L.ffnNormGamma, L.ffnNormBeta, m.config.normEps, s.normed);
-    product(s.normed, L.Wfc, s.ffnA);
-    s.ffnA.rowwise() += L.bfc.transpose();
-    // GELU, tanh approximation (Hugging Face's gelu_new, GPT-2's own).
-    constexpr float k = 0.7978845608028654f;  // √(2/π)
-    s.ffnA.array() = 0.5f * s.ffnA.array() * (1.0f + (k * (s.ffnA.array() + 0.044715f * s.ffnA.array().cube())).tanh());
-    product(s.ffnA, L.Wproj, s.ffnB);
-    s.ffnB.rowwise() += L.bproj.transpose();
-    out += s.ffnB;
 }
 
 } // namespace attn::detail

@@ -124,7 +124,7 @@ Expected<DirectLogitAttribution> directLogitAttribution(const DecoderModel& mode
     // LayerNorm: (c − mean(c))·(γ⊙u)/σ = c·(w − mean(w)) with w = γ⊙u/σ, and β·u is the norm's own term.
     Vector w = model.finalNormGamma.cwiseProduct(u);
     DirectLogitAttribution out;
-    if (c.family == DecoderFamily::Gpt2) {
+    if (c.norm == NormKind::Layer) {
         const float mean = x.mean();
         const float var = (x.array() - mean).square().sum() / static_cast<float>(M);
         w /= std::sqrt(var + c.normEps);
@@ -140,16 +140,27 @@ Expected<DirectLogitAttribution> directLogitAttribution(const DecoderModel& mode
     for (int l = 0; l < L; ++l) {
         const DecoderLayer& layer = model.layers[static_cast<std::size_t>(l)];
         const AttentionResult& a = run.attention[static_cast<std::size_t>(l)];
-        // Head h writes concat[h·D…]·W^O[h·D…, :]; its share is that row times W^O's rows times w.
-        const Vector ow = layer.Wo.times(w);
+        // Head h writes concat[h·D…]·W^O[h·D…, :]; its share is that row times W^O's rows times w. A post-norm of
+        // the attention's output (Gemma, OLMo 2), frozen at its scale in this run (1/rms of this position's
+        // output), is linear too: the heads' writes are then seen through γ_post / rms.
+        Vector wl = w;
+        if (layer.postAttnNormGamma.size() > 0) {
+            Matrix row = a.concat.row(last), o;
+            product(row, layer.Wo, o);
+            if (layer.bo.size() > 0) o.row(0) += layer.bo.transpose();
+            const float rms = std::sqrt(o.row(0).squaredNorm() / static_cast<float>(M) + c.normEps);
+            wl = layer.postAttnNormGamma.cwiseProduct(w) / rms;
+        }
+        const Vector ow = layer.Wo.times(wl);
         for (int h = 0; h < H; ++h) out.heads(l, h) = a.concat.row(last).segment(h * D, D).dot(ow.segment(h * D, D).transpose());
-        if (layer.bo.size() > 0) out.attnBias[l] = layer.bo.dot(w);
+        if (layer.bo.size() > 0) out.attnBias[l] = layer.bo.dot(wl);
         // The rest of the layer's update is the feed-forward's: the attention's output (concat·W^O + b^O, not kept
         // by a run) adds exactly the heads' shares and the bias term to the logit.
         const auto delta = run.hidden[static_cast<std::size_t>(l) + 1].row(last) - run.hidden[static_cast<std::size_t>(l)].row(last);
         out.mlp[l] = delta.dot(w.transpose()) - out.heads.row(l).sum() - out.attnBias[l];
     }
-    out.logit = run.lastLogits[targetId];
+    // With a final soft-cap (Gemma 2) the parts sum to the logit before the cap.
+    out.logit = c.finalSoftcap > 0 ? run.finalHidden.row(last).dot(u.transpose()) : run.lastLogits[targetId];
     return out;
 }
 
@@ -209,6 +220,7 @@ Expected<LogitLens> logitLens(const DecoderModel& model, const DecoderRun& run, 
         const Eigen::Index rows = std::min(kRows, total - r0);
         block = normed.middleRows(r0, rows);
         product(block, model.unembedding(), logits);
+        finalSoftcap(model.config, logits);
         const Eigen::Index V = logits.cols();
 #pragma omp parallel for schedule(static)
         for (Eigen::Index i = 0; i < rows; ++i) {
@@ -368,12 +380,12 @@ Status fullLayer(const DecoderModel& model, const DecoderRun& run, int k, int g,
             return invalidArgument("the pinned Q, K, V of layer " + std::to_string(k) + " do not fit the run's " +
                                    std::to_string(n) + " tokens");
     } else {
-        attentionInputs(model, layer, x, 0, normed, Q, K, V, static_cast<int>(n));
+        attentionInputs(model, k, x, 0, normed, Q, K, V, static_cast<int>(n));
     }
-    const AttentionConfig cfg = layerConfig(c, Backend::Cpu);
+    const AttentionConfig cfg = layerConfig(c, k, Backend::Cpu);
     AttentionInput in;
     in.mask.causal = true;
-    slidingWindowMask(c, static_cast<int>(n), 0, static_cast<int>(n), in.mask);
+    slidingWindowMask(c, k, static_cast<int>(n), 0, static_cast<int>(n), in.mask);
     AttentionResult res;
     Matrix cat(Eigen::Index(g) * n, Eigen::Index(c.heads) * D);
     for (int v = 0; v < g; ++v) {
@@ -387,7 +399,7 @@ Status fullLayer(const DecoderModel& model, const DecoderRun& run, int k, int g,
         if (al == k) cat.middleCols(Eigen::Index(ah) * D, D).setZero();
     product(cat, layer.Wo, out);
     if (layer.bo.size() > 0) out.rowwise() += layer.bo.transpose();
-    afterAttention(model, layer, out, x, scratch, next);
+    afterAttention(model, k, out, x, scratch, next);
     x.swap(next);
     return Status::success();
 }
@@ -401,7 +413,7 @@ void startVariants(const DecoderModel& model, const DecoderRun& run, int l, int 
     Matrix out, next;
     product(concat, layer.Wo, out);
     if (layer.bo.size() > 0) out.rowwise() += layer.bo.transpose();
-    afterAttention(model, layer, out, run.hidden[static_cast<std::size_t>(l)].replicate(g, 1), scratch, next);
+    afterAttention(model, l, out, run.hidden[static_cast<std::size_t>(l)].replicate(g, 1), scratch, next);
     const Eigen::Index old = x.rows();
     x.conservativeResize(old + next.rows(), next.cols());
     x.bottomRows(next.rows()) = next;
@@ -472,6 +484,7 @@ Status scan(const DecoderModel& model, const DecoderRun& run, const std::vector<
             for (std::size_t v = 0; v < made.size(); ++v) last.row(Eigen::Index(v)) = x.row(Eigen::Index(v) * n + n - 1);
             finalNorm(model, last, normed);
             product(normed, model.unembedding(), logits);
+            finalSoftcap(c, logits);
             for (std::size_t v = 0; v < made.size(); ++v)
                 out(made[v].first, made[v].second) = score(logits.row(Eigen::Index(v)).transpose());
         }
@@ -558,7 +571,7 @@ double headScanFlops(const DecoderConfig& c, int n)
     // Multiply-adds × 2 per variant of n tokens.
     const double qkv = 2 * N * M * (HD + 2 * KD);
     const double o = 2 * N * HD * M;
-    const double ffn = 2 * N * M * F * (c.family == DecoderFamily::Gpt2 ? 2 : 3);
+    const double ffn = 2 * N * M * F * (c.gatedFfn() ? 3 : 2);
     const double attention = 2 * 2 * H * N * N * c.headDim;  // QKᵀ and weights·V, every score computed
     const double lmHead = 2 * M * double(c.vocab);            // the last position only
     double total = 0;

@@ -37,6 +37,24 @@ Status WeightSource::weight(const std::string& name, int in, int total, const ch
     return Status::success();
 }
 
+Status WeightSource::weights(const std::string& name, int in, int total, const char* dims, const std::vector<Part>& parts)
+{
+    Matrix all;
+    ATTNSCOPE_RETURN_IF_ERROR(linear(name, in, total, dims, all));
+    for (const Part& p : parts) {
+        Matrix part(in, p.rows);
+        for (int j = 0; j < p.rows; ++j) part.col(j) = all.col(p.row0 + (p.order.empty() ? j : p.order[static_cast<std::size_t>(j)]));
+        *p.out = WeightMatrix(std::move(part));
+    }
+    return Status::success();
+}
+
+Status GgufSource::weights(const std::string& name, int in, int total, const char* dims, const std::vector<Part>& parts)
+{
+    for (const Part& p : parts) ATTNSCOPE_RETURN_IF_ERROR(weight(name, in, total, dims, p.row0, p.rows, p.order, *p.out));
+    return Status::success();
+}
+
 Status WeightSource::embedding(const std::string& name, int vocab, int hidden, const char* dims, WeightMatrix& w)
 {
     Matrix e;
@@ -111,6 +129,10 @@ Status SafetensorsSource::find(const std::string& name, Entry*& e)
     auto it = m_tensors.find(name);
     if (it == m_tensors.end()) return invalidArgument(where(name) + ": tensor " + name + " is missing");
     const SafeTensor& t = it->second.tensor;
+    std::int64_t count = 1;
+    for (std::int64_t d : t.shape) count *= d;
+    if (t.values.empty() && count > 0 && (t.dtype == "F32" || t.dtype == "F16" || t.dtype == "BF16"))
+        return invalidArgument(it->second.file + ": " + name + " is read twice (each tensor is taken once, then freed)");
     if (t.values.empty() && t.dtype != "F32" && t.dtype != "F16" && t.dtype != "BF16")
         return makeError(StatusCode::Unsupported, it->second.file + ": " + name + ": dtype " + t.dtype +
                                                       " is not supported (supported: F32, F16, BF16)");

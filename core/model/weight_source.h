@@ -36,6 +36,14 @@ public:
     // Here float32 (dense); a GGUF keeps its tensors' format (a view of the mapping).
     virtual Status weight(const std::string& name, int in, int total, const char* dims, int row0, int rows,
                           const std::vector<int>& order, WeightMatrix& w);
+    // Several views of one fused tensor (Q|K|V, gate|up): each part as weight() gives it, the tensor read once
+    // (a safetensors tensor is freed once taken; a GGUF's parts are views of the mapping).
+    struct Part {
+        int row0 = 0, rows = 0;
+        std::vector<int> order;
+        WeightMatrix* out = nullptr;
+    };
+    virtual Status weights(const std::string& name, int in, int total, const char* dims, const std::vector<Part>& parts);
     // An embedding matrix stored V×M as the weight x·E (in M, out V): column id is token id's embedding.
     virtual Status embedding(const std::string& name, int vocab, int hidden, const char* dims, WeightMatrix& w);
 };
@@ -69,6 +77,7 @@ public:
     Status weight(const std::string& name, int in, int total, const char* dims, int row0, int rows,
                   const std::vector<int>& order, WeightMatrix& w) override;
     Status embedding(const std::string& name, int vocab, int hidden, const char* dims, WeightMatrix& w) override;
+    Status weights(const std::string& name, int in, int total, const char* dims, const std::vector<Part>& parts) override;
 
 private:
     // The tensor `name` when it is rows×cols (as matrix() checks), else the message matrix() gives.

@@ -34,7 +34,7 @@ Status AttentionMaps::maskTile(int layer, int head, const MapRect& r, MaskMatrix
     ATTNSCOPE_RETURN_IF_ERROR(checkTile(MapKind::Weights, layer, head, r));
     out.resize(r.rows, r.cols);
     const bool c = causal();
-    const int w = window();
+    const int w = window(layer);
     for (int i = 0; i < r.rows; ++i)
         for (int j = 0; j < r.cols; ++j) out(i, j) = maskedByRule(c, w, long(r.r0) + i, long(r.c0) + j) ? 1 : 0;
     return Status::success();
@@ -91,11 +91,13 @@ Status AttentionMaps::pooled(MapKind kind, int layer, int head, const MapRect& r
     return Status::success();
 }
 
-void scoresTile(const Matrix& Q, const Matrix& K, int head, int heads, int kvHeads, float scale, const MapRect& r, Matrix& out)
+void scoresTile(const Matrix& Q, const Matrix& K, int head, int heads, int kvHeads, float scale, const MapRect& r, Matrix& out,
+                float softcap)
 {
     const Eigen::Index D = Q.cols() / heads, g = head / (heads / kvHeads);
     out.noalias() = Q.block(r.r0, head * D, r.rows, D) * K.block(r.c0, g * D, r.cols, D).transpose();
     out *= scale;
+    if (softcap > 0) out.array() = (out.array() * (1.0f / softcap)).tanh() * softcap;
 }
 
 int DenseMaps::heads() const { return m_results->empty() ? 0 : static_cast<int>(m_results->front().heads.size()); }

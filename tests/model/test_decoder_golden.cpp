@@ -138,7 +138,9 @@ TEST_P(TinyDecoder, MatchesTransformers)
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TinyDecoder,
-                         ::testing::Values("gpt2", "llama", "qwen2", "gpt2.gguf", "llama.gguf", "qwen2.gguf"),
+                         ::testing::Values("gpt2", "llama", "qwen2", "gpt2.gguf", "llama.gguf", "qwen2.gguf", "qwen3",
+                                           "qwen3.gguf", "gemma3", "gemma3.gguf", "gemma2", "gemma2.gguf", "gptneox", "gptneox.gguf", "phi3",
+                                           "phi3.gguf", "olmo2", "olmo2.gguf"),
                          [](const auto& info) {
                              std::string n = info.param;
                              std::replace(n.begin(), n.end(), '.', '_');
@@ -779,6 +781,33 @@ TEST(DecoderRun, BadInputIsRefusedWithAMessage)
     EXPECT_NE(t->warnings[0].find("truncated to the first 64"), std::string::npos) << t->warnings[0];
 }
 
+// Hostile GGUFs for the families' keys and tensors (make_decoder_goldens.py --only hostile): each is refused with
+// one message naming the key or tensor; an architecture the program cannot run says what it lacks.
+TEST(DecoderLoad, HostileFamilyFilesNameTheProblem)
+{
+    const std::string corrupt = std::string(ATTNSCOPE_DECODER_DATA) + "/corrupt/";
+    const std::pair<const char*, const char*> cases[] = {
+        // key_length 8 where the tensors are 4 wide per head: the first projection's shape says so
+        {"gemma3_lying_head_dim.gguf", "blk.0.attn_q.weight: expected"},
+        {"gemma3_window_past_context.gguf", "gemma3.attention.sliding_window 1000: expected 1..32 (the context)"},
+        {"phi3_short_fused_qkv.gguf", "blk.0.attn_qkv.weight: expected"},
+    };
+    for (const auto& [file, want] : cases) {
+        auto m = attn::loadDecoder(corrupt + file);
+        ASSERT_FALSE(m.ok()) << file;
+        EXPECT_NE(m.status().message.find(want), std::string::npos) << file << ": " << m.status().message;
+        EXPECT_EQ(m.status().message.find('\n'), std::string::npos) << file << ": one line";
+    }
+    const std::pair<const char*, const char*> refused[] = {
+        {"gemma4", "Gemma 4"}, {"qwen3_moe", "mixture-of-experts"}, {"qwen3_next", "linear-attention"}, {"olmo3", "OLMo 3"}};
+    for (const auto& [type, want] : refused) {
+        auto c = attn::parseDecoderConfig(std::string(R"({"model_type": ")") + type + "\"}");
+        ASSERT_FALSE(c.ok()) << type;
+        EXPECT_EQ(c.status().code, attn::StatusCode::Unsupported) << type;
+        EXPECT_NE(c.status().message.find(want), std::string::npos) << c.status().message;
+    }
+}
+
 TEST(DecoderLoad, BadFilesAndDirectoriesNameTheProblem)
 {
     auto missing = attn::loadDecoder("no/such/model.gguf");
@@ -816,14 +845,14 @@ TEST(DecoderLoad, BadFilesAndDirectoriesNameTheProblem)
         r = attn::loadDecoder(bad.string());
         ASSERT_FALSE(r.ok());
         EXPECT_EQ(r.status().code, attn::StatusCode::Unsupported);
-        EXPECT_NE(r.status().message.find("model_type \"falcon\" is not a supported decoder (supported: gpt2, llama, mistral, qwen2"),
+        EXPECT_NE(r.status().message.find("model_type \"falcon\" is not a supported decoder (supported: gemma2, gemma3, gpt2, gptneox, llama, mistral, olmo2, phi3, qwen2, qwen3"),
                   std::string::npos) << r.status().message;
         cfg["model_type"] = "llama";
         cfg["num_key_value_heads"] = 3;
         std::ofstream(bad / "config.json") << cfg.dump();
         r = attn::loadDecoder(bad.string());
         ASSERT_FALSE(r.ok());
-        EXPECT_NE(r.status().message.find("num_key_value_heads 3 does not divide num_attention_heads 4"), std::string::npos)
+        EXPECT_NE(r.status().message.find("the key/value head count 3 does not divide the head count 4"), std::string::npos)
             << r.status().message;
     }
     std::filesystem::remove_all(dir);

@@ -38,8 +38,9 @@ public:
     virtual bool has(MapKind kind) const = 0;  // a bundle holds weights only
     // Whether key j > query i is masked (a decoder's causal maps: the views hatch those cells).
     virtual bool causal() const { return false; }
-    // A sliding window > 0 (Mistral's) also masks the keys j ≤ i − window.
-    virtual int window() const { return 0; }
+    // A sliding window > 0 of layer `layer` (Mistral's on every layer, Gemma's on its sliding layers) also masks
+    // the keys j ≤ i − window.
+    virtual int window(int layer) const { (void)layer; return 0; }
 
     // The cells of `rect` of head `head` in layer `layer`, as a rect.rows × rect.cols matrix (query rows).
     // InvalidArgument for a layer, head or rectangle outside the maps or a kind the source does not hold.
@@ -84,7 +85,9 @@ inline bool maskedByRule(bool causal, int window, long query, long key)
 // Head `head`'s scaled scores (q·k·scale, before masking) over the tile `r`, from Q (queries × H·D) and K
 // (keys × H_kv·D) in Row layout: the head's columns of Q against its KV head's (head / (H / H_kv)) of K. What a
 // lazy run's maps and a dense result without scores give as their Scores tiles.
-void scoresTile(const Matrix& Q, const Matrix& K, int head, int heads, int kvHeads, float scale, const MapRect& r, Matrix& out);
+// With softcap > 0 the scores are capped as the attention core caps them (AttentionConfig::softcap).
+void scoresTile(const Matrix& Q, const Matrix& K, int head, int heads, int kvHeads, float scale, const MapRect& r, Matrix& out,
+                float softcap = 0);
 
 // A run's dense results, referenced (valid while `results` lives and is not resized): layer l's map of head h is
 // results[l].heads[h].weights (or .scores), in the result's layout, with its mask. A result without scores gives
@@ -95,7 +98,7 @@ public:
     explicit DenseMaps(const std::vector<AttentionResult>& results, bool causal = false, int window = 0)
         : m_results(&results), m_causal(causal), m_window(window) {}
     bool causal() const override { return m_causal; }
-    int window() const override { return m_window; }
+    int window(int) const override { return m_window; }
     int layers() const override { return static_cast<int>(m_results->size()); }
     int heads() const override;
     int queries() const override;

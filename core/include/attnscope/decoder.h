@@ -30,11 +30,33 @@
 
 namespace attn {
 
-enum class DecoderFamily { Llama, Gpt2 };
+// The families (docs/model.md, "Families"): which file of core/model/ reads the checkpoint. The forward itself
+// reads the configuration's data below (norm kind, QK-norm, post-norms, partial rotary, per-layer window and RoPE
+// base, soft-caps, parallel residual, feed-forward kind), never the family's name.
+enum class DecoderFamily { Llama, Gpt2, Gemma, GptNeoX, Phi3, Olmo2 };
 const char* toString(DecoderFamily f);
 
-// The architectures this build opens, for messages: "gpt2, llama, mistral, qwen2".
+// The architectures this build opens, for messages: "gemma2, gemma3, gpt2, gptneox, llama, mistral, olmo2, phi3,
+// qwen2, qwen3".
 const char* supportedDecoderArchitectures();
+
+enum class NormKind { Rms, Layer };          // RMSNorm (x / rms · γ) or LayerNorm ((x − μ) / σ · γ + β)
+enum class QkNorm { None, PerHead, Whole };  // RMSNorm of Q and K: per head over D (Gemma 3, Qwen3) or over the
+                                             // whole projection, H·D and H_kv·D (OLMo 2)
+enum class FfnKind {
+    SwiGlu,     // down(SiLU(gate(x)) ⊙ up(x)): llama, qwen, phi3, olmo2
+    GeGluTanh,  // down(GELU_tanh(gate(x)) ⊙ up(x)): gemma
+    GeluTanh,   // down(GELU_tanh(up(x) + b) + b): gpt2 (its c_fc / c_proj)
+    GeluErf,    // down(GELU(up(x) + b) + b), GELU by erf: gptneox
+};
+const char* toString(FfnKind f);
+
+// What differs from layer to layer (Gemma 2/3: sliding and global layers).
+struct DecoderLayerSpec {
+    int window = 0;            // > 0: key j is hidden from query i when i − j ≥ window (a sliding-window layer)
+    float ropeTheta = 10000;   // RoPE base of this layer
+    float ropeScale = 1;       // linear RoPE scaling: positions divided by this (Gemma 3 4B+ global layers)
+};
 
 struct DecoderConfig {
     std::string architecture;     // config.json model_type / GGUF general.architecture: gpt2, llama, mistral, qwen2
@@ -50,24 +72,63 @@ struct DecoderConfig {
     float normEps = 1e-5f;        // RMSNorm (llama family) or LayerNorm (GPT-2) epsilon
     float ropeTheta = 10000.0f;   // llama family
     bool tiedEmbeddings = false;  // the LM head is the token embedding matrix
-    int slidingWindow = 0;        // Mistral's sliding window (0 = none): keys more than this far back are masked
+    int slidingWindow = 0;        // Mistral's sliding window (0 = none): keys more than this far back are masked;
+                                  // with layerSpecs, the window of its sliding layers (for display)
     // Llama 3's RoPE frequency scaling: per pair i, inv_freq[i] is divided by ropeFreqFactors[i] (empty = none).
     std::vector<float> ropeFreqFactors;
+
+    // The block, as data (STYLE.md §8): every path (dense, appended, lazy, scans, maps) reads these.
+    NormKind norm = NormKind::Rms;  // of every norm of the model
+    bool preNorms = true;           // norm before attention and feed-forward (OLMo 2: none)
+    bool postNorms = false;         // norm of each sublayer's output before the residual (Gemma 2/3, OLMo 2)
+    QkNorm qkNorm = QkNorm::None;   // RMSNorm of Q and K after the projections, before RoPE
+    bool rope = true;               // GPT-2: learned positions instead
+    int ropeDims = 0;               // rotated dimensions of each head (partial rotary; 0 = all D)
+    float embedScale = 1;           // the token embedding times this (Gemma: √M)
+    float attnScale = 0;            // the scores' factor (0 = 1/√D; Gemma: query_pre_attn_scalar^−½)
+    float attnSoftcap = 0;          // > 0: scores = cap·tanh(scores / cap) before the mask (Gemma 2)
+    float finalSoftcap = 0;         // > 0: logits = cap·tanh(logits / cap) (Gemma 2)
+    bool parallelResidual = false;  // out = x + attention(norm₁ x) + feed-forward(norm₂ x) (GPT-NeoX)
+    FfnKind ffn = FfnKind::SwiGlu;
+    // Per layer (L entries), or empty: every layer has slidingWindow and ropeTheta.
+    std::vector<DecoderLayerSpec> layerSpecs;
+
+    int windowOf(int layer) const
+    {
+        return layerSpecs.empty() ? slidingWindow : layerSpecs[static_cast<std::size_t>(layer)].window;
+    }
+    float ropeThetaOf(int layer) const
+    {
+        return layerSpecs.empty() ? ropeTheta : layerSpecs[static_cast<std::size_t>(layer)].ropeTheta;
+    }
+    float ropeScaleOf(int layer) const
+    {
+        return layerSpecs.empty() ? 1.0f : layerSpecs[static_cast<std::size_t>(layer)].ropeScale;
+    }
+    bool anyWindow() const;           // some layer has a sliding window
+    float scoreScale() const;         // attnScale, or 1/√D
+    int rotaryDims() const { return rope ? (ropeDims > 0 ? ropeDims : headDim) : 0; }
+    bool gatedFfn() const { return ffn == FfnKind::SwiGlu || ffn == FfnKind::GeGluTanh; }
 };
 
 // One decoder block. Llama family: RMSNorm (gamma only), projections (biases only in Qwen2), SwiGLU feed-forward.
 // GPT-2: LayerNorm (gamma, beta), projections and W^O with biases, GELU (tanh) feed-forward with biases.
+// Other families add: QK-norm (Gemma 3, Qwen3: D each; OLMo 2: H·D and H_kv·D), post-norms (Gemma 2/3, OLMo 2),
+// LayerNorm biases (GPT-NeoX), fused projections split into views at load (GPT-NeoX, Phi-3).
 struct DecoderLayer {
-    Vector attnNormGamma, attnNormBeta;  // M (beta empty for RMSNorm)
+    Vector attnNormGamma, attnNormBeta;  // M (beta empty for RMSNorm; both empty without pre-norms)
     WeightMatrix Wq, Wk, Wv;             // M×H·D, M×H_kv·D, M×H_kv·D
     Vector bq, bk, bv;                   // H·D, H_kv·D, H_kv·D, or empty
+    Vector qNormGamma, kNormGamma;       // QK-norm: D each (per head) or H·D, H_kv·D (whole); empty = none
     WeightMatrix Wo;                     // H·D×M (a window edit makes it dense float32)
     Vector bo;                           // M or empty
+    Vector postAttnNormGamma;            // M: the attention's output normed before the residual; empty = none
     Vector ffnNormGamma, ffnNormBeta;    // M (beta empty for RMSNorm)
-    WeightMatrix Wgate, Wup;             // llama: M×F each
-    WeightMatrix Wdown;                  // llama: F×M
-    WeightMatrix Wfc;  Vector bfc;       // gpt2: M×F, F
-    WeightMatrix Wproj; Vector bproj;    // gpt2: F×M, M
+    WeightMatrix Wgate, Wup;             // gated feed-forward: M×F each
+    WeightMatrix Wdown;                  // gated feed-forward: F×M
+    WeightMatrix Wfc;  Vector bfc;       // ungated (gpt2, gptneox): M×F, F
+    WeightMatrix Wproj; Vector bproj;    // ungated: F×M, M
+    Vector postFfnNormGamma;             // M: the feed-forward's output normed before the residual; empty = none
 };
 
 struct DecoderModel {

@@ -28,6 +28,7 @@ struct LazyAttentionSpec {
     float scale = 1.0f;   // applied to q·k (1/√D for scaled dot product)
     bool causal = true;   // key j > the query's position is masked
     int window = 0;       // > 0: key j ≤ position − window is masked too (0 = none)
+    float softcap = 0;    // > 0: scores = softcap·tanh(scores / softcap) after scaling (Gemma 2)
 };
 
 // Computes context = softmax(mask(Q·Kᵀ·scale))·V per head (rows × H·D, heads side by side) and lse (rows × H:
@@ -91,13 +92,20 @@ private:
 class LazyMaps final : public AttentionMaps {
 public:
     LazyMaps(std::vector<std::shared_ptr<const LazyLayer>> layers, const LazyAttentionSpec& spec);
+    // Per layer: `specs` has one entry per layer, the same heads and scale, each its own window (Gemma's sliding
+    // and global layers).
+    LazyMaps(std::vector<std::shared_ptr<const LazyLayer>> layers, const std::vector<LazyAttentionSpec>& specs);
     int layers() const override { return static_cast<int>(m_layers.size()); }
     int heads() const override { return m_spec.heads; }
     int queries() const override { return m_n; }
     int keys() const override { return m_n; }
     bool has(MapKind) const override { return true; }
     bool causal() const override { return m_spec.causal; }
-    int window() const override { return m_spec.window; }
+    float softcap() const { return m_spec.softcap; }
+    int window(int layer) const override
+    {
+        return layer >= 0 && layer < static_cast<int>(m_windows.size()) ? m_windows[static_cast<std::size_t>(layer)] : m_spec.window;
+    }
     Status tile(MapKind kind, int layer, int head, const MapRect& rect, Matrix& out) const override;
     // The overview without a weight per cell: exp is monotonic, so a block's largest weight is
     // exp(max(q·k·s − lse)) — one exp per pooled cell; keys a block's queries cannot see (causal, window) are not
@@ -109,9 +117,10 @@ public:
     const LazyLayer& layer(int l) const { return *m_layers[static_cast<std::size_t>(l)]; }
 
 private:
-    bool masked(int i, int j) const { return maskedByRule(m_spec.causal, m_spec.window, i, j); }
+    bool masked(int layer, int i, int j) const { return maskedByRule(m_spec.causal, window(layer), i, j); }
     std::vector<std::shared_ptr<const LazyLayer>> m_layers;
     LazyAttentionSpec m_spec;
+    std::vector<int> m_windows;  // per layer (empty: m_spec.window for all)
     int m_n = 0;
     int m_headDim = 0;
 };

@@ -86,6 +86,10 @@ struct AttentionConfig {
     int kvHeads = 0;
     Score score = Score::ScaledDot;       // default scaled dot product
     std::optional<float> scale;           // overrides the ScaledDot factor 1/√d_k; default none
+    // > 0: every score becomes softcap·tanh(score / softcap) after scaling, before the mask (Gemma 2's attention
+    // soft-cap); the result's scores are the capped ones. ScaledDot and Dot only; CPU only (the CUDA backend
+    // answers Unsupported, and Auto computes on the CPU). Default 0 (none).
+    float softcap = 0;
     Backend backend = Backend::Cpu;       // default Cpu
     CpuPath cpuPath = CpuPath::Fast;      // default Fast (Eigen)
     std::size_t memoryBudgetBytes = 0;    // refuse problems needing more; 0 = half the machine's RAM

@@ -228,6 +228,8 @@ bool runBlock(const HeadJob& job, AttentionResult& out, int h, int i0, int i1, S
             const int kn = std::min(kKeyChunk, kEnd - k0);
             sb.middleCols(k0, kn).noalias() = (Qb * job.scale) * Kh.middleRows(k0, kn).transpose();
         }
+        if (const float cap = job.cfg->softcap; cap > 0)
+            sb.leftCols(kEnd).array() = (sb.leftCols(kEnd).array() * (1.0f / cap)).tanh() * cap;
     }
     if (kEnd < S) sb.rightCols(S - kEnd).setZero();
     if (skipsCausal(*job.cfg, job.in->mask))  // the diagonal block computed a few masked scores: same rule for all
@@ -508,7 +510,7 @@ Status computeEigen(const AttentionInput& in, const AttentionConfig& cfg, const 
     const SmallProblemOneThread threads(d);
     out.timings = {};
     out.incremental = false;
-    if (cfg.incremental) {
+    if (cfg.incremental && cfg.softcap <= 0) {  // the incremental update knows no soft-cap: a whole recompute
         Status s;
         if (tryIncremental(in, cfg, d, out, s)) {
             if (!s.ok()) out.cache.state.reset();

@@ -12,6 +12,12 @@
 namespace attn::cpu {
 namespace {
 
+// A scaled score, soft-capped when the config asks (cap·tanh(score / cap), in double here).
+float softcapped(const AttentionConfig& cfg, double score)
+{
+    return static_cast<float>(cfg.softcap > 0 ? cfg.softcap * std::tanh(score / cfg.softcap) : score);
+}
+
 // out = A·B (+ bias per output feature). Row layout: tokens are rows of A, features are columns of B.
 void projectRow(const Matrix& A, const Matrix& B, const Vector& bias, Matrix& out)
 {
@@ -109,7 +115,7 @@ void computeRow(const AttentionInput& in, const AttentionConfig& cfg, const Dims
                 } else {
                     double dot = 0;
                     for (int c = 0; c < d.dk; ++c) dot += double(r.Q(i, c)) * r.K(j, c);
-                    r.scores(i, j) = static_cast<float>(dot * s);
+                    r.scores(i, j) = softcapped(cfg, dot * s);
                 }
             }
         r.masked = masked;
@@ -170,7 +176,7 @@ void computeColumn(const AttentionInput& in, const AttentionConfig& cfg, const D
                 } else {
                     double dot = 0;
                     for (int c = 0; c < d.dk; ++c) dot += double(r.K(c, j)) * r.Q(c, i);
-                    r.scores(j, i) = static_cast<float>(dot * s);
+                    r.scores(j, i) = softcapped(cfg, dot * s);
                 }
             }
         r.masked = maskedRow.transpose();
