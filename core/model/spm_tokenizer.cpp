@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdint>
 #include <new>
+#include <optional>
 #include <queue>
 #include <string_view>
 #include <unordered_map>
@@ -39,6 +40,10 @@ constexpr std::size_t kMaxTokens = 1'000'000;
 constexpr std::size_t kMaxMerges = 2'000'000;
 // Longest token accepted, in bytes (Gemma 3's longest is 93 bytes: a run of 31 tabs or newlines is 31).
 constexpr std::size_t kMaxTokenBytes = 65'536;
+// Special-token matches (start, length, id; 12 bytes each) collected per text before it is refused. Every prefix of
+// a run that is a token matches at every position (Gemma 3: up to 31 per position in a run of newlines), so
+// this is about 500 KB of nothing but newlines; a hostile vocabulary of nested tokens reaches it sooner.
+constexpr std::size_t kMaxSpecialMatches = 16u << 20;
 // Warnings kept per encoding (one per character that became the unknown token would flood the log).
 constexpr std::size_t kMaxWarnings = 8;
 
@@ -160,13 +165,14 @@ struct SpmTokenizer::Impl {
     }
 
     struct Fragment { std::size_t from, to; int id; };  // raw text [from, to) when id < 0, else one token
-    std::vector<Fragment> splitSpecial(const std::string& text) const;
+    // The text cut into fragments; nullopt when it holds more than kMaxSpecialMatches special-token matches.
+    std::optional<std::vector<Fragment>> splitSpecial(const std::string& text) const;
     Status bpe(const std::string& piece, std::vector<int>& out, std::vector<std::string>& warnings) const;
 };
 
 // [SECTION] Special split
 
-std::vector<SpmTokenizer::Impl::Fragment> SpmTokenizer::Impl::splitSpecial(const std::string& text) const
+std::optional<std::vector<SpmTokenizer::Impl::Fragment>> SpmTokenizer::Impl::splitSpecial(const std::string& text) const
 {
     const std::size_t n = text.size();
     std::vector<Fragment> out;
@@ -203,9 +209,14 @@ std::vector<SpmTokenizer::Impl::Fragment> SpmTokenizer::Impl::splitSpecial(const
     // matches a trie finds (the same result without a pass over the text per token): an occurrence is cut when it
     // starts at or after the token's previous cut and none of its bytes is cut yet. A cut region is at least as
     // long as the occurrence, so it overlaps the occurrence only if it covers its first or its last byte.
-    struct Match { std::size_t pos, len; int id; };
+    struct Match { std::uint32_t pos, len; int id; };
+    if (n > UINT32_MAX) return std::nullopt;
     std::vector<Match> matches;
-    for (std::size_t i = 0; i < n; ++i) longestAt(i, [&](int id, std::size_t len) { matches.push_back({i, len, id}); });
+    for (std::size_t i = 0; i < n && matches.size() <= kMaxSpecialMatches; ++i)
+        longestAt(i, [&](int id, std::size_t len) {
+            matches.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(len), id});
+        });
+    if (matches.size() > kMaxSpecialMatches) return std::nullopt;
     std::sort(matches.begin(), matches.end(), [](const Match& a, const Match& b) {
         return a.len != b.len ? a.len > b.len : a.id != b.id ? a.id < b.id : a.pos < b.pos;
     });
@@ -217,7 +228,7 @@ std::vector<SpmTokenizer::Impl::Fragment> SpmTokenizer::Impl::splitSpecial(const
     for (const Match& m : matches) {
         if (m.id != lastId) { lastId = m.id; lastEnd = 0; }
         if (m.pos < lastEnd || cutBy[m.pos] >= 0 || cutBy[m.pos + m.len - 1] >= 0) continue;
-        for (std::size_t k = m.pos; k < m.pos + m.len; ++k) cutBy[k] = m.id;
+        for (std::size_t k = m.pos; k < std::size_t{m.pos} + m.len; ++k) cutBy[k] = m.id;
         lastEnd = m.pos + m.len;
         taken.push_back(m);
     }
@@ -893,7 +904,12 @@ Expected<Encoding> SpmTokenizer::encode(const std::string& text, bool addSpecial
     Encoding enc;
     if (addSpecial) enc.ids = im.before;
     bool prevSpecial = true;
-    for (const Impl::Fragment& f : im.splitSpecial(text)) {
+    const auto fragments = im.splitSpecial(text);
+    if (!fragments)
+        return makeError(StatusCode::ResourceExhausted, "text: more than " + std::to_string(kMaxSpecialMatches) +
+                                                            " special-token matches in " + std::to_string(text.size()) +
+                                                            " bytes; split the text");
+    for (const Impl::Fragment& f : *fragments) {
         if (f.id >= 0) {
             enc.ids.push_back(f.id);
             prevSpecial = true;

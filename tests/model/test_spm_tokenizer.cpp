@@ -262,6 +262,23 @@ TEST(SpmRules, HostileTextsFinish)
     ASSERT_TRUE(f.ok());
     EXPECT_EQ(f->warnings.size(), 8u);
     EXPECT_EQ(std::count(f->ids.begin(), f->ids.end(), 3), 20'000);  // every "<ab>" whole
+    // Nested special tokens ("a", "aa", … 600 of them) over 60 000 "a"s: 36 M matches, refused rather than stored.
+    attn::SpmVocabSpec nested;
+    nested.bos = nested.eos = nested.unk = -1;
+    nested.addBos = false;
+    for (int k = 1; k <= 600; ++k) {
+        nested.tokens.push_back(std::string(static_cast<std::size_t>(k), 'a'));
+        nested.tokenTypes.push_back(4);
+    }
+    auto nt = attn::SpmTokenizer::fromSpec(nested);
+    ASSERT_TRUE(nt.ok()) << nt.status().message;
+    auto big = nt->encode(std::string(60'000, 'a'), false);
+    ASSERT_FALSE(big.ok());
+    EXPECT_EQ(big.status().code, attn::StatusCode::ResourceExhausted);
+    EXPECT_EQ(big.status().message, "text: more than 16777216 special-token matches in 60000 bytes; split the text");
+    auto small = nt->encode(std::string(1'250, 'a'), false);  // 600 + 600 + 50
+    ASSERT_TRUE(small.ok());
+    EXPECT_EQ(small->ids, (std::vector<int>{599, 599, 49}));
 }
 
 // [Validation messages] ------------------------------------------------------------------------------------------

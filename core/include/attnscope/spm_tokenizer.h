@@ -51,7 +51,7 @@ class SpmTokenizer {
 public:
     // From GGUF metadata. InvalidArgument naming the field, with expected and actual, for: no tokens, more than
     // 1 000 000 tokens, an empty or invalid UTF-8 or over-long token, scores or token_type of another length than
-    // tokens, a score that is NaN or infinite, a token type outside 1..6, bos/eos/unk/pad outside the vocabulary,
+    // tokens, a score that is NaN, a token type outside 1..6, a byte token (type 6) that is not <0xXX>, bos/eos/unk/pad outside the vocabulary,
     // add_bos_token / add_eos_token without that token. A piece that appears twice keeps its first id.
     static Expected<SpmTokenizer> fromSpec(const SpmVocabSpec& spec);
 
@@ -74,7 +74,8 @@ public:
     // each token's decoded text (" capital" for "▁capital", "\n" for <0x0A>; a byte token that is not whole UTF-8
     // on its own shows U+FFFD), typeIds all 0, warnings when a character had to become the unknown token.
     // InvalidArgument when `text` is not valid UTF-8 (naming the byte offset), or when a character has neither a
-    // token, byte tokens nor an unknown token to stand for it.
+    // token, byte tokens nor an unknown token to stand for it; ResourceExhausted when the text holds more than 16 Mi
+    // special-token matches (about 500 KB of nothing but newlines with Gemma's vocabulary).
     Expected<Encoding> encode(const std::string& text, bool addSpecial = true) const;
 
     // The tokens' bytes concatenated ("▁" → " ", <0xXX> → that byte, control and user-defined tokens as their
