@@ -378,6 +378,10 @@ Expected<std::shared_ptr<SpmTokenizer::Impl>> build(Parts&& p, SpmTokenizer::Imp
         }
         im->display[id] = lossyUtf8(im->bytes[id]);
     }
+    // A vocabulary without token types still falls back to its "<0xXX>" pieces, as llama.cpp looks them up by text.
+    for (std::size_t id = 0; id < n; ++id)
+        if (const int b = bytePieceValue(im->tokens[id]); b >= 0 && im->byteId[static_cast<std::size_t>(b)] < 0)
+            im->byteId[static_cast<std::size_t>(b)] = static_cast<int>(id);
     for (int pass = 0; pass < 2; ++pass)
         for (std::size_t id = 0; id < n; ++id)
             if ((im->types[id] == Normal || im->types[id] == UserDefined) == (pass == 0))

@@ -306,8 +306,13 @@ TEST(SpmValidation, SpecMessages)
               "tokenizer.ggml.tokens[13]: a byte token (type 6) must be <0xXX>, got \"<0xZZ>\"");
     EXPECT_EQ(specError([](auto& s) { s.tokens.clear(); s.scores.clear(); s.tokenTypes.clear(); s.bos = s.eos = s.unk = -1; s.addBos = false; }),
               "tokenizer.ggml.tokens: the vocabulary is empty");
-    // No scores and no types: all 0 and all normal.
+    // No scores and no types: all 0 and all normal; the "<0xXX>" pieces are still the byte fallback (by their text).
     EXPECT_EQ(specError([](auto& s) { s.scores.clear(); s.tokenTypes.clear(); }), "(loaded)");
+    attn::SpmVocabSpec untyped = smallSpec();
+    untyped.tokenTypes.clear();
+    auto u = attn::SpmTokenizer::fromSpec(untyped);
+    ASSERT_TRUE(u.ok());
+    EXPECT_EQ(u->encode("A", false)->ids, (std::vector<int>{5, 13}));
 }
 
 // A GGUF holding only key/value pairs (tokenizer metadata), written byte by byte.
