@@ -3,7 +3,7 @@
 # SECONDS (default 60) over its seed corpus in tests/fuzz/corpus/<name>/. New inputs found go to
 # build-fuzz/corpus/<name>/ (the seed folders in the repository are not written to); crashes to
 # build-fuzz/artifacts/. Exit status 1 on the first fuzzer that finds a crash, a leak, a timeout or an OOM.
-#   scripts/fuzz.sh [SECONDS] [NAME...]     e.g. scripts/fuzz.sh 600 session     (names: session npy npz safetensors model_config tokenizer model_safetensors gguf bpe_tokenizer decoder_config decoder_gguf bundle)
+#   scripts/fuzz.sh [SECONDS] [NAME...]     e.g. scripts/fuzz.sh 600 session     (names: session npy npz safetensors model_config tokenizer model_safetensors gguf bpe_tokenizer spm_tokenizer decoder_config decoder_gguf bundle)
 # Environment: FUZZ_JOBS (compile jobs, default 2), FUZZ_NICE (nice level, default 19).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

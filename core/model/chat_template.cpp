@@ -1,5 +1,5 @@
-// applyChatTemplate: one user turn and the assistant's generation prompt, for the two chat-template families of
-// the decoder models attnscope opens (ChatML: SmolLM2, Qwen2; Llama 3). A template is a Jinja program; rather
+// applyChatTemplate: one user turn and the assistant's generation prompt, for the chat-template families of the
+// decoder models attnscope opens (ChatML: SmolLM2, Qwen2; Llama 3; Gemma; Llama 2 / Mistral's [INST]). A template is a Jinja program; rather
 // than run Jinja, we recognise the family by its special tokens and read the one literal that changes between
 // models of a family (ChatML's default system prompt, Llama 3.1's default date). The goldens in
 // tests/model/goldens/bpe_goldens.json are Hugging Face's apply_chat_template renderings of real templates.
@@ -91,9 +91,23 @@ Expected<std::string> applyChatTemplate(const std::string& templateText, const s
                "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
         return out;
     }
+    if (templateText.find("<start_of_turn>") != std::string::npos) {
+        // Gemma 1–3: "<bos>" from bos_token, the trimmed text in a user turn, then the model's turn opened.
+        std::string out;
+        if (templateText.find("bos_token") != std::string::npos) out += "<bos>";
+        return out + "<start_of_turn>user\n" + trim(userText) + "<end_of_turn>\n<start_of_turn>model\n";
+    }
+    if (templateText.find("[INST]") != std::string::npos) {
+        // Llama 2 and Mistral v0.1–0.3: "<s>[INST] {text} [/INST]"; Llama 2 strips the text, Mistral does not.
+        std::string out;
+        if (templateText.find("bos_token") != std::string::npos) out += "<s>";
+        const bool strips = templateText.find("| trim") != std::string::npos || templateText.find("|trim") != std::string::npos ||
+                            templateText.find(".strip()") != std::string::npos;
+        return out + "[INST] " + (strips ? trim(userText) : userText) + " [/INST]";
+    }
     return makeError(StatusCode::Unsupported,
-                     "chat template: not a ChatML (<|im_start|>) or Llama 3 (<|start_header_id|>) template; "
-                     "only these two are supported (run without --chat to use the text as it is)");
+                     "chat template: not a ChatML (<|im_start|>), Llama 3 (<|start_header_id|>), Gemma (<start_of_turn>) or "
+                     "Llama 2 ([INST]) template; only these are supported (run without --chat to use the text as it is)");
 }
 
 } // namespace attn

@@ -13,6 +13,7 @@
 #include "attnscope/gguf.h"
 #include "attnscope/preset_io.h"  // readFile, checkJsonDepth, clipForMessage
 #include "decoder_family.h"
+#include "decoder_tokenizer.h"
 #include "teams.h"
 #include "weight_source.h"
 
@@ -177,49 +178,9 @@ Expected<DecoderModel> loadGguf(const std::string& path, const DecoderLoadOption
     if (!arch) return arch.status();
     m.config.architecture = *arch;
     ATTNSCOPE_RETURN_IF_ERROR(familyConfigFromGguf(*file, path, m.config));
-    // Tokenizer: tokenizer.ggml.model "gpt2" is byte-level BPE; "llama" (SentencePiece) and others are not here.
-    auto tokModel = file->getString("tokenizer.ggml.model");
-    if (!tokModel) return tokModel.status();
-    if (*tokModel != "gpt2")
-        return makeError(StatusCode::Unsupported, path + ": tokenizer.ggml.model \"" + clipForMessage(*tokModel) +
-                                                      "\" is not supported (supported: gpt2, byte-level BPE)");
-    BpeVocabSpec spec;
-    auto tokens = file->getStringArray("tokenizer.ggml.tokens");
-    if (!tokens) return tokens.status();
-    spec.tokens = std::move(*tokens);
-    auto merges = file->getStringArray("tokenizer.ggml.merges");
-    if (!merges) return merges.status();
-    spec.merges = std::move(*merges);
-    if (file->has("tokenizer.ggml.token_type")) {
-        auto types = file->getIntArray("tokenizer.ggml.token_type");
-        if (!types) return types.status();
-        spec.tokenTypes.assign(types->begin(), types->end());
-    }
-    spec.pre = "default";
-    if (file->has("tokenizer.ggml.pre")) {
-        auto pre = file->getString("tokenizer.ggml.pre");
-        if (!pre) return pre.status();
-        spec.pre = *pre;
-    }
-    auto optionalId = [&](const char* key, int& out) -> Status {
-        if (!file->has(key)) return Status::success();
-        auto v = file->getUint(key);
-        if (!v) return v.status();
-        if (*v >= spec.tokens.size())
-            return invalidArgument(path + ": " + key + ": " + std::to_string(*v) + " is outside the vocabulary of " +
-                                   std::to_string(spec.tokens.size()) + " tokens");
-        out = static_cast<int>(*v);
-        return Status::success();
-    };
-    ATTNSCOPE_RETURN_IF_ERROR(optionalId("tokenizer.ggml.bos_token_id", spec.bos));
-    ATTNSCOPE_RETURN_IF_ERROR(optionalId("tokenizer.ggml.eos_token_id", spec.eos));
-    if (file->has("tokenizer.ggml.add_bos_token")) {
-        auto b = file->getBool("tokenizer.ggml.add_bos_token");
-        if (!b) return b.status();
-        spec.addBos = *b;
-    }
-    auto tok = BpeTokenizer::fromSpec(spec);
-    if (!tok) return makeError(tok.status().code, path + ": " + tok.status().message);
+    // Tokenizer: by tokenizer.ggml.model, "gpt2" byte-level BPE or "llama" SentencePiece BPE (decoder_tokenizer.cpp).
+    auto tok = tokenizerFromGguf(*file, path);
+    if (!tok) return tok.status();
     m.tokenizer = std::move(*tok);
     if (file->has("tokenizer.chat_template")) {
         auto t = file->getString("tokenizer.chat_template");
@@ -251,8 +212,8 @@ Expected<DecoderModel> loadDirectory(const std::string& dirIn)
     if (!isFile(tokPath)) return makeError(StatusCode::IoError, dir + ": tokenizer.json is not there");
     auto tokText = readFile(tokPath, 256u << 20);
     if (!tokText) return tokText.status();
-    auto tok = BpeTokenizer::fromTokenizerJson(*tokText);
-    if (!tok) return makeError(tok.status().code, tokPath + ": " + tok.status().message);
+    auto tok = tokenizerFromJson(*tokText, tokPath);
+    if (!tok) return tok.status();
     m.tokenizer = std::move(*tok);
     {
         // BOS/EOS ids from config.json (tokenizer.json alone names BOS only through its post-processor, and EOS

@@ -97,8 +97,12 @@ private:
 //     "<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n";
 //   Llama 3 (the template has "<|start_header_id|>"): "<|begin_of_text|>" when the template writes bos_token,
 //     "<|start_header_id|>user<|end_header_id|>\n\n{text, trimmed}<|eot_id|>" and the assistant header.
+//   Gemma (the template has "<start_of_turn>"): "<bos>" when the template writes bos_token, then
+//     "<start_of_turn>user\n{text, trimmed}<end_of_turn>\n<start_of_turn>model\n";
+//   Llama 2 / Mistral (the template has "[INST]"): "<s>" when the template writes bos_token, then
+//     "[INST] {text} [/INST]" (the text trimmed when the template trims it, as Llama 2's does and Mistral's not).
 // The result already holds the template's special tokens: encode it with addSpecial = false.
-// Unsupported for any other template (naming the two supported kinds); InvalidArgument for an empty template.
+// Unsupported for any other template (naming the supported kinds); InvalidArgument for an empty template.
 Expected<std::string> applyChatTemplate(const std::string& templateText, const std::string& userText);
 
 } // namespace attn

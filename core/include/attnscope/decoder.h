@@ -14,7 +14,7 @@
 #pragma once
 
 #include "attnscope/attention_maps.h"
-#include "attnscope/bpe_tokenizer.h"
+#include "attnscope/text_tokenizer.h"  // BpeTokenizer or SpmTokenizer
 #include "attnscope/lazy_attention.h"
 #include "attnscope/status.h"
 #include "attnscope/tokenizer.h"
@@ -136,7 +136,7 @@ struct DecoderModel {
     std::string path;            // as opened
     std::string format;          // "gguf" or "safetensors"
     DecoderConfig config;
-    BpeTokenizer tokenizer;
+    TextTokenizer tokenizer;     // byte-level BPE or SentencePiece BPE, as the model's files say
     std::string chatTemplate;    // the model's Jinja chat template ("" when it has none)
     // As weights x·E (in M, out V): column id is token id's embedding (WeightMatrix::column), a product with it
     // is the unembedding.
