@@ -496,8 +496,40 @@ Matrix readingWeight(const WeightMatrix& w, const DecoderLayer& L, bool layerNor
     return r;
 }
 
+// W^O (H·D × M) as a writer: each output row centred for LayerNorm (TransformerLens's center_writing_weights).
+Matrix writingWeight(const DecoderLayer& L, bool layerNorm)
+{
+    Matrix wo = L.Wo.toMatrix();
+    if (layerNorm) wo.colwise() -= wo.rowwise().mean();
+    return wo;
+}
+
+// The Gram matrix f·fᵀ of f (M × D) packed: its upper triangle row by row, the off-diagonal entries × `offDiagonal`.
+// ⟨packed(A, 1), packed(B, 2)⟩ = ⟨A, B⟩ for symmetric A and B (the M×M Frobenius inner product).
+// `g` is the caller's M×M buffer, reused: a fresh 1.3 MB matrix per Gram spent a quarter of the time in the kernel
+// zeroing new pages.
+void packGram(const Matrix& f, float offDiagonal, Eigen::MatrixXf& g, float* dst)
+{
+    const Eigen::Index M = f.rows();
+    g.setZero(M, M);  // column-major: its upper triangle is what SYRK writes
+    g.selfadjointView<Eigen::Upper>().rankUpdate(f);  // half the work of f·fᵀ
+    for (Eigen::Index i = 0, at = 0; i < M; ++i) {
+        dst[at++] = g(i, i);
+        for (Eigen::Index j = i + 1; j < M; ++j) dst[at++] = offDiagonal * g(i, j);
+    }
+}
+
+// Bytes of packed writer Grams held at once (a chunk of writer layers); SmolLM2's 270 heads need 179 MB.
+constexpr double kGramBudgetBytes = 256.0 * 1024 * 1024;
+
 } // namespace
 
+// Every score is a squared Frobenius norm of a product of a writer's and a reader's M×M maps, each of rank D:
+//   ‖W_OV^A · X_B‖² = ⟨G_A, H_B⟩   with G_A = Ãᵀ_A Ã_A,  Ã_A = R_V(A)·W^O_A (D×M; R_V the R of A's KV group's
+//                                   W^V, so that ‖W_OV^A·X‖ = ‖Ã_A·X‖ for any X), and H_B = X_B X_Bᵀ
+// where X_B (M×D) is W^Q_B·R_K(B)ᵀ (Q), W^K_B·R_Q(B)ᵀ (K) or W^V_B·R_O(B)ᵀ (V) — each the reader's map with its
+// other factor replaced by the R of a thin QR, which keeps the norm. The pair's work is then one M(M+1)/2 inner
+// product (a GEMM of packed Grams: writers × readers) instead of a D×M×D product: M/D² of it (0.14 at SmolLM2).
 Expected<CompositionScores> compositionScores(const DecoderModel& model)
 {
     const DecoderConfig& c = model.config;
@@ -505,62 +537,67 @@ Expected<CompositionScores> compositionScores(const DecoderModel& model)
     if (L < 1 || static_cast<int>(model.layers.size()) != L) return invalidArgument("composition: the model has no layers");
     if (M < D) return invalidArgument("composition: d_model " + std::to_string(M) + " is below the head width " + std::to_string(D));
     const bool layerNorm = c.family == DecoderFamily::Gpt2;
-    const int HD = H * D, KD = c.kvHeads * D;
+    const Eigen::Index P = Eigen::Index(M) * (M + 1) / 2;
     CompositionScores out;
     for (int l = 0; l < L; ++l)
         for (int h = 0; h < H; ++h) out.names.push_back("L" + std::to_string(l) + ".H" + std::to_string(h));
     out.q = out.k = out.v = Matrix::Zero(L * H, L * H);
-    // Writers: Ã_A = R_V(A) · W^O_A (D×M; R_V the R of A's KV group's W^V), stacked layer by layer, so that
-    // ‖W_OV^A · X‖_F = ‖Ã_A · X‖_F for any X and ‖W_OV^A‖_F = ‖Ã_A‖_F.
-    Matrix writers(Eigen::Index(L) * HD, M);
-    std::vector<float> ovNorm(static_cast<std::size_t>(L * H));
-    // Readers per layer: [W^Q_B·R_K(B)ᵀ for each query head | W^K | W^V] (M × (H·D + 2·H_kv·D)), with the Gram
-    // matrices that finish K and V: ‖Z·R_Q(B)ᵀ‖² = ⟨ZᵀZ, W^Q_BᵀW^Q_B⟩ and ‖Z·R_O(B)ᵀ‖² = ⟨ZᵀZ, W^O_B W^O_Bᵀ⟩.
-    std::vector<Matrix> gq(static_cast<std::size_t>(L * H)), go(static_cast<std::size_t>(L * H));
-    std::vector<float> qkNorm(static_cast<std::size_t>(L * H));
-    Matrix readers;
-    Matrix X;
-    for (int b = 0; b < L; ++b) {
-        const DecoderLayer& layer = model.layers[static_cast<std::size_t>(b)];
-        const Matrix wq = readingWeight(layer.Wq, layer, layerNorm), wk = readingWeight(layer.Wk, layer, layerNorm),
-                     wv = readingWeight(layer.Wv, layer, layerNorm);
-        Matrix wo = layer.Wo.toMatrix();
-        if (layerNorm) wo.colwise() -= wo.rowwise().mean();  // center_writing_weights: each output row centred
-        readers.resize(M, HD + 2 * KD);
-        for (int h = 0; h < H; ++h) {
-            const int g = h / G, A = b * H + h;
-            const Matrix rk = thinR(wk.middleCols(g * D, D)), rv = thinR(wv.middleCols(g * D, D));
-            readers.middleCols(h * D, D) = wq.middleCols(h * D, D) * rk.transpose();
-            qkNorm[static_cast<std::size_t>(A)] = readers.middleCols(h * D, D).norm();
-            gq[static_cast<std::size_t>(A)] = wq.middleCols(h * D, D).transpose() * wq.middleCols(h * D, D);
-            go[static_cast<std::size_t>(A)] = wo.middleRows(h * D, D) * wo.middleRows(h * D, D).transpose();
-            writers.middleRows(Eigen::Index(A) * D, D) = rv * wo.middleRows(h * D, D);
-            ovNorm[static_cast<std::size_t>(A)] = writers.middleRows(Eigen::Index(A) * D, D).norm();
-        }
-        readers.middleCols(HD, KD) = wk;
-        readers.rightCols(KD) = wv;
-        if (b == 0) continue;
-        // Every earlier head against this layer's readers: one product.
-        product(Matrix(writers.topRows(Eigen::Index(b) * HD)), readers, X);
-        for (int A = 0; A < b * H; ++A) {
-            const auto rows = X.middleRows(Eigen::Index(A) * D, D);
-            std::vector<Matrix> zk(static_cast<std::size_t>(c.kvHeads)), zv(static_cast<std::size_t>(c.kvHeads));
-            for (int g = 0; g < c.kvHeads; ++g) {
-                const auto a = rows.middleCols(HD + g * D, D), v = rows.middleCols(HD + KD + g * D, D);
-                zk[static_cast<std::size_t>(g)] = a.transpose() * a;
-                zv[static_cast<std::size_t>(g)] = v.transpose() * v;
-            }
-            const float ov = ovNorm[static_cast<std::size_t>(A)];
+    std::vector<float> ovNorm(static_cast<std::size_t>(L * H)), qkNorm(static_cast<std::size_t>(L * H));
+    const int chunk = std::max(1, static_cast<int>(kGramBudgetBytes / (double(H) * double(P) * sizeof(float))));
+    Matrix writers, readers, S;
+    Eigen::MatrixXf gram;
+    for (int a0 = 0; a0 < L - 1; a0 += chunk) {
+        const int a1 = std::min(L - 1, a0 + chunk);  // writer layers a0 … a1−1
+        writers.resize(Eigen::Index(a1 - a0) * H, P);
+        for (int a = a0; a < a1; ++a) {
+            const DecoderLayer& layer = model.layers[static_cast<std::size_t>(a)];
+            const Matrix wv = readingWeight(layer.Wv, layer, layerNorm), wo = writingWeight(layer, layerNorm);
             for (int h = 0; h < H; ++h) {
-                const int B = b * H + h, g = h / G;
-                const float qk = qkNorm[static_cast<std::size_t>(B)];
-                const float qden = ov * qk, vden = ov * ovNorm[static_cast<std::size_t>(B)];
-                const float qnum = rows.middleCols(h * D, D).norm();
-                const float knum = std::sqrt(std::max(0.0f, zk[static_cast<std::size_t>(g)].cwiseProduct(gq[static_cast<std::size_t>(B)]).sum()));
-                const float vnum = std::sqrt(std::max(0.0f, zv[static_cast<std::size_t>(g)].cwiseProduct(go[static_cast<std::size_t>(B)]).sum()));
-                out.q(A, B) = qden > 0 ? qnum / qden : 0.0f;
-                out.k(A, B) = qden > 0 ? knum / qden : 0.0f;
-                out.v(A, B) = vden > 0 ? vnum / vden : 0.0f;
+                const Matrix at = thinR(wv.middleCols((h / G) * D, D)) * wo.middleRows(h * D, D);  // Ã (D×M)
+                ovNorm[static_cast<std::size_t>(a * H + h)] = at.norm();
+                packGram(Matrix(at.transpose()), 1.0f, gram, writers.row(Eigen::Index(a - a0) * H + h).data());
+            }
+        }
+        for (int b = a0 + 1; b < L; ++b) {
+            const DecoderLayer& layer = model.layers[static_cast<std::size_t>(b)];
+            const Matrix wq = readingWeight(layer.Wq, layer, layerNorm), wk = readingWeight(layer.Wk, layer, layerNorm),
+                         wv = readingWeight(layer.Wv, layer, layerNorm), wo = writingWeight(layer, layerNorm);
+            // Rows: the H readers' Q, then K, then V packed Grams.
+            readers.resize(3 * H, P);
+            for (int h = 0; h < H; ++h) {
+                const int g = h / G, B = b * H + h;
+                const auto q = wq.middleCols(h * D, D), k = wk.middleCols(g * D, D), v = wv.middleCols(g * D, D);
+                const Matrix xq = q * thinR(k).transpose(), xk = k * thinR(q).transpose(),
+                             xv = v * thinR(Matrix(wo.middleRows(h * D, D).transpose())).transpose();
+                qkNorm[static_cast<std::size_t>(B)] = xq.norm();
+                ovNorm[static_cast<std::size_t>(B)] = xv.norm();  // = ‖W^V W^O‖ of B (set again when B writes)
+                packGram(xq, 2.0f, gram, readers.row(h).data());
+                packGram(xk, 2.0f, gram, readers.row(H + h).data());
+                packGram(xv, 2.0f, gram, readers.row(2 * H + h).data());
+            }
+            const int w1 = std::min(a1, b);  // the chunk's writers below b
+            // S = writers' rows below b · readersᵀ, in blocks of writer rows over the threads (the rows are read in
+            // place: a copy of them for product() moved 2.6 GB at SmolLM2).
+            const Eigen::Index rows = Eigen::Index(w1 - a0) * H;
+            S.resize(rows, 3 * H);
+            // Four blocks: each block packs all of `readers` again, so few and large (two threads here).
+            const Eigen::Index kBlock = std::max<Eigen::Index>(1, (rows + 3) / 4);
+#pragma omp parallel for schedule(dynamic)
+            for (Eigen::Index r0 = 0; r0 < rows; r0 += kBlock) {
+                const Eigen::Index rr = std::min(kBlock, rows - r0);
+                S.middleRows(r0, rr).noalias() = writers.middleRows(r0, rr) * readers.transpose();
+            }
+            for (int A = a0 * H; A < w1 * H; ++A) {
+                const float ov = ovNorm[static_cast<std::size_t>(A)];
+                for (int h = 0; h < H; ++h) {
+                    const int B = b * H + h;
+                    const float qden = ov * qkNorm[static_cast<std::size_t>(B)], vden = ov * ovNorm[static_cast<std::size_t>(B)];
+                    // A sum of many terms may round below 0 where the product is (nearly) 0.
+                    auto root = [&](int col) { return std::sqrt(std::max(0.0f, S(A - a0 * H, col))); };
+                    out.q(A, B) = qden > 0 ? root(h) / qden : 0.0f;
+                    out.k(A, B) = qden > 0 ? root(H + h) / qden : 0.0f;
+                    out.v(A, B) = vden > 0 ? root(2 * H + h) / vden : 0.0f;
+                }
             }
         }
     }
@@ -612,14 +649,12 @@ double qkRowFlops(const DecoderConfig& c, int layer, int n)
 
 double compositionFlops(const DecoderConfig& c)
 {
-    const double L = c.layers, M = c.hidden, D = c.headDim, H = c.heads, KD = double(c.kvHeads) * D;
-    const double pairs = L * (L - 1) / 2;  // layer pairs a < b
-    // Per layer pair: the H·D writers against H·D + 2·H_kv·D reader columns (M deep), then per (A, KV group) two
-    // D×D Grams (D³ each) and per (A, B) three D² inner products.
-    const double cross = H * D * M * (H * D + 2 * KD);
-    const double grams = H * double(c.kvHeads) * 2 * D * D * D;
-    const double inner = H * H * 3 * D * D;
-    return 2 * pairs * (cross + grams + inner);
+    const double L = c.layers, M = c.hidden, D = c.headDim, H = c.heads;
+    const double P = M * (M + 1) / 2, pairs = L * (L - 1) / 2;  // layer pairs a < b
+    // The Grams (M×D×M each): H writers per layer but the last, 3·H readers per layer but the first (once: one chunk
+    // of writers); the inner products: H × 3·H packed Grams of P values per layer pair. Multiply-adds × 2.
+    const double grams = (L - 1) * H * M * M * D + (L - 1) * 3 * H * M * M * D;
+    return 2 * (grams + pairs * H * 3 * H * P);
 }
 
 } // namespace attn
