@@ -7,7 +7,8 @@
 // [SECTION] Composition scores
 // [SECTION] Work (for the bench's bounds)
 //
-// The decomposition is computed in double precision: a score is a sum of C² terms of either sign (C = 291 at
+// The products with the weights run in float, as the run's own (the components are float32 numbers of the run); the
+// per-position scale, RoPE and the C×C products in double: a score is a sum of C² terms of either sign (C = 291 at
 // SmolLM2's last layer), some much larger than their sum, and the sum rule is checked to 1e-4 of the score.
 #include "attnscope/qk_attribution.h"
 
@@ -158,30 +159,30 @@ ComponentLayout layoutOf(const DecoderModel& m, int layer)
 }
 
 // The components of layer l's stream at position p, in M-space (the rows of everything but qk_bias; C − [1] × M).
-// Sums to hidden[l] row p (the mlp row is what the layer added beyond its attention's output).
-void componentsAt(const DecoderModel& m, const DecoderRun& run, const ComponentLayout& lay, int p, MatD& out)
+// Sums to hidden[l] row p (the mlp row is what the layer added beyond its attention's output). Float, as the run's
+// own numbers: the products of the components with the map are the double-precision part.
+void componentsAt(const DecoderModel& m, const DecoderRun& run, const ComponentLayout& lay, int p, Matrix& out)
 {
     const int D = m.config.headDim, M = m.config.hidden;
     const int rows = lay.count() - (lay.qkBias ? 1 : 0);
     out.setZero(rows, M);
-    out.row(0) = run.hidden[0].row(p).cast<double>();
-    Matrix tmp;
+    out.row(0) = run.hidden[0].row(p);
+    // Each head's write at once: the H×(H·D) block-diagonal of the heads' contexts through W^O, one product that
+    // streams W^O once in its own format (a GGUF's view is not dequantized whole per position).
+    Matrix blocks = Matrix::Zero(lay.heads, Eigen::Index(lay.heads) * D), heads;
+    Eigen::RowVectorXf attn(M);
     for (int k = 0; k < lay.layer; ++k) {
         const DecoderLayer& L = m.layers[static_cast<std::size_t>(k)];
-        const Matrix& wo = denseWo(L, tmp);
         const auto ctx = run.attention[static_cast<std::size_t>(k)].concat.row(p);
-        Eigen::RowVectorXd attn = Eigen::RowVectorXd::Zero(M);
-        for (int h = 0; h < lay.heads; ++h) {
-            const Eigen::RowVectorXd v = ctx.segment(h * D, D).cast<double>() * wo.middleRows(h * D, D).cast<double>();
-            out.row(lay.head(k, h)) = v;
-            attn += v;
-        }
+        for (int h = 0; h < lay.heads; ++h) blocks.row(h).segment(h * D, D) = ctx.segment(h * D, D);
+        attn::product(blocks, L.Wo, heads);
+        out.middleRows(lay.head(k, 0), lay.heads) = heads;
+        attn = heads.colwise().sum();
         if (lay.outBias) {
-            out.row(lay.bias(k)) = L.bo.transpose().cast<double>();
+            out.row(lay.bias(k)) = L.bo.transpose();
             attn += out.row(lay.bias(k));
         }
-        out.row(lay.mlp(k)) = (run.hidden[static_cast<std::size_t>(k) + 1].row(p) - run.hidden[static_cast<std::size_t>(k)].row(p))
-                                  .cast<double>() - attn;
+        out.row(lay.mlp(k)) = run.hidden[static_cast<std::size_t>(k) + 1].row(p) - run.hidden[static_cast<std::size_t>(k)].row(p) - attn;
     }
 }
 
@@ -189,21 +190,24 @@ void componentsAt(const DecoderModel& m, const DecoderRun& run, const ComponentL
 // the map; O(C·M·D) a position).
 MatD sideAt(const DecoderModel& m, const DecoderRun& run, const ComponentLayout& lay, const FrozenQkMap& f, int p)
 {
-    MatD comps;
+    Matrix comps;
     componentsAt(m, run, lay, p, comps);
+    const Matrix w = f.W.cast<float>();
+    const Matrix projected = comps * w;
     MatD v(lay.count(), f.W.cols());
-    v.topRows(comps.rows()) = comps * f.W * f.scale[p];
+    v.topRows(comps.rows()) = projected.cast<double>() * f.scale[p];
     if (lay.qkBias) v.row(lay.qkBiasIndex()) = f.bias.transpose();
     rotate(f, p, v);
     return v;
 }
 
 // One side's vectors of one component at positions p0 … p0+count−1 (count×D): the row's and the patching's way
-// (W^O · W folded once per earlier layer: O(H·D·M·D) a layer, then O(D²) a position and head).
+// (W^O · W folded once per earlier layer: O(H·D·M·D) a layer, then O(D²) a position and head). The products in
+// float (as the run's), the scale, RoPE and everything after in double.
 class ComponentProjector {
 public:
     ComponentProjector(const DecoderModel& m, const DecoderRun& run, const ComponentLayout& lay, const FrozenQkMap& f)
-        : m_model(m), m_run(run), m_lay(lay), m_map(f), m_folded(static_cast<std::size_t>(lay.layer))
+        : m_model(m), m_run(run), m_lay(lay), m_map(f), m_w(f.W.cast<float>()), m_folded(static_cast<std::size_t>(lay.layer))
     {
     }
 
@@ -213,39 +217,43 @@ public:
         MatD v(count, D);
         if (m_lay.qkBias && c == m_lay.qkBiasIndex()) {
             v.rowwise() = m_map.bias.transpose();
-        } else if (c == 0) {
-            v = m_run.hidden[0].middleRows(p0, count).cast<double>() * m_map.W;
         } else {
-            const int k = (c - 1) / m_lay.perLayer, r = (c - 1) % m_lay.perLayer;
-            const MatD& y = folded(k);
-            const Matrix& ctx = m_run.attention[static_cast<std::size_t>(k)].concat;
-            const DecoderLayer& L = m_model.layers[static_cast<std::size_t>(k)];
-            if (r < m_lay.heads) {
-                v = ctx.block(p0, r * D, count, D).cast<double>() * y.middleRows(r * D, D);
-            } else if (m_lay.outBias && r == m_lay.heads) {
-                v.rowwise() = L.bo.transpose().cast<double>() * m_map.W;
+            Matrix f;
+            if (c == 0) {
+                f.noalias() = m_run.hidden[0].middleRows(p0, count) * m_w;
             } else {
-                // The feed-forward's share: what the layer added, less its attention's output.
-                const Matrix delta = m_run.hidden[static_cast<std::size_t>(k) + 1].middleRows(p0, count) -
-                                     m_run.hidden[static_cast<std::size_t>(k)].middleRows(p0, count);
-                v = delta.cast<double>() * m_map.W - ctx.middleRows(p0, count).cast<double>() * y;
-                if (m_lay.outBias) v.rowwise() -= L.bo.transpose().cast<double>() * m_map.W;
+                const int k = (c - 1) / m_lay.perLayer, r = (c - 1) % m_lay.perLayer;
+                const Matrix& y = folded(k);
+                const Matrix& ctx = m_run.attention[static_cast<std::size_t>(k)].concat;
+                const DecoderLayer& L = m_model.layers[static_cast<std::size_t>(k)];
+                if (r < m_lay.heads) {
+                    f.noalias() = ctx.block(p0, r * D, count, D) * y.middleRows(r * D, D);
+                } else if (m_lay.outBias && r == m_lay.heads) {
+                    f = (L.bo.transpose() * m_w).replicate(count, 1);
+                } else {
+                    // The feed-forward's share: what the layer added, less its attention's output.
+                    const Matrix delta = m_run.hidden[static_cast<std::size_t>(k) + 1].middleRows(p0, count) -
+                                         m_run.hidden[static_cast<std::size_t>(k)].middleRows(p0, count);
+                    f.noalias() = delta * m_w;
+                    f.noalias() -= ctx.middleRows(p0, count) * y;
+                    if (m_lay.outBias) f.rowwise() -= L.bo.transpose() * m_w;
+                }
             }
-        }
-        if (!(m_lay.qkBias && c == m_lay.qkBiasIndex()))
+            v = f.cast<double>();
             for (int t = 0; t < count; ++t) v.row(t) *= m_map.scale[p0 + t];
+        }
         for (int t = 0; t < count; ++t) rotate(m_map, p0 + t, v.row(t));
         return v;
     }
 
 private:
     // W^O of layer k · W (H·D × D), once.
-    const MatD& folded(int k)
+    const Matrix& folded(int k)
     {
-        MatD& y = m_folded[static_cast<std::size_t>(k)];
+        Matrix& y = m_folded[static_cast<std::size_t>(k)];
         if (y.size() == 0) {
             Matrix tmp;
-            y = denseWo(m_model.layers[static_cast<std::size_t>(k)], tmp).cast<double>() * m_map.W;
+            product(denseWo(m_model.layers[static_cast<std::size_t>(k)], tmp), m_w, y);
         }
         return y;
     }
@@ -254,7 +262,8 @@ private:
     const DecoderRun& m_run;
     const ComponentLayout& m_lay;
     const FrozenQkMap& m_map;
-    std::vector<MatD> m_folded;
+    Matrix m_w;  // the map's W in float
+    std::vector<Matrix> m_folded;
 };
 
 } // namespace
