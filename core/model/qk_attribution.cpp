@@ -660,9 +660,10 @@ double compositionFlops(const DecoderConfig& c)
 {
     const double L = c.layers, M = c.hidden, D = c.headDim, H = c.heads;
     const double P = M * (M + 1) / 2, pairs = L * (L - 1) / 2;  // layer pairs a < b
-    // The Grams (M×D×M each): H writers per layer but the last, 3·H readers per layer but the first (once: one chunk
-    // of writers); the inner products: H × 3·H packed Grams of P values per layer pair. Multiply-adds × 2.
-    const double grams = (L - 1) * H * M * M * D + (L - 1) * 3 * H * M * M * D;
+    // The Grams (the upper triangle's P values, D deep each, as SYRK computes them): H writers per layer but the
+    // last, 3·H readers per layer but the first (once: one chunk of writers); the inner products: H × 3·H packed
+    // Grams of P values per layer pair. Multiply-adds × 2.
+    const double grams = (L - 1) * H * P * D + (L - 1) * 3 * H * P * D;
     return 2 * (grams + pairs * H * 3 * H * P);
 }
 
