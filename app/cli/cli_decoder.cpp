@@ -12,12 +12,16 @@
 #include <attnscope/interp.h>
 #include <attnscope/model.h>  // parseAblation
 #include <attnscope/preset_io.h>
+#include <attnscope/qk_attribution.h>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <numeric>
 #include <optional>
 
 namespace app {
@@ -44,6 +48,14 @@ std::string ModelOptionsCli::interpFlag() const
     if (headTypes) return "--head-types";
     if (!patchFrom.empty()) return "--patch-from";
     if (!targets.empty()) return "--targets";
+    return "";
+}
+
+std::string ModelOptionsCli::qkFlag() const
+{
+    if (!qkAttribution.empty()) return "--qk-attribution";
+    if (!qkPatch.empty()) return "--qk-patch";
+    if (composition) return "--composition";
     return "";
 }
 
@@ -168,6 +180,88 @@ int addInterpViews(const ModelOptionsCli& opt, attn::DecoderModel& model, const 
     return kExitOk;
 }
 
+// "LAYER:HEAD:QUERY:KEY" as four integers ≥ 0, or a message naming what was expected.
+attn::Expected<std::array<int, 4>> parseQkCell(const std::string& text)
+{
+    std::array<int, 4> v{};
+    std::size_t at = 0, k = 0;
+    for (; k < 4; ++k) {
+        const std::size_t end = k < 3 ? text.find(':', at) : text.size();
+        if (end == std::string::npos) break;
+        const std::string part = text.substr(at, end - at);
+        if (part.empty() || part.size() > 9 || !std::all_of(part.begin(), part.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+            break;
+        v[k] = std::stoi(part);
+        at = end + 1;
+    }
+    if (k < 4 || at != text.size() + 1)
+        return attn::invalidArgument("--qk-attribution: expected LAYER:HEAD:QUERY:KEY (four integers from 0, e.g. 3:4:17:9), got '" +
+                                     attn::clipForMessage(text) + "'");
+    return v;
+}
+
+// --qk-attribution, --qk-patch and --composition, added to `head` (attnscope/qk_attribution.h). Returns the exit
+// code: bad input (a cell out of range or masked, an unknown component) is kExitBadInput with one line.
+int addQkViews(const ModelOptionsCli& opt, const attn::DecoderModel& model, const attn::DecoderRun& run, json& head)
+{
+    if (!opt.qkPatch.empty() && opt.qkAttribution.empty())
+        return printError("--qk-patch: with --qk-attribution LAYER:HEAD:QUERY:KEY (the head whose pattern is patched)"), kExitBadInput;
+    if (opt.qkSide != "key" && opt.qkSide != "query")
+        return printError("--qk-side: expected key or query, got '" + opt.qkSide + "'"), kExitBadInput;
+    if (!opt.qkAttribution.empty()) {
+        auto cellAt = parseQkCell(opt.qkAttribution);
+        if (!cellAt) return printError(cellAt.status().message), kExitBadInput;
+        const auto [l, h, i, j] = *cellAt;
+        auto cell = attn::qkAttribution(model, run, l, h, i, j);
+        if (!cell) return printError("--qk-attribution: " + cell.status().message), kExitBadInput;
+        const Eigen::Index C = cell->matrix.rows();
+        auto sideJson = [&](const attn::Vector& v) {
+            json out = json::array();
+            for (Eigen::Index c = 0; c < C; ++c) out.push_back({{"name", cell->components[static_cast<std::size_t>(c)]}, {"value", v[c]}});
+            return out;
+        };
+        // The top pairs by |value| (ties: the earlier query component, then key component).
+        std::vector<Eigen::Index> order(static_cast<std::size_t>(C * C));
+        std::iota(order.begin(), order.end(), Eigen::Index(0));
+        const std::size_t keep = std::min(order.size(), static_cast<std::size_t>(opt.qkTop));
+        const float* m = cell->matrix.data();  // row-major: index = query component · C + key component
+        std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(keep), order.end(), [m](Eigen::Index a, Eigen::Index b) {
+            return std::abs(m[a]) != std::abs(m[b]) ? std::abs(m[a]) > std::abs(m[b]) : a < b;
+        });
+        json pairs = json::array();
+        for (std::size_t t = 0; t < keep; ++t)
+            pairs.push_back({{"query", cell->components[static_cast<std::size_t>(order[t] / C)]},
+                             {"key", cell->components[static_cast<std::size_t>(order[t] % C)]}, {"value", m[order[t]]}});
+        json q = {{"layer", l}, {"head", h}, {"query", i}, {"key", j},
+                  {"query_token", run.encoding.tokens[static_cast<std::size_t>(i)]},
+                  {"key_token", run.encoding.tokens[static_cast<std::size_t>(j)]},
+                  {"score", cell->score}, {"weight", cell->weight}, {"scale", cell->scale},
+                  {"query_components", sideJson(cell->queryComponents)}, {"key_components", sideJson(cell->keyComponents)},
+                  {"pairs", std::move(pairs)}, {"matrix", matrixJson(cell->matrix)}, {"components", cell->components}};
+        if (!opt.qkPatch.empty()) {
+            const attn::QkSide side = opt.qkSide == "query" ? attn::QkSide::Query : attn::QkSide::Key;
+            auto patch = attn::patchPattern(model, run, l, h, opt.qkPatch, side);
+            if (!patch) return printError("--qk-patch: " + patch.status().message), kExitBadInput;
+            q["patch"] = {{"component", patch->component}, {"side", attn::toString(side)},
+                          {"query_row_original", vectorJson(patch->original.row(i).head(i + 1).transpose())},
+                          {"query_row_patched", vectorJson(patch->patched.row(i).head(i + 1).transpose())},
+                          {"weight_patched", patch->patched(i, j)}, {"difference", matrixJson(patch->difference)}};
+        }
+        head["qk_attribution"] = std::move(q);
+    }
+    if (opt.composition) {
+        auto scores = attn::compositionScores(model);
+        if (!scores) return printError("--composition: " + scores.status().message), kExitFailure;
+        json top = json::array();
+        for (const attn::CompositionPair& p : attn::strongestCompositions(*scores, opt.qkTop))
+            top.push_back({{"from", scores->names[static_cast<std::size_t>(p.from)]}, {"to", scores->names[static_cast<std::size_t>(p.to)]},
+                           {"kind", std::string(1, p.kind)}, {"value", p.value}});
+        head["composition"] = {{"names", scores->names}, {"q", matrixJson(scores->q)}, {"k", matrixJson(scores->k)},
+                               {"v", matrixJson(scores->v)}, {"top", std::move(top)}};
+    }
+    return kExitOk;
+}
+
 } // namespace
 
 int decoderInterpMap(const ModelOptionsCli& opt, attn::DecoderModel& model, const attn::DecoderRun& run,
@@ -235,7 +329,8 @@ int writeDecoderNpz(const ModelOptionsCli& opt, attn::DecoderModel& model, const
                     attn::DecoderOptions mo, const std::vector<int>& layers)
 {
     const attn::DecoderConfig& c = model.config;
-    if (opt.generate > 0 || opt.headImportance || opt.dla || opt.logitLens || opt.headTypes || !opt.patchFrom.empty())
+    if (opt.generate > 0 || opt.headImportance || opt.dla || opt.logitLens || opt.headTypes || !opt.patchFrom.empty() ||
+        !opt.qkFlag().empty())
         return printError("model: -o OUT.npz writes the maps and logits of the text; --generate and the interpretability "
                           "views write JSON (-o OUT.json)"), kExitBadInput;
     mo.lazy = mo.backend != attn::Backend::Cuda;
@@ -344,6 +439,7 @@ int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path)
     // The views explain the text's own last position, before any generated token.
     json interp;
     if (int rc = addInterpViews(opt, *model, *run, mo, interp); rc != kExitOk) return rc;
+    if (int rc = addQkViews(opt, *model, *run, interp); rc != kExitOk) return rc;
     std::vector<int> generated;
     for (int g = 0; g < opt.generate && static_cast<int>(run->encoding.ids.size()) < c.maxPositions; ++g) {
         const auto top = attn::topTokens(*model, run->lastLogits, 1, 1.0f);

@@ -33,8 +33,16 @@ struct ModelOptionsCli {
     std::string textFile;
     int head = -1;
     bool headImportance = false, dla = false, logitLens = false, headTypes = false;
-    // The first interpretability flag given ("--dla"), for messages; "" when none.
+    // Why does this head attend here? (attnscope/qk_attribution.h, issue 35): a cell as LAYER:HEAD:QUERY:KEY, the
+    // top pairs listed (--qk-top), a pattern patched with one component removed from one side (--qk-patch NAME,
+    // --qk-side key|query), and the composition scores of every head pair.
+    std::string qkAttribution, qkPatch, qkSide = "key";
+    int qkTop = 50;
+    bool composition = false;
+    // The first interpretability flag given ("--dla"), for messages; "" when none (the qk flags: qkFlag()).
     std::string interpFlag() const;
+    // The first of --qk-attribution, --qk-patch and --composition given; "" when none.
+    std::string qkFlag() const;
 };
 
 namespace fig { struct LayerHeadMap; }

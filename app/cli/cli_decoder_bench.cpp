@@ -6,6 +6,7 @@
 
 #include <attnscope/decoder.h>
 #include <attnscope/interp.h>
+#include <attnscope/qk_attribution.h>
 
 #include <nlohmann/json.hpp>
 
@@ -191,6 +192,29 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
                     return printError(s.message), kExitFailure;
         thumbsMs = msSince(t0);
     }
+    // Why does this head attend here? (issue 35) at n tokens: a cell and a whole query row of the last layer (the
+    // most components: embed, every earlier head and MLP), and the composition scores of every head pair (once per
+    // repeat, at most 3), each beside its FLOP bound. A lazy run keeps no per-head contexts: not timed.
+    std::vector<double> qkCell, qkRow, composition;
+    if (!mo.lazy) {
+        const int ql = c.layers - 1;
+        for (int r = 0; r < repeats; ++r) {
+            auto t0 = Clock::now();
+            auto cell = attn::qkAttribution(*model, run, ql, r % c.heads, n - 1, n - 2);
+            qkCell.push_back(msSince(t0));
+            if (!cell) return printError(cell.status().message), kExitFailure;
+            t0 = Clock::now();
+            auto row = attn::qkAttributionRow(*model, run, ql, r % c.heads, n - 1);
+            qkRow.push_back(msSince(t0));
+            if (!row) return printError(row.status().message), kExitFailure;
+        }
+        for (int r = 0; r < std::min(repeats, 3); ++r) {
+            const auto t0 = Clock::now();
+            auto scores = attn::compositionScores(*model);
+            composition.push_back(msSince(t0));
+            if (!scores) return printError(scores.status().message), kExitFailure;
+        }
+    }
     // The interpretability views on a 20-token text (issue 20): the head-importance scan beside its SGEMM bound
     // (headScanFlops / the measured rate), and the cheap views. The scan and the lens take seconds on SmolLM2, so
     // they are timed at most 3 times.
@@ -296,6 +320,19 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
     // The lens's products alone: every layer's n residual rows against the V×M unembedding.
     j["logit_lens_bound_ms"] = 2.0 * c.layers * double(smallIds.size()) * c.hidden * double(c.vocab) / (bounds.sgemmGflops * 1e6);
     j["head_types_ms"] = median(types);
+    if (!qkCell.empty()) {
+        // The bounds count float multiply-adds at the SGEMM rate; the decomposition runs in double (its sum rule is
+        // checked to 1e-4 of the score), so about 2× its bound is its floor. Goals at 128 tokens on SmolLM2: a cell
+        // ≤ 50 ms, a row ≤ 500 ms, composition ≤ 2 s.
+        const double rate = bounds.sgemmGflops * 1e6;
+        j["qk_layer"] = c.layers - 1;
+        j["qk_cell_ms"] = median(qkCell);
+        j["qk_cell_bound_ms"] = attn::qkCellFlops(c, c.layers - 1) / rate;
+        j["qk_row_ms"] = median(qkRow);
+        j["qk_row_bound_ms"] = attn::qkRowFlops(c, c.layers - 1, n) / rate;
+        j["composition_ms"] = median(composition);
+        j["composition_bound_ms"] = attn::compositionFlops(c) / rate;
+    }
     j["peak_rss_run_mb"] = peakRssRunsMb;
     j["peak_rss_mb"] = peakRssMb();
     j["bounds"] = {{"sgemm_gflops", bounds.sgemmGflops}, {"memory_gbs", bounds.memGBs}};

@@ -146,7 +146,7 @@ int runModelCommand(const ModelOptionsCli& opt)
     if (int rc = checkBackendUsable(backend); rc != kExitOk) return rc;
     // A .gguf file or a gpt2 / llama / mistral / qwen2 directory is a decoder; a BERT directory the encoder below.
     if (attn::isDecoderModelPath(dir) || dir.ends_with(".gguf")) return opt.bench ? runDecoderBench(opt, dir) : runDecoderCommand(opt, dir);
-    if (const std::string flag = opt.interpFlag(); !flag.empty())
+    if (const std::string flag = !opt.interpFlag().empty() ? opt.interpFlag() : opt.qkFlag(); !flag.empty())
         return printError(flag + ": the interpretability views are a decoder's (a .gguf file or a gpt2, llama, mistral or "
                                  "qwen2 directory); " + dir + " is an encoder"), kExitBadInput;
     if (opt.chat || opt.generate > 0 || opt.logits)
@@ -438,6 +438,15 @@ void addModelCommand(CLI::App& root, CommandAction& action)
     cmd->add_option("--patch-from", opt->patchFrom,
                     "Decoders: activation patching from this clean text into --text (equal token lengths; with --targets)");
     cmd->add_option("--targets", opt->targets, "Decoders, --patch-from: the two tokens of logit(A) − logit(B), as A,B");
+    cmd->add_option("--qk-attribution", opt->qkAttribution,
+                    "Decoders: why head HEAD of layer LAYER attends from QUERY to KEY, as LAYER:HEAD:QUERY:KEY (from 0): "
+                    "the score decomposed into what wrote the query and the key");
+    cmd->add_option("--qk-top", opt->qkTop, "Decoders, --qk-attribution: how many component pairs to list (default 50)")
+        ->check(CLI::Range(0, 1000000));
+    cmd->add_option("--qk-patch", opt->qkPatch,
+                    "Decoders, --qk-attribution: the head's pattern with this component (e.g. L3.H4) removed from one side");
+    cmd->add_option("--qk-side", opt->qkSide, "Decoders, --qk-patch: key (default) or query");
+    cmd->add_flag("--composition", opt->composition, "Decoders: Q-, K- and V-composition scores of every head pair");
     cmd->add_option("--max-output-mb", opt->maxOutputMb,
                     "Refuse to write a JSON larger than this estimate, in MB (default 256; --layers writes less)")
         ->check(CLI::PositiveNumber);

@@ -1,0 +1,122 @@
+// Why does this head attend here? (issue 35). The score of query i on key j in head (l, h) decomposed into what
+// wrote the query's and the key's residual streams, path patching of a head's pattern, and composition scores
+// between heads. Part of attnscope_model (core/model/qk_attribution.cpp), documented in docs/interp.md ("Why does
+// this head attend here?").
+//
+// The decomposition. Layer l reads x_p = hidden[l] row p, which is exactly the sum of the components that wrote it:
+//   "embed"      the token embedding (+ GPT-2's position embedding)
+//   "Lk.Hh"      head h of an earlier layer k: its context · its D rows of W^O (0 when ablated)
+//   "Lk.bias"    b^O of layer k (only for models with output-projection biases: GPT-2)
+//   "Lk.mlp"     layer k's feed-forward output (with its biases)
+// The norm before the attention is frozen at its scale in this run (as direct logit attribution freezes the final
+// norm): s_p = 1/rms(x_p) (RMSNorm) or 1/σ(x_p) (LayerNorm, whose centring is linear and so applied to each
+// component). Then q_i = Σ_c q_i^(c) + q_i^(bias), with q_i^(c) = RoPE_i(s_i · c_i · diag(γ) · W^Q_h) and the
+// constant term
+//   "Ll.qk_bias" of the head's own layer l: RoPE_i(β·W^Q_h + b^Q_h) on the query side, RoPE_j(β·W^K_g + b^K_g) on
+//                the key side (LayerNorm's β and the projections' biases: GPT-2, Qwen2; absent when both are 0),
+// and likewise k_j. RoPE is linear at a fixed position, so score(i, j) = scale · q_i·k_j = Σ_{c,c'} scale ·
+// q_i^(c)·k_j^(c') exactly (to float rounding). Every component list is the same on both sides, in this order:
+// embed, L0.H0 … L0.H{H−1}, [L0.bias], L0.mlp, …, L{l−1}.mlp, [Ll.qk_bias].
+//
+// Runs: a dense run (a lazy run of a long text keeps no per-head contexts: Unsupported, run the text dense). A run
+// whose layer l has pinned Q, K, V (an edit in the chain view) is Unsupported for that layer: its scores do not come
+// from the residual stream.
+// Shapes: n tokens, C components, D head width, M = d_model, L layers, H query heads.
+#pragma once
+
+#include "attnscope/decoder.h"
+#include "attnscope/status.h"
+#include "attnscope/types.h"
+
+#include <string>
+#include <vector>
+
+namespace attn {
+
+// The component names of layer `layer`'s residual stream, in the order above (C of them). Empty for a layer
+// outside 0..L−1.
+std::vector<std::string> qkComponentNames(const DecoderModel& model, int layer);
+
+// One cell (layer, head, query i, key j): where its score comes from.
+struct QkCell {
+    int layer = 0, head = 0, query = 0, key = 0;
+    float score = 0;                      // the run's scaled q_i·k_j (what the parts sum to, to float rounding)
+    float weight = 0;                     // the run's softmax weight of the cell
+    float scale = 0;                      // the factor applied to q·k (1/√D)
+    std::vector<std::string> components;  // C names
+    Vector queryComponents;               // C: scale · q_i^(c) · k_j  (the whole key); sums to the score
+    Vector keyComponents;                 // C: scale · q_i · k_j^(c') (the whole query); sums to the score
+    Matrix matrix;                        // C×C: scale · q_i^(c) · k_j^(c'); row sums = queryComponents
+};
+
+// InvalidArgument for a layer, head or position out of range, or a key the query does not see (in its future, or
+// outside Mistral's sliding window): "key 7 is after query 5 (masked: a query sees keys 0..5)". Unsupported for a
+// lazy run or a pinned layer (see above).
+Expected<QkCell> qkAttribution(const DecoderModel& model, const DecoderRun& run, int layer, int head, int query, int key);
+
+// A whole query row at once: every key the query sees (keys firstKey..query), so that a view can say why key j
+// beats key j' (the difference of their rows).
+struct QkRow {
+    int layer = 0, head = 0, query = 0;
+    int firstKey = 0;                     // the first key the query sees (0 unless a sliding window hides some)
+    float scale = 0;
+    std::vector<std::string> components;  // C names
+    Vector scores, weights;               // keys = query − firstKey + 1: the run's score and weight of each key
+    Matrix queryComponents;               // keys × C: row j − firstKey is scale · q_i^(c) · k_j
+    Matrix keyComponents;                 // keys × C: scale · q_i · k_j^(c')
+    Matrix queryVectors;                  // C×D: q_i^(c) (after the frozen norm, the projection and RoPE)
+    Matrix keyVectors;                    // (keys·C)×D: rows (j − firstKey)·C … hold k_j^(c')
+    // The C×C matrix of key j (firstKey ≤ j ≤ query), from the vectors: scale · q_i^(c) · k_j^(c').
+    Matrix matrix(int key) const;
+};
+// Errors as qkAttribution (the key is not asked).
+Expected<QkRow> qkAttributionRow(const DecoderModel& model, const DecoderRun& run, int layer, int head, int query);
+
+// Path patching of a pattern: head (layer, head)'s whole n×n pattern recomputed with one component removed from
+// the keys' side only (every k_j loses k_j^(c)) or the queries' side only (every q_i loses q_i^(c)); the scores
+// are the scaled q·k of the rest, the softmax over the same keys (causal, the sliding window). The norms stay
+// frozen at the run's scale: this is the linear picture above, not a rerun of the layers below.
+enum class QkSide { Query, Key };
+const char* toString(QkSide side);  // "query", "key"
+struct PatternPatch {
+    std::string component;
+    QkSide side = QkSide::Key;
+    Matrix original;    // n×n: the run's weights (0 above the diagonal and outside the window)
+    Matrix patched;     // n×n: the weights with the component removed
+    Matrix difference;  // patched − original
+};
+// InvalidArgument for an unknown component (naming the layer's first and last) or an out-of-range layer or head;
+// Unsupported as qkAttribution.
+Expected<PatternPatch> patchPattern(const DecoderModel& model, const DecoderRun& run, int layer, int head,
+                                    const std::string& component, QkSide side);
+
+// Composition scores between heads (Elhage et al. 2021, "A Mathematical Framework for Transformer Circuits"; as
+// TransformerLens's all_composition_scores): for head A of layer a and head B of a later layer b, with W_OV = W^V·W^O
+// of a head (its KV group's W^V) and W_QK = W^Q·W^Kᵀ (its KV group's W^K), as M×M maps of row vectors,
+//   Q: ‖W_OV^A · W_QK^B‖_F / (‖W_OV^A‖_F ‖W_QK^B‖_F)
+//   K: ‖W_OV^A · (W_QK^B)ᵀ‖_F / (…)       V: ‖W_OV^A · W_OV^B‖_F / (‖W_OV^A‖_F ‖W_OV^B‖_F)
+// Norms folded in as TransformerLens's fold_ln does: each reading weight (W^Q, W^K, W^V) is diag(γ)·W of its
+// layer's attention norm; for LayerNorm (GPT-2) the reading weights are also centred over d_model and W^O's
+// outputs centred (center_writing_weights). Quantized weights are dequantized one layer at a time.
+struct CompositionScores {
+    std::vector<std::string> names;  // L·H: "L3.H4", row/column index l·H + h
+    Matrix q, k, v;                  // (L·H)×(L·H): row = writer A, column = reader B; 0 unless layer(A) < layer(B)
+};
+// InvalidArgument for a model without layers.
+Expected<CompositionScores> compositionScores(const DecoderModel& model);
+
+struct CompositionPair {
+    int from = 0, to = 0;  // indices into names
+    char kind = 'q';       // 'q', 'k' or 'v'
+    float value = 0;
+};
+// The k largest scores over the three maps, largest first (ties: lower kind, from, to first).
+std::vector<CompositionPair> strongestCompositions(const CompositionScores& scores, int k);
+
+// Floating-point work, for the bounds of `model --bench` (flops / the measured SGEMM rate): a cell's decomposition
+// at layer `layer`, a whole row over n tokens, and every head pair's composition scores.
+double qkCellFlops(const DecoderConfig& c, int layer);
+double qkRowFlops(const DecoderConfig& c, int layer, int n);
+double compositionFlops(const DecoderConfig& c);
+
+} // namespace attn

@@ -1,0 +1,693 @@
+// Why does this head attend here? (issue 35). See attnscope/qk_attribution.h for the contract and docs/interp.md.
+//
+// [SECTION] The frozen pre-attention map (the one place a new family's attention input is described)
+// [SECTION] Components of the residual stream
+// [SECTION] One cell, one row
+// [SECTION] Path patching of a pattern
+// [SECTION] Composition scores
+// [SECTION] Work (for the bench's bounds)
+//
+// The products with the weights run in float, as the run's own (the components are float32 numbers of the run); the
+// per-position scale, RoPE and the C×C products in double: a score is a sum of C² terms of either sign (C = 291 at
+// SmolLM2's last layer), some much larger than their sum, and the sum rule is checked to 1e-4 of the score.
+#include "attnscope/qk_attribution.h"
+
+#include "decoder_family.h"
+
+#include <Eigen/QR>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace attn {
+
+namespace detail {
+
+using MatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using VecD = Eigen::VectorXd;
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] The frozen pre-attention map
+// -----------------------------------------------------------------------------------------------------
+
+// One side (query or key) of one head of layer l as a linear map of the residual stream, the norm frozen at its
+// scale in this run. A component c of the stream at position p becomes
+//     v_p^(c) = Rot_p( s_p · c · W )        and the layer's constant term    v_p^(bias) = Rot_p( bias )
+// so that Σ_c v_p^(c) + v_p^(bias) is the head's q_p (or k_p) as the forward computed it. Everything a family does
+// between the residual stream and the scores must be expressed here.
+struct FrozenQkMap {
+    MatD W;               // M×D: the norm's γ (LayerNorm: and its centring) folded into the head's columns of W^Q/W^K
+    VecD bias;            // D: β·W + b (LayerNorm's β, the projection's bias); zero when the layer has neither
+    bool hasBias = false;
+    VecD scale;           // n: s_p = 1/rms(x_p) (RMSNorm) or 1/σ(x_p) (LayerNorm) of this run's hidden[l]
+    std::vector<float> invFreq;  // D/2 RoPE inverse frequencies (empty: no rotation, GPT-2)
+};
+
+// The map of `side` of query head `head` of layer `layer` (its KV head's K for the key side). This is the function
+// a new family extends, reading the layer's configuration rather than the family's name where it can:
+//   QK-norm (Qwen3, OLMo2, Gemma 3): a per-position, per-head frozen scale and γ after the projection, i.e.
+//     W ← W·diag(s'_p γ'), bias ← bias·diag(s'_p γ') (s'_p from the run's own q/k before that norm);
+//   partial rotary (GPT-NeoX, Phi-3): invFreq for the rotated dimensions only (rotate() leaves the rest);
+//   a post-norm after the block (Gemma) changes the components (their share of what the block wrote, frozen at
+//     the post-norm's scale), not this map;
+//   a query pre-scale or logit soft-cap: the scale of the cell (a soft-cap is not linear: refuse it).
+// Whether the decomposition holds for this block as built (issue 33's families are not all decomposed yet): the
+// frozen map above covers pre-norms (RMSNorm, LayerNorm), projection biases, RoPE (partial, per-layer base) and
+// sliding windows. QK-norm, post-norms and a score soft-cap are not folded in yet: refused, naming the model's
+// part, rather than answered wrongly.
+static Status decomposable(const DecoderConfig& c, const char* what)
+{
+    std::string lacks;
+    if (c.qkNorm != QkNorm::None) lacks = "QK-norm";
+    else if (c.postNorms) lacks = "post-norms";
+    else if (!c.preNorms) lacks = "a block without pre-norms";
+    else if (c.attnSoftcap > 0) lacks = "a score soft-cap";
+    if (lacks.empty()) return Status::success();
+    return makeError(StatusCode::Unsupported, std::string(what) + " of " + c.architecture + " is not available yet: its " +
+                                                  lacks + " is not folded into the frozen map (docs/interp.md)");
+}
+
+FrozenQkMap frozenQkMap(const DecoderModel& model, const DecoderRun& run, int layer, int head, QkSide side)
+{
+    const DecoderConfig& c = model.config;
+    const DecoderLayer& L = model.layers[static_cast<std::size_t>(layer)];
+    const int D = c.headDim, M = c.hidden;
+    const bool query = side == QkSide::Query;
+    const WeightMatrix& w = query ? L.Wq : L.Wk;
+    const Vector& b = query ? L.bq : L.bk;
+    const int col0 = (query ? head : head / (c.heads / c.kvHeads)) * D;
+    const bool layerNorm = c.norm == NormKind::Layer;
+    FrozenQkMap f;
+    MatD raw(M, D);
+    std::vector<float> column(static_cast<std::size_t>(M));
+    for (int d = 0; d < D; ++d) {
+        w.column(col0 + d, column.data());
+        for (int r = 0; r < M; ++r) raw(r, d) = column[static_cast<std::size_t>(r)];
+    }
+    f.W = raw;
+    for (int r = 0; r < M; ++r) f.W.row(r) *= double(L.attnNormGamma[r]);
+    // LayerNorm's centring (c − mean(c)) is linear: folded as W minus its column means.
+    if (layerNorm) f.W.rowwise() -= f.W.colwise().mean();
+    f.bias = VecD::Zero(D);
+    if (L.attnNormBeta.size() == M) {
+        f.bias += raw.transpose() * L.attnNormBeta.cast<double>();
+        f.hasBias = true;
+    }
+    if (b.size() > 0) {
+        f.bias += b.segment(col0, D).cast<double>();
+        f.hasBias = true;
+    }
+    const Matrix& x = run.hidden[static_cast<std::size_t>(layer)];
+    f.scale.resize(x.rows());
+    for (Eigen::Index p = 0; p < x.rows(); ++p) {
+        const Eigen::VectorXd row = x.row(p).transpose().cast<double>();
+        const double var = layerNorm ? (row.array() - row.mean()).square().sum() / M : row.squaredNorm() / M;
+        f.scale[p] = 1.0 / std::sqrt(var + double(c.normEps));
+    }
+    if (c.rope) {
+        // As the forward's RoPE (blocks.cpp, ropeRows): the layer's base, inverse frequencies in float over the
+        // rotated dimensions (partial rotary: the first R of D; rotate() pairs i with i + R/2 and leaves the rest),
+        // Llama 3's factors and the linear scaling divided out.
+        const int R = c.rotaryDims();
+        const float linear = c.ropeScaleOf(layer);
+        f.invFreq.resize(static_cast<std::size_t>(R / 2));
+        for (int i = 0; i < R / 2; ++i) {
+            float v = static_cast<float>(1.0 / std::pow(double(c.ropeThetaOf(layer)), double(2 * i) / R));
+            if (!c.ropeFreqFactors.empty() && i < static_cast<int>(c.ropeFreqFactors.size())) v /= c.ropeFreqFactors[static_cast<std::size_t>(i)];
+            if (linear != 1.0f) v /= linear;
+            f.invFreq[static_cast<std::size_t>(i)] = v;
+        }
+    }
+    return f;
+}
+
+// Rot_p of every row of `rows` (k×D): Hugging Face's rotate-half pairing (dimension i with i + D/2), the angle
+// position · inv_freq[i] in float and its cosine and sine rounded to float, as the forward computes them.
+void rotate(const FrozenQkMap& f, int pos, Eigen::Ref<MatD> rows)
+{
+    const Eigen::Index half = static_cast<Eigen::Index>(f.invFreq.size());
+    for (Eigen::Index i = 0; i < half; ++i) {
+        const float angle = static_cast<float>(pos) * f.invFreq[static_cast<std::size_t>(i)];
+        const double cs = static_cast<float>(std::cos(double(angle))), sn = static_cast<float>(std::sin(double(angle)));
+        for (Eigen::Index r = 0; r < rows.rows(); ++r) {
+            const double a = rows(r, i), b = rows(r, i + half);
+            rows(r, i) = a * cs - b * sn;
+            rows(r, i + half) = b * cs + a * sn;
+        }
+    }
+}
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Components of the residual stream
+// -----------------------------------------------------------------------------------------------------
+
+namespace {
+
+bool hasOutBias(const DecoderLayer& L) { return L.bo.size() > 0; }
+bool hasQkBias(const DecoderLayer& L) { return L.attnNormBeta.size() > 0 || L.bq.size() > 0 || L.bk.size() > 0; }
+
+// W^O of a layer as float32 in×out (it is dense in every model this build loads; a view is dequantized).
+const Matrix& denseWo(const DecoderLayer& L, Matrix& tmp)
+{
+    if (!L.Wo.isQuantized()) return L.Wo.dense();
+    tmp = L.Wo.toMatrix();
+    return tmp;
+}
+
+// The layout of layer l's component list: embed, then per earlier layer k its H heads, [bias], mlp; then
+// [Ll.qk_bias].
+struct ComponentLayout {
+    int heads = 0, perLayer = 0, layer = 0;
+    bool outBias = false, qkBias = false;
+    int count() const { return 1 + layer * perLayer + (qkBias ? 1 : 0); }
+    int head(int k, int h) const { return 1 + k * perLayer + h; }
+    int bias(int k) const { return 1 + k * perLayer + heads; }
+    int mlp(int k) const { return 1 + k * perLayer + perLayer - 1; }
+    int qkBiasIndex() const { return count() - 1; }
+};
+
+ComponentLayout layoutOf(const DecoderModel& m, int layer)
+{
+    ComponentLayout lay;
+    lay.heads = m.config.heads;
+    lay.layer = layer;
+    // Every layer of a model has the same structure (b^O in all or none).
+    lay.outBias = !m.layers.empty() && hasOutBias(m.layers.front());
+    lay.perLayer = lay.heads + (lay.outBias ? 1 : 0) + 1;
+    lay.qkBias = hasQkBias(m.layers[static_cast<std::size_t>(layer)]);
+    return lay;
+}
+
+// The components of layer l's stream at position p, in M-space (the rows of everything but qk_bias; C − [1] × M).
+// Sums to hidden[l] row p (the mlp row is what the layer added beyond its attention's output). Float, as the run's
+// own numbers: the products of the components with the map are the double-precision part.
+void componentsAt(const DecoderModel& m, const DecoderRun& run, const ComponentLayout& lay, int p, Matrix& out)
+{
+    const int D = m.config.headDim, M = m.config.hidden;
+    const int rows = lay.count() - (lay.qkBias ? 1 : 0);
+    out.setZero(rows, M);
+    out.row(0) = run.hidden[0].row(p);
+    // Each head's write at once: the H×(H·D) block-diagonal of the heads' contexts through W^O, one product that
+    // streams W^O once in its own format (a GGUF's view is not dequantized whole per position).
+    Matrix blocks = Matrix::Zero(lay.heads, Eigen::Index(lay.heads) * D), heads;
+    Eigen::RowVectorXf attn(M);
+    for (int k = 0; k < lay.layer; ++k) {
+        const DecoderLayer& L = m.layers[static_cast<std::size_t>(k)];
+        const auto ctx = run.attention[static_cast<std::size_t>(k)].concat.row(p);
+        for (int h = 0; h < lay.heads; ++h) blocks.row(h).segment(h * D, D) = ctx.segment(h * D, D);
+        attn::product(blocks, L.Wo, heads);
+        out.middleRows(lay.head(k, 0), lay.heads) = heads;
+        attn = heads.colwise().sum();
+        if (lay.outBias) {
+            out.row(lay.bias(k)) = L.bo.transpose();
+            attn += out.row(lay.bias(k));
+        }
+        out.row(lay.mlp(k)) = run.hidden[static_cast<std::size_t>(k) + 1].row(p) - run.hidden[static_cast<std::size_t>(k)].row(p) - attn;
+    }
+}
+
+// One side's vectors of every component at position p (C×D): the cell's way (the components in M-space, then
+// the map; O(C·M·D) a position).
+MatD sideAt(const DecoderModel& m, const DecoderRun& run, const ComponentLayout& lay, const FrozenQkMap& f, int p)
+{
+    Matrix comps;
+    componentsAt(m, run, lay, p, comps);
+    const Matrix w = f.W.cast<float>();
+    const Matrix projected = comps * w;
+    MatD v(lay.count(), f.W.cols());
+    v.topRows(comps.rows()) = projected.cast<double>() * f.scale[p];
+    if (lay.qkBias) v.row(lay.qkBiasIndex()) = f.bias.transpose();
+    rotate(f, p, v);
+    return v;
+}
+
+// One side's vectors of one component at positions p0 … p0+count−1 (count×D): the row's and the patching's way
+// (W^O · W folded once per earlier layer: O(H·D·M·D) a layer, then O(D²) a position and head). The products in
+// float (as the run's), the scale, RoPE and everything after in double.
+class ComponentProjector {
+public:
+    ComponentProjector(const DecoderModel& m, const DecoderRun& run, const ComponentLayout& lay, const FrozenQkMap& f)
+        : m_model(m), m_run(run), m_lay(lay), m_map(f), m_w(f.W.cast<float>()), m_folded(static_cast<std::size_t>(lay.layer))
+    {
+    }
+
+    MatD component(int c, int p0, int count)
+    {
+        const int D = m_model.config.headDim;
+        MatD v(count, D);
+        if (m_lay.qkBias && c == m_lay.qkBiasIndex()) {
+            v.rowwise() = m_map.bias.transpose();
+        } else {
+            Matrix f;
+            if (c == 0) {
+                f.noalias() = m_run.hidden[0].middleRows(p0, count) * m_w;
+            } else {
+                const int k = (c - 1) / m_lay.perLayer, r = (c - 1) % m_lay.perLayer;
+                const Matrix& y = folded(k);
+                const Matrix& ctx = m_run.attention[static_cast<std::size_t>(k)].concat;
+                const DecoderLayer& L = m_model.layers[static_cast<std::size_t>(k)];
+                if (r < m_lay.heads) {
+                    f.noalias() = ctx.block(p0, r * D, count, D) * y.middleRows(r * D, D);
+                } else if (m_lay.outBias && r == m_lay.heads) {
+                    f = (L.bo.transpose() * m_w).replicate(count, 1);
+                } else {
+                    // The feed-forward's share: what the layer added, less its attention's output.
+                    const Matrix delta = m_run.hidden[static_cast<std::size_t>(k) + 1].middleRows(p0, count) -
+                                         m_run.hidden[static_cast<std::size_t>(k)].middleRows(p0, count);
+                    f.noalias() = delta * m_w;
+                    f.noalias() -= ctx.middleRows(p0, count) * y;
+                    if (m_lay.outBias) f.rowwise() -= L.bo.transpose() * m_w;
+                }
+            }
+            v = f.cast<double>();
+            for (int t = 0; t < count; ++t) v.row(t) *= m_map.scale[p0 + t];
+        }
+        for (int t = 0; t < count; ++t) rotate(m_map, p0 + t, v.row(t));
+        return v;
+    }
+
+private:
+    // W^O of layer k · W (H·D × D), once.
+    const Matrix& folded(int k)
+    {
+        Matrix& y = m_folded[static_cast<std::size_t>(k)];
+        if (y.size() == 0) {
+            Matrix tmp;
+            product(denseWo(m_model.layers[static_cast<std::size_t>(k)], tmp), m_w, y);
+        }
+        return y;
+    }
+
+    const DecoderModel& m_model;
+    const DecoderRun& m_run;
+    const ComponentLayout& m_lay;
+    const FrozenQkMap& m_map;
+    Matrix m_w;  // the map's W in float
+    std::vector<Matrix> m_folded;
+};
+
+} // namespace
+} // namespace detail
+
+using namespace detail;
+
+std::vector<std::string> qkComponentNames(const DecoderModel& model, int layer)
+{
+    if (layer < 0 || layer >= model.config.layers || static_cast<int>(model.layers.size()) != model.config.layers) return {};
+    const ComponentLayout lay = layoutOf(model, layer);
+    std::vector<std::string> names(static_cast<std::size_t>(lay.count()));
+    // Appended piece by piece, not "L" + …: GCC 12 warns falsely (-Wrestrict) on const char* + string&& (as interp.cpp).
+    auto name = [](int k, const char* part, int h = -1) {
+        std::string s(1, 'L');
+        s += std::to_string(k);
+        s += '.';
+        s += part;
+        if (h >= 0) s += std::to_string(h);
+        return s;
+    };
+    names[0] = "embed";
+    for (int k = 0; k < layer; ++k) {
+        for (int h = 0; h < lay.heads; ++h) names[static_cast<std::size_t>(lay.head(k, h))] = name(k, "H", h);
+        if (lay.outBias) names[static_cast<std::size_t>(lay.bias(k))] = name(k, "bias");
+        names[static_cast<std::size_t>(lay.mlp(k))] = name(k, "mlp");
+    }
+    if (lay.qkBias) names.back() = name(layer, "qk_bias");
+    return names;
+}
+
+const char* toString(QkSide side) { return side == QkSide::Query ? "query" : "key"; }
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] One cell, one row
+// -----------------------------------------------------------------------------------------------------
+
+namespace {
+
+// A dense run of this model with layer `layer`'s results and head `head` in range.
+Status checkHead(const DecoderModel& model, const DecoderRun& run, int layer, int head)
+{
+    const DecoderConfig& c = model.config;
+    ATTNSCOPE_RETURN_IF_ERROR(decomposable(c, "the score decomposition"));
+    if (run.lazy)
+        return makeError(StatusCode::Unsupported, "the run is lazy (a long text: no per-head contexts are kept); the "
+                                                  "score decomposition needs a dense run");
+    if (static_cast<int>(run.hidden.size()) != c.layers + 1 || static_cast<int>(run.attention.size()) != c.layers ||
+        static_cast<int>(run.weights.size()) != c.layers)
+        return invalidArgument("the run does not come from this model (" + std::to_string(run.attention.size()) +
+                               " layers, the model has " + std::to_string(c.layers) + ")");
+    if (layer < 0 || layer >= c.layers)
+        return invalidArgument("layer " + std::to_string(layer) + " is out of range: expected 0.." + std::to_string(c.layers - 1));
+    if (head < 0 || head >= c.heads)
+        return invalidArgument("head " + std::to_string(head) + " is out of range: expected 0.." + std::to_string(c.heads - 1));
+    if (run.pinned.layer == layer)
+        return makeError(StatusCode::Unsupported, "layer " + std::to_string(layer) +
+                                                      " has pinned Q, K, V (an edit in the chain view): its scores do not "
+                                                      "come from the residual stream; clear the pin to decompose them");
+    const Eigen::Index n = run.hidden[0].rows();
+    if (n == 0) return invalidArgument("the run has no tokens");
+    const Eigen::Index HD = Eigen::Index(c.heads) * c.headDim, KD = Eigen::Index(c.kvHeads) * c.headDim;
+    for (int k = 0; k <= layer; ++k) {
+        const AttentionResult& a = run.attention[static_cast<std::size_t>(k)];
+        if (a.concat.rows() != n || a.concat.cols() != HD || run.hidden[static_cast<std::size_t>(k) + 1].rows() != n)
+            return invalidArgument("the run's layer " + std::to_string(k) + " does not hold " + std::to_string(n) + " positions");
+    }
+    const AttentionResult& a = run.attention[static_cast<std::size_t>(layer)];
+    if (a.Q.rows() != n || a.Q.cols() != HD || a.K.rows() != n || a.K.cols() != KD ||
+        static_cast<int>(run.weights[static_cast<std::size_t>(layer)].size()) != c.heads ||
+        run.weights[static_cast<std::size_t>(layer)][static_cast<std::size_t>(head)].size() != n)
+        return invalidArgument("the run's layer " + std::to_string(layer) + " keeps no Q, K and weights of " +
+                               std::to_string(n) + " positions");
+    return Status::success();
+}
+
+Status checkPosition(const char* what, int pos, Eigen::Index n)
+{
+    if (pos < 0 || pos >= n)
+        return invalidArgument(std::string(what) + " " + std::to_string(pos) + " is out of range: expected 0.." +
+                               std::to_string(n - 1) + " (the text has " + std::to_string(n) + " tokens)");
+    return Status::success();
+}
+
+float runScore(const DecoderConfig& c, const DecoderRun& run, int layer, int head, int query, int key)
+{
+    const AttentionResult& a = run.attention[static_cast<std::size_t>(layer)];
+    const int D = c.headDim, g = head / (c.heads / c.kvHeads);
+    return a.Q.row(query).segment(head * D, D).dot(a.K.row(key).segment(g * D, D)) * a.scale;
+}
+
+} // namespace
+
+Expected<QkCell> qkAttribution(const DecoderModel& model, const DecoderRun& run, int layer, int head, int query, int key)
+{
+    ATTNSCOPE_RETURN_IF_ERROR(checkHead(model, run, layer, head));
+    const Eigen::Index n = run.hidden[0].rows();
+    ATTNSCOPE_RETURN_IF_ERROR(checkPosition("query", query, n));
+    ATTNSCOPE_RETURN_IF_ERROR(checkPosition("key", key, n));
+    const Eigen::Index first = firstKeyInWindow(model.config, layer, query);
+    if (key > query)
+        return invalidArgument("key " + std::to_string(key) + " is after query " + std::to_string(query) +
+                               " (masked: a query sees keys " + std::to_string(first) + ".." + std::to_string(query) + ")");
+    if (key < first)
+        return invalidArgument("key " + std::to_string(key) + " is outside query " + std::to_string(query) +
+                               "'s sliding window (masked: it sees keys " + std::to_string(first) + ".." +
+                               std::to_string(query) + ")");
+    const ComponentLayout lay = layoutOf(model, layer);
+    const FrozenQkMap fq = frozenQkMap(model, run, layer, head, QkSide::Query);
+    const FrozenQkMap fk = frozenQkMap(model, run, layer, head, QkSide::Key);
+    const MatD qv = sideAt(model, run, lay, fq, query), kv = sideAt(model, run, lay, fk, key);
+    const double scale = run.attention[static_cast<std::size_t>(layer)].scale;
+    const VecD q = qv.colwise().sum().transpose(), k = kv.colwise().sum().transpose();
+    QkCell out;
+    out.layer = layer;
+    out.head = head;
+    out.query = query;
+    out.key = key;
+    out.scale = static_cast<float>(scale);
+    out.score = runScore(model.config, run, layer, head, query, key);
+    out.weight = run.weights[static_cast<std::size_t>(layer)][static_cast<std::size_t>(head)](query, key);
+    out.components = qkComponentNames(model, layer);
+    out.matrix = (scale * qv * kv.transpose()).cast<float>();
+    out.queryComponents = (scale * qv * k).cast<float>();
+    out.keyComponents = (scale * kv * q).cast<float>();
+    return out;
+}
+
+Matrix QkRow::matrix(int key) const
+{
+    const Eigen::Index C = static_cast<Eigen::Index>(components.size());
+    if (key < firstKey || key > query || C == 0) return {};
+    return scale * queryVectors * keyVectors.middleRows(Eigen::Index(key - firstKey) * C, C).transpose();
+}
+
+Expected<QkRow> qkAttributionRow(const DecoderModel& model, const DecoderRun& run, int layer, int head, int query)
+{
+    ATTNSCOPE_RETURN_IF_ERROR(checkHead(model, run, layer, head));
+    ATTNSCOPE_RETURN_IF_ERROR(checkPosition("query", query, run.hidden[0].rows()));
+    const ComponentLayout lay = layoutOf(model, layer);
+    const FrozenQkMap fq = frozenQkMap(model, run, layer, head, QkSide::Query);
+    const FrozenQkMap fk = frozenQkMap(model, run, layer, head, QkSide::Key);
+    const int C = lay.count(), D = model.config.headDim;
+    const int first = static_cast<int>(firstKeyInWindow(model.config, layer, query)), keys = query - first + 1;
+    const MatD qv = sideAt(model, run, lay, fq, query);
+    const VecD q = qv.colwise().sum().transpose();
+    MatD kv(Eigen::Index(keys) * C, D);
+    ComponentProjector project(model, run, lay, fk);
+    for (int c = 0; c < C; ++c) {
+        const MatD v = project.component(c, first, keys);
+        for (int t = 0; t < keys; ++t) kv.row(Eigen::Index(t) * C + c) = v.row(t);
+    }
+    const double scale = run.attention[static_cast<std::size_t>(layer)].scale;
+    QkRow out;
+    out.layer = layer;
+    out.head = head;
+    out.query = query;
+    out.firstKey = first;
+    out.scale = static_cast<float>(scale);
+    out.components = qkComponentNames(model, layer);
+    out.scores.resize(keys);
+    out.weights.resize(keys);
+    out.queryComponents.resize(keys, C);
+    out.keyComponents.resize(keys, C);
+    const HeadWeights& w = run.weights[static_cast<std::size_t>(layer)][static_cast<std::size_t>(head)];
+    for (int t = 0; t < keys; ++t) {
+        const auto block = kv.middleRows(Eigen::Index(t) * C, C);
+        const VecD k = block.colwise().sum().transpose();
+        out.queryComponents.row(t) = (scale * qv * k).transpose().cast<float>();
+        out.keyComponents.row(t) = (scale * block * q).transpose().cast<float>();
+        out.scores[t] = runScore(model.config, run, layer, head, query, first + t);
+        out.weights[t] = w(query, first + t);
+    }
+    out.queryVectors = qv.cast<float>();
+    out.keyVectors = kv.cast<float>();
+    return out;
+}
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Path patching of a pattern
+// -----------------------------------------------------------------------------------------------------
+
+Expected<PatternPatch> patchPattern(const DecoderModel& model, const DecoderRun& run, int layer, int head,
+                                    const std::string& component, QkSide side)
+{
+    ATTNSCOPE_RETURN_IF_ERROR(checkHead(model, run, layer, head));
+    const std::vector<std::string> names = qkComponentNames(model, layer);
+    const auto it = std::find(names.begin(), names.end(), component);
+    if (it == names.end())
+        return invalidArgument("component '" + component + "' is not one of layer " + std::to_string(layer) + "'s " +
+                               std::to_string(names.size()) + " (" + names.front() + " … " + names.back() +
+                               "; heads as L3.H4, then L3.bias, L3.mlp)");
+    const int c = static_cast<int>(it - names.begin());
+    const DecoderConfig& cfg = model.config;
+    const int n = static_cast<int>(run.hidden[0].rows()), D = cfg.headDim, g = head / (cfg.heads / cfg.kvHeads);
+    const ComponentLayout lay = layoutOf(model, layer);
+    const FrozenQkMap f = frozenQkMap(model, run, layer, head, side);
+    ComponentProjector project(model, run, lay, f);
+    const MatD removed = project.component(c, 0, n);
+    const AttentionResult& a = run.attention[static_cast<std::size_t>(layer)];
+    MatD Q = a.Q.middleCols(head * D, D).cast<double>(), K = a.K.middleCols(g * D, D).cast<double>();
+    (side == QkSide::Query ? Q : K) -= removed;
+    const MatD scores = double(a.scale) * Q * K.transpose();
+    PatternPatch out;
+    out.component = component;
+    out.side = side;
+    out.original = run.weights[static_cast<std::size_t>(layer)][static_cast<std::size_t>(head)].toMatrix();
+    out.patched = Matrix::Zero(n, n);
+    for (int i = 0; i < n; ++i) {
+        const int first = static_cast<int>(firstKeyInWindow(cfg, layer, i));
+        const double mx = scores.row(i).segment(first, i - first + 1).maxCoeff();
+        double sum = 0;
+        for (int j = first; j <= i; ++j) sum += std::exp(scores(i, j) - mx);
+        for (int j = first; j <= i; ++j) out.patched(i, j) = static_cast<float>(std::exp(scores(i, j) - mx) / sum);
+    }
+    out.difference = out.patched - out.original;
+    return out;
+}
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Composition scores
+// -----------------------------------------------------------------------------------------------------
+
+namespace {
+
+// The R of a thin QR of w (rows × D, rows ≥ D): wᵀw = RᵀR, so ‖X·wᵀ‖_F = ‖X·Rᵀ‖_F for any X.
+Matrix thinR(const Matrix& w)
+{
+    Eigen::HouseholderQR<Eigen::MatrixXf> qr(w);
+    const Eigen::Index D = w.cols();
+    return Matrix(qr.matrixQR().topRows(D).triangularView<Eigen::Upper>());
+}
+
+// A reading weight (M × out) with its layer's attention-norm γ folded in, centred over d_model for LayerNorm.
+Matrix readingWeight(const WeightMatrix& w, const DecoderLayer& L, bool layerNorm)
+{
+    Matrix r = w.toMatrix();
+    for (Eigen::Index i = 0; i < r.rows(); ++i) r.row(i) *= L.attnNormGamma[i];
+    if (layerNorm) r.rowwise() -= r.colwise().mean();
+    return r;
+}
+
+// W^O (H·D × M) as a writer: each output row centred for LayerNorm (TransformerLens's center_writing_weights).
+Matrix writingWeight(const DecoderLayer& L, bool layerNorm)
+{
+    Matrix wo = L.Wo.toMatrix();
+    if (layerNorm) wo.colwise() -= wo.rowwise().mean();
+    return wo;
+}
+
+// The Gram matrix f·fᵀ of f (M × D) packed: its upper triangle row by row, the off-diagonal entries × `offDiagonal`.
+// ⟨packed(A, 1), packed(B, 2)⟩ = ⟨A, B⟩ for symmetric A and B (the M×M Frobenius inner product).
+// `g` is the caller's M×M buffer, reused: a fresh 1.3 MB matrix per Gram spent a quarter of the time in the kernel
+// zeroing new pages.
+void packGram(const Matrix& f, float offDiagonal, Eigen::MatrixXf& g, float* dst)
+{
+    const Eigen::Index M = f.rows();
+    g.setZero(M, M);  // column-major: its upper triangle is what SYRK writes
+    g.selfadjointView<Eigen::Upper>().rankUpdate(f);  // half the work of f·fᵀ
+    for (Eigen::Index i = 0, at = 0; i < M; ++i) {
+        dst[at++] = g(i, i);
+        for (Eigen::Index j = i + 1; j < M; ++j) dst[at++] = offDiagonal * g(i, j);
+    }
+}
+
+// Bytes of packed writer Grams held at once (a chunk of writer layers); SmolLM2's 270 heads need 179 MB.
+constexpr double kGramBudgetBytes = 256.0 * 1024 * 1024;
+
+} // namespace
+
+// Every score is a squared Frobenius norm of a product of a writer's and a reader's M×M maps, each of rank D:
+//   ‖W_OV^A · X_B‖² = ⟨G_A, H_B⟩   with G_A = Ãᵀ_A Ã_A,  Ã_A = R_V(A)·W^O_A (D×M; R_V the R of A's KV group's
+//                                   W^V, so that ‖W_OV^A·X‖ = ‖Ã_A·X‖ for any X), and H_B = X_B X_Bᵀ
+// where X_B (M×D) is W^Q_B·R_K(B)ᵀ (Q), W^K_B·R_Q(B)ᵀ (K) or W^V_B·R_O(B)ᵀ (V) — each the reader's map with its
+// other factor replaced by the R of a thin QR, which keeps the norm. The pair's work is then one M(M+1)/2 inner
+// product (a GEMM of packed Grams: writers × readers) instead of a D×M×D product: M/D² of it (0.14 at SmolLM2).
+Expected<CompositionScores> compositionScores(const DecoderModel& model)
+{
+    const DecoderConfig& c = model.config;
+    const int L = c.layers, H = c.heads, D = c.headDim, M = c.hidden, G = c.heads / std::max(1, c.kvHeads);
+    if (L < 1 || static_cast<int>(model.layers.size()) != L) return invalidArgument("composition: the model has no layers");
+    if (M < D) return invalidArgument("composition: d_model " + std::to_string(M) + " is below the head width " + std::to_string(D));
+    if (Status s = decomposable(c, "composition"); !s.ok()) return s;
+    const bool layerNorm = c.norm == NormKind::Layer;
+    const Eigen::Index P = Eigen::Index(M) * (M + 1) / 2;
+    CompositionScores out;
+    for (int l = 0; l < L; ++l)
+        for (int h = 0; h < H; ++h) out.names.push_back("L" + std::to_string(l) + ".H" + std::to_string(h));
+    out.q = out.k = out.v = Matrix::Zero(L * H, L * H);
+    std::vector<float> ovNorm(static_cast<std::size_t>(L * H)), qkNorm(static_cast<std::size_t>(L * H));
+    const int chunk = std::max(1, static_cast<int>(kGramBudgetBytes / (double(H) * double(P) * sizeof(float))));
+    Matrix writers, readers, S;
+    Eigen::MatrixXf gram;
+    for (int a0 = 0; a0 < L - 1; a0 += chunk) {
+        const int a1 = std::min(L - 1, a0 + chunk);  // writer layers a0 … a1−1
+        writers.resize(Eigen::Index(a1 - a0) * H, P);
+        for (int a = a0; a < a1; ++a) {
+            const DecoderLayer& layer = model.layers[static_cast<std::size_t>(a)];
+            const Matrix wv = readingWeight(layer.Wv, layer, layerNorm), wo = writingWeight(layer, layerNorm);
+            for (int h = 0; h < H; ++h) {
+                const Matrix at = thinR(wv.middleCols((h / G) * D, D)) * wo.middleRows(h * D, D);  // Ã (D×M)
+                ovNorm[static_cast<std::size_t>(a * H + h)] = at.norm();
+                packGram(Matrix(at.transpose()), 1.0f, gram, writers.row(Eigen::Index(a - a0) * H + h).data());
+            }
+        }
+        for (int b = a0 + 1; b < L; ++b) {
+            const DecoderLayer& layer = model.layers[static_cast<std::size_t>(b)];
+            const Matrix wq = readingWeight(layer.Wq, layer, layerNorm), wk = readingWeight(layer.Wk, layer, layerNorm),
+                         wv = readingWeight(layer.Wv, layer, layerNorm), wo = writingWeight(layer, layerNorm);
+            // Rows: the H readers' Q, then K, then V packed Grams.
+            readers.resize(3 * H, P);
+            for (int h = 0; h < H; ++h) {
+                const int g = h / G, B = b * H + h;
+                const auto q = wq.middleCols(h * D, D), k = wk.middleCols(g * D, D), v = wv.middleCols(g * D, D);
+                const Matrix xq = q * thinR(k).transpose(), xk = k * thinR(q).transpose(),
+                             xv = v * thinR(Matrix(wo.middleRows(h * D, D).transpose())).transpose();
+                qkNorm[static_cast<std::size_t>(B)] = xq.norm();
+                ovNorm[static_cast<std::size_t>(B)] = xv.norm();  // = ‖W^V W^O‖ of B (set again when B writes)
+                packGram(xq, 2.0f, gram, readers.row(h).data());
+                packGram(xk, 2.0f, gram, readers.row(H + h).data());
+                packGram(xv, 2.0f, gram, readers.row(2 * H + h).data());
+            }
+            const int w1 = std::min(a1, b);  // the chunk's writers below b
+            // S = writers' rows below b · readersᵀ, in blocks of writer rows over the threads (the rows are read in
+            // place: a copy of them for product() moved 2.6 GB at SmolLM2).
+            const Eigen::Index rows = Eigen::Index(w1 - a0) * H;
+            S.resize(rows, 3 * H);
+            // Four blocks: each block packs all of `readers` again, so few and large (two threads here).
+            const Eigen::Index kBlock = std::max<Eigen::Index>(1, (rows + 3) / 4);
+#pragma omp parallel for schedule(dynamic)
+            for (Eigen::Index r0 = 0; r0 < rows; r0 += kBlock) {
+                const Eigen::Index rr = std::min(kBlock, rows - r0);
+                S.middleRows(r0, rr).noalias() = writers.middleRows(r0, rr) * readers.transpose();
+            }
+            for (int A = a0 * H; A < w1 * H; ++A) {
+                const float ov = ovNorm[static_cast<std::size_t>(A)];
+                for (int h = 0; h < H; ++h) {
+                    const int B = b * H + h;
+                    const float qden = ov * qkNorm[static_cast<std::size_t>(B)], vden = ov * ovNorm[static_cast<std::size_t>(B)];
+                    // A sum of many terms may round below 0 where the product is (nearly) 0.
+                    auto root = [&](int col) { return std::sqrt(std::max(0.0f, S(A - a0 * H, col))); };
+                    out.q(A, B) = qden > 0 ? root(h) / qden : 0.0f;
+                    out.k(A, B) = qden > 0 ? root(H + h) / qden : 0.0f;
+                    out.v(A, B) = vden > 0 ? root(2 * H + h) / vden : 0.0f;
+                }
+            }
+        }
+    }
+    return out;
+}
+
+std::vector<CompositionPair> strongestCompositions(const CompositionScores& s, int k)
+{
+    std::vector<CompositionPair> all;
+    const Eigen::Index N = s.q.rows();
+    for (const auto& [kind, m] : {std::pair<char, const Matrix*>{'q', &s.q}, {'k', &s.k}, {'v', &s.v}})
+        for (Eigen::Index a = 0; a < N; ++a)
+            for (Eigen::Index b = 0; b < N; ++b)
+                if ((*m)(a, b) > 0) all.push_back({static_cast<int>(a), static_cast<int>(b), kind, (*m)(a, b)});
+    const std::size_t keep = std::min(all.size(), static_cast<std::size_t>(std::max(0, k)));
+    std::partial_sort(all.begin(), all.begin() + std::ptrdiff_t(keep), all.end(), [](const CompositionPair& x, const CompositionPair& y) {
+        if (x.value != y.value) return x.value > y.value;
+        if (x.kind != y.kind) return x.kind < y.kind;
+        return x.from != y.from ? x.from < y.from : x.to < y.to;
+    });
+    all.resize(keep);
+    return all;
+}
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Work (for the bench's bounds)
+// -----------------------------------------------------------------------------------------------------
+
+double qkCellFlops(const DecoderConfig& c, int layer)
+{
+    const double M = c.hidden, D = c.headDim, H = c.heads;
+    const double C = 1 + double(layer) * (H + 2) + 1;
+    // Per side: the earlier heads' writes (H·D·M a layer) and the feed-forward's (H·D·M), the map (C·M·D); the
+    // C×C matrix (C²·D). Multiply-adds × 2.
+    const double side = double(layer) * 2 * H * D * M + C * M * D;
+    return 2 * (2 * side + C * C * D);
+}
+
+double qkRowFlops(const DecoderConfig& c, int layer, int n)
+{
+    const double M = c.hidden, D = c.headDim, H = c.heads, N = n;
+    const double C = 1 + double(layer) * (H + 2) + 1;
+    // The query side as a cell's; the key side: W^O·W per earlier layer (H·D·M·D), the heads' contexts through it
+    // (n·H·D·D), the feed-forward's share (n·M·D + n·H·D·D), the embedding (n·M·D); the components (n·C·D·2).
+    const double query = double(layer) * 2 * H * D * M + C * M * D;
+    const double key = double(layer) * (H * D * M * D + N * H * D * D + N * M * D + N * H * D * D) + N * M * D;
+    return 2 * (query + key + 2 * N * C * D);
+}
+
+double compositionFlops(const DecoderConfig& c)
+{
+    const double L = c.layers, M = c.hidden, D = c.headDim, H = c.heads;
+    const double P = M * (M + 1) / 2, pairs = L * (L - 1) / 2;  // layer pairs a < b
+    // The Grams (the upper triangle's P values, D deep each, as SYRK computes them): H writers per layer but the
+    // last, 3·H readers per layer but the first (once: one chunk of writers); the inner products: H × 3·H packed
+    // Grams of P values per layer pair. Multiply-adds × 2.
+    const double grams = (L - 1) * H * P * D + (L - 1) * 3 * H * P * D;
+    return 2 * (grams + pairs * H * 3 * H * P);
+}
+
+} // namespace attn

@@ -1,0 +1,441 @@
+// Why does this head attend here? (attnscope/qk_attribution.h, issue 35) on the tiny random gpt2 / llama / qwen2
+// fixtures: the sum rule, layer 0's components, a naive oracle (each component run alone through the layer's
+// frozen norm, Q and K projections and RoPE, written out here), the row against its cells, path patching against a
+// brute-force recompute, composition scores against dense M×M products in double, and bad input. On SmolLM2 (when
+// installed): the sum rule at early, middle and last layers, and the induction golden of
+// make_qk_attribution_goldens.py.
+// Tolerance of the sum rule: 1e-4·|score| + 1e-4 (the issue's); the decomposition is computed in double, the
+// run's score in float32 (its Q and K are float products over d_model, ~1e-6 relative).
+#include <attnscope/interp.h>
+#include <attnscope/preset_io.h>
+#include <attnscope/qk_attribution.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+using attn::Matrix;
+using attn::Vector;
+using MatD = Eigen::MatrixXd;
+using VecD = Eigen::VectorXd;
+
+attn::DecoderModel load(const std::string& name)
+{
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_" + name);
+    EXPECT_TRUE(model.ok()) << model.status().message;
+    return model.ok() ? std::move(*model) : attn::DecoderModel{};
+}
+
+const std::vector<int> kIds = {5, 17, 42, 99, 3, 250, 7, 64, 42, 99, 11};
+
+bool sums(float parts, float whole) { return std::abs(parts - whole) <= 1e-4f * std::abs(whole) + 1e-4f; }
+
+// The components of layer l's stream at position p, in M-space, the plain way: hidden[0], each earlier head's
+// context times its rows of W^O, b^O, and the rest of what the layer added.
+std::vector<VecD> naiveComponents(const attn::DecoderModel& m, const attn::DecoderRun& run, int l, int p)
+{
+    const int H = m.config.heads, D = m.config.headDim;
+    std::vector<VecD> out;
+    out.push_back(run.hidden[0].row(p).transpose().cast<double>());
+    for (int k = 0; k < l; ++k) {
+        const attn::DecoderLayer& L = m.layers[static_cast<std::size_t>(k)];
+        const MatD wo = L.Wo.toMatrix().cast<double>();
+        VecD attnOut = VecD::Zero(m.config.hidden);
+        for (int h = 0; h < H; ++h) {
+            const VecD v = wo.middleRows(h * D, D).transpose() * run.attention[k].concat.row(p).segment(h * D, D).transpose().cast<double>();
+            out.push_back(v);
+            attnOut += v;
+        }
+        if (L.bo.size() > 0) {
+            out.push_back(L.bo.cast<double>());
+            attnOut += out.back();
+        }
+        out.push_back((run.hidden[k + 1].row(p) - run.hidden[k].row(p)).transpose().cast<double>() - attnOut);
+    }
+    return out;
+}
+
+// One component through layer l's query or key side of head h, alone: the norm frozen at position p's scale, the
+// projection (no bias), RoPE at p. `bias` instead gives the constant term (β through W, plus the bias).
+VecD naiveSide(const attn::DecoderModel& m, const attn::DecoderRun& run, int l, int h, bool query, int p, const VecD& c, bool bias)
+{
+    const attn::DecoderConfig& cfg = m.config;
+    const attn::DecoderLayer& L = m.layers[static_cast<std::size_t>(l)];
+    const int D = cfg.headDim, M = cfg.hidden;
+    const bool ln = cfg.family == attn::DecoderFamily::Gpt2;
+    const VecD x = run.hidden[l].row(p).transpose().cast<double>();
+    const double s = ln ? 1.0 / std::sqrt((x.array() - x.mean()).square().sum() / M + cfg.normEps)
+                        : 1.0 / std::sqrt(x.squaredNorm() / M + cfg.normEps);
+    const MatD W = (query ? L.Wq : L.Wk).toMatrix().cast<double>();
+    const int col = (query ? h : h / (cfg.heads / cfg.kvHeads)) * D;
+    VecD v = VecD::Zero(D);
+    if (bias) {
+        if (L.attnNormBeta.size() > 0) v += W.middleCols(col, D).transpose() * L.attnNormBeta.cast<double>();
+        const Vector& b = query ? L.bq : L.bk;
+        if (b.size() > 0) v += b.segment(col, D).cast<double>();
+    } else {
+        VecD n = c;
+        if (ln) n.array() -= c.mean();
+        n = n.cwiseProduct(L.attnNormGamma.cast<double>()) * s;
+        v = W.middleCols(col, D).transpose() * n;
+    }
+    if (cfg.family == attn::DecoderFamily::Llama) {
+        VecD r = v;
+        for (int i = 0; i < D / 2; ++i) {
+            const double angle = p * std::pow(double(cfg.ropeTheta), -2.0 * i / D);
+            r[i] = v[i] * std::cos(angle) - v[i + D / 2] * std::sin(angle);
+            r[i + D / 2] = v[i + D / 2] * std::cos(angle) + v[i] * std::sin(angle);
+        }
+        v = r;
+    }
+    return v;
+}
+
+// Every component's vector of one side at position p, in the order of qkComponentNames (the bias last if any).
+std::vector<VecD> naiveVectors(const attn::DecoderModel& m, const attn::DecoderRun& run, int l, int h, bool query, int p)
+{
+    std::vector<VecD> out;
+    for (const VecD& c : naiveComponents(m, run, l, p)) out.push_back(naiveSide(m, run, l, h, query, p, c, false));
+    const std::vector<std::string> names = attn::qkComponentNames(m, l);
+    if (names.back().find("qk_bias") != std::string::npos) out.push_back(naiveSide(m, run, l, h, query, p, VecD(), true));
+    return out;
+}
+
+class Families : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Families, ComponentsSumToTheScore)
+{
+    attn::DecoderModel model = load(GetParam());
+    attn::DecoderOptions o;
+    o.ablate = {{0, 1}};  // an ablated head is a component of 0
+    auto run = attn::runDecoder(model, kIds, o);
+    ASSERT_TRUE(run.ok()) << run.status().message;
+    for (int l = 0; l < model.config.layers; ++l)
+        for (int h : {0, model.config.heads - 1})
+            for (auto [i, j] : {std::pair{0, 0}, {5, 2}, {10, 10}, {10, 0}, {8, 3}}) {
+                auto cell = attn::qkAttribution(model, *run, l, h, i, j);
+                ASSERT_TRUE(cell.ok()) << cell.status().message;
+                const std::string what = GetParam() + " L" + std::to_string(l) + " H" + std::to_string(h) + " (" +
+                                         std::to_string(i) + "," + std::to_string(j) + ")";
+                EXPECT_TRUE(sums(cell->queryComponents.sum(), cell->score)) << what << ": " << cell->queryComponents.sum() << " vs " << cell->score;
+                EXPECT_TRUE(sums(cell->keyComponents.sum(), cell->score)) << what << ": " << cell->keyComponents.sum() << " vs " << cell->score;
+                EXPECT_TRUE(sums(cell->matrix.sum(), cell->score)) << what;
+                EXPECT_LE((Vector(cell->matrix.rowwise().sum()) - cell->queryComponents).cwiseAbs().maxCoeff(), 1e-5) << what;
+                EXPECT_LE((Vector(cell->matrix.colwise().sum().transpose()) - cell->keyComponents).cwiseAbs().maxCoeff(), 1e-5) << what;
+                EXPECT_FLOAT_EQ(cell->weight, run->weights[l][h](i, j)) << what;
+                ASSERT_EQ(cell->components.size(), static_cast<std::size_t>(cell->queryComponents.size()));
+                if (l == 1) {
+                    // The ablated head L0.H1 wrote nothing.
+                    const auto at = std::find(cell->components.begin(), cell->components.end(), "L0.H1") - cell->components.begin();
+                    EXPECT_EQ(cell->queryComponents[at], 0.0f) << what;
+                    EXPECT_EQ(cell->keyComponents[at], 0.0f) << what;
+                }
+            }
+}
+
+TEST_P(Families, LayerZeroReadsOnlyTheEmbedding)
+{
+    attn::DecoderModel model = load(GetParam());
+    const std::vector<std::string> names = attn::qkComponentNames(model, 0);
+    // GPT-2 (LayerNorm β, Q/K biases) and Qwen2 (Q/K biases) have the layer's constant term; Llama none.
+    if (GetParam() == "llama") EXPECT_EQ(names, std::vector<std::string>{"embed"});
+    else EXPECT_EQ(names, (std::vector<std::string>{"embed", "L0.qk_bias"}));
+    const std::vector<std::string> one = attn::qkComponentNames(model, 1);
+    const int H = model.config.heads;
+    ASSERT_EQ(one.size(), names.size() + H + 1 + (GetParam() == "gpt2" ? 1 : 0));
+    EXPECT_EQ(one[1], "L0.H0");
+    EXPECT_EQ(one[static_cast<std::size_t>(H)], std::string("L0.H") + std::to_string(H - 1));
+    EXPECT_EQ(one[static_cast<std::size_t>(H) + 1], GetParam() == "gpt2" ? "L0.bias" : "L0.mlp");
+    EXPECT_TRUE(attn::qkComponentNames(model, model.config.layers).empty());
+}
+
+TEST_P(Families, EachComponentEqualsTheNaiveOracle)
+{
+    attn::DecoderModel model = load(GetParam());
+    auto run = attn::runDecoder(model, kIds);
+    ASSERT_TRUE(run.ok());
+    const int D = model.config.headDim;
+    for (int l = 0; l < model.config.layers; ++l)
+        for (int h = 0; h < model.config.heads; ++h)
+            for (auto [i, j] : {std::pair{9, 4}, {10, 1}, {3, 3}}) {
+                const std::vector<VecD> qv = naiveVectors(model, *run, l, h, true, i), kv = naiveVectors(model, *run, l, h, false, j);
+                VecD q = VecD::Zero(D), k = VecD::Zero(D);
+                for (const VecD& v : qv) q += v;
+                for (const VecD& v : kv) k += v;
+                // The oracle itself: its parts are the run's q and k.
+                const int g = h / (model.config.heads / model.config.kvHeads);
+                EXPECT_LE((q - run->attention[l].Q.row(i).segment(h * D, D).transpose().cast<double>()).cwiseAbs().maxCoeff(), 1e-4);
+                EXPECT_LE((k - run->attention[l].K.row(j).segment(g * D, D).transpose().cast<double>()).cwiseAbs().maxCoeff(), 1e-4);
+                auto cell = attn::qkAttribution(model, *run, l, h, i, j);
+                ASSERT_TRUE(cell.ok());
+                ASSERT_EQ(qv.size(), static_cast<std::size_t>(cell->queryComponents.size()));
+                const double scale = 1.0 / std::sqrt(double(D));
+                for (std::size_t c = 0; c < qv.size(); ++c) {
+                    const double wantQ = scale * qv[c].dot(k), wantK = scale * q.dot(kv[c]);
+                    EXPECT_NEAR(cell->queryComponents[Eigen::Index(c)], wantQ, 1e-4 * (1 + std::abs(wantQ))) << GetParam() << " " << cell->components[c];
+                    EXPECT_NEAR(cell->keyComponents[Eigen::Index(c)], wantK, 1e-4 * (1 + std::abs(wantK))) << GetParam() << " " << cell->components[c];
+                    for (std::size_t d = 0; d < kv.size(); ++d) {
+                        const double want = scale * qv[c].dot(kv[d]);
+                        EXPECT_NEAR(cell->matrix(Eigen::Index(c), Eigen::Index(d)), want, 1e-4 * (1 + std::abs(want)));
+                    }
+                }
+            }
+}
+
+TEST_P(Families, TheRowEqualsItsCells)
+{
+    attn::DecoderModel model = load(GetParam());
+    auto run = attn::runDecoder(model, kIds);
+    ASSERT_TRUE(run.ok());
+    const int l = model.config.layers - 1, h = 1, i = 9;
+    auto row = attn::qkAttributionRow(model, *run, l, h, i);
+    ASSERT_TRUE(row.ok()) << row.status().message;
+    ASSERT_EQ(row->firstKey, 0);
+    ASSERT_EQ(row->scores.size(), i + 1);
+    for (int j = 0; j <= i; ++j) {
+        auto cell = attn::qkAttribution(model, *run, l, h, i, j);
+        ASSERT_TRUE(cell.ok());
+        EXPECT_FLOAT_EQ(row->scores[j], cell->score);
+        EXPECT_FLOAT_EQ(row->weights[j], cell->weight);
+        EXPECT_LE((Vector(row->queryComponents.row(j).transpose()) - cell->queryComponents).cwiseAbs().maxCoeff(), 1e-4) << j;
+        EXPECT_LE((Vector(row->keyComponents.row(j).transpose()) - cell->keyComponents).cwiseAbs().maxCoeff(), 1e-4) << j;
+        EXPECT_LE((row->matrix(j) - cell->matrix).cwiseAbs().maxCoeff(), 1e-4) << j;
+        EXPECT_TRUE(sums(row->keyComponents.row(j).sum(), row->scores[j]));
+    }
+    EXPECT_EQ(row->matrix(i + 1).size(), 0);
+}
+
+TEST_P(Families, PathPatchingEqualsABruteForceRecompute)
+{
+    attn::DecoderModel model = load(GetParam());
+    auto run = attn::runDecoder(model, kIds);
+    ASSERT_TRUE(run.ok());
+    const int n = static_cast<int>(kIds.size()), D = model.config.headDim, l = 1, h = 2;
+    const int g = h / (model.config.heads / model.config.kvHeads);
+    const std::vector<std::string> names = attn::qkComponentNames(model, l);
+    for (const std::string& component : {std::string("embed"), std::string("L0.H3"), std::string("L0.mlp"), names.back()})
+        for (attn::QkSide side : {attn::QkSide::Key, attn::QkSide::Query}) {
+            auto patch = attn::patchPattern(model, *run, l, h, component, side);
+            ASSERT_TRUE(patch.ok()) << patch.status().message;
+            const std::size_t c = std::find(names.begin(), names.end(), component) - names.begin();
+            // Brute force: every position's q and k from its components, the one removed on one side, the softmax.
+            MatD Q(n, D), K(n, D);
+            for (int p = 0; p < n; ++p) {
+                const std::vector<VecD> qv = naiveVectors(model, *run, l, h, true, p), kv = naiveVectors(model, *run, l, h, false, p);
+                VecD q = VecD::Zero(D), k = VecD::Zero(D);
+                for (std::size_t d = 0; d < qv.size(); ++d) {
+                    if (!(side == attn::QkSide::Query && d == c)) q += qv[d];
+                    if (!(side == attn::QkSide::Key && d == c)) k += kv[d];
+                }
+                Q.row(p) = q.transpose();
+                K.row(p) = k.transpose();
+            }
+            Matrix want = Matrix::Zero(n, n);
+            for (int i = 0; i < n; ++i) {
+                VecD s(i + 1);
+                for (int j = 0; j <= i; ++j) s[j] = Q.row(i).dot(K.row(j)) / std::sqrt(double(D));
+                s = (s.array() - s.maxCoeff()).exp();
+                for (int j = 0; j <= i; ++j) want(i, j) = static_cast<float>(s[j] / s.sum());
+            }
+            const std::string what = GetParam() + " " + component + " " + attn::toString(side);
+            EXPECT_LE((patch->patched - want).cwiseAbs().maxCoeff(), 1e-5) << what;
+            EXPECT_LE((patch->original - run->weights[l][h].toMatrix()).cwiseAbs().maxCoeff(), 0.0f) << what;
+            EXPECT_LE((patch->difference - (patch->patched - patch->original)).cwiseAbs().maxCoeff(), 0.0f) << what;
+            // Removing one constant from every key (GPT-2's key-side bias: no RoPE) shifts a query's scores alike:
+            // the softmax does not change. Any other removal does.
+            if (GetParam() == "gpt2" && c == names.size() - 1 && side == attn::QkSide::Key)
+                EXPECT_LE(patch->difference.cwiseAbs().maxCoeff(), 1e-6) << what;
+            else
+                EXPECT_GT(patch->difference.cwiseAbs().maxCoeff(), 1e-6) << what << ": removing a component changes the pattern";
+        }
+    (void)g;
+}
+
+// Composition scores the straightforward way: dense M×M W_OV and W_QK in double, γ folded, centred for LayerNorm.
+TEST_P(Families, CompositionScoresEqualDenseProducts)
+{
+    attn::DecoderModel model = load(GetParam());
+    auto scores = attn::compositionScores(model);
+    ASSERT_TRUE(scores.ok()) << scores.status().message;
+    const attn::DecoderConfig& c = model.config;
+    const int L = c.layers, H = c.heads, D = c.headDim, M = c.hidden, G = c.heads / c.kvHeads;
+    const bool ln = c.family == attn::DecoderFamily::Gpt2;
+    const MatD P = ln ? MatD(MatD::Identity(M, M) - MatD::Constant(M, M, 1.0 / M)) : MatD(MatD::Identity(M, M));
+    std::vector<MatD> ov, qk;
+    for (int l = 0; l < L; ++l) {
+        const attn::DecoderLayer& layer = model.layers[l];
+        const MatD gamma = layer.attnNormGamma.cast<double>().asDiagonal();
+        const MatD wq = P * gamma * layer.Wq.toMatrix().cast<double>(), wk = P * gamma * layer.Wk.toMatrix().cast<double>(),
+                   wv = P * gamma * layer.Wv.toMatrix().cast<double>(), wo = layer.Wo.toMatrix().cast<double>() * P;
+        for (int h = 0; h < H; ++h) {
+            const int g = h / G;
+            ov.push_back(wv.middleCols(g * D, D) * wo.middleRows(h * D, D));
+            qk.push_back(wq.middleCols(h * D, D) * wk.middleCols(g * D, D).transpose());
+        }
+    }
+    ASSERT_EQ(scores->names.size(), static_cast<std::size_t>(L * H));
+    EXPECT_EQ(scores->names[static_cast<std::size_t>(H + 1)], "L1.H1");
+    for (int a = 0; a < L * H; ++a)
+        for (int b = 0; b < L * H; ++b) {
+            const bool later = b / H > a / H;
+            const double q = later ? (ov[a] * qk[b]).norm() / (ov[a].norm() * qk[b].norm()) : 0;
+            const double k = later ? (ov[a] * qk[b].transpose()).norm() / (ov[a].norm() * qk[b].norm()) : 0;
+            const double v = later ? (ov[a] * ov[b]).norm() / (ov[a].norm() * ov[b].norm()) : 0;
+            EXPECT_NEAR(scores->q(a, b), q, 1e-4) << GetParam() << " " << a << "→" << b;
+            EXPECT_NEAR(scores->k(a, b), k, 1e-4) << GetParam() << " " << a << "→" << b;
+            EXPECT_NEAR(scores->v(a, b), v, 1e-4) << GetParam() << " " << a << "→" << b;
+        }
+    const auto top = attn::strongestCompositions(*scores, 5);
+    ASSERT_EQ(top.size(), 5u);
+    for (std::size_t t = 1; t < top.size(); ++t) EXPECT_GE(top[t - 1].value, top[t].value);
+    const Matrix& best = top[0].kind == 'q' ? scores->q : top[0].kind == 'k' ? scores->k : scores->v;
+    EXPECT_EQ(best(top[0].from, top[0].to), top[0].value);
+    EXPECT_FLOAT_EQ(top[0].value, std::max({scores->q.maxCoeff(), scores->k.maxCoeff(), scores->v.maxCoeff()}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, Families, ::testing::Values("gpt2", "llama", "qwen2"));
+
+// The GGUF fixture (quantized views in place of dense weights) decomposes as its directory does.
+TEST(QkAttribution, GgufFixtureSumsToTheScore)
+{
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama.gguf");
+    ASSERT_TRUE(model.ok()) << model.status().message;
+    auto run = attn::runDecoder(*model, kIds);
+    ASSERT_TRUE(run.ok());
+    auto cell = attn::qkAttribution(*model, *run, 1, 3, 10, 4);
+    ASSERT_TRUE(cell.ok());
+    EXPECT_TRUE(sums(cell->keyComponents.sum(), cell->score));
+    EXPECT_TRUE(sums(cell->queryComponents.sum(), cell->score));
+    EXPECT_TRUE(attn::compositionScores(*model).ok());
+}
+
+TEST(QkAttribution, BadInputIsRefusedWithAClearMessage)
+{
+    attn::DecoderModel model = load("llama");
+    auto run = attn::runDecoder(model, kIds);
+    ASSERT_TRUE(run.ok());
+    auto expectError = [](const auto& r, attn::StatusCode code, const std::string& part) {
+        ASSERT_FALSE(r.ok());
+        EXPECT_EQ(r.status().code, code);
+        EXPECT_NE(r.status().message.find(part), std::string::npos) << r.status().message;
+    };
+    expectError(attn::qkAttribution(model, *run, 2, 0, 3, 1), attn::StatusCode::InvalidArgument, "layer 2 is out of range: expected 0..1");
+    expectError(attn::qkAttribution(model, *run, 0, 4, 3, 1), attn::StatusCode::InvalidArgument, "head 4 is out of range: expected 0..3");
+    expectError(attn::qkAttribution(model, *run, 0, 0, 11, 1), attn::StatusCode::InvalidArgument, "query 11 is out of range: expected 0..10");
+    expectError(attn::qkAttribution(model, *run, 0, 0, 3, -1), attn::StatusCode::InvalidArgument, "key -1 is out of range");
+    expectError(attn::qkAttribution(model, *run, 0, 0, 3, 7), attn::StatusCode::InvalidArgument,
+                "key 7 is after query 3 (masked: a query sees keys 0..3)");
+    expectError(attn::qkAttributionRow(model, *run, 0, 0, 12), attn::StatusCode::InvalidArgument, "query 12 is out of range");
+    expectError(attn::patchPattern(model, *run, 1, 0, "L1.H0", attn::QkSide::Key), attn::StatusCode::InvalidArgument,
+                "component 'L1.H0' is not one of layer 1's");
+    attn::DecoderRun pinned = *run;
+    pinned.pinned.layer = 1;
+    expectError(attn::qkAttribution(model, pinned, 1, 0, 3, 1), attn::StatusCode::Unsupported, "pinned");
+    EXPECT_TRUE(attn::qkAttribution(model, pinned, 0, 0, 3, 1).ok());  // the pin is above layer 0
+    attn::DecoderOptions lazy;
+    lazy.lazy = true;
+    auto lazyRun = attn::runDecoder(model, kIds, lazy);
+    ASSERT_TRUE(lazyRun.ok());
+    expectError(attn::qkAttribution(model, *lazyRun, 0, 0, 3, 1), attn::StatusCode::Unsupported, "lazy");
+}
+
+// Mistral's sliding window: a key outside it is masked, and the row starts at the window's first key.
+TEST(QkAttribution, SlidingWindowMasksOldKeys)
+{
+    attn::DecoderModel model = load("llama");
+    model.config.slidingWindow = 4;
+    auto run = attn::runDecoder(model, kIds);
+    ASSERT_TRUE(run.ok());
+    auto bad = attn::qkAttribution(model, *run, 1, 0, 9, 5);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message.find("outside query 9's sliding window (masked: it sees keys 6..9)"), std::string::npos)
+        << bad.status().message;
+    auto row = attn::qkAttributionRow(model, *run, 1, 0, 9);
+    ASSERT_TRUE(row.ok());
+    EXPECT_EQ(row->firstKey, 6);
+    EXPECT_EQ(row->scores.size(), 4);
+    EXPECT_NEAR(row->weights.sum(), 1.0f, 1e-5);
+    auto patch = attn::patchPattern(model, *run, 1, 0, "embed", attn::QkSide::Key);
+    ASSERT_TRUE(patch.ok());
+    EXPECT_EQ(patch->patched(9, 5), 0.0f);
+    EXPECT_NEAR(patch->patched.row(9).sum(), 1.0f, 1e-5);
+}
+
+bool smolLM2Installed()
+{
+    if (FILE* f = std::fopen(ATTNSCOPE_SMOLLM2, "rb")) {
+        std::fclose(f);
+        return true;
+    }
+    return false;
+}
+
+// SmolLM2-135M-Instruct Q4_1: the sum rule at early, middle and last layers (30 layers: 0, 1, 15, 29).
+TEST(QkAttributionGolden, SmolLM2SumRule)
+{
+    if (!smolLM2Installed()) GTEST_SKIP() << ATTNSCOPE_SMOLLM2 << " is not installed (scripts/setup.sh)";
+    auto model = attn::loadDecoder(ATTNSCOPE_SMOLLM2);
+    ASSERT_TRUE(model.ok()) << model.status().message;
+    auto enc = attn::encodeForDecoder(*model, "The capital of France is Paris, and the capital of Italy is", false);
+    ASSERT_TRUE(enc.ok());
+    auto run = attn::runDecoder(*model, enc->ids);
+    ASSERT_TRUE(run.ok());
+    const int n = static_cast<int>(enc->ids.size());
+    for (int l : {0, 1, 15, 29})
+        for (auto [h, i, j] : {std::tuple{0, n - 1, 0}, {4, n - 1, n - 3}, {8, n / 2, 1}}) {
+            auto cell = attn::qkAttribution(*model, *run, l, h, i, j);
+            ASSERT_TRUE(cell.ok()) << cell.status().message;
+            const std::string what = "layer " + std::to_string(l) + ", head " + std::to_string(h);
+            EXPECT_TRUE(sums(cell->queryComponents.sum(), cell->score)) << what << ": " << cell->queryComponents.sum() << " vs " << cell->score;
+            EXPECT_TRUE(sums(cell->keyComponents.sum(), cell->score)) << what << ": " << cell->keyComponents.sum() << " vs " << cell->score;
+            if (l == 0) {
+                EXPECT_EQ(cell->components, std::vector<std::string>{"embed"});
+            }
+        }
+}
+
+// The induction golden (make_qk_attribution_goldens.py: NumPy over gguf-py's dequantized weights): on the repeated
+// Dursley text, the induction head's cell (the second " Privet" → " Drive") decomposed; its top key-side
+// component is a previous-token head. Values within 1e-3 (NumPy in float64 over the same weights; our run's float32
+// forward agrees with transformers to ~1e-3 of the largest logit, test_decoder_golden).
+TEST(QkAttributionGolden, SmolLM2InductionHeadReadsAPreviousTokenHead)
+{
+    if (!smolLM2Installed()) GTEST_SKIP() << ATTNSCOPE_SMOLLM2 << " is not installed (scripts/setup.sh)";
+    auto text = attn::readFile(std::string(ATTNSCOPE_DECODER_GOLDENS) + "/qk_attribution_smollm2.json", 1u << 20);
+    ASSERT_TRUE(text.ok()) << text.status().message;
+    const nlohmann::json g = nlohmann::json::parse(*text);
+    auto model = attn::loadDecoder(ATTNSCOPE_SMOLLM2);
+    ASSERT_TRUE(model.ok());
+    auto enc = attn::encodeForDecoder(*model, g["text"].get<std::string>(), false);
+    ASSERT_TRUE(enc.ok());
+    ASSERT_EQ(enc->ids, g["ids"].get<std::vector<int>>());
+    auto run = attn::runDecoder(*model, enc->ids);
+    ASSERT_TRUE(run.ok());
+    const int l = g["layer"], h = g["head"], i = g["query"], j = g["key"];
+    auto cell = attn::qkAttribution(*model, *run, l, h, i, j);
+    ASSERT_TRUE(cell.ok()) << cell.status().message;
+    EXPECT_NEAR(cell->score, g["score"].get<float>(), 1e-3 * (1 + std::abs(g["score"].get<float>())));
+    ASSERT_EQ(cell->components, g["components"].get<std::vector<std::string>>());
+    const auto keySide = g["key_components"].get<std::vector<float>>(), querySide = g["query_components"].get<std::vector<float>>();
+    for (std::size_t c = 0; c < keySide.size(); ++c) {
+        EXPECT_NEAR(cell->keyComponents[Eigen::Index(c)], keySide[c], 1e-3 * (1 + std::abs(keySide[c]))) << cell->components[c];
+        EXPECT_NEAR(cell->queryComponents[Eigen::Index(c)], querySide[c], 1e-3 * (1 + std::abs(querySide[c]))) << cell->components[c];
+    }
+    Eigen::Index top = 0;
+    cell->keyComponents.maxCoeff(&top);
+    EXPECT_EQ(cell->components[static_cast<std::size_t>(top)], g["top_key_component"].get<std::string>());
+    // That component is a previous-token head of this run.
+    const std::string name = cell->components[static_cast<std::size_t>(top)];
+    ASSERT_EQ(name.rfind('L', 0), 0u);
+    const int pl = std::stoi(name.substr(1)), ph = std::stoi(name.substr(name.find(".H") + 2));
+    const attn::HeadTypes types = attn::headTypes(*run);
+    EXPECT_GE(types.previous(pl, ph), g["previous_score_at_least"].get<float>()) << name;
+}
+
+} // namespace
