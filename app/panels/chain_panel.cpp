@@ -240,6 +240,28 @@ float mapZoomOf(const AppState& s, const std::string& key)
     return it == s.chain.mapZoom.end() || it->second <= 0 ? 1.0f : it->second;
 }
 
+// A map larger than its box at its cells (hundreds of tokens, or Q, K, V beside them) opens fitted: the whole map
+// in its box, cells under a pixel max-pooled. The wheel zooms it about the pointer, 2× a notch, up to cells with
+// their values (kMaxCell, or the layout's own cell when larger); ChainView::mapCell keeps the zoom per map.
+struct FittedZoom {
+    bool fitted = false;   // the map is larger than its box: it opens whole and the wheel zooms it
+    bool whole = true;     // shown whole (not zoomed)
+    float fit = 1;         // the whole map's cell size
+    float maxCell = kMaxCell;
+    float cell = 1;        // the cell size shown
+};
+
+struct MapStyle;
+FittedZoom fittedZoom(const AppState& s, const std::string& key, const view::MapDescription& d, const MapStyle& style);
+
+void zoomFitted(AppState& s, const std::string& key, const FittedZoom& fz, const HeatmapHit& hit)
+{
+    if (hit.zoomWheel == 0) return;
+    const float cell = std::clamp(fz.cell * std::pow(2.0f, hit.zoomWheel), fz.fit, fz.maxCell);
+    // About the pointer: heatmap_view keeps the cell under the mouse where it was when the cell size changes.
+    s.chain.mapCell[key] = cell;
+}
+
 void arrow()
 {
     ImGui::SameLine();
@@ -390,6 +412,28 @@ struct MapStyle {
     bool thumb = false;        // a thumbnail: the short title ("scores"), the shape in its tooltip
 };
 
+FittedZoom fittedZoom(const AppState& s, const std::string& key, const view::MapDescription& d, const MapStyle& style)
+{
+    FittedZoom fz;
+    const float rows = static_cast<float>(std::max<long>(1, static_cast<long>(d.rows)));
+    const float cols = static_cast<float>(std::max<long>(1, static_cast<long>(d.cols)));
+    // The label bands at readable cells (heatmap_view: at most 70 px of labels, an axis title, spacing).
+    const float bands = 70.0f + 2.0f * ImGui::GetFontSize();
+    const float box = style.maxSize;
+    // Cells that fit their box (a map only its labels push past it scrolls a little, as before): readable cells.
+    if (cols * style.cell <= box && rows * style.cell <= box) return fz;
+    fz.fitted = true;
+    // Cells under 0.8 of the font have no labels: then the whole box is cells.
+    fz.fit = std::min(box / cols, box / rows);
+    if (fz.fit >= ImGui::GetFontSize() * 0.8f) fz.fit = std::max(1.0f, std::min((box - bands) / cols, (box - bands) / rows));
+    fz.maxCell = std::max({kMaxCell, style.cell, fz.fit});
+    // Whole, unless the session asks for the sidebar's zoom (a saved view of zoom 8 opens 8× in, as before).
+    fz.cell = s.view.zoom == 1.0f ? fz.fit : std::clamp(style.cell, fz.fit, fz.maxCell);
+    if (const auto it = s.chain.mapCell.find(key); it != s.chain.mapCell.end()) fz.cell = std::clamp(it->second, fz.fit, fz.maxCell);
+    fz.whole = fz.cell <= fz.fit * 1.001f;
+    return fz;
+}
+
 // Draws one map of the chain at the cursor: its title, the cells, its colorbar; handles hover, tooltips,
 // painting, key padding and the double-click that puts it in focus. Returns the height of its column
 // label band (the cells' offset below the title).
@@ -426,7 +470,11 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
     if (m.kind == MapKind::HeadOut) fromDevice(spec, r, attn::DeviceMatrix::Output, m.head, state.doc.computing());
     if (!style.rowLabels) spec.rowLabelsShown = false;
     spec.maxWidth = spec.maxHeight = style.maxSize;
-    if (const float local = mapZoomOf(state, key); local != 1.0f) {
+    const FittedZoom fz = fittedZoom(state, key, d, style);
+    if (fz.fitted) {
+        spec.wheelZooms = true;
+        spec.cellPx = fz.cell;
+    } else if (const float local = mapZoomOf(state, key); local != 1.0f) {
         // Zoomed on its own: the map keeps its unzoomed footprint and its cells scroll inside it, so that
         // the maps around it stay where they were.
         const float bands = 80.0f;  // room for the label bands (at most 70 px, heatmap_view) and spacing
@@ -444,12 +492,31 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
     } else {
         ImGui::TextUnformatted(t.c_str());
     }
+    const bool projection = m.kind == MapKind::Q || m.kind == MapKind::K || m.kind == MapKind::V;
+    const std::string rectName = projection ? name : key;
+    if (fz.fitted) {
+        // What a fitted map shows: the whole map, or which part of it (and the way back).
+        ImGui::SameLine();
+        if (fz.whole) {
+            // The title gives the shape, a thumbnail's short title does not.
+            if (style.thumb) ImGui::TextDisabled("%ld × %ld, whole map", static_cast<long>(d.rows), static_cast<long>(d.cols));
+            else ImGui::TextDisabled("whole map");
+            if (ImGui::IsItemHovered()) ImGui::SetTooltip("The wheel zooms about the pointer; double-click goes back to the whole map");
+        } else {
+            ImGui::PushID(key.c_str());  // one "fit" button per map, apart from the toolbar's "fit" layout
+            if (ImGui::SmallButton("fit")) state.chain.mapCell[key] = fz.fit;
+            ImGui::PopID();
+            state.recordRect("fit/" + rectName, ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+            if (ImGui::IsItemHovered()) ImGui::SetTooltip("Back to the whole map (or double-click it)");
+        }
+    }
     const float top = ImGui::GetCursorScreenPos().y;
     const HeatmapHit hit = drawHeatmap(spec);
-    const bool projection = m.kind == MapKind::Q || m.kind == MapKind::K || m.kind == MapKind::V;
-    state.recordRect("heatmap/" + (projection ? name : key), hit.cellsMin, hit.cellsMax);
+    state.recordRect("heatmap/" + rectName, hit.cellsMin, hit.cellsMax);
+    if (fz.fitted) state.recordRect("mapbox/" + rectName, hit.viewMin, hit.viewMax);
     noteHover(state, spec, hit);
-    handleZoom(state, key, hit);
+    if (fz.fitted) zoomFitted(state, key, fz, hit);
+    else handleZoom(state, key, hit);
     if (hit.row >= 0) {
         const float cw = (hit.cellsMax.x - hit.cellsMin.x) / static_cast<float>(spec.src.values->cols());
         const float ch = (hit.cellsMax.y - hit.cellsMin.y) / static_cast<float>(spec.src.values->rows());
@@ -465,8 +532,12 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
         case MapKind::HeadOut: hoverOutputTooltip(state, r.heads[h], col ? hit.col : hit.row, col ? hit.row : hit.col); break;
         default: valueTooltip(state, spec, hit, name.c_str()); break;
         }
-        // Double-click: this map alone fills the window (Esc goes back); again: back.
-        if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) state.chain.focus = state.chain.focus == key ? "" : key;
+        // Double-click: a zoomed fitted map goes back to whole; any other map alone fills the window (Esc goes
+        // back); again: back.
+        if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) {
+            if (fz.fitted && !fz.whole) state.chain.mapCell[key] = fz.fit;
+            else state.chain.focus = state.chain.focus == key ? "" : key;
+        }
     }
     if (m.kind == MapKind::Weights) paintCustomMask(state, hit);
     if (m.kind == MapKind::Scores || m.kind == MapKind::Weights) {
