@@ -69,10 +69,51 @@ std::uint64_t resultStamp(AppState& s)
     return v.stamp;
 }
 
+// The weights' colour scale for this result (the view's choice; Auto resolved by the number of keys).
+attn::WeightsScale weightsScaleOf(const AppState& s)
+{
+    if (!s.doc.hasResult() || s.doc.result().heads.empty()) return attn::resolveWeightsScale(s.view.weightsScale, 0);
+    const attn::Matrix& w = s.doc.result().heads[0].weights;
+    const bool col = s.doc.session().config.layout == attn::Layout::Column;
+    return attn::resolveWeightsScale(s.view.weightsScale, static_cast<long>(col ? w.rows() : w.cols()));
+}
+
+bool rowMaxShown(const AppState& s) { return weightsScaleOf(s) == attn::WeightsScale::RowMax; }
+
+// The texture generation of a map of `kind` of the shown result (a row-max view of the weights is other data).
+std::uint64_t generationOf(AppState& s, HeatmapKind kind)
+{
+    const bool rowMax = kind == HeatmapKind::Weights && rowMaxShown(s);
+    return resultStamp(s) * 8 + static_cast<std::uint64_t>(kind) + (rowMax ? 4 : 0);
+}
+
+// Head `head`'s weights as coloured: the result's, or each query over its largest (attn::rowMaxNormalized, made
+// once per result and head, when shown).
+const attn::Matrix& weightsShown(AppState& s, int head)
+{
+    const attn::Matrix& w = s.doc.result().heads[static_cast<std::size_t>(head)].weights;
+    if (!rowMaxShown(s)) return w;
+    ChainView& v = s.chain;
+    const std::size_t H = s.doc.result().heads.size();
+    if (v.rowMax.size() != H) v.rowMax.assign(H, {});
+    if (v.rowMaxStamps.size() != H) v.rowMaxStamps.assign(H, 0);
+    const std::size_t h = static_cast<std::size_t>(head);
+    if (v.rowMaxStamps[h] != resultStamp(s)) {
+        v.rowMax[h] = attn::rowMaxNormalized(w, s.doc.session().config.layout != attn::Layout::Column);
+        v.rowMaxStamps[h] = resultStamp(s);
+    }
+    return v.rowMax[h];
+}
+
 // The range a map is drawn with under the view's range mode (auto: the result's; locked: the one it had
-// when locked; fixed: weights 0…1, their whole domain).
+// when locked; fixed: weights 0…1, their whole domain), and for the weights under a log or row-max scale
+// that scale's range (attn::weightsRange).
 attn::DisplayRange rangeFor(AppState& s, HeatmapKind kind, const std::string& key, const attn::DisplayRange& autoRange)
 {
+    if (kind == HeatmapKind::Weights) {
+        const attn::WeightsScale sc = weightsScaleOf(s);
+        if (sc == attn::WeightsScale::Log || sc == attn::WeightsScale::RowMax) return attn::weightsRange(sc, autoRange);
+    }
     const RangeMode mode = kind == HeatmapKind::Weights ? s.view.weightsRange : s.view.otherRanges;
     if (mode == RangeMode::Fixed && kind == HeatmapKind::Weights) return view::drawnRange(view::MapKind::Weights, autoRange, true);
     if (mode != RangeMode::Locked) return autoRange;
@@ -110,7 +151,7 @@ HeatmapSpec baseSpec(AppState& s, const std::string& key, const attn::Matrix& m,
     spec.src.values = &m;
     spec.src.range = rangeFor(s, kind, key, range);
     spec.src.colormap = s.view.colormaps[static_cast<int>(kind)];
-    spec.src.generation = resultStamp(s) * 4 + static_cast<std::uint64_t>(kind);
+    spec.src.generation = generationOf(s, kind);
     spec.cellPx = cell;
     spec.showValues = s.view.showValues;
     return spec;
@@ -467,6 +508,10 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
     HeatmapSpec spec = specFrom(state, key, d, kind, *range, style.cell);
     if (m.kind == MapKind::Scores) fromDevice(spec, r, attn::DeviceMatrix::Scores, m.head, state.doc.computing());
     if (m.kind == MapKind::Weights) fromDevice(spec, r, attn::DeviceMatrix::Weights, m.head, state.doc.computing());
+    if (m.kind == MapKind::Weights && rowMaxShown(state)) {
+        spec.src.values = &weightsShown(state, m.head);  // hover and tooltips still read the weights themselves
+        spec.src.deviceGeneration = 0;
+    }
     if (m.kind == MapKind::HeadOut) fromDevice(spec, r, attn::DeviceMatrix::Output, m.head, state.doc.computing());
     if (!style.rowLabels) spec.rowLabelsShown = false;
     spec.maxWidth = spec.maxHeight = style.maxSize;
@@ -554,7 +599,8 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
         const float dy = hit.cellsMin.y - ImGui::GetCursorScreenPos().y;
         if (dy > ImGui::GetStyle().ItemSpacing.y) ImGui::Dummy(ImVec2(1.0f, dy - ImGui::GetStyle().ItemSpacing.y));
         drawColorbar(("cb/" + key).c_str(), spec.src.colormap, spec.src.range,
-                     std::min(style.maxSize, std::max(40.0f, hit.cellsMax.y - hit.cellsMin.y)), style.colorbarWidth);
+                     std::min(style.maxSize, std::max(40.0f, hit.cellsMax.y - hit.cellsMin.y)), style.colorbarWidth,
+                     m.kind == MapKind::Weights && rowMaxShown(state) ? "÷ row max" : nullptr);
         ImGui::EndGroup();
     } else if (style.reserveColorbar) {
         ImGui::Dummy(ImVec2(kColorbarWidth, 1));
@@ -716,15 +762,15 @@ void drawHeadsGridRow(AppState& state, float cell)
     const Eigen::Index n = H > 0 ? std::max(r.heads[0].weights.rows(), r.heads[0].weights.cols()) : 0;
     const bool pooled = float(n) * cell > float(kGridThumbMax);
     ChainView& v = state.chain;
-    if (pooled && (v.gridPooledStamp != resultStamp(state) || v.gridPooledSide != kGridThumbMax ||
+    if (pooled && (v.gridPooledStamp != generationOf(state, HeatmapKind::Weights) || v.gridPooledSide != kGridThumbMax ||
                    v.gridPooled.size() != static_cast<std::size_t>(H))) {
         v.gridPooled.clear();
         for (int h = 0; h < H; ++h) {
-            const attn::Matrix& w = r.heads[static_cast<std::size_t>(h)].weights;
+            const attn::Matrix& w = weightsShown(state, h);
             v.gridPooled.push_back(attn::poolMax(w, std::min<Eigen::Index>(w.rows(), kGridThumbMax),
                                                  std::min<Eigen::Index>(w.cols(), kGridThumbMax)));
         }
-        v.gridPooledStamp = resultStamp(state);
+        v.gridPooledStamp = generationOf(state, HeatmapKind::Weights);
         v.gridPooledSide = kGridThumbMax;
     }
     if (pooled) g.cellPx = 1.0f;
@@ -733,9 +779,9 @@ void drawHeadsGridRow(AppState& state, float cell)
         HeadsGridItem it;
         it.key = "grid/weights/" + std::to_string(h);
         it.label = "head " + std::to_string(h);  // 0-based, as everywhere (the model grid, --head, figures)
-        it.values = pooled ? &v.gridPooled[static_cast<std::size_t>(h)] : &hr.weights;
+        it.values = pooled ? &v.gridPooled[static_cast<std::size_t>(h)] : &weightsShown(state, h);
         it.mask = pooled ? nullptr : &hr.masked;  // masked weights are 0: the pooled maxima show them as such
-        it.generation = resultStamp(state) * 4 + static_cast<std::uint64_t>(HeatmapKind::Weights);
+        it.generation = generationOf(state, HeatmapKind::Weights);
         // Grouped-query attention: bracket the query heads that share a KV head (0-based, as the heads).
         const attn::AttentionConfig& cfg = state.doc.session().config;
         if (cfg.kvHeads > 0 && cfg.kvHeads < H && H % cfg.kvHeads == 0)
@@ -882,6 +928,18 @@ void drawToolbar(AppState& state)
         v.locked.clear();
     }
     state.recordRect("view/weights_range", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(120);
+    // "auto: log" says what the automatic choice is for this many keys.
+    const attn::WeightsScale resolved = weightsScaleOf(state);
+    const std::string autoName = std::string("auto: ") + (resolved == attn::WeightsScale::Log ? "log" : "linear");
+    const char* scales[] = {autoName.c_str(), "linear", "log", "row max"};
+    int sc = static_cast<int>(state.view.weightsScale);
+    if (ImGui::Combo("scale", &sc, scales, 4)) state.view.weightsScale = static_cast<attn::WeightsScale>(sc);
+    state.recordRect("view/weights_scale", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("The weights' colour scale: linear 0…1, log 1e-4…1 (auto past %ld keys), or each query over its largest weight",
+                          attn::kLogScaleKeys);
     ImGui::SameLine();
     bool lock = state.view.otherRanges == RangeMode::Locked;
     if (ImGui::Checkbox("lock other ranges", &lock)) {

@@ -414,7 +414,8 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
     return hit;
 }
 
-void drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange& range, float height, float minWidth)
+void drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange& range, float height, float minWidth,
+                  const char* caption)
 {
     ImGui::PushID(id);
     ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -434,7 +435,7 @@ void drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange&
     float labelW = 0;
     // About one tick per 16 px of height (a label is 14 px tall), 4 to 10 of them.
     const int maxTicks = std::clamp(static_cast<int>(h / 16.0f), 4, 10);
-    for (float t : attn::niceTicks(range.lo, range.hi, maxTicks)) {
+    for (float t : attn::rangeTicks(range, maxTicks)) {
         const float y = p.y + h * (1.0f - attn::normalize(t, range));
         dl->AddLine(ImVec2(p.x + w, y), ImVec2(p.x + w + 4, y), ImGui::GetColorU32(ImGuiCol_Text));
         const std::string s = attn::formatValue(t, 3);
@@ -443,6 +444,8 @@ void drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange&
         labelW = std::max(labelW, ts.x);
     }
     ImGui::Dummy(ImVec2(std::max(minWidth, w + 8 + labelW), h));
+    if (!caption && range.scale == attn::ColorScale::Log && range.lo > 0 && range.hi > range.lo) caption = "log";
+    if (caption) ImGui::TextDisabled("%s", caption);
     ImGui::PopID();
 }
 

@@ -103,9 +103,11 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec);
 // (heads sharing one range) line up when they reserve the same width.
 inline constexpr float kColorbarWidth = 64.0f;
 inline constexpr float kColorbarMaxHeight = 420.0f;  // = the default HeatmapSpec::maxHeight
-// `minWidth` below kColorbarWidth packs it to its tick labels (the fit layout, where width is scarce).
+// `minWidth` below kColorbarWidth packs it to its tick labels (the fit layout, where width is scarce). A log
+// range (attn::ColorScale::Log) ticks its powers of ten and says "log" under the bar; `caption`, when given,
+// is written there instead (e.g. "÷ row max").
 void drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange& range, float height,
-                  float minWidth = kColorbarWidth);
+                  float minWidth = kColorbarWidth, const char* caption = nullptr);
 
 // The text printed in a cell `cellPx` wide for value v: 3 significant digits, else 2, else 2 without the
 // leading zero (".91"), then 1 digit ("-.1"), whichever first fits in `fontSize`; a middle dot "·" when none

@@ -92,7 +92,10 @@ struct ChainView {
     // The heads grid's thumbnails of heads too large for one pixel a cell (hundreds of tokens): each head's
     // weights pooled to the thumbnail (attn::poolMax), for the result stamp and side they were made for.
     std::vector<attn::Matrix> gridPooled;
-    std::uint64_t gridPooledStamp = ~std::uint64_t(0);
+    std::uint64_t gridPooledStamp = ~std::uint64_t(0);  // the weights' texture generation they were pooled from
+    // The weights under the row-max scale (attn::rowMaxNormalized), per head, and the result stamp each was made for.
+    std::vector<attn::Matrix> rowMax;
+    std::vector<std::uint64_t> rowMaxStamps;
     int gridPooledSide = 0;
     bool planned = false;
     std::string focus;              // the key of the map in focus mode ("weights/0"); "" = none
