@@ -539,14 +539,22 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
     }
     const bool projection = m.kind == MapKind::Q || m.kind == MapKind::K || m.kind == MapKind::V;
     const std::string rectName = projection ? name : key;
-    if (fz.fitted) {
+    // A whole map narrower than its title and caption (an n × d map, a thin strip) keeps the caption in its
+    // title's tooltip: the caption must not widen the chain's row past the window.
+    const char* wholeText = style.thumb ? "whole" : "whole map";
+    const bool captionFits = !fz.whole || static_cast<float>(d.cols) * fz.cell + ImGui::GetStyle().ScrollbarSize >=
+                                              ImGui::GetItemRectSize().x + ImGui::CalcTextSize(wholeText).x + 8.0f;
+    if (fz.fitted && !captionFits && ImGui::IsItemHovered())
+        ImGui::SetTooltip("%s: whole map (the wheel zooms about the pointer)", t.c_str());
+    if (fz.fitted && captionFits) {
         // What a fitted map shows: the whole map, or which part of it (and the way back).
         ImGui::SameLine();
         if (fz.whole) {
-            // The title gives the shape, a thumbnail's short title does not.
-            if (style.thumb) ImGui::TextDisabled("%ld × %ld, whole map", static_cast<long>(d.rows), static_cast<long>(d.cols));
-            else ImGui::TextDisabled("whole map");
-            if (ImGui::IsItemHovered()) ImGui::SetTooltip("The wheel zooms about the pointer; double-click goes back to the whole map");
+            // A thumbnail's short title keeps its column narrow: "whole" there, the shape in its tooltip.
+            ImGui::TextDisabled("%s", wholeText);
+            if (ImGui::IsItemHovered())
+                ImGui::SetTooltip("%ld × %ld, whole map: the wheel zooms about the pointer; double-click goes back to the whole map",
+                                  static_cast<long>(d.rows), static_cast<long>(d.cols));
         } else {
             ImGui::PushID(key.c_str());  // one "fit" button per map, apart from the toolbar's "fit" layout
             if (ImGui::SmallButton("fit")) state.chain.mapCell[key] = fz.fit;
@@ -828,7 +836,9 @@ void planChainLayout(AppState& state)
     const bool modelView = state.model.active && state.model.showView;
     if (!state.view.fit || modelView || !state.doc.hasResult() || state.doc.result().heads.empty()) {
         v.plan = FitPlan{};
-        v.plan.sidebarCollapsed = v.sidebar == Collapse::Hidden;
+        // The model view has its own controls: the sidebar has a few lines to say there, and folds to its strip
+        // unless the user brought it back (» sets Shown).
+        v.plan.sidebarCollapsed = v.sidebar == Collapse::Hidden || (modelView && v.sidebar == Collapse::Auto);
         return;
     }
     const attn::AttentionResult& r = state.doc.result();
