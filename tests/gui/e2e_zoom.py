@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from e2e_common import Session, parse_args, fail, wait_for, xdo
+from e2e_common import drive, parse_args, fail, wait_for, xdo
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 N = 1024
@@ -43,12 +43,7 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     session = os.path.join(a.work, "large1024.json")
     subprocess.run([sys.executable, os.path.join(HERE, "make_large_session.py"), session, str(N)], check=True)
-    app = Session([a.exe, session, "--size", "1280x800", "--no-autosave", "--no-restore"], a.work)
-    try:
-        run(app)
-    finally:
-        app.stop()
-    print("PASS")
+    drive(a.exe, [session], a.work, run)
 
 
 def run(app):
