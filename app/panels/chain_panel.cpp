@@ -837,8 +837,9 @@ void planChainLayout(AppState& state)
     if (!state.view.fit || modelView || !state.doc.hasResult() || state.doc.result().heads.empty()) {
         v.plan = FitPlan{};
         // The model view has its own controls: the sidebar has a few lines to say there, and folds to its strip
-        // unless the user brought it back (» sets Shown).
-        v.plan.sidebarCollapsed = v.sidebar == Collapse::Hidden || (modelView && v.sidebar == Collapse::Auto);
+        // unless the user brought it back (» sets Shown) or the run has warnings to show (a text cut at the context).
+        const bool warnings = state.model.drun && !state.model.drun->warnings.empty();
+        v.plan.sidebarCollapsed = v.sidebar == Collapse::Hidden || (modelView && v.sidebar == Collapse::Auto && !warnings);
         return;
     }
     const attn::AttentionResult& r = state.doc.result();
