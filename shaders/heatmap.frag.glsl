@@ -12,6 +12,7 @@ uniform sampler2D uMask;     // R8 (normalised: 1 reads as 1/255), same size as 
 uniform int uHasMask;
 uniform float uLo;
 uniform float uHi;
+uniform int uLog;            // 1: attn::ColorScale::Log (0 < uLo < uHi), as attn::normalize
 uniform vec3 uMaskedColor;   // attn::kMaskedColor, normalised
 
 out vec4 fragColor;
@@ -28,6 +29,7 @@ void main()
         rgb = vec3(0.0);
     } else {
         float t = uHi > uLo ? clamp((v - uLo) / (uHi - uLo), 0.0, 1.0) : 0.5;
+        if (uLog == 1) t = v > uLo ? clamp(log(v / uLo) / log(uHi / uLo), 0.0, 1.0) : 0.0;
         // Sample texel centres: index = t·255, so t = 0 and t = 1 land on the first and last entries.
         float u = (t * 255.0 + 0.5) / 256.0;
         rgb = texture(uLut, vec2(u, 0.5)).rgb;

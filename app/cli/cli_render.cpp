@@ -155,6 +155,7 @@ void addRenderCommand(CLI::App& root, CommandAction& action)
             std::optional<LoadedSession> ls = loadForFigure(*opt, rc);
             if (!ls) return rc;
             fo.fixedWeightsRange = view::viewFixesWeightsRange(ls->session.viewJson);  // as the window draws it
+            fo.weightsScale = view::viewWeightsScale(ls->session.viewJson);
             attn::Expected<fig::Figure> f = fig::buildFigure(ls->session, ls->result, fo);
             if (!f) return printError(opt->session + ": " + f.status().message), kExitBadInput;
             return writeOrReport(*f, opt->out, *format, opt->scale);

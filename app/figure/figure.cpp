@@ -79,17 +79,25 @@ attn::Expected<Heatmap> panelOf(const attn::Session& s, const attn::AttentionRes
     h.rowAxis = d->row.title;
     h.colAxis = d->col.title;
     h.colorbarLabel = info(k).colorbarLabel;
+    h.keys = view::keyCount(*d);
     return h;
 }
 
-// The range as the window draws the same map (view::drawnRange: weights over 0…1 unless the view says auto).
+// The range as the window draws the same map (view::drawnRange: weights over 0…1 unless the view says auto,
+// on the view's colour scale: log past attn::kLogScaleKeys keys unless it says otherwise; row max divides each
+// query's weights by its largest). The colorbar's label names a scale other than linear.
 void setRange(Heatmap& h, attn::Colormap cmap, PanelKind k, const FigureOptions& opt)
 {
     h.cmap = cmap;
+    const attn::WeightsScale scale =
+        k == PanelKind::Weights ? attn::resolveWeightsScale(opt.weightsScale, h.keys) : attn::WeightsScale::Linear;
+    if (scale == attn::WeightsScale::RowMax) h.values = attn::rowMaxNormalized(h.values, h.colAxis == "key");
     const attn::DisplayRange data =
         attn::displayRange(h.values, h.masked.size() > 0 ? &h.masked : nullptr, attn::isDiverging(cmap));
     h.range = view::drawnRange(k == PanelKind::Weights ? view::MapKind::Weights : view::MapKind::Output, data,
-                               opt.fixedWeightsRange);
+                               opt.fixedWeightsRange, scale);
+    if (scale == attn::WeightsScale::Log) h.colorbarLabel += " (log scale)";
+    if (scale == attn::WeightsScale::RowMax) h.colorbarLabel += " ÷ its query's largest";
 }
 
 } // namespace
@@ -208,7 +216,7 @@ attn::Expected<Figure> buildFigure(const attn::Session& s, const attn::Attention
     f.columns = n <= 3 ? n : n == 4 ? 2 : n <= 9 ? 3 : 4;
     f.sharedColorbar = opt.sharedRange || n == 1;
     f.sharedAxes = n > 1;
-    f.colorbarLabel = ki.colorbarLabel;
+    f.colorbarLabel = n > 0 ? f.panels.front().colorbarLabel : ki.colorbarLabel;
     if (f.sharedColorbar && n > 1) {
         const attn::DisplayRange u = attn::unionRange(ranges, attn::isDiverging(cmap));
         for (Heatmap& h : f.panels) h.range = u;

@@ -41,6 +41,7 @@ struct Heatmap {
     attn::Colormap cmap = attn::Colormap::Viridis;
     attn::DisplayRange range;             // colour range of this panel (the shared one when the colorbar is shared)
     std::string colorbarLabel;            // used when the panel has its own colorbar
+    long keys = 0;                        // the keys of a query × key map (the weights' automatic scale), else 0
 };
 
 struct Figure {
@@ -70,6 +71,8 @@ struct FigureOptions {
     std::optional<attn::Colormap> cmap;     // default: defaultColormap(panel)
     bool sharedRange = true;                // grid: one colour range and colorbar for all heads
     bool fixedWeightsRange = true;          // weights over 0…1, as the window draws them (view::drawnRange)
+    attn::WeightsScale weightsScale = attn::WeightsScale::Auto;  // the weights' colour scale, as the window's
+                                            // (view::viewWeightsScale; Auto: log past attn::kLogScaleKeys keys)
     bool annotate = false;                  // cell values printed in the cells
     std::optional<std::string> title;       // default: a title naming the panel; "" = no title
 };

@@ -109,7 +109,7 @@ std::vector<float> colorbarTicks(const attn::DisplayRange& r, double height)
     constexpr int kMaxTicks = 8, kMaxAsk = 12;
     std::vector<float> ticks;
     for (int n = std::clamp(int(height / 20), 2, kMaxTicks); n <= kMaxAsk; ++n) {
-        ticks = attn::niceTicks(r.lo, r.hi, n);
+        ticks = attn::rangeTicks(r, n);
         if (ticks.size() >= 3) break;
     }
     return ticks;
@@ -302,7 +302,8 @@ void drawColorbar(Painter& p, const Rect& r, attn::Colormap cmap, const attn::Di
     p.strokeRect(r.x, r.y, r.w, r.h, kFrame, 0.5);
     const double span = double(range.hi) - double(range.lo);
     for (float t : colorbarTicks(range, r.h)) {
-        const double y = span > 0 ? r.y + r.h * (1.0 - (double(t) - range.lo) / span) : r.y + r.h / 2;
+        // attn::normalize places a tick as it colours a value (a log range by its logarithm).
+        const double y = span > 0 ? r.y + r.h * (1.0 - double(attn::normalize(t, range))) : r.y + r.h / 2;
         p.line(r.x + r.w, y, r.x + r.w + kTickLength, y, kFrame, 0.5);
         p.text({{displayValue(t), 0}}, {kTickSize, false, kInk}, r.x + r.w + kTickLength + 2, y, HAlign::Left,
                VAlign::Middle);

@@ -69,10 +69,51 @@ std::uint64_t resultStamp(AppState& s)
     return v.stamp;
 }
 
+// The weights' colour scale for this result (the view's choice; Auto resolved by the number of keys).
+attn::WeightsScale weightsScaleOf(const AppState& s)
+{
+    if (!s.doc.hasResult() || s.doc.result().heads.empty()) return attn::resolveWeightsScale(s.view.weightsScale, 0);
+    const attn::Matrix& w = s.doc.result().heads[0].weights;
+    const bool col = s.doc.session().config.layout == attn::Layout::Column;
+    return attn::resolveWeightsScale(s.view.weightsScale, static_cast<long>(col ? w.rows() : w.cols()));
+}
+
+bool rowMaxShown(const AppState& s) { return weightsScaleOf(s) == attn::WeightsScale::RowMax; }
+
+// The texture generation of a map of `kind` of the shown result (a row-max view of the weights is other data).
+std::uint64_t generationOf(AppState& s, HeatmapKind kind)
+{
+    const bool rowMax = kind == HeatmapKind::Weights && rowMaxShown(s);
+    return resultStamp(s) * 8 + static_cast<std::uint64_t>(kind) + (rowMax ? 4 : 0);
+}
+
+// Head `head`'s weights as coloured: the result's, or each query over its largest (attn::rowMaxNormalized, made
+// once per result and head, when shown).
+const attn::Matrix& weightsShown(AppState& s, int head)
+{
+    const attn::Matrix& w = s.doc.result().heads[static_cast<std::size_t>(head)].weights;
+    if (!rowMaxShown(s)) return w;
+    ChainView& v = s.chain;
+    const std::size_t H = s.doc.result().heads.size();
+    if (v.rowMax.size() != H) v.rowMax.assign(H, {});
+    if (v.rowMaxStamps.size() != H) v.rowMaxStamps.assign(H, 0);
+    const std::size_t h = static_cast<std::size_t>(head);
+    if (v.rowMaxStamps[h] != resultStamp(s)) {
+        v.rowMax[h] = attn::rowMaxNormalized(w, s.doc.session().config.layout != attn::Layout::Column);
+        v.rowMaxStamps[h] = resultStamp(s);
+    }
+    return v.rowMax[h];
+}
+
 // The range a map is drawn with under the view's range mode (auto: the result's; locked: the one it had
-// when locked; fixed: weights 0…1, their whole domain).
+// when locked; fixed: weights 0…1, their whole domain), and for the weights under a log or row-max scale
+// that scale's range (attn::weightsRange).
 attn::DisplayRange rangeFor(AppState& s, HeatmapKind kind, const std::string& key, const attn::DisplayRange& autoRange)
 {
+    if (kind == HeatmapKind::Weights) {
+        const attn::WeightsScale sc = weightsScaleOf(s);
+        if (sc == attn::WeightsScale::Log || sc == attn::WeightsScale::RowMax) return attn::weightsRange(sc, autoRange);
+    }
     const RangeMode mode = kind == HeatmapKind::Weights ? s.view.weightsRange : s.view.otherRanges;
     if (mode == RangeMode::Fixed && kind == HeatmapKind::Weights) return view::drawnRange(view::MapKind::Weights, autoRange, true);
     if (mode != RangeMode::Locked) return autoRange;
@@ -110,7 +151,7 @@ HeatmapSpec baseSpec(AppState& s, const std::string& key, const attn::Matrix& m,
     spec.src.values = &m;
     spec.src.range = rangeFor(s, kind, key, range);
     spec.src.colormap = s.view.colormaps[static_cast<int>(kind)];
-    spec.src.generation = resultStamp(s) * 4 + static_cast<std::uint64_t>(kind);
+    spec.src.generation = generationOf(s, kind);
     spec.cellPx = cell;
     spec.showValues = s.view.showValues;
     return spec;
@@ -238,6 +279,28 @@ float mapZoomOf(const AppState& s, const std::string& key)
 {
     const auto it = s.chain.mapZoom.find(key);
     return it == s.chain.mapZoom.end() || it->second <= 0 ? 1.0f : it->second;
+}
+
+// A map larger than its box at its cells (hundreds of tokens, or Q, K, V beside them) opens fitted: the whole map
+// in its box, cells under a pixel max-pooled. The wheel zooms it about the pointer, 2× a notch, up to cells with
+// their values (kMaxCell, or the layout's own cell when larger); ChainView::mapCell keeps the zoom per map.
+struct FittedZoom {
+    bool fitted = false;   // the map is larger than its box: it opens whole and the wheel zooms it
+    bool whole = true;     // shown whole (not zoomed)
+    float fit = 1;         // the whole map's cell size
+    float maxCell = kMaxCell;
+    float cell = 1;        // the cell size shown
+};
+
+struct MapStyle;
+FittedZoom fittedZoom(const AppState& s, const std::string& key, const view::MapDescription& d, const MapStyle& style);
+
+void zoomFitted(AppState& s, const std::string& key, const FittedZoom& fz, const HeatmapHit& hit)
+{
+    if (hit.zoomWheel == 0) return;
+    const float cell = std::clamp(fz.cell * std::pow(2.0f, hit.zoomWheel), fz.fit, fz.maxCell);
+    // About the pointer: heatmap_view keeps the cell under the mouse where it was when the cell size changes.
+    s.chain.mapCell[key] = cell;
 }
 
 void arrow()
@@ -390,6 +453,28 @@ struct MapStyle {
     bool thumb = false;        // a thumbnail: the short title ("scores"), the shape in its tooltip
 };
 
+FittedZoom fittedZoom(const AppState& s, const std::string& key, const view::MapDescription& d, const MapStyle& style)
+{
+    FittedZoom fz;
+    const float rows = static_cast<float>(std::max<long>(1, static_cast<long>(d.rows)));
+    const float cols = static_cast<float>(std::max<long>(1, static_cast<long>(d.cols)));
+    // The label bands at readable cells (heatmap_view: at most 70 px of labels, an axis title, spacing).
+    const float bands = 70.0f + 2.0f * ImGui::GetFontSize();
+    const float box = style.maxSize;
+    // Cells that fit their box (a map only its labels push past it scrolls a little, as before): readable cells.
+    if (cols * style.cell <= box && rows * style.cell <= box) return fz;
+    fz.fitted = true;
+    // Cells under 0.8 of the font have no labels: then the whole box is cells.
+    fz.fit = std::min(box / cols, box / rows);
+    if (fz.fit >= ImGui::GetFontSize() * 0.8f) fz.fit = std::max(1.0f, std::min((box - bands) / cols, (box - bands) / rows));
+    fz.maxCell = std::max({kMaxCell, style.cell, fz.fit});
+    // Whole, unless the session asks for the sidebar's zoom (a saved view of zoom 8 opens 8× in, as before).
+    fz.cell = s.view.zoom == 1.0f ? fz.fit : std::clamp(style.cell, fz.fit, fz.maxCell);
+    if (const auto it = s.chain.mapCell.find(key); it != s.chain.mapCell.end()) fz.cell = std::clamp(it->second, fz.fit, fz.maxCell);
+    fz.whole = fz.cell <= fz.fit * 1.001f;
+    return fz;
+}
+
 // Draws one map of the chain at the cursor: its title, the cells, its colorbar; handles hover, tooltips,
 // painting, key padding and the double-click that puts it in focus. Returns the height of its column
 // label band (the cells' offset below the title).
@@ -423,10 +508,18 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
     HeatmapSpec spec = specFrom(state, key, d, kind, *range, style.cell);
     if (m.kind == MapKind::Scores) fromDevice(spec, r, attn::DeviceMatrix::Scores, m.head, state.doc.computing());
     if (m.kind == MapKind::Weights) fromDevice(spec, r, attn::DeviceMatrix::Weights, m.head, state.doc.computing());
+    if (m.kind == MapKind::Weights && rowMaxShown(state)) {
+        spec.src.values = &weightsShown(state, m.head);  // hover and tooltips still read the weights themselves
+        spec.src.deviceGeneration = 0;
+    }
     if (m.kind == MapKind::HeadOut) fromDevice(spec, r, attn::DeviceMatrix::Output, m.head, state.doc.computing());
     if (!style.rowLabels) spec.rowLabelsShown = false;
     spec.maxWidth = spec.maxHeight = style.maxSize;
-    if (const float local = mapZoomOf(state, key); local != 1.0f) {
+    const FittedZoom fz = fittedZoom(state, key, d, style);
+    if (fz.fitted) {
+        spec.wheelZooms = true;
+        spec.cellPx = fz.cell;
+    } else if (const float local = mapZoomOf(state, key); local != 1.0f) {
         // Zoomed on its own: the map keeps its unzoomed footprint and its cells scroll inside it, so that
         // the maps around it stay where they were.
         const float bands = 80.0f;  // room for the label bands (at most 70 px, heatmap_view) and spacing
@@ -444,12 +537,39 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
     } else {
         ImGui::TextUnformatted(t.c_str());
     }
+    const bool projection = m.kind == MapKind::Q || m.kind == MapKind::K || m.kind == MapKind::V;
+    const std::string rectName = projection ? name : key;
+    // A whole map narrower than its title and caption (an n × d map, a thin strip) keeps the caption in its
+    // title's tooltip: the caption must not widen the chain's row past the window.
+    const char* wholeText = style.thumb ? "whole" : "whole map";
+    const bool captionFits = !fz.whole || static_cast<float>(d.cols) * fz.cell + ImGui::GetStyle().ScrollbarSize >=
+                                              ImGui::GetItemRectSize().x + ImGui::CalcTextSize(wholeText).x + 8.0f;
+    if (fz.fitted && !captionFits && ImGui::IsItemHovered())
+        ImGui::SetTooltip("%s: whole map (the wheel zooms about the pointer)", t.c_str());
+    if (fz.fitted && captionFits) {
+        // What a fitted map shows: the whole map, or which part of it (and the way back).
+        ImGui::SameLine();
+        if (fz.whole) {
+            // A thumbnail's short title keeps its column narrow: "whole" there, the shape in its tooltip.
+            ImGui::TextDisabled("%s", wholeText);
+            if (ImGui::IsItemHovered())
+                ImGui::SetTooltip("%ld × %ld, whole map: the wheel zooms about the pointer; double-click goes back to the whole map",
+                                  static_cast<long>(d.rows), static_cast<long>(d.cols));
+        } else {
+            ImGui::PushID(key.c_str());  // one "fit" button per map, apart from the toolbar's "fit" layout
+            if (ImGui::SmallButton("fit")) state.chain.mapCell[key] = fz.fit;
+            ImGui::PopID();
+            state.recordRect("fit/" + rectName, ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+            if (ImGui::IsItemHovered()) ImGui::SetTooltip("Back to the whole map (or double-click it)");
+        }
+    }
     const float top = ImGui::GetCursorScreenPos().y;
     const HeatmapHit hit = drawHeatmap(spec);
-    const bool projection = m.kind == MapKind::Q || m.kind == MapKind::K || m.kind == MapKind::V;
-    state.recordRect("heatmap/" + (projection ? name : key), hit.cellsMin, hit.cellsMax);
+    state.recordRect("heatmap/" + rectName, hit.cellsMin, hit.cellsMax);
+    if (fz.fitted) state.recordRect("mapbox/" + rectName, hit.viewMin, hit.viewMax);
     noteHover(state, spec, hit);
-    handleZoom(state, key, hit);
+    if (fz.fitted) zoomFitted(state, key, fz, hit);
+    else handleZoom(state, key, hit);
     if (hit.row >= 0) {
         const float cw = (hit.cellsMax.x - hit.cellsMin.x) / static_cast<float>(spec.src.values->cols());
         const float ch = (hit.cellsMax.y - hit.cellsMin.y) / static_cast<float>(spec.src.values->rows());
@@ -465,8 +585,12 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
         case MapKind::HeadOut: hoverOutputTooltip(state, r.heads[h], col ? hit.col : hit.row, col ? hit.row : hit.col); break;
         default: valueTooltip(state, spec, hit, name.c_str()); break;
         }
-        // Double-click: this map alone fills the window (Esc goes back); again: back.
-        if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) state.chain.focus = state.chain.focus == key ? "" : key;
+        // Double-click: a zoomed fitted map goes back to whole; any other map alone fills the window (Esc goes
+        // back); again: back.
+        if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) {
+            if (fz.fitted && !fz.whole) state.chain.mapCell[key] = fz.fit;
+            else state.chain.focus = state.chain.focus == key ? "" : key;
+        }
     }
     if (m.kind == MapKind::Weights) paintCustomMask(state, hit);
     if (m.kind == MapKind::Scores || m.kind == MapKind::Weights) {
@@ -483,7 +607,8 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
         const float dy = hit.cellsMin.y - ImGui::GetCursorScreenPos().y;
         if (dy > ImGui::GetStyle().ItemSpacing.y) ImGui::Dummy(ImVec2(1.0f, dy - ImGui::GetStyle().ItemSpacing.y));
         drawColorbar(("cb/" + key).c_str(), spec.src.colormap, spec.src.range,
-                     std::min(style.maxSize, std::max(40.0f, hit.cellsMax.y - hit.cellsMin.y)), style.colorbarWidth);
+                     std::min(style.maxSize, std::max(40.0f, hit.cellsMax.y - hit.cellsMin.y)), style.colorbarWidth,
+                     m.kind == MapKind::Weights && rowMaxShown(state) ? "÷ row max" : nullptr);
         ImGui::EndGroup();
     } else if (style.reserveColorbar) {
         ImGui::Dummy(ImVec2(kColorbarWidth, 1));
@@ -645,15 +770,15 @@ void drawHeadsGridRow(AppState& state, float cell)
     const Eigen::Index n = H > 0 ? std::max(r.heads[0].weights.rows(), r.heads[0].weights.cols()) : 0;
     const bool pooled = float(n) * cell > float(kGridThumbMax);
     ChainView& v = state.chain;
-    if (pooled && (v.gridPooledStamp != resultStamp(state) || v.gridPooledSide != kGridThumbMax ||
+    if (pooled && (v.gridPooledStamp != generationOf(state, HeatmapKind::Weights) || v.gridPooledSide != kGridThumbMax ||
                    v.gridPooled.size() != static_cast<std::size_t>(H))) {
         v.gridPooled.clear();
         for (int h = 0; h < H; ++h) {
-            const attn::Matrix& w = r.heads[static_cast<std::size_t>(h)].weights;
+            const attn::Matrix& w = weightsShown(state, h);
             v.gridPooled.push_back(attn::poolMax(w, std::min<Eigen::Index>(w.rows(), kGridThumbMax),
                                                  std::min<Eigen::Index>(w.cols(), kGridThumbMax)));
         }
-        v.gridPooledStamp = resultStamp(state);
+        v.gridPooledStamp = generationOf(state, HeatmapKind::Weights);
         v.gridPooledSide = kGridThumbMax;
     }
     if (pooled) g.cellPx = 1.0f;
@@ -662,9 +787,9 @@ void drawHeadsGridRow(AppState& state, float cell)
         HeadsGridItem it;
         it.key = "grid/weights/" + std::to_string(h);
         it.label = "head " + std::to_string(h);  // 0-based, as everywhere (the model grid, --head, figures)
-        it.values = pooled ? &v.gridPooled[static_cast<std::size_t>(h)] : &hr.weights;
+        it.values = pooled ? &v.gridPooled[static_cast<std::size_t>(h)] : &weightsShown(state, h);
         it.mask = pooled ? nullptr : &hr.masked;  // masked weights are 0: the pooled maxima show them as such
-        it.generation = resultStamp(state) * 4 + static_cast<std::uint64_t>(HeatmapKind::Weights);
+        it.generation = generationOf(state, HeatmapKind::Weights);
         // Grouped-query attention: bracket the query heads that share a KV head (0-based, as the heads).
         const attn::AttentionConfig& cfg = state.doc.session().config;
         if (cfg.kvHeads > 0 && cfg.kvHeads < H && H % cfg.kvHeads == 0)
@@ -711,7 +836,10 @@ void planChainLayout(AppState& state)
     const bool modelView = state.model.active && state.model.showView;
     if (!state.view.fit || modelView || !state.doc.hasResult() || state.doc.result().heads.empty()) {
         v.plan = FitPlan{};
-        v.plan.sidebarCollapsed = v.sidebar == Collapse::Hidden;
+        // The model view has its own controls: the sidebar has a few lines to say there, and folds to its strip
+        // unless the user brought it back (» sets Shown) or the run has warnings to show (a text cut at the context).
+        const bool warnings = state.model.drun && !state.model.drun->warnings.empty();
+        v.plan.sidebarCollapsed = v.sidebar == Collapse::Hidden || (modelView && v.sidebar == Collapse::Auto && !warnings);
         return;
     }
     const attn::AttentionResult& r = state.doc.result();
@@ -811,6 +939,18 @@ void drawToolbar(AppState& state)
         v.locked.clear();
     }
     state.recordRect("view/weights_range", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(120);
+    // "auto: log" says what the automatic choice is for this many keys.
+    const attn::WeightsScale resolved = weightsScaleOf(state);
+    const std::string autoName = std::string("auto: ") + (resolved == attn::WeightsScale::Log ? "log" : "linear");
+    const char* scales[] = {autoName.c_str(), "linear", "log", "row max"};
+    int sc = static_cast<int>(state.view.weightsScale);
+    if (ImGui::Combo("scale", &sc, scales, 4)) state.view.weightsScale = static_cast<attn::WeightsScale>(sc);
+    state.recordRect("view/weights_scale", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("The weights' colour scale: linear 0…1, log 1e-4…1 (auto past %ld keys), or each query over its largest weight",
+                          attn::kLogScaleKeys);
     ImGui::SameLine();
     bool lock = state.view.otherRanges == RangeMode::Locked;
     if (ImGui::Checkbox("lock other ranges", &lock)) {

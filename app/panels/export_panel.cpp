@@ -144,7 +144,7 @@ void drawFigureOptions(AppState& state, ExportState& st)
 // Under options and preview, across the dialog: the path, the button and the outcome.
 void drawFigureExport(AppState& state, ExportState& st)
 {
-    const fig::FigureOptions opt = figureOptions(st, state.view.weightsRange == RangeMode::Fixed);
+    const fig::FigureOptions opt = figureOptions(st, state.view.weightsRange == RangeMode::Fixed, state.view.weightsScale);
     pathField("##figpath", st.figurePath, st.figurePathAuto, defaultFigurePath(state.doc, opt, st.format), "figure.pdf");
     if (!st.figurePathAuto)
         if (const auto f = fig::formatFromPath(st.figurePath)) st.format = *f;  // the typed extension wins
@@ -158,7 +158,7 @@ void drawFigurePreview(AppState& state, ExportState& st)
 {
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     FigurePreview& p = st.preview;
-    updatePreview(p, state.doc, figureOptions(st, state.view.weightsRange == RangeMode::Fixed), avail.x, avail.y, ImGui::GetTime());
+    updatePreview(p, state.doc, figureOptions(st, state.view.weightsRange == RangeMode::Fixed, state.view.weightsScale), avail.x, avail.y, ImGui::GetTime());
     if (p.textureVersion != p.version) {
         p.texture = p.image.pixels.empty() ? nullptr
                                            : uploadRgbaImage("export/preview", p.image.width, p.image.height, p.image.pixels.data());

@@ -209,7 +209,11 @@ void drawModelGrid(AppState& state, ImVec2 size)
                 if (head.masked.size() > 0 && head.masked.rows() == head.weights.rows() && head.masked.cols() == head.weights.cols())
                     spec.src.mask = &head.masked;
             }
-            spec.src.range = {0.0f, 1.0f, 0};
+            // The weights' colour scale as the chain's (log past attn::kLogScaleKeys tokens by default); row max
+            // needs each head's maps divided row by row, which the thumbnails do not keep: they stay linear then.
+            const attn::WeightsScale scale = attn::resolveWeightsScale(state.view.weightsScale, n);
+            spec.src.range = attn::weightsRange(scale == attn::WeightsScale::Log ? scale : attn::WeightsScale::Linear,
+                                                attn::DisplayRange{0.0f, 1.0f, 0});
             spec.src.colormap = attn::Colormap::Viridis;
             // The texture changes only when its layer does (or the pooled size).
             spec.src.generation = gen;

@@ -80,6 +80,7 @@ attn::Status GlHeatmapRenderer::init()
     m_locHasMask = glGetUniformLocation(m_program, "uHasMask");
     m_locLo = glGetUniformLocation(m_program, "uLo");
     m_locHi = glGetUniformLocation(m_program, "uHi");
+    m_locLog = glGetUniformLocation(m_program, "uLog");
     m_locMaskedColor = glGetUniformLocation(m_program, "uMaskedColor");
 
     glGetIntegerv(GL_MAX_TEXTURE_SIZE, &m_maxTextureSize);
@@ -120,6 +121,7 @@ void GlHeatmapRenderer::drawCallback(const ImDrawList*, const ImDrawCmd* cmd)
     glUniform1i(self->m_locHasMask, p->hasMask ? 1 : 0);
     glUniform1f(self->m_locLo, p->lo);
     glUniform1f(self->m_locHi, p->hi);
+    glUniform1i(self->m_locLog, p->log ? 1 : 0);
     glUniform3f(self->m_locMaskedColor, attn::kMaskedColor.r / 255.0f, attn::kMaskedColor.g / 255.0f, attn::kMaskedColor.b / 255.0f);
     glActiveTexture(GL_TEXTURE1);
     glBindTexture(GL_TEXTURE_2D, p->lut);
@@ -144,6 +146,8 @@ void GlHeatmapRenderer::addDraw(ImDrawList* dl, unsigned values, unsigned mask, 
     p.hasMask = mask != 0;
     p.lo = src.range.lo;
     p.hi = src.range.hi;
+    // As attn::normalize: a log scale needs 0 < lo < hi, else it draws linear.
+    p.log = src.range.scale == attn::ColorScale::Log && src.range.lo > 0 && src.range.hi > src.range.lo;
     dl->AddCallback(drawCallback, &p);
     dl->AddImage(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(values)), p0, p1);
 }

@@ -55,6 +55,7 @@ public:
         const GlHeatmapRenderer* self = nullptr;
         unsigned lut = 0, mask = 0;
         float lo = 0, hi = 1;
+        bool log = false;  // attn::ColorScale::Log: colour by log(v / lo) / log(hi / lo)
         bool hasMask = false;
     };
 
@@ -103,7 +104,7 @@ private:
     void releaseEntry(Entry& e);
 
     unsigned m_program = 0;
-    int m_locProjection = -1, m_locValues = -1, m_locLut = -1, m_locMask = -1, m_locHasMask = -1, m_locLo = -1, m_locHi = -1,
+    int m_locProjection = -1, m_locValues = -1, m_locLut = -1, m_locMask = -1, m_locHasMask = -1, m_locLo = -1, m_locHi = -1, m_locLog = -1,
         m_locMaskedColor = -1;
     unsigned m_luts[4] = {0, 0, 0, 0};
     unsigned m_emptyMask = 0;

@@ -3,8 +3,10 @@
 #include <imgui_internal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
 #include <cmath>
+#include <map>
 
 namespace app {
 namespace {
@@ -61,15 +63,20 @@ void addVerticalText(ImDrawList* dl, ImVec2 bottomLeft, ImU32 col, const char* t
 void keepPointUnderMouse(float cell, ImVec2 bands)
 {
     ImGuiStorage* st = ImGui::GetStateStorage();
-    const ImGuiID id = ImGui::GetID("cell size");
+    const ImGuiID id = ImGui::GetID("cell size"), bx = ImGui::GetID("bands x"), by = ImGui::GetID("bands y");
     const float prev = st->GetFloat(id, cell);
+    // The label bands come and go with the cell size (labels show from 0.8 of the font): the point under the mouse
+    // is measured with the bands it was drawn with.
+    const ImVec2 prevBands(st->GetFloat(bx, bands.x), st->GetFloat(by, bands.y));
     st->SetFloat(id, cell);
+    st->SetFloat(bx, bands.x);
+    st->SetFloat(by, bands.y);
     if (prev == cell || prev <= 0 || !ImGui::IsWindowHovered()) return;
     const ImVec2 wp = ImGui::GetWindowPos(), mp = ImGui::GetIO().MousePos;
     const float mx = mp.x - wp.x, my = mp.y - wp.y;  // the mouse in the view
     const float k = cell / prev;
     // The point under the mouse in cell coordinates (label bands excluded), scaled, put back under the mouse.
-    const float cx = ImGui::GetScrollX() + mx - bands.x, cy = ImGui::GetScrollY() + my - bands.y;
+    const float cx = ImGui::GetScrollX() + mx - prevBands.x, cy = ImGui::GetScrollY() + my - prevBands.y;
     ImGui::SetScrollX(std::max(0.0f, cx * k + bands.x - mx));
     ImGui::SetScrollY(std::max(0.0f, cy * k + bands.y - my));
 }
@@ -101,6 +108,32 @@ void drawOverview(ImVec2 full, ImVec2 bands, const HeatmapSpec& spec)
     const ImVec2 v1(std::min(o.x + size.x, v0.x + std::max(2.0f, view.x * kx)), std::min(o.y + size.y, v0.y + std::max(2.0f, view.y * ky)));
     fg->AddRectFilled(v0, v1, IM_COL32(255, 200, 60, 90));
     fg->AddRect(v0, v1, IM_COL32(255, 200, 60, 255));
+}
+
+// The visible part of a fitted map whose cells are under a pixel, max-pooled to one value a pixel (attn::poolMax,
+// core's: each value the largest of its block, so one sharp weight stays visible), kept per map key while the
+// map's data (generation), the part and the pixels are the same: a still map pools once, not every frame.
+struct PooledPart {
+    std::uint64_t sourceGeneration = 0;
+    int r0 = 0, c0 = 0, rows = 0, cols = 0, outRows = 0, outCols = 0;
+    attn::Matrix values;
+    std::uint64_t generation = 0;  // unique in the process (the renderer's texture key is the map's key + "/pooled")
+};
+
+const PooledPart& pooledPart(const std::string& key, const HeatmapSource& src, int r0, int c0, int rows, int cols,
+                             int outRows, int outCols)
+{
+    static std::map<std::string, PooledPart> parts;
+    static std::atomic<std::uint64_t> next{1};
+    PooledPart& p = parts[key];
+    if (p.generation == 0 || p.sourceGeneration != src.generation || p.r0 != r0 || p.c0 != c0 || p.rows != rows ||
+        p.cols != cols || p.outRows != outRows || p.outCols != outCols) {
+        p.values = attn::poolMax(src.values->block(r0, c0, rows, cols), outRows, outCols);
+        p.sourceGeneration = src.generation;
+        p.r0 = r0, p.c0 = c0, p.rows = rows, p.cols = cols, p.outRows = outRows, p.outCols = outCols;
+        p.generation = next.fetch_add(1);
+    }
+    return p;
 }
 
 } // namespace
@@ -164,7 +197,8 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
         ImGui::PopID();
         return hit;
     }
-    const float cell = std::max(1.0f, spec.cellPx);
+    // Under a pixel only for a fitted map, which pools its cells (below).
+    const float cell = std::max(spec.wheelZooms ? 1e-3f : 1.0f, spec.cellPx);
     const float fontH = ImGui::GetFontSize();
 
     // Label bands: row labels on the left, column labels on top (turned when they do not fit across a cell).
@@ -196,13 +230,19 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
     if (colTitle) colBand += fontH + 2.0f;
     colBand = std::max(colBand, spec.minColBand);
     const ImVec2 full(rowBand + cell * static_cast<float>(cols), colBand + cell * static_cast<float>(rows));
-    const bool scroll = full.x > spec.maxWidth || full.y > spec.maxHeight;
+    // Half a pixel of slack: a map fitted to its box (n cells of box/n px) must not overflow by a rounding error.
+    const bool overflows = full.x > spec.maxWidth + 0.5f || full.y > spec.maxHeight + 0.5f;
+    const bool scroll = spec.wheelZooms || overflows;
     if (scroll) {
         const ImVec2 view(std::min(full.x, spec.maxWidth) + ImGui::GetStyle().ScrollbarSize,
                           std::min(full.y, spec.maxHeight) + ImGui::GetStyle().ScrollbarSize);
-        ImGui::BeginChild("scroll", view, false, ImGuiWindowFlags_HorizontalScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+        // A fitted map (wheelZooms) keeps its scrollbars' room while whole, so that zooming it moves no map around.
+        const ImVec2 box = spec.wheelZooms && !overflows ? ImVec2(full.x + ImGui::GetStyle().ScrollbarSize, full.y + ImGui::GetStyle().ScrollbarSize) : view;
+        ImGui::BeginChild("scroll", box, false, ImGuiWindowFlags_HorizontalScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
         keepPointUnderMouse(cell, ImVec2(rowBand, colBand));
     }
+    hit.viewMin = ImGui::GetWindowPos();
+    hit.viewMax = ImVec2(hit.viewMin.x + ImGui::GetWindowSize().x, hit.viewMin.y + ImGui::GetWindowSize().y);
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     const ImVec2 a(origin.x + rowBand, origin.y + colBand);
@@ -223,6 +263,9 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
     // A map that scrolls takes the wheel itself (pan below, Ctrl+wheel zooms): the window around it must not
     // scroll as well. ImGui's internal API (Debian's libimgui-dev 1.86 ships imgui_internal.h).
     if (scroll) ImGui::SetItemUsingMouseWheel();
+    const ImGuiIO& io = ImGui::GetIO();
+    hit.mouseInCells = ImVec2(io.MousePos.x - a.x, io.MousePos.y - a.y);
+    if (spec.wheelZooms && ImGui::IsWindowHovered() && io.MouseWheel != 0 && !io.KeyShift) hit.zoomWheel = io.MouseWheel;
     if (hovered) {
         const ImVec2 mp = ImGui::GetIO().MousePos;
         hit.col = std::clamp(static_cast<int>((mp.x - a.x) / cell), 0, cols - 1);
@@ -231,7 +274,7 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
         hit.held = ImGui::IsMouseDown(ImGuiMouseButton_Left);
         if (ImGui::GetIO().KeyCtrl && ImGui::GetIO().MouseWheel != 0) hit.zoomWheel = ImGui::GetIO().MouseWheel;
     }
-    if (scroll && ImGui::IsWindowHovered() && !ImGui::GetIO().KeyCtrl && ImGui::GetIO().MouseWheel != 0) {
+    if (scroll && ImGui::IsWindowHovered() && !io.KeyCtrl && io.MouseWheel != 0 && (!spec.wheelZooms || io.KeyShift)) {
         // Wheel pans vertically, Shift+wheel horizontally (the child does not scroll with the mouse by itself,
         // so that Ctrl+wheel can zoom).
         const float step = cell * 3.0f * ImGui::GetIO().MouseWheel;
@@ -245,9 +288,25 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
         ImGui::SetScrollY(ImGui::GetScrollY() - d.y);
     }
 
-    // Cells.
-    if (g_renderer) g_renderer->drawCells(dl, a, b, spec.key, spec.src);
-    else drawCellsCpu(dl, a, b, spec.src);
+    // Cells: under a pixel a cell, the visible part max-pooled to one value a pixel (a texture of n × n values
+    // squeezed into fewer pixels would show every k-th value, and lose the sharp ones).
+    if (cell < 1.0f && vr1 > vr0 && vc1 > vc0) {
+        const int outR = std::clamp(static_cast<int>(std::ceil(float(vr1 - vr0) * cell)), 1, vr1 - vr0);
+        const int outC = std::clamp(static_cast<int>(std::ceil(float(vc1 - vc0) * cell)), 1, vc1 - vc0);
+        const PooledPart& part = pooledPart(spec.key, spec.src, vr0, vc0, vr1 - vr0, vc1 - vc0, outR, outC);
+        HeatmapSource ps = spec.src;
+        ps.values = &part.values;
+        ps.mask = nullptr;  // masked weights are 0 and masked scores not finite: the maxima show them as such
+        ps.generation = part.generation;
+        ps.deviceGeneration = 0;
+        const ImVec2 pa(a.x + cell * float(vc0), a.y + cell * float(vr0)), pb(a.x + cell * float(vc1), a.y + cell * float(vr1));
+        if (g_renderer) g_renderer->drawCells(dl, pa, pb, spec.key + "/pooled", ps);
+        else drawCellsCpu(dl, pa, pb, ps);
+    } else if (g_renderer) {
+        g_renderer->drawCells(dl, a, b, spec.key, spec.src);
+    } else {
+        drawCellsCpu(dl, a, b, spec.src);
+    }
 
     // Values in the cells, when they fit (and the cell is on screen), black or white by the cell's colour.
     const bool hasMask = spec.src.mask && spec.src.mask->size() == m.size();
@@ -348,14 +407,15 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
     ImGui::SetCursorScreenPos(origin);
     ImGui::Dummy(full);
     if (scroll) {
-        drawOverview(full, ImVec2(rowBand, colBand), spec);
+        if (overflows) drawOverview(full, ImVec2(rowBand, colBand), spec);
         ImGui::EndChild();
     }
     ImGui::PopID();
     return hit;
 }
 
-void drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange& range, float height, float minWidth)
+void drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange& range, float height, float minWidth,
+                  const char* caption)
 {
     ImGui::PushID(id);
     ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -375,7 +435,7 @@ void drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange&
     float labelW = 0;
     // About one tick per 16 px of height (a label is 14 px tall), 4 to 10 of them.
     const int maxTicks = std::clamp(static_cast<int>(h / 16.0f), 4, 10);
-    for (float t : attn::niceTicks(range.lo, range.hi, maxTicks)) {
+    for (float t : attn::rangeTicks(range, maxTicks)) {
         const float y = p.y + h * (1.0f - attn::normalize(t, range));
         dl->AddLine(ImVec2(p.x + w, y), ImVec2(p.x + w + 4, y), ImGui::GetColorU32(ImGuiCol_Text));
         const std::string s = attn::formatValue(t, 3);
@@ -384,6 +444,8 @@ void drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange&
         labelW = std::max(labelW, ts.x);
     }
     ImGui::Dummy(ImVec2(std::max(minWidth, w + 8 + labelW), h));
+    if (!caption && range.scale == attn::ColorScale::Log && range.lo > 0 && range.hi > range.lo) caption = "log";
+    if (caption) ImGui::TextDisabled("%s", caption);
     ImGui::PopID();
 }
 

@@ -77,6 +77,10 @@ struct HeatmapSpec {
     bool colLabelsShown = true;
     std::string rowTitle, colTitle;            // axis titles ("query", "key"); empty = none
     float minColBand = 0;                      // the cells start at least this far below the top (rows level with a neighbour's)
+    // A map larger than its box, opened fitted (the caller's cellPx may then be below a pixel): it always sits in
+    // its box, the plain wheel zooms it (reported in zoomWheel, Ctrl+wheel too), Shift+wheel pans across, and
+    // cells under a pixel are drawn from the visible part max-pooled to one value a pixel (attn::poolMax).
+    bool wheelZooms = false;
 };
 
 struct HeatmapHit {
@@ -85,7 +89,9 @@ struct HeatmapHit {
     bool held = false;             // mouse button held over a cell (for painting)
     int colLabelClicked = -1;      // a column label was clicked
     int rowLabelClicked = -1;
-    float zoomWheel = 0;           // Ctrl+wheel over the map (the caller changes the zoom)
+    float zoomWheel = 0;           // Ctrl+wheel over the map, or the wheel over one that wheelZooms (the caller zooms)
+    ImVec2 mouseInCells;           // the pointer's position from the cells' top-left (cellsMin), pixels
+    ImVec2 viewMin, viewMax;       // the box the cells show in (= the cells when the map does not scroll)
     ImVec2 cellsMin, cellsMax;     // screen rectangle of the cells (labels excluded)
 };
 
@@ -97,9 +103,11 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec);
 // (heads sharing one range) line up when they reserve the same width.
 inline constexpr float kColorbarWidth = 64.0f;
 inline constexpr float kColorbarMaxHeight = 420.0f;  // = the default HeatmapSpec::maxHeight
-// `minWidth` below kColorbarWidth packs it to its tick labels (the fit layout, where width is scarce).
+// `minWidth` below kColorbarWidth packs it to its tick labels (the fit layout, where width is scarce). A log
+// range (attn::ColorScale::Log) ticks its powers of ten and says "log" under the bar; `caption`, when given,
+// is written there instead (e.g. "÷ row max").
 void drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange& range, float height,
-                  float minWidth = kColorbarWidth);
+                  float minWidth = kColorbarWidth, const char* caption = nullptr);
 
 // The text printed in a cell `cellPx` wide for value v: 3 significant digits, else 2, else 2 without the
 // leading zero (".91"), then 1 digit ("-.1"), whichever first fits in `fontSize`; a middle dot "·" when none

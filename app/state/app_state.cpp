@@ -49,6 +49,7 @@ std::string viewToJson(const ViewOptions& v)
     j["head"] = v.head;
     j["weights_range"] = rangeModeName(v.weightsRange);
     j["ranges"] = rangeModeName(v.otherRanges);
+    j["weights_scale"] = attn::toString(v.weightsScale);
     json open = json::array();
     for (int i = 0; i < kLessonCount; ++i)
         if (v.lessons[i]) open.push_back(lessonName(LessonId(i)));
@@ -75,6 +76,8 @@ ViewOptions viewFromJson(const std::string& text)
     if (j.contains("head") && j["head"].is_number_integer()) v.head = std::max(0, j["head"].get<int>());
     if (j.contains("weights_range") && j["weights_range"].is_string())
         if (auto m = rangeModeFromName(j["weights_range"].get<std::string>())) v.weightsRange = *m;
+    if (j.contains("weights_scale") && j["weights_scale"].is_string())
+        if (auto m = attn::weightsScaleFromString(j["weights_scale"].get<std::string>())) v.weightsScale = *m;
     if (j.contains("ranges") && j["ranges"].is_string())
         if (auto m = rangeModeFromName(j["ranges"].get<std::string>()); m && *m != RangeMode::Fixed) v.otherRanges = *m;
     if (j.contains("lesson")) {

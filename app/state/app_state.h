@@ -38,6 +38,9 @@ struct ViewOptions {
     int head = 0;                // the head the fit layout shows (0-based; clamped to the session's heads)
     RangeMode weightsRange = RangeMode::Fixed;  // weights: 0…1 (Fixed), auto-fitted, or locked
     RangeMode otherRanges = RangeMode::Auto;    // every other map: auto-fitted or locked
+    // Weights' colour scale ("weights_scale"): auto (linear up to attn::kLogScaleKeys keys, log past), linear,
+    // log, or each query's row over its largest weight (attn::WeightsScale).
+    attn::WeightsScale weightsScale = attn::WeightsScale::Auto;
     // Open lesson panels ("lesson": "masks" or ["heads", "scaling"] in the file) and the query the vector view
     // starts on ("query": i; -1 = keep the current one).
     bool lessons[kLessonCount] = {};

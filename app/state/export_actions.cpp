@@ -57,10 +57,11 @@ attn::Expected<ExportSource> exportSource(const Document& doc)
     return src;
 }
 
-fig::FigureOptions figureOptions(const ExportState& st, bool fixedWeightsRange)
+fig::FigureOptions figureOptions(const ExportState& st, bool fixedWeightsRange, attn::WeightsScale weightsScale)
 {
     fig::FigureOptions o = st.figure;
     o.fixedWeightsRange = fixedWeightsRange;
+    o.weightsScale = weightsScale;
     if (st.titleDefault) o.title.reset();
     else o.title = st.title;
     return o;

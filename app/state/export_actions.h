@@ -29,7 +29,8 @@ attn::Expected<ExportSource> exportSource(const Document& doc);
 
 // The FigureOptions the dialog's fields describe (its title choice included), drawing the weights over 0…1
 // when the window does (`fixedWeightsRange`: the view's weights range is fixed).
-fig::FigureOptions figureOptions(const ExportState& st, bool fixedWeightsRange);
+fig::FigureOptions figureOptions(const ExportState& st, bool fixedWeightsRange,
+                                 attn::WeightsScale weightsScale = attn::WeightsScale::Auto);
 
 // ---- Default paths ------------------------------------------------------------------------------------
 // Files go next to the session file when the document has one, else into the current directory. Their

@@ -102,22 +102,35 @@ void planViews(const FitInput& in, float avail, float inputsW, float target, Fit
     const float tall = std::max(kMinView * 2, in.chainHeight - kTitle * 2 - band - kScrollbar - grid);
     // The weights' box holds its label bands too (the box bounds the whole map).
     const float weightsRoom = std::max(kMinView * 2, room - float(smalls + 1) * kMinView);
-    const float cell = std::floor(std::min({(weightsRoom - band - kSpacing) / float(std::max(1, in.wCols)),
-                                            (tall - band) / float(std::max(1, in.wRows)), std::min(target, kMaxCell)}));
+    float cell = std::floor(std::min({(weightsRoom - band - kSpacing) / float(std::max(1, in.wCols)),
+                                      (tall - band) / float(std::max(1, in.wRows)), kMaxCell}));
+    // Cells too small for labels (under 0.8 of the font, heatmap_view) show none: the label bands' room goes to the
+    // cells, up to the largest cell that still shows no labels (issue 36: a 42-token model head got 5 px cells in a
+    // 200 px box over 300 px of empty window).
+    const float noLabels = std::ceil(in.fontSize * 0.8f) - 1.0f;
+    bool bare = false;
+    if (cell < noLabels) {
+        const float c = std::floor(std::min({(weightsRoom - kSpacing) / float(std::max(1, in.wCols)),
+                                             (tall + band) / float(std::max(1, in.wRows)), noLabels}));
+        if (c > cell) cell = c, bare = true;
+    }
     if (cell > p.cell) p.cell = cell;
-    const float need = band + float(std::max(in.wCols, in.wRows)) * p.cell + kSpacing;
+    const float need = (bare ? 0.0f : band) + float(std::max(in.wCols, in.wRows)) * p.cell + kSpacing;
     if (need <= weightsRoom) {
-        p.bigView = std::min(std::max(kMinView * 2, need), tall);
+        p.bigView = std::min(std::max(kMinView * 2, need), bare ? tall + band : tall);
         const float rest = std::max(0.0f, room - p.bigView);
         p.smallView = std::clamp(std::floor(rest / float(smalls + 2)), kMinView, 200.0f);
         p.outputView = std::min(std::max(kMinView, rest - float(smalls) * p.smallView), tall);
         return;
     }
-    // Weights that scroll whatever their box (hundreds of tokens, or zoomed): the small maps up to a sixth of the
-    // room each, the output half as much again, the weights the rest.
-    p.smallView = std::clamp(std::floor(room / 6.0f), kMinView, 200.0f);
-    p.outputView = std::min(std::floor(p.smallView * 1.5f), tall);
-    p.bigView = std::min(std::max(kMinView * 2, room - float(smalls) * p.smallView - p.outputView), tall);
+    // Weights too large for their box at any readable cell (hundreds of tokens): every map opens whole, fitted to
+    // its box (chain_panel), the weights without label bands. The small maps and the output (thin maps: n × d)
+    // get up to an eighth of the room each, the weights the rest, as tall as the panel allows (issue 36: at
+    // 1280×800 a 1024-token map had a sixth of the room for each small map and 1.5 sixths for a 1024 × 8 output,
+    // and the weights 360 px of the window's 800).
+    p.smallView = std::clamp(std::floor(room / 8.0f), kMinView, 160.0f);
+    p.outputView = std::min(p.smallView, tall);
+    p.bigView = std::min(std::max(kMinView * 2, room - float(smalls) * p.smallView - p.outputView), tall + band);
 }
 
 } // namespace

@@ -85,10 +85,17 @@ struct ChainView {
     std::map<int, bool> inputOpen;  // MatrixId → opened from the strip
     FitPlan plan;                   // this frame's plan (made before the panels are drawn)
     std::map<std::string, float> mapZoom;  // per map key ("weights/0"): its own Ctrl+wheel zoom (absent = 1)
+    // Maps larger than their box open whole (fitted, max-pooled under a pixel a cell); per map key, the cell size
+    // the wheel zoomed it to (the fit cell or less: whole; absent: whole, or the sidebar's zoom when not 1×). Its
+    // scroll position is its box's own (kept per map by ImGui).
+    std::map<std::string, float> mapCell;
     // The heads grid's thumbnails of heads too large for one pixel a cell (hundreds of tokens): each head's
     // weights pooled to the thumbnail (attn::poolMax), for the result stamp and side they were made for.
     std::vector<attn::Matrix> gridPooled;
-    std::uint64_t gridPooledStamp = ~std::uint64_t(0);
+    std::uint64_t gridPooledStamp = ~std::uint64_t(0);  // the weights' texture generation they were pooled from
+    // The weights under the row-max scale (attn::rowMaxNormalized), per head, and the result stamp each was made for.
+    std::vector<attn::Matrix> rowMax;
+    std::vector<std::uint64_t> rowMaxStamps;
     int gridPooledSide = 0;
     bool planned = false;
     std::string focus;              // the key of the map in focus mode ("weights/0"); "" = none

@@ -145,13 +145,31 @@ attn::Expected<MapDescription> describeMap(const attn::Session& s, const attn::A
     return d;
 }
 
-attn::DisplayRange drawnRange(MapKind kind, const attn::DisplayRange& data, bool fixedWeights)
+attn::DisplayRange drawnRange(MapKind kind, const attn::DisplayRange& data, bool fixedWeights, attn::WeightsScale resolvedScale)
 {
-    if (kind != MapKind::Weights || !fixedWeights) return data;
+    if (kind != MapKind::Weights) return data;
     attn::DisplayRange r = data;
-    r.lo = 0.0f;
-    r.hi = 1.0f;
-    return r;
+    if (fixedWeights) {
+        r.lo = 0.0f;
+        r.hi = 1.0f;
+    }
+    return attn::weightsRange(resolvedScale, r);
+}
+
+attn::WeightsScale viewWeightsScale(const std::string& viewJson)
+{
+    const nlohmann::json j = nlohmann::json::parse(viewJson, nullptr, false);
+    if (!j.is_object()) return attn::WeightsScale::Auto;
+    const auto it = j.find("weights_scale");
+    if (it == j.end() || !it->is_string()) return attn::WeightsScale::Auto;
+    return attn::weightsScaleFromString(it->get<std::string>()).value_or(attn::WeightsScale::Auto);
+}
+
+long keyCount(const MapDescription& d)
+{
+    if (d.col.kind == AxisKind::Key) return static_cast<long>(d.cols);
+    if (d.row.kind == AxisKind::Key) return static_cast<long>(d.rows);
+    return 0;
 }
 
 bool viewFixesWeightsRange(const std::string& viewJson)

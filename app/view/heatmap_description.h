@@ -49,7 +49,14 @@ attn::Expected<MapDescription> describeMap(const attn::Session& s, const attn::A
 // The colour range map `kind` is drawn with, in the window and in figures: the weights (probabilities) over
 // their whole domain 0…1 when `fixedWeights` (the view's "weights_range": "fixed", the default), else `data`,
 // the range of the numbers shown (attn::displayRange). The non-finite flags of `data` are kept.
-attn::DisplayRange drawnRange(MapKind kind, const attn::DisplayRange& data, bool fixedWeights);
+// Under a resolved weights scale (attn::resolveWeightsScale) other than Linear the weights take that scale's
+// range (attn::weightsRange: log 1e-4…1, or 0…1 of each query over its largest weight).
+attn::DisplayRange drawnRange(MapKind kind, const attn::DisplayRange& data, bool fixedWeights,
+                              attn::WeightsScale resolvedScale = attn::WeightsScale::Linear);
+// The weights' colour scale a session's "view" object asks for ("weights_scale"; Auto when absent or unknown).
+attn::WeightsScale viewWeightsScale(const std::string& viewJson);
+// The keys a map of the description has (its Key axis' size; 0 when neither axis indexes keys).
+long keyCount(const MapDescription& d);
 // Whether a session's "view" object (Session::viewJson) draws the weights over 0…1: true unless its
 // "weights_range" is "auto" or "locked" (a figure has no earlier range to keep, so locked draws the data's).
 bool viewFixesWeightsRange(const std::string& viewJson);

@@ -173,9 +173,81 @@ DisplayRange unionRange(const std::vector<DisplayRange>& ranges, bool symmetric)
 float normalize(float v, const DisplayRange& r)
 {
     if (std::isnan(v)) return 0.5f;
+    if (r.scale == ColorScale::Log && r.lo > 0.0f && r.hi > r.lo) {
+        if (!(v > r.lo)) return 0.0f;  // 0 (a masked or ignored key) and anything under the floor: the low end
+        return std::clamp(std::log(v / r.lo) / std::log(r.hi / r.lo), 0.0f, 1.0f);
+    }
     const float span = r.hi - r.lo;
     if (!(span > 0.0f)) return 0.5f;
     return std::clamp((v - r.lo) / span, 0.0f, 1.0f);
+}
+
+std::vector<float> rangeTicks(const DisplayRange& r, int maxTicks)
+{
+    if (r.scale != ColorScale::Log || !(r.lo > 0.0f) || !(r.hi > r.lo) || !std::isfinite(r.hi))
+        return niceTicks(r.lo, r.hi, maxTicks);
+    const int e0 = static_cast<int>(std::ceil(std::log10(r.lo) - 1e-6)), e1 = static_cast<int>(std::floor(std::log10(r.hi) + 1e-6));
+    const int step = std::max(1, (e1 - e0 + std::max(1, maxTicks) - 1) / std::max(1, maxTicks));
+    std::vector<float> ticks;
+    for (int e = e1; e >= e0; e -= step) ticks.insert(ticks.begin(), static_cast<float>(std::pow(10.0, e)));
+    return ticks;
+}
+
+const char* toString(WeightsScale s)
+{
+    switch (s) {
+    case WeightsScale::Auto: return "auto";
+    case WeightsScale::Linear: return "linear";
+    case WeightsScale::Log: return "log";
+    case WeightsScale::RowMax: return "row_max";
+    }
+    return "auto";
+}
+
+std::optional<WeightsScale> weightsScaleFromString(std::string_view name)
+{
+    for (WeightsScale s : {WeightsScale::Auto, WeightsScale::Linear, WeightsScale::Log, WeightsScale::RowMax})
+        if (name == toString(s)) return s;
+    return std::nullopt;
+}
+
+WeightsScale resolveWeightsScale(WeightsScale s, long keys)
+{
+    if (s != WeightsScale::Auto) return s;
+    return keys > kLogScaleKeys ? WeightsScale::Log : WeightsScale::Linear;
+}
+
+DisplayRange weightsRange(WeightsScale resolved, const DisplayRange& linear)
+{
+    DisplayRange r = linear;
+    if (resolved == WeightsScale::Log) {
+        r.lo = kLogWeightsLo;
+        r.hi = 1.0f;
+        r.scale = ColorScale::Log;
+    } else if (resolved == WeightsScale::RowMax) {
+        r.lo = 0.0f;
+        r.hi = 1.0f;
+        r.scale = ColorScale::Linear;
+    }
+    return r;
+}
+
+Matrix rowMaxNormalized(const Matrix& w, bool queriesAreRows)
+{
+    Matrix out = w;
+    const Eigen::Index n = queriesAreRows ? w.rows() : w.cols();
+    for (Eigen::Index i = 0; i < n; ++i) {
+        float mx = 0.0f;
+        const Eigen::Index len = queriesAreRows ? w.cols() : w.rows();
+        for (Eigen::Index j = 0; j < len; ++j) {
+            const float v = queriesAreRows ? w(i, j) : w(j, i);
+            if (std::isfinite(v)) mx = std::max(mx, v);
+        }
+        if (!(mx > 0.0f)) continue;
+        if (queriesAreRows) out.row(i) /= mx;
+        else out.col(i) /= mx;
+    }
+    return out;
 }
 
 std::vector<float> niceTicks(float lo, float hi, int maxTicks)

@@ -261,6 +261,42 @@ TEST(Figure, WeightsRangeFollowsTheWindowsView)
     EXPECT_TRUE(app::view::viewFixesWeightsRange("not json")) << "a malformed view keeps the default";
 }
 
+// Issue 36: past attn::kLogScaleKeys keys the weights are coloured on a log scale, in figures as in the window,
+// and the colorbar says so; the view's "weights_scale" chooses (row max: each query over its largest).
+TEST(Figure, WeightsScaleFollowsTheWindowsView)
+{
+    Loaded L = load("seed004_translation_cross");
+    FigureOptions o;
+    o.panel = PanelKind::Weights;
+    attn::Expected<Figure> f = buildFigure(L.s, L.r, o);
+    ASSERT_TRUE(f.ok()) << f.status().message;
+    EXPECT_EQ(f->panels[0].range.scale, attn::ColorScale::Linear) << "a few keys: the fixed 0…1 scale";
+
+    attn::Session big;
+    big.input.X = attn::Matrix::Random(200, 4);
+    big.input.Wq = big.input.Wk = big.input.Wv = attn::Matrix::Random(4, 4);
+    attn::Expected<attn::AttentionResult> r = attn::compute(big.input, big.config);
+    ASSERT_TRUE(r.ok());
+    f = buildFigure(big, *r, o);
+    ASSERT_TRUE(f.ok()) << f.status().message;
+    EXPECT_EQ(f->panels[0].range.scale, attn::ColorScale::Log) << "200 keys: log by default";
+    EXPECT_FLOAT_EQ(f->panels[0].range.lo, attn::kLogWeightsLo);
+    EXPECT_NE(f->colorbarLabel.find("log"), std::string::npos) << f->colorbarLabel;
+    EXPECT_GT(layoutFigure(*f).colorbar.w, 0);
+
+    o.weightsScale = attn::WeightsScale::RowMax;
+    f = buildFigure(big, *r, o);
+    ASSERT_TRUE(f.ok());
+    EXPECT_EQ(f->panels[0].range.scale, attn::ColorScale::Linear);
+    for (Eigen::Index q = 0; q < f->panels[0].values.rows(); ++q)
+        EXPECT_FLOAT_EQ(f->panels[0].values.row(q).maxCoeff(), 1.0f) << "query " << q;
+
+    EXPECT_EQ(app::view::viewWeightsScale("{}"), attn::WeightsScale::Auto);
+    EXPECT_EQ(app::view::viewWeightsScale("{\"weights_scale\": \"log\"}"), attn::WeightsScale::Log);
+    EXPECT_EQ(app::view::viewWeightsScale("{\"weights_scale\": \"row_max\"}"), attn::WeightsScale::RowMax);
+    EXPECT_EQ(app::view::viewWeightsScale("{\"weights_scale\": 3}"), attn::WeightsScale::Auto);
+}
+
 TEST(Figure, BadRequestsGiveClearMessages)
 {
     const Loaded L = load("causal_decoder_2heads");

@@ -154,6 +154,17 @@ def fail(msg):
     sys.exit(1)
 
 
+def drive(exe, args, work, run, size="1280x800"):
+    """Opens a window (attnscope ARGS at SIZE, no autosave, no restore offer), calls run(app), closes it the
+    normal way (stop() fails unless it exits 0) and prints PASS: the set-up the window-driving tests share."""
+    app = Session([exe, *args, "--size", size, "--no-autosave", "--no-restore"], work)
+    try:
+        run(app)
+    finally:
+        app.stop()
+    print("PASS")
+
+
 def wait_for(pred, what, timeout=30.0):
     t0 = time.time()
     while time.time() - t0 < timeout:

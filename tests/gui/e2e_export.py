@@ -15,19 +15,14 @@ import shutil
 
 import numpy as np
 
-from e2e_common import Session, parse_args, fail, key, read_png_rgb, wait_for
+from e2e_common import drive, parse_args, fail, key, read_png_rgb, wait_for
 
 
 def main():
     a = parse_args()
     session = os.path.join(a.work, "translation.json")  # not a preset: files go next to it
     shutil.copy(a.session, session)
-    app = Session([a.exe, session, "--size", "1280x800", "--no-autosave", "--no-restore"], a.work)
-    try:
-        run(a, app)
-    finally:
-        app.stop()
-    print("PASS")
+    drive(a.exe, [session], a.work, lambda app: run(a, app))
 
 
 def run(a, app):

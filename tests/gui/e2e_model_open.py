@@ -12,19 +12,14 @@ Helpers (layout.json rectangles, pointer moves held over frames) in e2e_common.p
 """
 import os
 
-from e2e_common import Session, fail, parse_args, type_into, wait_for
+from e2e_common import drive, fail, parse_args, type_into, wait_for
 
 
 def main():
     a = parse_args("--model-dir")
     if not os.path.isfile(os.path.join(a.model_dir, "model.safetensors")):
         fail("no model in %s (scripts/setup.sh installs it)" % a.model_dir)
-    app = Session([a.exe, a.session, "--size", "1280x800", "--no-autosave", "--no-restore"], a.work)
-    try:
-        run(app, a)
-    finally:
-        app.stop()
-    print("PASS")
+    drive(a.exe, [a.session], a.work, lambda app: run(app, a))
 
 
 def run(app, a):

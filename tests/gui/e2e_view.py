@@ -11,7 +11,7 @@
 
 Helpers (layout.json rectangles, pointer moves held over frames) in e2e_common.py.
 """
-from e2e_common import Session, parse_args, fail, key, wait_for
+from e2e_common import drive, parse_args, fail, key, wait_for
 
 
 def area(r):
@@ -20,12 +20,7 @@ def area(r):
 
 def main():
     a = parse_args()
-    app = Session([a.exe, a.session, "--size", "1280x800", "--no-autosave", "--no-restore"], a.work)
-    try:
-        run(app)
-    finally:
-        app.stop()
-    print("PASS")
+    drive(a.exe, [a.session], a.work, run)
 
 
 def run(app):

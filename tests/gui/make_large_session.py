@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
-"""Writes a large session for the window tests: n tokens (default 4096), d_model 8, one head, zoomed in
-(view.zoom 8, about 24 px cells), seeded so that every run writes the same file. Standard library only.
+"""Writes a large session for the window tests: n tokens (default 4096), d_model 8, one head, seeded so that
+every run writes the same file. Standard library only. Its maps open whole (fitted to their boxes); with ZOOM
+the session's view asks for the sidebar's zoom instead (8: the maps open 8x in, on readable cells).
 
-usage: make_large_session.py OUT.json [N]"""
+usage: make_large_session.py OUT.json [N [ZOOM]]"""
 import json
 import random
 import sys
 
 
 def main():
-    if len(sys.argv) not in (2, 3):
+    if len(sys.argv) not in (2, 3, 4):
         sys.stderr.write(__doc__)
         return 2
-    n = int(sys.argv[2]) if len(sys.argv) == 3 else 4096
+    n = int(sys.argv[2]) if len(sys.argv) >= 3 else 4096
+    zoom = float(sys.argv[3]) if len(sys.argv) == 4 else 1.0
     d = 8
     rng = random.Random(4096)
 
@@ -31,8 +33,9 @@ def main():
         "Wk": mat(d, d, 0.6),
         "Wv": mat(d, d, 0.6),
         "mask": {"causal": False, "fill": "-inf"},
-        "view": {"zoom": 8},
     }
+    if zoom != 1.0:
+        session["view"] = {"zoom": zoom}
     with open(sys.argv[1], "w") as f:
         json.dump(session, f, separators=(",", ":"))
     return 0

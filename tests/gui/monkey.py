@@ -8,11 +8,17 @@ cell editor is selected and copied (Ctrl+A, Ctrl+C), then pasted elsewhere (Ctrl
 X clipboard, and no clipboard tool is part of the dependencies.
 
   monkey.py --exe build-asan/bin/attnscope --work DIR --session S.json [--events 1000] [--seed 13]
+  monkey.py --exe ... --work DIR --model FILE.gguf --model-text TEXT [--events 1000]   (model mode, issue 36)
+
+In model mode a fifth of the events aim at the decoder's own controls, found by name in the window's test-hook
+layout when the event runs (the why-tabs, Generate, the ablation crosses, the predictions, the tokens, the text
+field): the seed picks the name's prefix and which of the matching places, so a replay aims the same way.
 
 Each event is one or a few xdotool calls (process start-up dominates otherwise); keys are held for 50 ms,
 about a frame of the ASan build under llvmpipe (ImGui 1.86 polls key state once a frame).
 """
 import argparse
+import json
 import os
 import random
 import shutil
@@ -36,13 +42,18 @@ def random_text(rng):
     return "".join(rng.choice(TEXT_CHARS) for _ in range(n))
 
 
-def make_events(rng, count):
+# Model mode: the places "aim" events click, by name prefix in the test hooks' layout (app/panels/*.cpp).
+AIM_PREFIXES = ["why/tab/", "model/generate", "model/ablate/", "model/next/", "model/token/", "model/text", "why/map/",
+                "model/back", "headsgrid/", "heatmap/"]
+
+
+def make_events(rng, count, aim_weight=0):
     """A list of events; each event is a list of xdotool calls (argument lists). `type` takes every argument
     after it as text, so it always ends its call, and "--" keeps text starting with "-" from being an option."""
     events = []
     for _ in range(count):
-        kind = rng.choices(["click", "dclick", "drag", "wheel", "key", "type", "copy_paste"],
-                           weights=[30, 6, 12, 10, 32, 5, 5])[0]
+        kind = rng.choices(["click", "dclick", "drag", "wheel", "key", "type", "copy_paste", "aim"],
+                           weights=[30, 6, 12, 10, 32, 5, 5, aim_weight])[0]
         x, y = rng.randrange(W), rng.randrange(H)
         if kind == "click":
             button = rng.choice([1, 1, 1, 3])
@@ -57,6 +68,11 @@ def make_events(rng, count):
         elif kind == "wheel":
             events.append([["mousemove", x, y, "sleep", "0.03", "click", "--repeat", rng.randint(1, 4), "--delay", "40",
                             rng.choice([4, 5, 6, 7])]])
+        elif kind == "aim":
+            # Resolved when it runs (aim_at): ["aim", prefix, which] clicks the which-th place named prefix…, then
+            # now and then types a few characters there (the text field, a token).
+            events.append([["aim", rng.choice(AIM_PREFIXES), rng.randrange(1000)]] +
+                          ([["type", "--delay", "10", "--", random_text(rng)]] if rng.random() < 0.2 else []))
         elif kind == "key":
             k = rng.choice(KEYS)
             events.append([["keydown", k, "sleep", "0.05", "keyup", k]])
@@ -72,6 +88,24 @@ def make_events(rng, count):
                             "mousemove", x2, y2, "sleep", "0.03", "click", "1", "sleep", "0.05",
                             "keydown", "ctrl+v", "sleep", "0.05", "keyup", "ctrl+v"]])
     return events
+
+
+def aim_at(hooks, prefix, which):
+    """The xdotool call that clicks the centre of the which-th (modulo) place whose name starts with prefix in the
+    window's current layout (test hooks), or None when there is none."""
+    try:
+        with open(os.path.join(hooks, "layout.json")) as f:
+            rects = json.load(f).get("rects", {})
+    except (OSError, ValueError):
+        return None  # being rewritten: skip this one
+    names = sorted(n for n in rects if n.startswith(prefix))
+    if not names:
+        return None
+    x0, y0, x1, y1 = rects[names[which % len(names)]]
+    x, y = int((x0 + x1) / 2), int((y0 + y1) / 2)
+    if not (0 <= x < W and 0 <= y < H):
+        return None
+    return ["mousemove", x, y, "sleep", "0.03", "mousedown", "1", "sleep", "0.05", "mouseup", "1"]
 
 
 def show(event):
@@ -92,20 +126,28 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--exe", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--session", required=True)
+    ap.add_argument("--session")
+    ap.add_argument("--model", help="model mode: a decoder (.gguf) opened on --model-text instead of a session")
+    ap.add_argument("--model-text", default="The capital of France is Paris. The capital of Italy is")
     ap.add_argument("--events", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=int(os.environ.get("MONKEY_SEED", "13")))
     a = ap.parse_args()
+    if not a.session and not a.model:
+        ap.error("one of --session and --model is required")
 
     shutil.rmtree(a.work, ignore_errors=True)
     os.makedirs(a.work)
     hooks = os.path.join(a.work, "hooks")
     os.makedirs(hooks)
     # The window works in a folder of its own: Ctrl+S saves the copy, the Export dialog writes here.
-    session = os.path.join(a.work, "session.json")
-    shutil.copy(a.session, session)
+    if a.model:
+        opened = ["--model", os.path.abspath(a.model), "--model-text", a.model_text]
+    else:
+        session = os.path.join(a.work, "session.json")
+        shutil.copy(a.session, session)
+        opened = [session]
     rng = random.Random(a.seed)
-    events = make_events(rng, a.events)
+    events = make_events(rng, a.events, aim_weight=25 if a.model else 0)
     with open(os.path.join(a.work, "events.txt"), "w") as f:
         f.write("# seed %d: one event a line, its xdotool calls separated by ' ; '\n" % a.seed)
         for e in events:
@@ -118,7 +160,7 @@ def main():
     env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0:" + env.get("ASAN_OPTIONS", "")
     env["UBSAN_OPTIONS"] = "halt_on_error=1:print_stacktrace=1:" + env.get("UBSAN_OPTIONS", "")
     with open(stderr_path, "w") as err:
-        proc = subprocess.Popen([os.path.abspath(a.exe), session, "--size", "%dx%d" % (W, H), "--no-autosave", "--no-restore",
+        proc = subprocess.Popen([os.path.abspath(a.exe), *opened, "--size", "%dx%d" % (W, H), "--no-autosave", "--no-restore",
                                  "--test-hooks", hooks], cwd=a.work, stderr=err, env=env)
 
     def fail(msg):
@@ -159,6 +201,10 @@ def main():
     for i, e in enumerate(events):
         # Keyboard focus stays on our window (a click cannot move it: there is no window manager).
         for call in e:
+            if call[0] == "aim":
+                call = aim_at(hooks, call[1], call[2])
+                if not call:
+                    continue  # nothing of that name on screen now
             r = subprocess.run(["xdotool"] + [str(x) for x in call], capture_output=True, text=True)
             if r.returncode != 0:
                 fail("xdotool failed on event %d (%s): %s" % (i, show(e), r.stderr.strip()))

@@ -105,3 +105,21 @@ TEST(ChainZoom, CtrlWheelZoomsOnlyTheMapUnderTheMouse)
 }
 
 } // namespace
+
+namespace {
+
+// Issue 36: the weights' colour scale is part of the session (its "view" object), saved and loaded.
+TEST(WeightsScale, SavedAndLoadedWithTheSessionsView)
+{
+    app::ViewOptions v;
+    EXPECT_EQ(v.weightsScale, attn::WeightsScale::Auto) << "the default: log past 128 keys";
+    v.weightsScale = attn::WeightsScale::RowMax;
+    const std::string j = app::viewToJson(v);
+    EXPECT_NE(j.find("\"weights_scale\":\"row_max\""), std::string::npos) << j;
+    EXPECT_EQ(app::viewFromJson(j).weightsScale, attn::WeightsScale::RowMax);
+    EXPECT_EQ(app::viewFromJson("{\"weights_scale\":\"log\"}").weightsScale, attn::WeightsScale::Log);
+    EXPECT_EQ(app::viewFromJson("{\"weights_scale\":\"sqrt\"}").weightsScale, attn::WeightsScale::Auto)
+        << "an unknown scale keeps the default";
+}
+
+} // namespace

@@ -174,6 +174,11 @@ TEST_F(ModelGrid, SidebarAndStatusBarDescribeTheModel)
 {
     fakeModel(state, 6, 12, 8);
     frames(2);
+    // Issue 36: in model mode the sidebar folds to its strip (the model view has its own controls); » brings it back.
+    EXPECT_FALSE(state.rects.count("control/model_summary")) << "the sidebar is folded in model mode";
+    EXPECT_TRUE(state.rects.count("sidebar/expand"));
+    state.chain.sidebar = app::Collapse::Shown;
+    frames(2);
     EXPECT_TRUE(state.rects.count("control/model_summary")) << "the sidebar names the model";
     EXPECT_FALSE(state.rects.count("control/layout_column")) << "not the session's controls under the model view";
     EXPECT_TRUE(state.rects.count("status/model")) << "the status bar gives the model's figures";

@@ -190,3 +190,64 @@ TEST(Colormap, PoolMaxKeepsEachBlocksLargestEntry)
 
 } // namespace
 } // namespace attn
+
+// Issue 36: the weights of a long text are ~1/n; a log scale over 1e-4…1 shows their structure.
+TEST(ColorScale, LogNormalizesByTheLogarithm)
+{
+    attn::DisplayRange r{1e-4f, 1.0f, 0, attn::ColorScale::Log};
+    EXPECT_FLOAT_EQ(attn::normalize(1.0f, r), 1.0f);
+    EXPECT_NEAR(attn::normalize(1e-2f, r), 0.5f, 1e-5f);
+    EXPECT_NEAR(attn::normalize(1e-3f, r), 0.25f, 1e-5f);
+    EXPECT_FLOAT_EQ(attn::normalize(0.0f, r), 0.0f) << "0 (a masked key) is the low end, not NaN";
+    EXPECT_FLOAT_EQ(attn::normalize(-1.0f, r), 0.0f);
+    EXPECT_FLOAT_EQ(attn::normalize(5.0f, r), 1.0f);
+    EXPECT_FLOAT_EQ(attn::normalize(std::nanf(""), r), 0.5f);
+    // A log range that cannot be one (lo ≤ 0) draws linear.
+    attn::DisplayRange bad{0.0f, 1.0f, 0, attn::ColorScale::Log};
+    EXPECT_FLOAT_EQ(attn::normalize(0.25f, bad), 0.25f);
+}
+
+TEST(ColorScale, LogTicksArePowersOfTen)
+{
+    attn::DisplayRange r{1e-4f, 1.0f, 0, attn::ColorScale::Log};
+    const std::vector<float> t = attn::rangeTicks(r, 10);
+    ASSERT_EQ(t.size(), 5u);
+    EXPECT_FLOAT_EQ(t.front(), 1e-4f);
+    EXPECT_FLOAT_EQ(t.back(), 1.0f);
+    EXPECT_LE(attn::rangeTicks(r, 3).size(), 3u);
+    EXPECT_EQ(attn::rangeTicks(attn::DisplayRange{0.0f, 1.0f, 0}, 6), attn::niceTicks(0.0f, 1.0f, 6));
+}
+
+TEST(ColorScale, AutoPicksLogPast128Keys)
+{
+    using attn::WeightsScale;
+    EXPECT_EQ(attn::resolveWeightsScale(WeightsScale::Auto, 56), WeightsScale::Linear);
+    EXPECT_EQ(attn::resolveWeightsScale(WeightsScale::Auto, 128), WeightsScale::Linear);
+    EXPECT_EQ(attn::resolveWeightsScale(WeightsScale::Auto, 129), WeightsScale::Log);
+    EXPECT_EQ(attn::resolveWeightsScale(WeightsScale::Linear, 4096), WeightsScale::Linear);
+    EXPECT_EQ(attn::resolveWeightsScale(WeightsScale::RowMax, 4), WeightsScale::RowMax);
+    const attn::DisplayRange lin{0.0f, 1.0f, 0};
+    const attn::DisplayRange log = attn::weightsRange(WeightsScale::Log, lin);
+    EXPECT_EQ(log.scale, attn::ColorScale::Log);
+    EXPECT_FLOAT_EQ(log.lo, attn::kLogWeightsLo);
+    EXPECT_FLOAT_EQ(log.hi, 1.0f);
+    EXPECT_EQ(attn::weightsRange(WeightsScale::Linear, attn::DisplayRange{0.1f, 0.6f, 0}).lo, 0.1f);
+    for (WeightsScale s : {WeightsScale::Auto, WeightsScale::Linear, WeightsScale::Log, WeightsScale::RowMax})
+        EXPECT_EQ(attn::weightsScaleFromString(attn::toString(s)), s);
+    EXPECT_FALSE(attn::weightsScaleFromString("logarithmic"));
+}
+
+TEST(ColorScale, RowMaxDividesEachQueryByItsLargest)
+{
+    attn::Matrix w(2, 3);
+    w << 0.5f, 0.25f, 0.25f,
+         0.0f, 0.0f, 0.0f;  // a fully masked query keeps its zeros
+    const attn::Matrix r = attn::rowMaxNormalized(w, true);
+    EXPECT_FLOAT_EQ(r(0, 0), 1.0f);
+    EXPECT_FLOAT_EQ(r(0, 1), 0.5f);
+    EXPECT_FLOAT_EQ(r(1, 2), 0.0f);
+    // Column layout: queries are columns.
+    const attn::Matrix c = attn::rowMaxNormalized(w.transpose(), false);
+    EXPECT_FLOAT_EQ(c(1, 0), 0.5f);
+    EXPECT_FLOAT_EQ(c(0, 0), 1.0f);
+}
