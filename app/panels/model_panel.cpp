@@ -192,7 +192,26 @@ void drawModelGrid(AppState& state, ImVec2 size)
     for (int l = 0; l < L; ++l) {
         const float y = o.y + in.headerHeight + plan.pitchY * float(l);
         const std::string t = "L" + std::to_string(l);
-        dl->AddText(ImVec2(o.x, y + (plan.thumb - ImGui::GetFontSize()) / 2), ImGui::GetColorU32(ImGuiCol_Text), t.c_str());
+        // A model whose layers differ (Gemma's sliding and global layers) says which each is: the label is
+        // dimmed on a sliding layer, and the tooltip gives its window and RoPE base.
+        const attn::DecoderConfig* dc = m.decoder && run.isDecoderRun() ? &m.decoder->config : nullptr;
+        const bool perLayer = dc != nullptr && !dc->layerSpecs.empty() && dc->anyWindow() && l < dc->layers;
+        const bool sliding = perLayer && dc->windowOf(l) > 0;
+        const ImVec2 labelPos(o.x, y + (plan.thumb - ImGui::GetFontSize()) / 2);
+        dl->AddText(labelPos, ImGui::GetColorU32(sliding ? ImGuiCol_TextDisabled : ImGuiCol_Text), t.c_str());
+        if (perLayer) {
+            const char* kind = sliding ? "s" : "g";
+            dl->AddText(ImVec2(o.x, labelPos.y + ImGui::GetFontSize()), ImGui::GetColorU32(ImGuiCol_TextDisabled), kind);
+            const ImVec2 lo(o.x, y), hi(o.x + in.labelWidth, y + plan.thumb);
+            if (ImGui::IsMouseHoveringRect(lo, hi)) {
+                if (sliding)
+                    ImGui::SetTooltip("layer %d: sliding window (s): each query sees the last %d keys\nRoPE base %g", l,
+                                      dc->windowOf(l), double(dc->ropeThetaOf(l)));
+                else
+                    ImGui::SetTooltip("layer %d: global (g): each query sees every earlier key\nRoPE base %g", l,
+                                      double(dc->ropeThetaOf(l)));
+            }
+        }
         const std::uint64_t gen = m.layerGeneration.size() > std::size_t(l) ? m.layerGeneration[static_cast<std::size_t>(l)] : 0;
         for (int h = 0; h < H; ++h) {
             const ImVec2 p(o.x + in.labelWidth + plan.pitchX * float(h), y);
