@@ -8,6 +8,8 @@
 #include <attnscope/decoder.h>
 #include <attnscope/preset_io.h>
 
+#include "golden_floats.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -29,30 +31,7 @@ json loadGolden(const std::string& name)
     return text.ok() ? json::parse(*text) : json();
 }
 
-std::vector<float> base64Floats(const std::string& b64)
-{
-    auto value = [](char c) -> int {
-        if (c >= 'A' && c <= 'Z') return c - 'A';
-        if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-        if (c >= '0' && c <= '9') return c - '0' + 52;
-        return c == '+' ? 62 : c == '/' ? 63 : -1;
-    };
-    std::vector<unsigned char> bytes;
-    int acc = 0, bits = 0;
-    for (char c : b64) {
-        const int v = value(c);
-        if (v < 0) continue;
-        acc = (acc << 6) | v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            bytes.push_back(static_cast<unsigned char>((acc >> bits) & 0xff));
-        }
-    }
-    std::vector<float> out(bytes.size() / 4);
-    std::memcpy(out.data(), bytes.data(), out.size() * 4);
-    return out;
-}
+using attn::testing::base64Floats;
 
 // Compares a run with one golden case. `weightLayers` are the layers whose maps the golden keeps (all when empty).
 void expectMatches(const attn::DecoderModel& model, const attn::DecoderRun& run, const json& c, const std::string& what)

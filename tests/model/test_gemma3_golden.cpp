@@ -6,6 +6,8 @@
 #include <attnscope/decoder.h>
 #include <attnscope/preset_io.h>
 
+#include "golden_floats.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -25,30 +27,7 @@ const json& golden()
     return g;
 }
 
-std::vector<float> base64Floats(const std::string& b64)
-{
-    auto value = [](char c) -> int {
-        if (c >= 'A' && c <= 'Z') return c - 'A';
-        if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-        if (c >= '0' && c <= '9') return c - '0' + 52;
-        return c == '+' ? 62 : c == '/' ? 63 : -1;
-    };
-    std::vector<unsigned char> bytes;
-    int acc = 0, bits = 0;
-    for (char c : b64) {
-        const int v = value(c);
-        if (v < 0) continue;
-        acc = (acc << 6) | v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            bytes.push_back(static_cast<unsigned char>((acc >> bits) & 0xff));
-        }
-    }
-    std::vector<float> out(bytes.size() / 4);
-    std::memcpy(out.data(), bytes.data(), out.size() * 4);
-    return out;
-}
+using attn::testing::base64Floats;
 
 // The golden's logits (at logit_ids) against a run's: within 1e-3 of their largest magnitude; the top 5 identical.
 void expectLogits(const attn::DecoderModel& model, const attn::Vector& logits, const json& c, const std::string& what)
