@@ -7,6 +7,20 @@ namespace attn {
 
 namespace {
 
+// A token id key of the metadata (tokenizer.ggml.bos_token_id, …): left as it is when absent, refused outside the
+// vocabulary of `vocab` tokens, the file named in every message.
+Status optionalTokenId(const GgufFile& file, const std::string& path, const char* key, std::size_t vocab, int& out)
+{
+    if (!file.has(key)) return Status::success();
+    auto v = file.getUint(key);
+    if (!v) return makeError(v.status().code, path + ": " + v.status().message);
+    if (*v >= vocab)
+        return invalidArgument(path + ": " + key + ": " + std::to_string(*v) + " is outside the vocabulary of " +
+                               std::to_string(vocab) + " tokens");
+    out = static_cast<int>(*v);
+    return Status::success();
+}
+
 Expected<TextTokenizer> bpeFromGguf(const GgufFile& file, const std::string& path)
 {
     BpeVocabSpec spec;
@@ -27,16 +41,7 @@ Expected<TextTokenizer> bpeFromGguf(const GgufFile& file, const std::string& pat
         if (!pre) return pre.status();
         spec.pre = *pre;
     }
-    auto optionalId = [&](const char* key, int& out) -> Status {
-        if (!file.has(key)) return Status::success();
-        auto v = file.getUint(key);
-        if (!v) return v.status();
-        if (*v >= spec.tokens.size())
-            return invalidArgument(path + ": " + key + ": " + std::to_string(*v) + " is outside the vocabulary of " +
-                                   std::to_string(spec.tokens.size()) + " tokens");
-        out = static_cast<int>(*v);
-        return Status::success();
-    };
+    auto optionalId = [&](const char* key, int& out) { return optionalTokenId(file, path, key, spec.tokens.size(), out); };
     ATTNSCOPE_RETURN_IF_ERROR(optionalId("tokenizer.ggml.bos_token_id", spec.bos));
     ATTNSCOPE_RETURN_IF_ERROR(optionalId("tokenizer.ggml.eos_token_id", spec.eos));
     if (file.has("tokenizer.ggml.add_bos_token")) {
@@ -68,16 +73,7 @@ Expected<TextTokenizer> spmFromGguf(const GgufFile& file, const std::string& pat
         for (std::int64_t t : *types) spec.tokenTypes.push_back(t < 0 || t > 255 ? 0 : static_cast<int>(t));  // 0: refused by fromSpec
     }
     // A key absent keeps llama.cpp's SPM default (SpmVocabSpec); a present id outside the vocabulary is refused.
-    auto optionalId = [&](const char* key, int& out) -> Status {
-        if (!file.has(key)) return Status::success();
-        auto v = file.getUint(key);
-        if (!v) return makeError(v.status().code, path + ": " + v.status().message);
-        if (*v >= spec.tokens.size())
-            return invalidArgument(path + ": " + key + ": " + std::to_string(*v) + " is outside the vocabulary of " +
-                                   std::to_string(spec.tokens.size()) + " tokens");
-        out = static_cast<int>(*v);
-        return Status::success();
-    };
+    auto optionalId = [&](const char* key, int& out) { return optionalTokenId(file, path, key, spec.tokens.size(), out); };
     ATTNSCOPE_RETURN_IF_ERROR(optionalId("tokenizer.ggml.bos_token_id", spec.bos));
     ATTNSCOPE_RETURN_IF_ERROR(optionalId("tokenizer.ggml.eos_token_id", spec.eos));
     ATTNSCOPE_RETURN_IF_ERROR(optionalId("tokenizer.ggml.unknown_token_id", spec.unk));
