@@ -11,6 +11,7 @@
 #include <attnscope/decoder.h>
 #include <attnscope/interp.h>
 #include <attnscope/model.h>  // parseAblation
+#include <attnscope/synthetic_decoder.h>
 #include <attnscope/preset_io.h>
 #include <attnscope/qk_attribution.h>
 
@@ -388,6 +389,12 @@ int writeDecoderNpz(const ModelOptionsCli& opt, attn::DecoderModel& model, const
 
 } // namespace
 
+attn::Expected<attn::DecoderModel> loadDecoderFor(const ModelOptionsCli& opt, const std::string& path)
+{
+    if (!opt.synthetic.empty()) return attn::syntheticDecoder(opt.synthetic);
+    return attn::loadDecoder(path);
+}
+
 int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path)
 {
     const attn::Backend backend = parseBackend(opt.backend);
@@ -405,7 +412,7 @@ int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path)
     }
     const bool npz = opt.out.size() > 4 && opt.out.compare(opt.out.size() - 4, 4, ".npz") == 0;
     if (opt.head >= 0 && !npz) return printError("model: --head chooses the maps written to -o OUT.npz"), kExitBadInput;
-    auto model = attn::loadDecoder(path);
+    auto model = loadDecoderFor(opt, path);
     if (!model) {
         printError(model.status().message);
         return model.status().code == attn::StatusCode::Internal ? kExitFailure : kExitBadInput;

@@ -36,6 +36,9 @@ struct ModelOptionsCli {
     // Why does this head attend here? (attnscope/qk_attribution.h, issue 35): a cell as LAYER:HEAD:QUERY:KEY, the
     // top pairs listed (--qk-top), a pattern patched with one component removed from one side (--qk-patch NAME,
     // --qk-side key|query), and the composition scores of every head pair.
+    // A random-weight model of a known shape instead of --model (attnscope/synthetic_decoder.h): timing where the
+    // model files are not (issue 34).
+    std::string synthetic;
     std::string qkAttribution, qkPatch, qkSide = "key";
     int qkTop = 50;
     bool composition = false;
@@ -52,6 +55,9 @@ namespace fig { struct LayerHeadMap; }
 // (previous, duplicate, induction: the default, sink). Returns the exit code; the message is printed.
 int decoderInterpMap(const ModelOptionsCli& opt, attn::DecoderModel& model, const attn::DecoderRun& run,
                      const attn::DecoderOptions& mo, const std::string& panel, const std::string& score, fig::LayerHeadMap& map);
+
+// The decoder at `path`, or the synthetic model --synthetic names.
+attn::Expected<attn::DecoderModel> loadDecoderFor(const ModelOptionsCli& opt, const std::string& path);
 
 // Runs a decoder model at `path` (a .gguf file or a decoder directory). Returns the exit code.
 int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path);

@@ -55,7 +55,7 @@ double weightBytes(const attn::DecoderModel& m) { return double(m.streamedWeight
 int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
 {
     const auto tLoad = Clock::now();
-    auto model = attn::loadDecoder(path);
+    auto model = loadDecoderFor(opt, path);
     if (!model) return printError(model.status().message), kExitBadInput;
     const double loadMs = msSince(tLoad);
     const attn::DecoderConfig& c = model->config;

@@ -145,6 +145,11 @@ int runModelCommand(const ModelOptionsCli& opt)
     const attn::Backend backend = parseBackend(opt.backend);
     if (int rc = checkBackendUsable(backend); rc != kExitOk) return rc;
     // A .gguf file or a gpt2 / llama / mistral / qwen2 directory is a decoder; a BERT directory the encoder below.
+    if (!opt.synthetic.empty()) {
+        if (!opt.modelDir.empty())
+            return printError("model: --synthetic and --model name two models; give one"), kExitBadInput;
+        return opt.bench ? runDecoderBench(opt, "") : runDecoderCommand(opt, "");
+    }
     if (attn::isDecoderModelPath(dir) || dir.ends_with(".gguf")) return opt.bench ? runDecoderBench(opt, dir) : runDecoderCommand(opt, dir);
     if (const std::string flag = !opt.interpFlag().empty() ? opt.interpFlag() : opt.qkFlag(); !flag.empty())
         return printError(flag + ": the interpretability views are a decoder's (a .gguf file or a gpt2, llama, mistral or "
@@ -456,6 +461,9 @@ void addModelCommand(CLI::App& root, CommandAction& action)
     cmd->add_option("--repeats", opt->repeats, "Timed runs per size for --bench (median reported)")->check(CLI::Range(1, 1000));
     cmd->add_option("--tokens", opt->benchTokens, "Decoders, --bench: the text's length in tokens (default 128)")
         ->check(CLI::Range(2, 1 << 20));
+    cmd->add_option("--synthetic", opt->synthetic,
+                    "Decoders: a random-weight model of a known shape instead of --model (smollm2, gemma3-270m): "
+                    "timings where the model files are not");
     cmd->add_flag("--json", opt->jsonFlag, "--bench prints one JSON object (always; the flag is accepted)");
     addBackendOption(*cmd, opt->backend);
     cmd->callback([opt, &action] { action = [opt] { return runModelCommand(*opt); }; });

@@ -251,6 +251,12 @@ Expected<DecoderModel> loadDirectory(const std::string& dirIn)
 
 } // namespace
 
+Status detail::assembleDecoder(WeightSource& w, DecoderModel& m)
+{
+    ATTNSCOPE_RETURN_IF_ERROR(attn::familyTensors(w, false, m));
+    return attn::checkModel(m);
+}
+
 std::size_t DecoderModel::denseWeightBytes() const
 {
     auto v = [](const auto& m) { return static_cast<std::size_t>(m.size()) * sizeof(float); };

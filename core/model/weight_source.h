@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+namespace attn { struct DecoderModel; }
+
 namespace attn::detail {
 
 class WeightSource {
@@ -88,5 +90,10 @@ private:
 };
 
 std::string shapeText(const std::vector<std::int64_t>& shape);
+
+// Every tensor of m.config's family from `w` under the Hugging Face names, then the model's consistency checks (what
+// loading a directory does after its config and tokenizer): how a synthetic model (synthetic_decoder.cpp) is built
+// through the same family code as a real one. Defined in decoder.cpp.
+Status assembleDecoder(WeightSource& w, DecoderModel& m);
 
 } // namespace attn::detail

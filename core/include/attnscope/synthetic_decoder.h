@@ -1,0 +1,31 @@
+// Synthetic decoders: a real model's shape (its config.json, word for word) with random weights, built through the
+// same family code as the real model. For timing where the model files are not (issue 34: the GPU machines of
+// `scripts/gpu_check.sh` have no model files), and for tests of shapes no tiny model has. The speed of a forward does
+// not depend on the weights' values, so a synthetic model times like the real one held in float32.
+//
+// The tokenizer is byte-level BPE over the 256 bytes alone (no merges): any text encodes, one token per byte.
+// Part of attnscope_model.
+#pragma once
+
+#include "attnscope/decoder.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attn {
+
+// The shapes syntheticDecoder knows: "smollm2" (SmolLM2-135M: llama, 30 layers, 9 heads, 3 KV heads, d_model 576),
+// "gemma3-270m" (Gemma 3 270M: 18 layers, 4 heads, 1 KV head of 256, d_model 640, a 262 144-token vocabulary,
+// sliding windows of 512 on five layers of six).
+std::vector<std::string> syntheticDecoderShapes();
+
+// The model of `shape` with weights drawn from a fixed generator seeded by `seed` (the same seed, the same weights on
+// every machine): matrices uniform with standard deviation 0.02, norm weights about 1, no biases. float32 throughout
+// (format "synthetic"). InvalidArgument naming the known shapes for another name.
+Expected<DecoderModel> syntheticDecoder(const std::string& shape, std::uint64_t seed = 1);
+
+// The config.json text of `shape` (empty for an unknown shape): what syntheticDecoder parses.
+std::string syntheticDecoderConfig(const std::string& shape);
+
+} // namespace attn
