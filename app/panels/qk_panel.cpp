@@ -327,12 +327,15 @@ void drawPatch(AppState& state, const QkResults& r)
     const attn::PatternPatch& p = *r.patch;
     const int n = static_cast<int>(p.original.rows());
     if (c.query < 0 || c.query >= n || c.key < 0 || c.key >= n) return;
-    ImGui::Text("%s removed from the %s: the cell's weight %.4f → %.4f", p.component.c_str(),
-                p.side == attn::QkSide::Key ? "keys" : "queries", p.original(c.query, c.key), p.patched(c.query, c.key));
-    state.recordRect("qk/patch_line", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
-    ImGui::SameLine();
     if (ImGui::SmallButton("Restore")) setQkPatch(state, "", p.side);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("back to the pattern as the run made it");
     state.recordRect("qk/patch_restore", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    ImGui::SameLine();
+    ImGui::PushTextWrapPos(0);
+    ImGui::Text("%s removed from the %s: the cell's weight %.4f \u2192 %.4f", p.component.c_str(),
+                p.side == attn::QkSide::Key ? "keys" : "queries", p.original(c.query, c.key), p.patched(c.query, c.key));
+    ImGui::PopTextWrapPos();
+    state.recordRect("qk/patch_line", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     const float avail = ImGui::GetContentRegionAvail().x;
     const float each = std::max(80.0f, (avail - kColorbarWidth - 24) / 2);
     const float cell = std::clamp((each - 8) / float(n), 1.0f, 22.0f);
@@ -391,8 +394,10 @@ void drawHeader(AppState& state)
         ImGui::Text("score %.3f   weight %.4f", r.cell->score, r.cell->weight);
         state.recordRect("qk/score", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
         const bool hovered = ImGui::IsItemHovered();
-        ImGui::SameLine();
-        ImGui::TextDisabled("(each side's bars below sum to the score)");
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextDisabled("Each side's bars below sum to the score. Click a head's name to open it; \"remove\" shows the "
+                            "head's pattern without that component.");
+        ImGui::PopTextWrapPos();
         if (hovered)
             ImGui::SetTooltip("score: scale · q·k as the run computed it (scale %.4f); weight: its softmax over the keys the "
                               "query sees. The bars of each side sum to the score.", r.cell->scale);
@@ -457,7 +462,9 @@ void drawPanelBody(AppState& state)
     drawBars(state, cell, attn::QkSide::Query);
     ImGui::Separator();
     if (ImGui::CollapsingHeader("Strongest pairs (query side × key side)", ImGuiTreeNodeFlags_DefaultOpen)) drawPairs(state, r);
-    if (ImGui::CollapsingHeader("Component \u00d7 component matrix, by layer")) drawMatrix(state, r);
+    const bool matrix = ImGui::CollapsingHeader("Component \u00d7 component matrix, by layer");
+    state.recordRect("qk/matrix_header", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (matrix) drawMatrix(state, r);
     if (stale) ImGui::PopStyleVar();
 }
 

@@ -11,6 +11,8 @@ The Dursley induction prompt of issue 35's "Done when": the induction head L18 H
 4. Back in the model view, ablating that head (the × of its thumbnail) updates the open panel: the head's part of
    the key is then 0, and the top key-side component is another one.
 5. Close closes it.
+6. With --refused-model (the tiny Gemma 2: post-norms and a soft-cap the decomposition does not cover), the panel
+   says so in one line (core's message) and the window goes on.
 --shots DIR also saves the frames (PNG) at each step, for a person to look at.
 
 Every wait is on the app's state (layout.json), never on time alone.
@@ -37,6 +39,7 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--size", default="1280x800")
     ap.add_argument("--shots", default="")
+    ap.add_argument("--refused-model", default="")
     a = ap.parse_args()
     if not os.path.isfile(a.model):
         print("SmolLM2 not installed (scripts/setup.sh installs it): skipped")
@@ -50,7 +53,29 @@ def main():
         run(app, a, cli)
     finally:
         app.stop()
+    if a.refused_model:
+        app = Session([a.exe, "--model", a.refused_model, "--model-text", "the cat sat on the mat", "--size", a.size,
+                       "--no-autosave", "--no-restore"], os.path.join(a.work, "refused"))
+        try:
+            refused(app, a)
+        finally:
+            app.stop()
     print("PASS")
+
+
+def refused(app, a):
+    app.wait_window(lambda l: l.get("model", {}).get("has_run"), "the first run")
+    app.click("model/1/0")
+    wait_for(lambda: (l := app.layout()) and "model/breadcrumb" in l["rects"], "layer 1 in the chain view")
+    x0, y0, x1, y1 = app.rect("heatmap/weights/0")
+    n = app.layout()["model"]["tokens"]
+    right_click_at(app, int(x0 + (x1 - x0) * 1.5 / n), int(y0 + (y1 - y0) * (n - 0.5) / n))
+    app.click("qk/menu/why")
+    q = wait_for(lambda: (q := qk(app)) and q["current"] and not q["computing"] and q, "the panel", timeout=60.0)
+    shot(app, a, "6_refused")
+    if "not available yet" not in q["error"] or "\n" in q["error"]:
+        fail("a family the decomposition does not cover: expected core's one-line refusal, got %r" % q["error"])
+    print("refused family: the panel says %r" % q["error"])
 
 
 def cli_cell(a):
