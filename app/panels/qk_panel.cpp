@@ -105,7 +105,8 @@ void barRow(AppState& state, const std::string& name, float value, const attn::D
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const float mid = p.x + barW * 0.5f, x = p.x + barW * attn::normalize(value, range);
     dl->AddLine(ImVec2(mid, p.y + 2), ImVec2(mid, p.y + h - 2), IM_COL32(150, 150, 150, 160));
-    const ImU32 colour = value >= 0 ? IM_COL32(80, 140, 225, 255) : IM_COL32(220, 90, 70, 255);
+    // The matrix's colours (RdBu: positive red, negative blue), so that a bar and its column read alike.
+    const ImU32 colour = value >= 0 ? IM_COL32(214, 96, 77, 255) : IM_COL32(67, 147, 195, 255);
     dl->AddRectFilled(ImVec2(std::min(mid, x), p.y + h * 0.2f), ImVec2(std::max(mid, x), p.y + h * 0.8f), colour);
     ImGui::SameLine(0, 6);
     ImGui::Text("%+8.3f", value);
