@@ -332,10 +332,8 @@ void drawPatch(AppState& state, const QkResults& r)
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("back to the pattern as the run made it");
     state.recordRect("qk/patch_restore", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     ImGui::SameLine();
-    ImGui::PushTextWrapPos(0);
-    ImGui::Text("%s removed from the %s: the cell's weight %.4f \u2192 %.4f", p.component.c_str(),
-                p.side == attn::QkSide::Key ? "keys" : "queries", p.original(c.query, c.key), p.patched(c.query, c.key));
-    ImGui::PopTextWrapPos();
+    ImGui::Text("%s removed from every %s", p.component.c_str(), p.side == attn::QkSide::Key ? "key" : "query");
+    ImGui::Text("the cell's weight %.4f \u2192 %.4f", p.original(c.query, c.key), p.patched(c.query, c.key));
     state.recordRect("qk/patch_line", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     const float avail = ImGui::GetContentRegionAvail().x;
     const float each = std::max(80.0f, (avail - kColorbarWidth - 24) / 2);

@@ -10,6 +10,7 @@ The Dursley induction prompt of issue 35's "Done when": the induction head L18 H
 3. "remove from keys" on that component shows the patched pattern: the cell's weight falls (the stripe breaks).
 4. Back in the model view, ablating that head (the × of its thumbnail) updates the open panel: the head's part of
    the key is then 0, and the top key-side component is another one.
+   Save .npy under the matrix writes the whole component matrix (C×C float32, summing to the score) and its names.
 5. Close closes it.
 6. With --refused-model (the tiny Gemma 2: post-norms and a soft-cap the decomposition does not cover), the panel
    says so in one line (core's message) and the window goes on.
@@ -24,6 +25,7 @@ import shutil
 import subprocess
 import time
 
+import numpy as np
 from PIL import Image
 
 from e2e_common import Session, fail, wait_for, xdo
@@ -46,9 +48,13 @@ def main():
         raise SystemExit(77)
     shutil.rmtree(a.work, ignore_errors=True)
     os.makedirs(a.work)
+    a.exe, a.model = os.path.abspath(a.exe), os.path.abspath(a.model)
+    if a.refused_model:
+        a.refused_model = os.path.abspath(a.refused_model)
     cli = cli_cell(a)
+    # Run in the work folder: Save .npy writes its default name there.
     app = Session([a.exe, "--model", a.model, "--model-text", TEXT, "--size", a.size, "--no-autosave", "--no-restore"],
-                  a.work)
+                  a.work, cwd=a.work)
     try:
         run(app, a, cli)
     finally:
@@ -69,7 +75,8 @@ def refused(app, a):
     wait_for(lambda: (l := app.layout()) and "model/breadcrumb" in l["rects"], "layer 1 in the chain view")
     x0, y0, x1, y1 = app.rect("heatmap/weights/0")
     n = app.layout()["model"]["tokens"]
-    right_click_at(app, int(x0 + (x1 - x0) * 1.5 / n), int(y0 + (y1 - y0) * (n - 0.5) / n))
+    # Query 3, key 1: near the map's top-left corner, in view even where the map scrolls in its box (900×600).
+    right_click_at(app, int(x0 + (x1 - x0) * 1.5 / n), int(y0 + (y1 - y0) * 3.5 / n))
     app.click("qk/menu/why")
     q = wait_for(lambda: (q := qk(app)) and q["current"] and not q["computing"] and q, "the panel", timeout=60.0)
     shot(app, a, "6_refused")
@@ -159,6 +166,22 @@ def scroll_into_grid(app, name):
     wait_for(inside, "thumbnail %s in the grid's view" % name, timeout=60.0)
 
 
+def scroll_into(app, name, container):
+    """Scrolls `container` (the wheel over it) until widget `name` lies wholly inside it."""
+    def inside():
+        l = app.layout()
+        g, r = l["rects"].get(container), l["rects"].get(name)
+        if not g:
+            return None
+        if r and r[1] >= g[1] + 20 and r[3] <= g[3] - 4:
+            return True
+        app.move(int(g[0]) + 30, int((g[1] + g[3]) / 2))
+        xdo("click", "4" if r and r[1] < g[1] + 20 else "5")
+        time.sleep(0.2)
+        return None
+    wait_for(inside, "%s in view" % name, timeout=60.0)
+
+
 def run(app, a, cli):
     app.wait_window(lambda l: l.get("model", {}).get("has_run"), "the first run")
     shot(app, a, "1_model_view")
@@ -215,7 +238,24 @@ def run(app, a, cli):
         q = settled(app, lambda q: q.get("top_key") not in (None, top))
         shot(app, a, "5_ablated")
         print("ablating %s: the panel updated (top key-side component now %s, score %.4f)" % (top, q["top_key"], q["score"]))
-    # 5. Close.
+    # The matrix's numbers as .npy (the panel scrolled to them).
+    scroll_into(app, "qk/matrix_header", "qk/window")
+    app.click("qk/matrix_header")
+    scroll_into(app, "qk/save", "qk/window")
+    shot(app, a, "5b_matrix")
+    app.click("qk/save")
+    path = os.path.join(a.work, "qk_matrix.npy")
+    wait_for(lambda: os.path.isfile(path) and os.path.isfile(os.path.join(a.work, "qk_matrix.names.txt")), "qk_matrix.npy")
+    m = np.load(path)
+    with open(os.path.join(a.work, "qk_matrix.names.txt")) as f:
+        names = f.read().split()
+    if m.dtype != np.float32 or m.shape != (len(names), len(names)) or names[0] != "embed":
+        fail("qk_matrix.npy: expected C×C float32 with C names, got %s %s and %d names" % (m.dtype, m.shape, len(names)))
+    if abs(float(m.sum(dtype=np.float64)) - q["score"]) > 1e-3 * abs(q["score"]) + 1e-3:
+        fail("qk_matrix.npy sums to %.5f, the score is %.5f" % (m.sum(), q["score"]))
+    print("Save .npy: %d×%d components, summing to the score %.4f" % (m.shape[0], m.shape[1], q["score"]))
+    # 5. Close (at the panel's top).
+    scroll_into(app, "qk/close", "qk/window")
     app.click("qk/close")
     wait_for(lambda: (l := app.layout()) and "qk" not in l.get("model", {}) and "qk/window" not in l["rects"], "the panel to close")
     print("Close: the panel closed")
