@@ -426,8 +426,11 @@ void drawHeader(AppState& state)
     if (current && !r.error.empty()) {
         ImGui::PushTextWrapPos(0);
         ImGui::TextColored(ImVec4(0.9f, 0.35f, 0.3f, 1), "%s", r.error.c_str());
-        ImGui::PopTextWrapPos();
         state.recordRect("qk/error", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        if (m.longRun())
+            ImGui::TextDisabled("Texts of up to %d tokens run dense: a shorter text (or a part of this one) can be "
+                                "decomposed.", kLazyTokens);
+        ImGui::PopTextWrapPos();
     }
 }
 
