@@ -337,7 +337,9 @@ void drawPatch(AppState& state, const QkResults& r)
     state.recordRect("qk/patch_line", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     const float avail = ImGui::GetContentRegionAvail().x;
     const float each = std::max(80.0f, (avail - kColorbarWidth - 24) / 2);
-    const float cell = std::clamp((each - 8) / float(n), 1.0f, 22.0f);
+    // Whole in its box: past `each` tokens the cells are under a pixel, drawn max-pooled (a fitted map).
+    const float cell = std::min((each - 8) / float(n), 22.0f);
+    const bool fitted = cell < 1.0f;
     const bool labels = cell >= 12;
     const attn::Matrix* maps[] = {&p.original, &p.patched};
     const char* titles[] = {"original", "patched"};
@@ -360,12 +362,15 @@ void drawPatch(AppState& state, const QkResults& r)
         spec.highlightCol = c.key;
         spec.maxWidth = each + (labels && i == 0 ? 80.0f : 0.0f);
         spec.maxHeight = std::max(120.0f, each + (labels ? 80.0f : 0.0f));
+        spec.wheelZooms = fitted;  // (its wheel is not used: the map stays whole)
         const HeatmapHit hit = drawHeatmap(spec);
         state.recordRect(std::string("qk/patch/") + titles[i], hit.cellsMin, hit.cellsMax);
         // The decomposed cell, outlined in both maps.
         const float cw = (hit.cellsMax.x - hit.cellsMin.x) / float(n), ch = (hit.cellsMax.y - hit.cellsMin.y) / float(n);
         const ImVec2 a(hit.cellsMin.x + cw * float(c.key), hit.cellsMin.y + ch * float(c.query));
-        ImGui::GetWindowDrawList()->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(a.x + cw + 1, a.y + ch + 1), IM_COL32(255, 90, 60, 255), 0, 0, 2.0f);
+        const float pad = std::max(1.0f, (6.0f - std::min(cw, ch)) / 2);  // a cell under a pixel: a 6-px ring
+        ImGui::GetWindowDrawList()->AddRect(ImVec2(a.x - pad, a.y - pad), ImVec2(a.x + cw + pad, a.y + ch + pad),
+                                            IM_COL32(255, 90, 60, 255), 0, 0, 2.0f);
         if (hit.row >= 0 && hit.col >= 0)
             ImGui::SetTooltip("query %d %s → key %d %s\noriginal %.4f, patched %.4f", hit.row, tokenAt(m, hit.row).c_str(),
                               hit.col, tokenAt(m, hit.col).c_str(), p.original(hit.row, hit.col), p.patched(hit.row, hit.col));

@@ -202,6 +202,14 @@ public:
     }
     // Stops the decomposition under way after its current step.
     void cancelQk() { m_qkCancel = true; }
+    // "Why here?" of the run on screen without a model job (the frame loop's thread): `request` is the shown run's
+    // request with the cell, `shown` that run (the UI's; read here, before this returns). The worker's own buffer
+    // holds an older run, which a model request would first bring up to date: a whole forward after a new text.
+    void submitQk(const ModelRequest& request, const attn::DecoderRun& shown)
+    {
+        queueQkFrom(request, shown);
+        m_cv.notify_all();
+    }
     bool qkBusy() const
     {
         std::lock_guard<std::mutex> lock(m_mutex);
@@ -219,12 +227,13 @@ private:
                 // A "Why here?" decomposition (first: it is what the user just asked for, and short) or a scan,
                 // between jobs: any request sent meanwhile stops it (it is about the run before).
                 const bool qk = m_qkJob.has_value();
+                const std::uint64_t serial = qk ? m_qkJob->serial : 0;
                 lock.unlock();
                 if (qk) runQk();
                 else runScans();
                 lock.lock();
-                if (qk) m_qkJob.reset();
-                else m_scanJob.reset();
+                if (!qk) m_scanJob.reset();
+                else if (m_qkJob && m_qkJob->serial == serial) m_qkJob.reset();  // (not a newer one submitQk queued)
                 m_cv.notify_all();
                 continue;
             }
@@ -634,6 +643,7 @@ private:
     }
 
     struct QkJob {
+        std::uint64_t serial = 0;  // m_qkSerial when queued: the results are this job's while it is unchanged
         std::uint64_t request = 0;
         QkRequest cell;
         QkKey key;
@@ -679,7 +689,10 @@ private:
 
     // Called on this thread at the end of a job (the mutex not held): the decomposition to (re)do for `req`, or
     // none (the panel closed, or the shown one is of the same run and cell).
-    void queueQk(const ModelRequest& req)
+    void queueQk(const ModelRequest& req) { queueQkFrom(req, *m_buffer.drun); }
+
+    // The same for `run` (the worker's buffer, or the run on screen for submitQk).
+    void queueQkFrom(const ModelRequest& req, const attn::DecoderRun& run)
     {
         const QkRequest& q = req.interp.qk;
         const QkKey key = qkKeyOf(req);
@@ -689,10 +702,11 @@ private:
             std::lock_guard<std::mutex> lock(m_mutex);
             kept = q.layer >= 0 && m_qkKey && *m_qkKey == key;
         }
-        attn::DecoderRun copy = q.layer >= 0 && !kept ? qkCopy(*m_buffer.drun, q.layer, q.head) : attn::DecoderRun{};
+        attn::DecoderRun copy = q.layer >= 0 && !kept ? qkCopy(run, q.layer, q.head) : attn::DecoderRun{};
         std::lock_guard<std::mutex> lock(m_mutex);
         if (q.layer < 0) {
             m_qkJob.reset();
+            ++m_qkSerial;  // a decomposition under way stops
             if (m_qk.of.layer >= 0 || m_qk.running) {
                 const std::uint64_t g = m_qk.generation + 1;
                 m_qk = {};
@@ -707,6 +721,7 @@ private:
             return;
         }
         QkJob job;
+        job.serial = ++m_qkSerial;
         job.request = req.id;
         job.cell = q;
         job.key = key;
@@ -748,7 +763,7 @@ private:
         // Applies `change` to the shared results while they are still this job's; false when the job should stop.
         auto publish = [&](auto change) {
             std::lock_guard<std::mutex> lock(m_mutex);
-            if (m_qk.request != job.request) return false;
+            if (m_qkSerial != job.serial) return false;
             change(m_qk);
             m_qk.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
             ++m_qk.generation;
@@ -771,7 +786,7 @@ private:
                     r.error = cell.status().message;
                 });
                 std::lock_guard<std::mutex> lock(m_mutex);
-                if (m_qk.request == job.request) m_qkKey = job.key;  // an error of this run and cell is kept too
+                if (m_qkSerial == job.serial) m_qkKey = job.key;  // an error of this run and cell is kept too
                 return;
             }
             std::vector<attn::QkPair> pairs = attn::strongestQkPairs(*cell, kQkPairs);
@@ -793,7 +808,7 @@ private:
             if (!go) return;
         }
         std::lock_guard<std::mutex> lock(m_mutex);
-        if (m_qk.request != job.request) return;
+        if (m_qkSerial != job.serial) return;
         m_qk.running = false;
         m_qk.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         ++m_qk.generation;
@@ -821,6 +836,7 @@ private:
     QkResults m_qk;                        // its results so far (read by the frame loop under the mutex)
     std::optional<QkKey> m_qkKey;          // what the finished results in m_qk are of
     std::atomic<bool> m_qkCancel{false};   // Cancel: stop the decomposition after its current step
+    std::uint64_t m_qkSerial = 0;          // the queued job whose results m_qk holds (QkJob::serial)
     std::thread m_thread;  // last: starts once every other member is ready
 };
 
@@ -1592,6 +1608,25 @@ void finishScans(AppState& state)
     pollQk(m);
 }
 
+namespace {
+
+// Sends the panel's cell to the worker. While a run is under way or waiting it goes with a request (the latest wins,
+// and the decomposition follows that run); on the run shown the worker gets a copy of what it reads from this
+// thread (qkCopy: a few MB for a short text, ~140 MB at 973 tokens and layer 29, one frame's copy) instead, since a
+// request would first bring the worker's older buffer up to date (after a new text: the whole forward again, 24 s
+// at 973 tokens).
+void sendQk(ModelState& m, const std::string& why)
+{
+    m.wanted.interp.qk = m.isDecoder() && m.qk.open ? m.qk.cell : QkRequest{};
+    if (!m.worker) return;
+    if (m.computing() || !m.drun) return submit(m, why);
+    ModelRequest r = m.shown;
+    r.interp.qk = m.wanted.interp.qk;
+    m.worker->submitQk(r, *m.drun);
+}
+
+} // namespace
+
 void openQkCell(AppState& state, int layer, int head, int query, int key)
 {
     ModelState& m = state.model;
@@ -1600,7 +1635,7 @@ void openQkCell(AppState& state, int layer, int head, int query, int key)
     m.qk.cell = QkRequest{layer, head, query, key, {}, attn::QkSide::Key};
     m.qk.expanded.clear();
     m.qk.overwriteAsked = false;
-    submit(m, "why L" + std::to_string(layer) + ".H" + std::to_string(head) + " attends from " + std::to_string(query) +
+    sendQk(m, "why L" + std::to_string(layer) + ".H" + std::to_string(head) + " attends from " + std::to_string(query) +
                   " to " + std::to_string(key));
 }
 
@@ -1610,7 +1645,7 @@ void closeQk(AppState& state)
     if (!m.qk.open) return;
     m.qk.open = false;
     m.qk.overwriteAsked = false;
-    submit(m, "closed Why here?");
+    sendQk(m, "closed Why here?");
 }
 
 void setQkPatch(AppState& state, const std::string& component, attn::QkSide side)
@@ -1619,7 +1654,7 @@ void setQkPatch(AppState& state, const std::string& component, attn::QkSide side
     if (!m.qk.open) return;
     m.qk.cell.patchComponent = component;
     m.qk.cell.patchSide = side;
-    submit(m, component.empty() ? std::string("the pattern unpatched")
+    sendQk(m, component.empty() ? std::string("the pattern unpatched")
                                 : "removed " + component + " from the " + attn::toString(side) + " side");
 }
 
@@ -1631,7 +1666,7 @@ void cancelQk(AppState& state)
 void retryQk(AppState& state)
 {
     ModelState& m = state.model;
-    if (m.qk.open) submit(m, "Why here? again");
+    if (m.qk.open) sendQk(m, "Why here? again");
 }
 
 bool qkComputing(const ModelState& m)
