@@ -249,6 +249,7 @@ TEST_F(WhyMode, WhyHereIsTheCoresDecompositionOfTheShownRunAndFollowsIt)
     io.MouseDown[1] = false;
     win.frame();
     win.frame();
+    const long runs = state.model.runsStarted();
     win.click("qk/menu/why");
     ASSERT_TRUE(state.model.qk.open);
     EXPECT_EQ(state.model.qk.cell, (app::QkRequest{1, 2, n - 1, 2, {}, attn::QkSide::Key}));
@@ -258,6 +259,8 @@ TEST_F(WhyMode, WhyHereIsTheCoresDecompositionOfTheShownRunAndFollowsIt)
     ASSERT_TRUE(r.cell.has_value());
     EXPECT_EQ(r.of, state.model.qk.cell);
     EXPECT_FALSE(app::qkComputing(state.model));
+    // On the run shown: no forward (the worker decomposes a copy of the shown run, not its own older buffer).
+    EXPECT_EQ(state.model.runsStarted(), runs);
     attn::DecoderRun run = syncRun(oracle, kText);
     auto want = attn::qkAttribution(oracle, run, 1, 2, n - 1, 2);
     ASSERT_TRUE(want.ok()) << want.status().message;
