@@ -37,6 +37,33 @@ void writeLayout(const AppState& state, const GlHeatmapRenderer& renderer, const
         mj["computing"] = md.computing();
         mj["error"] = md.error;
         mj["warnings"] = md.drun ? md.drun->warnings : std::vector<std::string>();
+        if (md.qk.open) {  // "Why here?": the cell asked, and what the panel shows of it (core's numbers)
+            const QkResults& r = md.qk.results;
+            nlohmann::json q;
+            q["layer"] = md.qk.cell.layer;
+            q["head"] = md.qk.cell.head;
+            q["query"] = md.qk.cell.query;
+            q["key"] = md.qk.cell.key;
+            q["current"] = r.of == md.qk.cell;  // the results are of the cell (and patch) asked
+            q["computing"] = qkComputing(md);
+            q["error"] = r.error;
+            q["patch_error"] = r.patchError;
+            if (r.cell) {
+                q["score"] = r.cell->score;
+                q["weight"] = r.cell->weight;
+                const std::vector<int> k = attn::strongestQkComponents(r.cell->keyComponents, 1);
+                const std::vector<int> qq = attn::strongestQkComponents(r.cell->queryComponents, 1);
+                if (!k.empty()) q["top_key"] = r.cell->components[static_cast<std::size_t>(k[0])];
+                if (!qq.empty()) q["top_query"] = r.cell->components[static_cast<std::size_t>(qq[0])];
+            }
+            if (r.patch && r.of.query < r.patch->original.rows() && r.of.key < r.patch->original.cols()) {
+                q["patch_component"] = r.patch->component;
+                q["patch_side"] = attn::toString(r.patch->side);
+                q["patch_weight_original"] = r.patch->original(r.of.query, r.of.key);
+                q["patch_weight_patched"] = r.patch->patched(r.of.query, r.of.key);
+            }
+            mj["qk"] = std::move(q);
+        }
         j["model"] = std::move(mj);
     }
     const ImVec2 m = ImGui::GetIO().MousePos;

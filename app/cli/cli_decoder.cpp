@@ -222,17 +222,10 @@ int addQkViews(const ModelOptionsCli& opt, const attn::DecoderModel& model, cons
             return out;
         };
         // The top pairs by |value| (ties: the earlier query component, then key component).
-        std::vector<Eigen::Index> order(static_cast<std::size_t>(C * C));
-        std::iota(order.begin(), order.end(), Eigen::Index(0));
-        const std::size_t keep = std::min(order.size(), static_cast<std::size_t>(opt.qkTop));
-        const float* m = cell->matrix.data();  // row-major: index = query component · C + key component
-        std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(keep), order.end(), [m](Eigen::Index a, Eigen::Index b) {
-            return std::abs(m[a]) != std::abs(m[b]) ? std::abs(m[a]) > std::abs(m[b]) : a < b;
-        });
         json pairs = json::array();
-        for (std::size_t t = 0; t < keep; ++t)
-            pairs.push_back({{"query", cell->components[static_cast<std::size_t>(order[t] / C)]},
-                             {"key", cell->components[static_cast<std::size_t>(order[t] % C)]}, {"value", m[order[t]]}});
+        for (const attn::QkPair& p : attn::strongestQkPairs(*cell, opt.qkTop))
+            pairs.push_back({{"query", cell->components[static_cast<std::size_t>(p.query)]},
+                             {"key", cell->components[static_cast<std::size_t>(p.key)]}, {"value", p.value}});
         json q = {{"layer", l}, {"head", h}, {"query", i}, {"key", j},
                   {"query_token", run.encoding.tokens[static_cast<std::size_t>(i)]},
                   {"key_token", run.encoding.tokens[static_cast<std::size_t>(j)]},

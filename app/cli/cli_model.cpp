@@ -321,6 +321,15 @@ int renderDecoderFromCli(const ModelRenderCli& o, const std::string& path, const
         if (int rc = decoderInterpMap(io, *model, *run, mo, panel, o.score, map); rc != kExitOk) return rc;
         if (fo.title) map.title = *fo.title;
         bytes = fig::renderFigure(fig::buildLayerHeadFigure(map), format, scale);
+    } else if (panel == "qk") {
+        // "Why here?" of one cell (issue 35): --layer, --head, --query, --key.
+        if (o.query < 0 || o.key < 0) return printError("--panel qk: give the cell as --layer L --head H --query I --key J"), kExitBadInput;
+        auto cell = attn::qkAttribution(*model, *run, o.layer, fo.head, o.query, o.key);
+        if (!cell) return printError("--panel qk: " + cell.status().message), kExitBadInput;
+        fig::Figure f = fig::buildQkFigure(model->name, *cell, run->encoding.tokens[static_cast<std::size_t>(o.query)],
+                                           run->encoding.tokens[static_cast<std::size_t>(o.key)]);
+        if (fo.title) f.title = *fo.title;
+        bytes = fig::renderFigure(f, format, scale);
     } else if (fo.kind == fig::ModelFigureKind::Lines) {
         bytes = fig::renderLinesFigure(model->name, RunView(*run, attn::decoderMaps(*model, *run)), fo, format, scale);
     } else {
@@ -369,9 +378,9 @@ int renderModelFromCli(const ModelRenderCli& o, const std::string& panel, const 
     if (panel == "weights") fo.kind = fig::ModelFigureKind::Head;
     else if (panel == "model-view") fo.kind = fig::ModelFigureKind::ModelView;
     else if (panel == "lines") fo.kind = fig::ModelFigureKind::Lines;
-    else if (panel != "next" && panel != "importance" && panel != "dla" && panel != "types" && panel != "patching")
+    else if (panel != "next" && panel != "importance" && panel != "dla" && panel != "types" && panel != "patching" && panel != "qk")
         return printError("--panel: with --model-text expected weights, model-view, lines, or (decoders) next, importance, dla, "
-                          "types or patching, got '" + panel + "'"),
+                          "types, patching or qk, got '" + panel + "'"),
                kExitBadInput;
     fo.layer = o.layer;
     if (head != "all") {
@@ -385,6 +394,7 @@ int renderModelFromCli(const ModelRenderCli& o, const std::string& panel, const 
             return printError("--head: expected a head index ≥ 0, got '" + head + "'"), kExitBadInput;
     }
     fo.title = title;
+    if (panel == "qk" && head == "all") return printError("--panel qk: give the cell as --layer L --head H --query I --key J"), kExitBadInput;
     const std::string dir = o.modelDir.empty() ? defaultModelDirectory() : o.modelDir;
     if (attn::isDecoderModelPath(dir) || dir.ends_with(".gguf")) return renderDecoderFromCli(o, dir, panel, fo, out, *format, scale);
     if (panel == "next") return printError("--panel next: the next-token predictions are a decoder's (a .gguf file or a gpt2, "

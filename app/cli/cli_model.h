@@ -18,6 +18,7 @@ struct ModelRenderCli {
     // patching's clean text and its two tokens A,B.
     std::string target, score, patchFrom, targets;
     std::string bundle;      // --bundle FILE: an attention bundle's maps instead of a model (docs/bundle.md)
+    int query = -1, key = -1;  // --panel qk: the cell (render's --query and --key)
 };
 
 // Adds --model-text, --pair, --model-dir, --ablate and --layer to the render subcommand.

@@ -100,7 +100,7 @@ void addRenderCommand(CLI::App& root, CommandAction& action)
     cmd->add_option("-o,--output", opt->out, "FIG.png, FIG.svg or FIG.pdf")->required();
     cmd->add_option("--panel", opt->panel, "What to draw: " + fig::panelKindList() +
                                                " (default weights); with --model-text: weights, model-view, lines or next (a decoder's predictions), and a "
-                                               "decoder's importance, dla, types or patching (docs/interp.md)");
+                                               "decoder's importance, dla, types, patching or qk (why --head of --layer attends from --query to --key; docs/interp.md)");
     cmd->add_option("--head", opt->head, "A head index (0-based) or 'all' for a grid of small multiples (default all)");
     cmd->add_option("--cmap", opt->cmap, "viridis | magma | cividis | rdbu (default: viridis for weights, rdbu otherwise)");
     cmd->add_option("--scale", opt->scale, "PNG pixels per point (2 = 144 dpi; default 2)");
@@ -112,9 +112,9 @@ void addRenderCommand(CLI::App& root, CommandAction& action)
     cmd->add_option("--title", opt->title, "Figure title (\"\" for none; default names the panel)")
         ->each([opt](const std::string&) { opt->titleGiven = true; });
     CLI::Option* lesson = cmd->add_option("--lesson", opt->lesson, "A lesson's figure instead of a panel: " + lessonFigureList());
-    cmd->add_option("--query", opt->query, "With --lesson vector_view or additive: the query i (0-based; default 0)")
+    cmd->add_option("--query", opt->query, "With --lesson vector_view or additive, or --panel qk: the query i (0-based; default 0)")
         ->check(CLI::NonNegativeNumber);
-    cmd->add_option("--key", opt->key, "With --lesson additive: the key j (0-based; default 0)")->check(CLI::NonNegativeNumber);
+    cmd->add_option("--key", opt->key, "With --lesson additive or --panel qk: the key j (0-based; default 0)")->check(CLI::NonNegativeNumber);
     lesson->excludes(cmd->get_option("--panel"))->excludes(cmd->get_option("--per-head-range"))->excludes(cmd->get_option("--cmap"));
     cmd->callback([opt, model, cmd, &action] {
         // --model-text "" is a model render of the empty text ([CLS] [SEP]), as `model --text ""` is, not a
@@ -128,6 +128,8 @@ void addRenderCommand(CLI::App& root, CommandAction& action)
                                            opt->out, opt->scale,
                                            opt->titleGiven ? std::optional<std::string>(opt->title) : std::nullopt);
             }
+            model->query = opt->query;  // --panel qk's cell (the options are the lessons' too)
+            model->key = opt->key;
             if (modelRenderRequested(*model) || modelGiven)
                 return renderModelFromCli(*model, opt->panel, opt->head, opt->out, opt->scale,
                                           opt->titleGiven ? std::optional<std::string>(opt->title) : std::nullopt);

@@ -112,6 +112,52 @@ LayerHeadMap signedMap(attn::Matrix values)
     return m;
 }
 
+Figure buildQkFigure(const std::string& modelName, const attn::QkCell& cell, const std::string& queryToken,
+                     const std::string& keyToken, int expandTop)
+{
+    std::vector<int> expanded;
+    for (const attn::Vector* side : {&cell.keyComponents, &cell.queryComponents})
+        for (int c : attn::strongestQkComponents(*side, expandTop)) {
+            const int l = attn::qkComponentLayer(cell.components[static_cast<std::size_t>(c)]);
+            if (l >= 0 && l < cell.layer && std::find(expanded.begin(), expanded.end(), l) == expanded.end()) expanded.push_back(l);
+        }
+    std::sort(expanded.begin(), expanded.end());
+    const attn::QkGroups g = attn::groupQkByLayer(cell, expanded);
+    Figure f;
+    char line[256];
+    std::snprintf(line, sizeof line, "%s: why L%d.H%d attends from query %d '%s' to key %d '%s'", modelName.c_str(), cell.layer,
+                  cell.head, cell.query, clipLabel(queryToken, kMaxLabelChars).c_str(), cell.key,
+                  clipLabel(keyToken, kMaxLabelChars).c_str());
+    f.title = clipLabel(line, kMaxTitleChars);
+    std::snprintf(line, sizeof line,
+                  "score %.3f (weight %.4f) = the sum of either side; earlier layers summed, those of the strongest "
+                  "components head by head", cell.score, cell.weight);
+    f.subtitle = line;
+    f.columns = 3;
+    f.sharedAxes = true;
+    // Each panel its own range: the sides' few large parts (13 of a score of 9) would wash out the matrix's.
+    f.sharedColorbar = false;
+    f.annotate = true;
+    auto panel = [&](const char* title, attn::Matrix values, std::vector<std::string> cols, const char* colAxis) {
+        Heatmap h;
+        h.title = title;
+        h.range = attn::displayRange(values, nullptr, true);
+        h.values = std::move(values);
+        h.rowLabels = g.names;
+        h.colLabels = std::move(cols);
+        h.rowLabelsAreTokens = h.colLabelsAreTokens = true;  // every name shown, none thinned
+        h.rowAxis = "component";
+        h.colAxis = colAxis;
+        h.cmap = attn::Colormap::RdBu;
+        h.colorbarLabel = "share of the score";
+        f.panels.push_back(std::move(h));
+    };
+    panel("query side", attn::Matrix(g.queryComponents), {"q"}, "");
+    panel("query side \u00d7 key side", g.matrix, g.names, "key side");
+    panel("key side", attn::Matrix(g.keyComponents), {"k"}, "");
+    return f;
+}
+
 LayerHeadMap fractionMap(attn::Matrix values)
 {
     LayerHeadMap m = signedMap(std::move(values));

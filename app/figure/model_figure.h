@@ -10,6 +10,7 @@
 
 #include <attnscope/interp.h>
 #include <attnscope/model.h>
+#include <attnscope/qk_attribution.h>
 
 namespace app::fig {
 
@@ -53,6 +54,14 @@ LayerHeadMap signedMap(attn::Matrix values);
 LayerHeadMap fractionMap(attn::Matrix values);
 // direct logit attribution: the heads, then each layer's MLP and (where the model has one) b^O as columns.
 LayerHeadMap attributionMap(const attn::DirectLogitAttribution& d);
+
+// "Why here?" of one cell as a figure (issue 35, `render --panel qk`): three panels sharing one RdBu colour bar
+// and the rows — what wrote the query (query side, a column), the component × component matrix (rows: query side,
+// columns: key side), and what wrote the key (key side, a column) — with each earlier layer summed
+// (attn::groupQkByLayer) except the layers of the `expandTop` strongest components of either side, shown head by
+// head. The title names the head, the cell's tokens, its score and weight.
+Figure buildQkFigure(const std::string& modelName, const attn::QkCell& cell, const std::string& queryToken,
+                     const std::string& keyToken, int expandTop = 1);
 
 // A decoder's next-token predictions as bars (token, probability), most probable first.
 struct NextTokenBar {

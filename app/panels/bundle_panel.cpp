@@ -370,6 +370,10 @@ void drawMapsHeadView(AppState& state, BundleState& b, ImVec2 size)
             ImGui::SetTooltip("near query %d '%s' → key %d '%s'\neach pixel: the largest weight of about %.0f × %.0f cells\n"
                               "wheel: zoom in to single cells, drag: pan", row, q.c_str(), col, k.c_str(), cells, cells);
         }
+        // A decoder's long text (the model's own maps): "Why here?" of the cell, whose panel says what core makes of
+        // a lazy run.
+        if (&b == &state.model.longView && state.model.isDecoder() && !f.pooled && ImGui::IsMouseClicked(ImGuiMouseButton_Right))
+            offerQkMenu(state, b.layer, b.head, row, col, false);
     }
     ImGui::SetCursorScreenPos(ImVec2(o.x + W + 8, o.y));
     drawColorbar((k + "_cb").c_str(), attn::Colormap::Viridis, range, std::min(Hpx, kColorbarMaxHeight));

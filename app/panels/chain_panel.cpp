@@ -592,6 +592,13 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
             else state.chain.focus = state.chain.focus == key ? "" : key;
         }
     }
+    // A decoder layer opened from the model: right-click a score or weight → "Why here?" (qk_panel.cpp).
+    if ((m.kind == MapKind::Scores || m.kind == MapKind::Weights) && hit.row >= 0 && hit.col >= 0 &&
+        state.model.isDecoder() && state.model.openLayer >= 0 && !state.model.showView &&
+        ImGui::IsMouseClicked(ImGuiMouseButton_Right)) {
+        const auto [q, k] = queryKeyOf(state, hit);
+        offerQkMenu(state, state.model.openLayer, m.head, q, k, false);
+    }
     if (m.kind == MapKind::Weights) paintCustomMask(state, hit);
     if (m.kind == MapKind::Scores || m.kind == MapKind::Weights) {
         if (hit.colLabelClicked >= 0 && !col) toggleKeyPadding(state, hit.colLabelClicked);

@@ -161,6 +161,9 @@ void drawModelGrid(AppState& state, ImVec2 size)
     const ModelGridPlan plan = planModelGrid(in);
     m.gridPlan = plan;
     ImGui::BeginChild("grid", size, false, ImGuiWindowFlags_HorizontalScrollbar);
+    // The grid's visible box (tests scroll a thumbnail into it).
+    state.recordRect("model/grid", ImGui::GetWindowPos(), ImVec2(ImGui::GetWindowPos().x + ImGui::GetWindowSize().x,
+                                                                 ImGui::GetWindowPos().y + ImGui::GetWindowSize().y));
     const ImVec2 o = ImGui::GetCursorScreenPos();
     ImDrawList* dl = ImGui::GetWindowDrawList();
     // Grouped-query attention: a bracket over the query heads that share a key/value head ("kv 0").
@@ -276,10 +279,11 @@ void drawModelGrid(AppState& state, ImVec2 size)
                 } else {
                     const float w = spec.src.values->coeff(hit.row, hit.col);
                     ImGui::SetTooltip("layer %d, head %d%s\nquery %d '%s' → key %d '%s': %.3f\n"
-                                      "click: open layer %d, head %d in the chain view; × (top right): ablate",
+                                      "click: open layer %d, head %d in the chain view; × (top right): ablate%s",
                                       l, h, isAblated(run, l, h) ? " (ablated)" : "", hit.row,
                                       run.tokens[static_cast<std::size_t>(hit.row)].c_str(), hit.col,
-                                      run.tokens[static_cast<std::size_t>(hit.col)].c_str(), w, l, h);
+                                      run.tokens[static_cast<std::size_t>(hit.col)].c_str(), w, l, h,
+                                      m.isDecoder() ? "\nright-click: why does it attend here?" : "");
                 }
             }
             state.recordRect(spec.key, hit.cellsMin, hit.cellsMax);
@@ -295,6 +299,8 @@ void drawModelGrid(AppState& state, ImVec2 size)
                 ImGui::IsMouseClicked(ImGuiMouseButton_Right)) {
                 m.linesLayer = l;
                 m.linesHead = h;
+                // A decoder's cell (unpooled: one cell a token pair): "Why here?" too.
+                if (m.isDecoder() && !plan.pooled && hit.row >= 0 && hit.col >= 0) offerQkMenu(state, l, h, hit.row, hit.col, true);
             }
         }
     }
@@ -763,7 +769,8 @@ void drawModelBreadcrumb(AppState& state)
     ImGui::Text("%s › layer %d › head %d", m.modelName().c_str(), m.openLayer, std::clamp(state.view.head, 0, std::max(0, H - 1)));
     state.recordRect("model/breadcrumb", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     ImGui::SameLine();
-    ImGui::TextDisabled("(Esc or Back: the model view)");
+    ImGui::TextDisabled(m.isDecoder() ? "(Esc or Back: the model view; right-click a weight: why it attends there)"
+                                      : "(Esc or Back: the model view)");
     // Esc goes back unless a field is being typed in (it cancels that) or a map fills the window (Esc leaves
     // that first, in the chain panel).
     const bool esc = ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false) && !ImGui::GetIO().WantTextInput &&

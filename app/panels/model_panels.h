@@ -14,6 +14,11 @@ void drawModelTextDialog(AppState& state);  // File → Open text… (a decoder'
 // A decoder's tabs over the grid's area (why_panel.cpp): Attention (returns false: the caller draws the grid) or
 // one of the views that explain the prediction, drawn in `size` (returns true).
 bool drawWhyView(AppState& state, ImVec2 size);
+// "Why here?" (qk_panel.cpp; issue 35): a map of decoder head (layer, head) offers the right-click menu of its cell
+// (query, key) this frame (`lines`: the menu also offers "Show its lines"); drawQkPanel opens it, and draws the
+// panel while it is open.
+void offerQkMenu(AppState& state, int layer, int head, int query, int key, bool lines);
+void drawQkPanel(AppState& state);
 // A token as a label: newlines and tabs as visible marks, ∅ for an empty token.
 std::string tokenLabel(const std::string& t);  // File → Open model…; also syncs chain edits back into the model
 // Model mode in the shared windows: while the model view is shown (modelViewShown) the sidebar and the status

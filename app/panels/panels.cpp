@@ -20,6 +20,7 @@ constexpr DrawFn kPanelRegistry[] = {
     drawBundlePanel,
     drawModelOpenDialog,
     drawModelTextDialog,
+    drawQkPanel,
     drawStatusBar,
     drawFilePanel,
     drawExportPanel,

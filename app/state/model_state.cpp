@@ -191,7 +191,29 @@ public:
     void waitForScans()
     {
         std::unique_lock<std::mutex> lock(m_mutex);
-        m_cv.wait(lock, [this] { return !m_running && !m_pending && !m_scanJob; });
+        m_cv.wait(lock, [this] { return !m_running && !m_pending && !m_scanJob && !m_qkJob; });
+    }
+    // "Why here?": its results when they changed since `generation`, else nothing.
+    std::optional<QkResults> qkIfNewer(std::uint64_t generation) const
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        if (m_qk.generation == generation) return std::nullopt;
+        return m_qk;
+    }
+    // Stops the decomposition under way after its current step.
+    void cancelQk() { m_qkCancel = true; }
+    // "Why here?" of the run on screen without a model job (the frame loop's thread): `request` is the shown run's
+    // request with the cell, `shown` that run (the UI's; read here, before this returns). The worker's own buffer
+    // holds an older run, which a model request would first bring up to date: a whole forward after a new text.
+    void submitQk(const ModelRequest& request, const attn::DecoderRun& shown)
+    {
+        queueQkFrom(request, shown);
+        m_cv.notify_all();
+    }
+    bool qkBusy() const
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        return m_qkJob.has_value();
     }
 
 private:
@@ -199,14 +221,19 @@ private:
     {
         std::unique_lock<std::mutex> lock(m_mutex);
         for (;;) {
-            m_cv.wait(lock, [this] { return m_stop || (m_pending && !m_finished) || (m_scanJob && !m_pending); });
+            m_cv.wait(lock, [this] { return m_stop || (m_pending && !m_finished) || ((m_scanJob || m_qkJob) && !m_pending); });
             if (m_stop) return;
             if (!m_pending) {
-                // A scan, between jobs: any request sent meanwhile stops it (it is about the run before).
+                // A "Why here?" decomposition (first: it is what the user just asked for, and short) or a scan,
+                // between jobs: any request sent meanwhile stops it (it is about the run before).
+                const bool qk = m_qkJob.has_value();
+                const std::uint64_t serial = qk ? m_qkJob->serial : 0;
                 lock.unlock();
-                runScans();
+                if (qk) runQk();
+                else runScans();
                 lock.lock();
-                m_scanJob.reset();
+                if (!qk) m_scanJob.reset();
+                else if (m_qkJob && m_qkJob->serial == serial) m_qkJob.reset();  // (not a newer one submitQk queued)
                 m_cv.notify_all();
                 continue;
             }
@@ -365,6 +392,7 @@ private:
         b.request = req;
         b.valid = true;
         explain(req);
+        queueQk(req);
         return attn::Status::success();
     }
 
@@ -601,6 +629,192 @@ private:
         }
     }
 
+    // [SECTION] Why here? (issue 35) ----------------------------------------------------------------------
+
+    // What a decomposition depends on: the run's inputs (as ScanKey, without the scans' settings) and the cell.
+    struct QkKey {
+        ScanKey run;
+        QkRequest cell;
+        bool operator==(const QkKey&) const = default;
+    };
+    static QkKey qkKeyOf(const ModelRequest& r)
+    {
+        return {ScanKey{r.textA, r.chat, r.generated, r.ablated, r.weights, r.qkvPin, -1, {}, -1, -1}, r.interp.qk};
+    }
+
+    struct QkJob {
+        std::uint64_t serial = 0;  // m_qkSerial when queued: the results are this job's while it is unchanged
+        std::uint64_t request = 0;
+        QkRequest cell;
+        QkKey key;
+        bool cellKept = false;  // the cell's decomposition is the one shown (only the patch changed)
+        attn::DecoderRun run;   // what the decomposition reads of the run (qkCopy)
+    };
+
+    // A run's copy for one head's decomposition: the residual streams entering layers 0..layer+1, those layers'
+    // contexts, the layer's Q and K and the head's weights (the rest empty but sized, as core checks the shapes).
+    // A lazy run is only marked lazy: core refuses it with its reason.
+    static attn::DecoderRun qkCopy(const attn::DecoderRun& r, int layer, int head)
+    {
+        attn::DecoderRun c;
+        c.lazy = r.lazy;
+        c.ablated = r.ablated;
+        c.pinned.layer = r.pinned.layer;
+        const int L = static_cast<int>(r.attention.size());
+        c.hidden.resize(r.hidden.size());
+        c.attention.resize(r.attention.size());
+        c.weights.resize(r.weights.size());
+        if (r.lazy || layer < 0 || layer >= L || static_cast<int>(r.hidden.size()) != L + 1) return c;
+        c.hidden[static_cast<std::size_t>(layer) + 1] = r.hidden[static_cast<std::size_t>(layer) + 1];  // core checks its shape
+        for (int k = 0; k <= layer; ++k) {
+            c.hidden[static_cast<std::size_t>(k)] = r.hidden[static_cast<std::size_t>(k)];
+            const attn::AttentionResult& a = r.attention[static_cast<std::size_t>(k)];
+            attn::AttentionResult& d = c.attention[static_cast<std::size_t>(k)];
+            d.scale = a.scale;
+            d.concat = a.concat;
+            d.heads.resize(a.heads.size());
+        }
+        const attn::AttentionResult& a = r.attention[static_cast<std::size_t>(layer)];
+        attn::AttentionResult& d = c.attention[static_cast<std::size_t>(layer)];
+        d.Q = a.Q;
+        d.K = a.K;
+        if (static_cast<std::size_t>(layer) < r.weights.size()) {
+            const auto& w = r.weights[static_cast<std::size_t>(layer)];
+            c.weights[static_cast<std::size_t>(layer)].resize(w.size());
+            if (head >= 0 && static_cast<std::size_t>(head) < w.size())
+                c.weights[static_cast<std::size_t>(layer)][static_cast<std::size_t>(head)] = w[static_cast<std::size_t>(head)];
+        }
+        return c;
+    }
+
+    // Called on this thread at the end of a job (the mutex not held): the decomposition to (re)do for `req`, or
+    // none (the panel closed, or the shown one is of the same run and cell).
+    void queueQk(const ModelRequest& req) { queueQkFrom(req, *m_buffer.drun); }
+
+    // The same for `run` (the worker's buffer, or the run on screen for submitQk).
+    void queueQkFrom(const ModelRequest& req, const attn::DecoderRun& run)
+    {
+        const QkRequest& q = req.interp.qk;
+        const QkKey key = qkKeyOf(req);
+        // The copy is made before the mutex is taken (the frame loop polls under it), unless the results are kept.
+        bool kept = false;
+        {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            kept = q.layer >= 0 && m_qkKey && *m_qkKey == key;
+        }
+        attn::DecoderRun copy = q.layer >= 0 && !kept ? qkCopy(run, q.layer, q.head) : attn::DecoderRun{};
+        std::lock_guard<std::mutex> lock(m_mutex);
+        if (q.layer < 0) {
+            m_qkJob.reset();
+            ++m_qkSerial;  // a decomposition under way stops
+            if (m_qk.of.layer >= 0 || m_qk.running) {
+                const std::uint64_t g = m_qk.generation + 1;
+                m_qk = {};
+                m_qk.generation = g;
+            }
+            m_qkKey.reset();
+            return;
+        }
+        if (kept) {  // the same run and cell: kept (a view or target changed)
+            m_qk.request = req.id;
+            ++m_qk.generation;
+            return;
+        }
+        QkJob job;
+        job.serial = ++m_qkSerial;
+        job.request = req.id;
+        job.cell = q;
+        job.key = key;
+        // Only the patch changed: the cell's decomposition stays, the pattern is patched.
+        QkKey sameCell = key;
+        sameCell.cell.patchComponent = m_qk.of.patchComponent;
+        sameCell.cell.patchSide = m_qk.of.patchSide;
+        job.cellKept = m_qkKey && *m_qkKey == sameCell && m_qk.cell.has_value();
+        job.run = std::move(copy);
+        m_qkCancel = false;
+        m_qkKey.reset();
+        const std::uint64_t g = m_qk.generation + 1;
+        QkResults next;
+        next.generation = g;
+        next.request = req.id;
+        next.of = q;
+        next.running = true;
+        next.steps = q.patchComponent.empty() ? 1 : 2;
+        if (job.cellKept) {
+            next.cell = std::move(m_qk.cell);
+            next.pairs = std::move(m_qk.pairs);
+            next.step = 1;
+        }
+        m_qk = std::move(next);
+        m_qkJob = std::move(job);
+    }
+
+    // Runs the queued decomposition (this thread; the mutex not held): the cell, then the patch, each published
+    // when done. A newer request stops it between steps (its own job follows); Cancel stops it and says so.
+    void runQk()
+    {
+        QkJob job;
+        {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            job = std::move(*m_qkJob);  // the optional stays set (busy) until the loop resets it
+        }
+        const attn::DecoderModel& dm = *m_decoder;
+        const auto t0 = std::chrono::steady_clock::now();
+        // Applies `change` to the shared results while they are still this job's; false when the job should stop.
+        auto publish = [&](auto change) {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            if (m_qkSerial != job.serial) return false;
+            change(m_qk);
+            m_qk.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            ++m_qk.generation;
+            return !m_stop && !m_pending;
+        };
+        auto cancelled = [&] {
+            if (!m_qkCancel) return false;
+            publish([](QkResults& r) {
+                r.running = false;
+                r.cancelled = true;
+            });
+            return true;
+        };
+        const QkRequest& q = job.cell;
+        if (!job.cellKept) {
+            auto cell = attn::qkAttribution(dm, job.run, q.layer, q.head, q.query, q.key);
+            if (!cell) {
+                publish([&](QkResults& r) {
+                    r.running = false;
+                    r.error = cell.status().message;
+                });
+                std::lock_guard<std::mutex> lock(m_mutex);
+                if (m_qkSerial == job.serial) m_qkKey = job.key;  // an error of this run and cell is kept too
+                return;
+            }
+            std::vector<attn::QkPair> pairs = attn::strongestQkPairs(*cell, kQkPairs);
+            const bool go = publish([&](QkResults& r) {
+                r.cell = std::move(*cell);
+                r.pairs = std::move(pairs);
+                r.step = 1;
+            });
+            if (!go) return;
+        }
+        if (!q.patchComponent.empty()) {
+            if (cancelled()) return;
+            auto patch = attn::patchPattern(dm, job.run, q.layer, q.head, q.patchComponent, q.patchSide);
+            const bool go = publish([&](QkResults& r) {
+                if (patch) r.patch = std::move(*patch);
+                else r.patchError = patch.status().message;
+                r.step = 2;
+            });
+            if (!go) return;
+        }
+        std::lock_guard<std::mutex> lock(m_mutex);
+        if (m_qkSerial != job.serial) return;
+        m_qk.running = false;
+        m_qk.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        ++m_qk.generation;
+        m_qkKey = job.key;
+    }
+
     attn::Model m_model;                 // this thread's: weights as of the last job, each layer's X
     std::optional<attn::DecoderModel> m_decoder;  // or a decoder (then m_model is empty)
     std::vector<std::shared_ptr<const attn::AttentionInput>> m_applied;  // the weight snapshots in m_model
@@ -618,6 +832,11 @@ private:
     std::optional<ScanJob> m_scanJob;      // the scans still to run for the last job (set = scanning)
     ScanResults m_scan;                    // their results so far (read by the frame loop under the mutex)
     std::optional<ScanKey> m_importanceKey, m_patchingKey;  // what the finished maps in m_scan are of
+    std::optional<QkJob> m_qkJob;          // the decomposition still to run for the last job (set = busy)
+    QkResults m_qk;                        // its results so far (read by the frame loop under the mutex)
+    std::optional<QkKey> m_qkKey;          // what the finished results in m_qk are of
+    std::atomic<bool> m_qkCancel{false};   // Cancel: stop the decomposition after its current step
+    std::uint64_t m_qkSerial = 0;          // the queued job whose results m_qk holds (QkJob::serial)
     std::thread m_thread;  // last: starts once every other member is ready
 };
 
@@ -727,6 +946,7 @@ void submit(ModelState& m, const std::string& why)
     m.wanted.interp.importance = v == WhyView::Importance;
     m.wanted.interp.patching = v == WhyView::Patching;
     m.wanted.interp.target = m.why.target;
+    m.wanted.interp.qk = m.isDecoder() && m.qk.open ? m.qk.cell : QkRequest{};
     m.wanted.why = why;
     ++m.wanted.id;
     m.worker->submit(m.wanted);
@@ -836,6 +1056,13 @@ void pollScans(ModelState& m)
     if (std::optional<ScanResults> r = m.worker->scanIfNewer(m.why.scan.generation)) m.why.scan = std::move(*r);
 }
 
+// "Why here?"'s results changed since the last frame (never waits but for the copy).
+void pollQk(ModelState& m)
+{
+    if (!m.worker || !m.isDecoder()) return;
+    if (std::optional<QkResults> r = m.worker->qkIfNewer(m.qk.results.generation)) m.qk.results = std::move(*r);
+}
+
 } // namespace
 
 void rerunModel(AppState& state, const std::string& why)
@@ -921,6 +1148,7 @@ void installModel(AppState& state, LoadedModel loaded, const std::string& dir)
     m.layerGeneration.assign(static_cast<std::size_t>(m.layers()), 0);
     m.thumbs.clear();
     m.decoderMask.resize(0, 0);  // another model may have another window
+    m.qk = {};                   // "Why here?" was about the other model's heads
     if (m.textA.empty()) m.textA = m.isDecoder() ? "The capital of France is" : "The cat sat on the mat.";
     submit(m, "opened " + m.modelName());
 }
@@ -1092,6 +1320,7 @@ void syncModelEdits(AppState& state)
     pollOpenModel(state);
     takeFinished(m);
     pollScans(m);
+    pollQk(m);
     // An async start (ModelStartup::async): --why and --model-layer once the first run is shown; with no run
     // (it failed or was cancelled: the panel says so) there is nothing to apply them to.
     if (m.startupLeft && (m.hasRun() || !m.computing())) {
@@ -1376,6 +1605,77 @@ void finishScans(AppState& state)
     finishModelRuns(state);
     m.worker->waitForScans();
     pollScans(m);
+    pollQk(m);
+}
+
+namespace {
+
+// Sends the panel's cell to the worker. While a run is under way or waiting it goes with a request (the latest wins,
+// and the decomposition follows that run); on the run shown the worker gets a copy of what it reads from this
+// thread (qkCopy: a few MB for a short text, ~140 MB at 973 tokens and layer 29, one frame's copy) instead, since a
+// request would first bring the worker's older buffer up to date (after a new text: the whole forward again, 24 s
+// at 973 tokens).
+void sendQk(ModelState& m, const std::string& why)
+{
+    m.wanted.interp.qk = m.isDecoder() && m.qk.open ? m.qk.cell : QkRequest{};
+    if (!m.worker) return;
+    if (m.computing() || !m.drun) return submit(m, why);
+    ModelRequest r = m.shown;
+    r.interp.qk = m.wanted.interp.qk;
+    m.worker->submitQk(r, *m.drun);
+}
+
+} // namespace
+
+void openQkCell(AppState& state, int layer, int head, int query, int key)
+{
+    ModelState& m = state.model;
+    if (!m.isDecoder()) return;
+    m.qk.open = true;
+    m.qk.cell = QkRequest{layer, head, query, key, {}, attn::QkSide::Key};
+    m.qk.expanded.clear();
+    m.qk.overwriteAsked = false;
+    sendQk(m, "why L" + std::to_string(layer) + ".H" + std::to_string(head) + " attends from " + std::to_string(query) +
+                  " to " + std::to_string(key));
+}
+
+void closeQk(AppState& state)
+{
+    ModelState& m = state.model;
+    if (!m.qk.open) return;
+    m.qk.open = false;
+    m.qk.overwriteAsked = false;
+    sendQk(m, "closed Why here?");
+}
+
+void setQkPatch(AppState& state, const std::string& component, attn::QkSide side)
+{
+    ModelState& m = state.model;
+    if (!m.qk.open) return;
+    m.qk.cell.patchComponent = component;
+    m.qk.cell.patchSide = side;
+    sendQk(m, component.empty() ? std::string("the pattern unpatched")
+                                : "removed " + component + " from the " + attn::toString(side) + " side");
+}
+
+void cancelQk(AppState& state)
+{
+    if (state.model.worker) state.model.worker->cancelQk();
+}
+
+void retryQk(AppState& state)
+{
+    ModelState& m = state.model;
+    if (m.qk.open) sendQk(m, "Why here? again");
+}
+
+bool qkComputing(const ModelState& m)
+{
+    if (!m.qk.open) return false;
+    if (m.qk.results.running) return true;
+    // Sent but not yet queued (the run before it under way), or the run shown is about to change.
+    if (!(m.qk.results.of == m.qk.cell)) return m.worker && (m.worker->busy() || m.worker->qkBusy());
+    return m.computing();
 }
 
 } // namespace app

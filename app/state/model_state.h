@@ -20,6 +20,7 @@
 #include <attnscope/decoder.h>
 #include <attnscope/interp.h>
 #include <attnscope/model.h>
+#include <attnscope/qk_attribution.h>
 
 #include "state/bundle_state.h"
 #include "view/model_grid.h"
@@ -45,6 +46,36 @@ const char* toString(WhyView v);
 const char* toString(HeadTypeScore s);
 const char* whyFileName(WhyView v);  // the view's default file name, without extension ("importance")
 
+// "Why here?" (issue 35, docs/interp.md): the cell of a head's map whose score is decomposed into what wrote the
+// query and the key (attn::qkAttribution), and optionally the head's pattern with one component removed from the
+// keys' or the queries' side (attn::patchPattern). Sent with every request while the panel is open, so that it
+// follows ablations, edits, typing and appends.
+struct QkRequest {
+    int layer = -1, head = 0, query = 0, key = 0;  // layer −1: none (the panel is closed)
+    std::string patchComponent;                    // "" = no patch
+    attn::QkSide patchSide = attn::QkSide::Key;
+    bool operator==(const QkRequest&) const = default;
+};
+
+// What the worker computed for a QkRequest, copied by the frame loop when `generation` changes.
+struct QkResults {
+    std::uint64_t generation = 0;    // +1 for every change
+    std::uint64_t request = 0;       // the model request whose run they explain (0 = none)
+    QkRequest of;                    // the cell (and patch) they are of
+    bool running = false;            // being computed on the worker
+    int step = 0, steps = 0;         // progress: steps done of steps (the cell, then the patch)
+    double ms = 0;                   // how long it took (so far)
+    bool cancelled = false;          // stopped by Cancel before it finished
+    std::optional<attn::QkCell> cell;
+    std::vector<attn::QkPair> pairs; // the strongest entries of cell->matrix (kQkPairs)
+    std::optional<attn::PatternPatch> patch;
+    std::string error;               // why the cell is not decomposed (a family the decomposition does not cover, a lazy run, …)
+    std::string patchError;
+};
+
+// The pairs the worker lists (the panel shows the first few; 50 as the command line's --qk-top default).
+inline constexpr int kQkPairs = 50;
+
 // Sent with every request: what the worker computes after the run.
 struct InterpRequest {
     bool cheap = false;              // the target, direct logit attribution and head types
@@ -55,6 +86,7 @@ struct InterpRequest {
     std::string cleanText;           // patching: the clean prompt (the text is the corrupted one)
     int targetA = -1, targetB = -1;  // patching: the metric logit(A) − logit(B)
     int lensPositions = 48;          // the logit lens of the last this many positions (0 = all)
+    QkRequest qk;                    // "Why here?": the cell decomposed (layer −1 = none)
     bool operator==(const InterpRequest&) const = default;
 };
 
@@ -104,6 +136,25 @@ struct WhyState {
     std::string exportPath;          // "" = the view's own default name (whyFileName + ".pdf")
     std::string exportStatus;        // where the last save went, or why it failed
     int overwriteKind = -1;          // ≥ 0: the file exists, "Overwrite?" is asked for button i (0 figure, 1 .npy)
+};
+
+// The "Why here?" panel (panels/qk_panel.cpp).
+struct QkState {
+    bool open = false;               // the panel is shown (and the cell is sent with every request)
+    QkRequest cell;                  // what it explains
+    QkResults results;               // the UI's copy of the worker's
+    std::vector<int> expanded;       // layers shown component by component in the matrix (the rest summed)
+    attn::QkGroups groups;           // the matrix grouped (core's groupQkByLayer), redone when these change:
+    std::uint64_t groupsGeneration = ~std::uint64_t(0);
+    std::vector<int> groupsExpanded;
+    // The right-click menu of a map's cell: the cell it offers, opened by the panel's draw on this frame.
+    bool menuPending = false;
+    QkRequest menuCell;
+    bool menuLines = false;          // the menu also offers "Show its lines" (the grid's thumbnails)
+    // Save .npy: the C×C matrix with its component names.
+    std::string exportPath = "qk_matrix.npy";
+    std::string exportStatus;
+    bool overwriteAsked = false;
 };
 
 // Everything a model run depends on. A request is complete (not a delta), so a burst of requests can be
@@ -237,6 +288,7 @@ struct ModelState {
     attn::MaskMatrix decoderMask;
     ModelGridPlan gridPlan;         // the grid's layout in the last frame (tests)
     WhyState why;                   // decoders: importance, attribution, logit lens, head types, patching
+    QkState qk;                     // decoders: "Why here?" of one cell
     // The command line's views (--why, --model-layer) still to apply once the first run is shown (async start).
     std::optional<ModelStartup> startupLeft;
     // A decoder's long text (more than kLazyTokens tokens) runs lazily (issue 18: no n×n map is kept); its grid and
@@ -325,9 +377,24 @@ void setWhyTarget(AppState& state, const std::string& token);
 void setWhyTargetId(AppState& state, int id);  // a clicked prediction
 // Patching: the clean prompt and the two targets (logit(A) − logit(B)); errors in WhyState::patchError.
 void setPatching(AppState& state, const std::string& clean, const std::string& a, const std::string& b);
+// "Why here?": opens the panel on cell (query, key) of head (layer, head) and asks the worker to decompose it
+// (any patch is dropped). Asynchronous; errors (a family the decomposition does not cover, a lazy run, a masked
+// cell) come back in QkResults::error.
+void openQkCell(AppState& state, int layer, int head, int query, int key);
+// Closes the panel (the worker stops computing it).
+void closeQk(AppState& state);
+// The head's pattern with `component` removed from the keys' or queries' side, beside the original; an empty
+// component drops the patch.
+void setQkPatch(AppState& state, const std::string& component, attn::QkSide side);
+// Stops the decomposition under way (its results say so); retryQk computes it again.
+void cancelQk(AppState& state);
+void retryQk(AppState& state);
+// The panel's progress (a decomposition under way on the worker, or waiting for the run before it).
+bool qkComputing(const ModelState& m);
 // Fills the text with the induction probe (a repeated random-token sequence; `seed` picks it).
 void fillInductionProbe(AppState& state, std::uint64_t seed);
-// Blocks until the scans asked for have finished or stopped, and copies their results (tests).
+// Blocks until the scans and the "Why here?" decomposition asked for have finished or stopped, and copies their
+// results (tests).
 void finishScans(AppState& state);
 // Blocks until every sent request has run and its result is shown (start-up, tests, headless tools).
 void finishModelRuns(AppState& state);

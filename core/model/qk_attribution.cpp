@@ -463,6 +463,107 @@ Expected<QkRow> qkAttributionRow(const DecoderModel& model, const DecoderRun& ru
     return out;
 }
 
+std::vector<QkPair> strongestQkPairs(const QkCell& cell, int k)
+{
+    const Eigen::Index C = cell.matrix.rows();
+    if (k <= 0 || C == 0 || cell.matrix.cols() != C) return {};
+    std::vector<Eigen::Index> order(static_cast<std::size_t>(C * C));
+    for (std::size_t t = 0; t < order.size(); ++t) order[t] = static_cast<Eigen::Index>(t);
+    const std::size_t keep = std::min(order.size(), static_cast<std::size_t>(k));
+    const float* m = cell.matrix.data();  // row-major: index = query component · C + key component
+    std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(keep), order.end(), [m](Eigen::Index a, Eigen::Index b) {
+        return std::abs(m[a]) != std::abs(m[b]) ? std::abs(m[a]) > std::abs(m[b]) : a < b;
+    });
+    std::vector<QkPair> out;
+    out.reserve(keep);
+    for (std::size_t t = 0; t < keep; ++t)
+        out.push_back({static_cast<int>(order[t] / C), static_cast<int>(order[t] % C), m[order[t]]});
+    return out;
+}
+
+std::vector<int> strongestQkComponents(const Vector& values, int k)
+{
+    std::vector<int> order(static_cast<std::size_t>(values.size()));
+    for (std::size_t t = 0; t < order.size(); ++t) order[t] = static_cast<int>(t);
+    const std::size_t keep = std::min(order.size(), static_cast<std::size_t>(std::max(k, 0)));
+    std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(keep), order.end(), [&values](int a, int b) {
+        return std::abs(values[a]) != std::abs(values[b]) ? std::abs(values[a]) > std::abs(values[b]) : a < b;
+    });
+    order.resize(keep);
+    return order;
+}
+
+int qkComponentLayer(const std::string& name, int* head)
+{
+    if (head) *head = -1;
+    const std::size_t dot = name.find('.');
+    if (name.size() < 4 || name[0] != 'L' || dot == std::string::npos || dot < 2) return -1;
+    int layer = 0;
+    for (std::size_t i = 1; i < dot; ++i) {
+        if (name[i] < '0' || name[i] > '9' || layer > 100000) return -1;
+        layer = layer * 10 + (name[i] - '0');
+    }
+    if (head && dot + 2 < name.size() && name[dot + 1] == 'H') {
+        int h = 0;
+        bool digits = true;
+        for (std::size_t i = dot + 2; i < name.size(); ++i) {
+            if (name[i] < '0' || name[i] > '9' || h > 100000) {
+                digits = false;
+                break;
+            }
+            h = h * 10 + (name[i] - '0');
+        }
+        if (digits) *head = h;
+    }
+    return layer;
+}
+
+QkGroups groupQkByLayer(const QkCell& cell, const std::vector<int>& expandedLayers)
+{
+    QkGroups g;
+    const int C = static_cast<int>(cell.components.size());
+    if (C == 0 || cell.matrix.rows() != C || cell.matrix.cols() != C || cell.queryComponents.size() != C ||
+        cell.keyComponents.size() != C)
+        return g;
+    auto expanded = [&](int l) { return std::find(expandedLayers.begin(), expandedLayers.end(), l) != expandedLayers.end(); };
+    for (int c = 0; c < C; ++c) {
+        const std::string& name = cell.components[static_cast<std::size_t>(c)];
+        const int l = qkComponentLayer(name);
+        // A whole earlier layer: one group, unless expanded (the own layer's qk_bias is always alone).
+        const bool whole = l >= 0 && l < cell.layer && !expanded(l);
+        if (whole && !g.names.empty() && g.wholeLayer.back() && g.layer.back() == l) {
+            g.members.back().push_back(c);
+            continue;
+        }
+        g.names.push_back(whole ? "L" + std::to_string(l) : name);
+        g.layer.push_back(l);
+        g.wholeLayer.push_back(whole);
+        g.members.push_back({c});
+    }
+    const Eigen::Index G = static_cast<Eigen::Index>(g.names.size());
+    // Per group: the members' rows summed, then their columns (double: sums of many terms of either sign).
+    Eigen::MatrixXd rows = Eigen::MatrixXd::Zero(G, C);
+    g.queryComponents = Vector::Zero(G);
+    g.keyComponents = Vector::Zero(G);
+    for (Eigen::Index a = 0; a < G; ++a) {
+        double q = 0, k = 0;
+        for (int c : g.members[static_cast<std::size_t>(a)]) {
+            rows.row(a) += cell.matrix.row(c).cast<double>();
+            q += cell.queryComponents[c];
+            k += cell.keyComponents[c];
+        }
+        g.queryComponents[a] = static_cast<float>(q);
+        g.keyComponents[a] = static_cast<float>(k);
+    }
+    g.matrix.resize(G, G);
+    for (Eigen::Index b = 0; b < G; ++b) {
+        Eigen::VectorXd col = Eigen::VectorXd::Zero(G);
+        for (int c : g.members[static_cast<std::size_t>(b)]) col += rows.col(c);
+        g.matrix.col(b) = col.cast<float>();
+    }
+    return g;
+}
+
 // -----------------------------------------------------------------------------------------------------
 // [SECTION] Path patching of a pattern
 // -----------------------------------------------------------------------------------------------------

@@ -52,6 +52,7 @@ public:
         app::drawModelPanel(m_state);
         app::drawModelOpenDialog(m_state);
         app::drawModelTextDialog(m_state);
+        app::drawQkPanel(m_state);  // "Why here?" and the maps' right-click menu
         if (app::modelViewShown(m_state)) {  // the sidebar, as the controls window draws it in model mode
             ImGui::Begin("Controls");
             app::drawModelSidebar(m_state);

@@ -301,6 +301,57 @@ TEST_P(Families, CompositionScoresEqualDenseProducts)
 
 INSTANTIATE_TEST_SUITE_P(Tiny, Families, ::testing::Values("gpt2", "llama", "qwen2"));
 
+// The window's helpers (issue 35's panel): the strongest pairs and components in order, and the matrix grouped by
+// layer still summing to the score; an expanded layer keeps its components one by one.
+TEST_P(Families, GroupsPairsAndTopComponents)
+{
+    attn::DecoderModel model = load(GetParam());
+    auto run = attn::runDecoder(model, kIds, {});
+    ASSERT_TRUE(run.ok()) << run.status().message;
+    const int l = model.config.layers - 1;
+    auto cell = attn::qkAttribution(model, *run, l, 0, 10, 3);
+    ASSERT_TRUE(cell.ok()) << cell.status().message;
+    const int C = static_cast<int>(cell->components.size());
+    const std::vector<attn::QkPair> pairs = attn::strongestQkPairs(*cell, 5);
+    ASSERT_EQ(pairs.size(), std::min<std::size_t>(5, std::size_t(C) * C));
+    for (std::size_t t = 0; t < pairs.size(); ++t) {
+        EXPECT_EQ(pairs[t].value, cell->matrix(pairs[t].query, pairs[t].key));
+        if (t > 0) EXPECT_GE(std::abs(pairs[t - 1].value), std::abs(pairs[t].value));
+    }
+    EXPECT_EQ(std::abs(pairs[0].value), cell->matrix.cwiseAbs().maxCoeff());
+    EXPECT_TRUE(attn::strongestQkPairs(*cell, 0).empty());
+    const std::vector<int> top = attn::strongestQkComponents(cell->keyComponents, 3);
+    ASSERT_EQ(top.size(), std::min<std::size_t>(3, std::size_t(C)));
+    EXPECT_EQ(std::abs(cell->keyComponents[top[0]]), cell->keyComponents.cwiseAbs().maxCoeff());
+    EXPECT_EQ(attn::strongestQkComponents(cell->keyComponents, 1000).size(), std::size_t(C));
+
+    const attn::QkGroups folded = attn::groupQkByLayer(*cell, {});
+    // embed, one group per earlier layer, and the own layer's qk_bias where the model has one.
+    const bool bias = cell->components.back().find("qk_bias") != std::string::npos;
+    ASSERT_EQ(folded.names.size(), std::size_t(1 + l + (bias ? 1 : 0)));
+    EXPECT_EQ(folded.names[0], "embed");
+    EXPECT_EQ(folded.names[1], "L0");
+    EXPECT_TRUE(sums(folded.matrix.sum(), cell->score));
+    EXPECT_TRUE(sums(folded.keyComponents.sum(), cell->score));
+    EXPECT_TRUE(sums(folded.queryComponents.sum(), cell->score));
+    EXPECT_LE((Vector(folded.matrix.colwise().sum().transpose()) - folded.keyComponents).cwiseAbs().maxCoeff(), 1e-4);
+    const attn::QkGroups open = attn::groupQkByLayer(*cell, {0});
+    const int perLayer = static_cast<int>(folded.members[1].size());
+    ASSERT_EQ(open.names.size(), folded.names.size() + std::size_t(perLayer) - 1);
+    EXPECT_EQ(open.names[1], "L0.H0");
+    EXPECT_FALSE(open.wholeLayer[1]);
+    EXPECT_EQ(open.keyComponents[1], cell->keyComponents[1]);
+    EXPECT_TRUE(sums(open.matrix.sum(), cell->score));
+    int head = -2;
+    EXPECT_EQ(attn::qkComponentLayer("L12.H3", &head), 12);
+    EXPECT_EQ(head, 3);
+    EXPECT_EQ(attn::qkComponentLayer("L2.mlp", &head), 2);
+    EXPECT_EQ(head, -1);
+    EXPECT_EQ(attn::qkComponentLayer("embed", &head), -1);
+    EXPECT_EQ(attn::qkComponentLayer("Lx.H1"), -1);
+    EXPECT_TRUE(attn::groupQkByLayer(attn::QkCell{}, {}).names.empty());
+}
+
 // The GGUF fixture (quantized views in place of dense weights) decomposes as its directory does.
 TEST(QkAttribution, GgufFixtureSumsToTheScore)
 {

@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -227,6 +228,94 @@ TEST_F(WhyMode, TabsDrawHeadlessAndAClickOnTheMapOpensTheHead)
 } // namespace
 
 namespace {
+
+// "Why here?" (issue 35): a right-click on a thumbnail's cell offers it; the panel's numbers are core's
+// decomposition of the shown run; remove from keys is core's patchPattern; an ablation recomputes it (the ablated
+// head's part is then 0); a masked cell gets core's message; Close stops it.
+TEST_F(WhyMode, WhyHereIsTheCoresDecompositionOfTheShownRunAndFollowsIt)
+{
+    testutil::HeadlessModelWindow win(state);
+    ImGuiIO& io = ImGui::GetIO();
+    for (int i = 0; i < 3; ++i) win.frame();
+    const int n = static_cast<int>(state.model.drun->encoding.ids.size());
+    ASSERT_EQ(state.rects.count("model/1/2"), 1u);
+    ASSERT_FALSE(state.model.gridPlan.pooled);
+    // Right-click query n−1, key 2 of layer 1, head 2's thumbnail, then "Why here?".
+    const app::UiRect t = state.rects["model/1/2"];
+    io.MousePos = ImVec2(t.x0 + (t.x1 - t.x0) * (2.5f / float(n)), t.y0 + (t.y1 - t.y0) * ((float(n) - 0.5f) / float(n)));
+    win.frame();
+    io.MouseDown[1] = true;
+    win.frame();
+    io.MouseDown[1] = false;
+    win.frame();
+    win.frame();
+    const long runs = state.model.runsStarted();
+    win.click("qk/menu/why");
+    ASSERT_TRUE(state.model.qk.open);
+    EXPECT_EQ(state.model.qk.cell, (app::QkRequest{1, 2, n - 1, 2, {}, attn::QkSide::Key}));
+    app::finishScans(state);
+    const app::QkResults& r = state.model.qk.results;
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    ASSERT_TRUE(r.cell.has_value());
+    EXPECT_EQ(r.of, state.model.qk.cell);
+    EXPECT_FALSE(app::qkComputing(state.model));
+    // On the run shown: no forward (the worker decomposes a copy of the shown run, not its own older buffer).
+    EXPECT_EQ(state.model.runsStarted(), runs);
+    attn::DecoderRun run = syncRun(oracle, kText);
+    auto want = attn::qkAttribution(oracle, run, 1, 2, n - 1, 2);
+    ASSERT_TRUE(want.ok()) << want.status().message;
+    EXPECT_EQ(r.cell->components, want->components);
+    EXPECT_NEAR(r.cell->score, want->score, 1e-4f * std::abs(want->score) + 1e-5f);
+    for (Eigen::Index c = 0; c < want->keyComponents.size(); ++c) {
+        EXPECT_NEAR(r.cell->keyComponents[c], want->keyComponents[c], 1e-4f) << want->components[std::size_t(c)];
+        EXPECT_NEAR(r.cell->queryComponents[c], want->queryComponents[c], 1e-4f) << want->components[std::size_t(c)];
+    }
+    ASSERT_FALSE(r.pairs.empty());
+    EXPECT_EQ(r.pairs[0].value, r.cell->matrix(r.pairs[0].query, r.pairs[0].key));
+    for (int i = 0; i < 2; ++i) win.frame();  // the panel draws its bars
+
+    // Remove the strongest key-side component from the keys (its bar's button): core's patched pattern.
+    const std::string top = r.cell->components[std::size_t(attn::strongestQkComponents(r.cell->keyComponents, 1)[0])];
+    win.click("qk/remove/key/" + top);
+    EXPECT_EQ(state.model.qk.cell.patchComponent, top);
+    app::finishScans(state);
+    ASSERT_TRUE(r.patch.has_value()) << r.patchError;
+    auto patch = attn::patchPattern(oracle, run, 1, 2, top, attn::QkSide::Key);
+    ASSERT_TRUE(patch.ok());
+    EXPECT_LE((r.patch->patched - patch->patched).cwiseAbs().maxCoeff(), 1e-4f);
+    for (int i = 0; i < 2; ++i) win.frame();  // original and patched side by side
+    EXPECT_EQ(state.rects.count("qk/patch/patched"), 1u);
+
+    // An ablation of L0.H1: the panel's cell is recomputed on the new run, where that head wrote nothing.
+    app::toggleAblation(state, 0, 1);
+    app::finishScans(state);
+    ASSERT_TRUE(r.cell.has_value()) << r.error;
+    EXPECT_EQ(r.request, state.model.shown.id);
+    const auto at = std::find(r.cell->components.begin(), r.cell->components.end(), "L0.H1") - r.cell->components.begin();
+    EXPECT_EQ(r.cell->keyComponents[at], 0.0f);
+    run = syncRun(oracle, kText, {{0, 1}});
+    want = attn::qkAttribution(oracle, run, 1, 2, n - 1, 2);
+    ASSERT_TRUE(want.ok());
+    EXPECT_NEAR(r.cell->score, want->score, 1e-4f * std::abs(want->score) + 1e-5f);
+    EXPECT_TRUE(r.patch.has_value());  // the patch follows the run too
+
+    // A masked cell: core's message, no crash, the window draws on.
+    app::openQkCell(state, 1, 2, 2, n - 1);
+    app::finishScans(state);
+    EXPECT_NE(r.error.find("is after query 2"), std::string::npos) << r.error;
+    EXPECT_FALSE(r.cell.has_value());
+    for (int i = 0; i < 2; ++i) win.frame();
+    EXPECT_EQ(state.rects.count("qk/error"), 1u);
+
+    // Close: the panel goes, and the worker's results with it.
+    win.click("qk/close");
+    EXPECT_FALSE(state.model.qk.open);
+    app::finishScans(state);
+    EXPECT_EQ(r.of.layer, -1);
+    state.rects.clear();  // (drawAllPanels clears them each frame; this window draws only the model's panels)
+    win.frame();
+    EXPECT_EQ(state.rects.count("qk/window"), 0u);
+}
 
 TEST_F(WhyMode, AMapIsSavedAsAFigureAndAnArrayAskingBeforeOverwriting)
 {

@@ -54,6 +54,36 @@ struct QkCell {
 // lazy run or a pinned layer (see above).
 Expected<QkCell> qkAttribution(const DecoderModel& model, const DecoderRun& run, int layer, int head, int query, int key);
 
+// The k entries of a cell's C×C matrix largest by |value|, largest first (ties: the earlier query component, then
+// key component): which query-side component matched which key-side one. k ≤ 0 gives none.
+struct QkPair {
+    int query = 0, key = 0;  // component indices (QkCell::components)
+    float value = 0;         // matrix(query, key)
+};
+std::vector<QkPair> strongestQkPairs(const QkCell& cell, int k);
+
+// The indices of the k entries of `values` (one side's C components) largest by |value|, largest first (ties: the
+// earlier component). k ≤ 0 gives none.
+std::vector<int> strongestQkComponents(const Vector& values, int k);
+
+// A cell's components grouped by layer, for a view that cannot show C = 291 rows: "embed" and the head's own
+// layer's "Ll.qk_bias" stay alone; every earlier layer k is one group "Lk" (its heads, b^O and MLP summed) unless
+// it is in `expandedLayers`, whose components then stay one by one. Sums of the cell's numbers, so that the
+// groups still add up to the score.
+struct QkGroups {
+    std::vector<std::string> names;         // G: "embed", "L3" (a whole layer), or a component ("L3.H4", "L3.mlp")
+    std::vector<int> layer;                 // G: the layer a group belongs to (−1: embed; the own layer: qk_bias)
+    std::vector<bool> wholeLayer;           // G: the group is a whole (collapsed) layer
+    std::vector<std::vector<int>> members;  // G: the component indices it sums
+    Matrix matrix;                          // G×G: sums of QkCell::matrix over the members (row = query side)
+    Vector queryComponents, keyComponents;  // G: sums of QkCell::queryComponents / keyComponents
+};
+// Names that follow no known scheme stay groups of their own.
+QkGroups groupQkByLayer(const QkCell& cell, const std::vector<int>& expandedLayers);
+// The layer of a component name ("L3.H4" → 3, "L3.mlp" → 3, "L5.qk_bias" → 5), −1 for "embed" or another name;
+// `head` (when given) gets the head of an "Lk.Hh" name, else −1.
+int qkComponentLayer(const std::string& name, int* head = nullptr);
+
 // A whole query row at once: every key the query sees (keys firstKey..query), so that a view can say why key j
 // beats key j' (the difference of their rows).
 struct QkRow {
