@@ -4,6 +4,7 @@
 
 #include "attnscope/attention.h"
 #include "attnscope/device_interop.h"
+#include "attnscope/gpu_bounds.h"
 
 #include <cstdint>
 #include <string>
@@ -24,6 +25,9 @@ bool deviceAvailable(std::string* description);
 // On success out.deviceGeneration names this result in the workspace, which keeps its scores, weights and
 // concat on the device until the next call starts (that call sets it to 0 first, also when it fails).
 Status compute(const AttentionInput& in, const AttentionConfig& cfg, const Dims& d, AttentionResult& out);
+
+// The GPU's bounds (gpu_bounds.cpp): the implementation of attn::measureGpuBounds, same contract.
+Expected<GpuBounds> measureGpuBounds(const GpuBoundsOptions& options);
 
 // CUDA-OpenGL interop (gl_interop.cpp): the implementations of attnscope/device_interop.h, same contracts.
 bool glInteropAvailable(std::string* why);

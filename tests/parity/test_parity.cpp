@@ -6,6 +6,7 @@
 #include "test_util.h"
 
 #include <attnscope/attention.h>
+#include <attnscope/gpu_bounds.h>
 
 #include <gtest/gtest.h>
 
@@ -421,6 +422,48 @@ TEST(Parity, PublicComputeUsesTheGpuWithTheSameWarningsAndTimings)
     EXPECT_GT(t.pv, 0);
     EXPECT_GT(t.copies, 0);
     EXPECT_GE(t.total, t.projections + t.scores + t.softmax + t.pv);
+}
+
+// ---- The GPU's bounds (attnscope/gpu_bounds.h) ---------------------------------------------------------------
+
+TEST(GpuBounds, MeasuresEveryBoundWithSmallSizes)
+{
+    // Small sizes: the emulated SGEMM is a plain loop. Every figure must be positive and finite; their values are
+    // the device's (on the emulation, CUDA events report a fixed 1 µs).
+    GpuBoundsOptions o;
+    o.sgemmN = 64;
+    o.copyBytes = std::size_t(1) << 20;
+    o.repeats = 2;
+    Expected<GpuBounds> b = measureGpuBounds(o);
+    ASSERT_TRUE(b.ok()) << b.status().message;
+    EXPECT_FALSE(b->device.empty());
+    for (double v : {b->sgemmGflops, b->deviceMemoryGBs, b->hostToDeviceGBs, b->deviceToHostGBs}) {
+        EXPECT_GT(v, 0);
+        EXPECT_TRUE(std::isfinite(v));
+    }
+    EXPECT_EQ(b->sgemmN, 64);
+    EXPECT_EQ(b->copyBytes, o.copyBytes);
+    // The backend still computes afterwards (the measurement used and left its stream and handle).
+    ProblemSpec p;
+    AttentionInput in;
+    AttentionConfig cfg;
+    makeProblem(p, in, cfg);
+    EXPECT_TRUE(sameResult(runGpu(in, cfg), runRef(in, cfg), p.fill));
+}
+
+TEST(GpuBounds, RefusesBadSizesWithTheirValues)
+{
+    GpuBoundsOptions o;
+    o.sgemmN = 0;
+    Expected<GpuBounds> b = measureGpuBounds(o);
+    ASSERT_FALSE(b.ok());
+    EXPECT_EQ(b.status().code, StatusCode::InvalidArgument);
+    EXPECT_NE(b.status().message.find("expected sgemmN ≥ 1, copyBytes ≥ 4 and repeats ≥ 1, got 0, "), std::string::npos)
+        << b.status().message;
+    o.sgemmN = 1 << 20;  // 3 × 4 TiB of matrices: more than any device holds
+    b = measureGpuBounds(o);
+    ASSERT_FALSE(b.ok());
+    EXPECT_EQ(b.status().code, StatusCode::ResourceExhausted) << b.status().message;
 }
 
 } // namespace

@@ -61,6 +61,25 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
     std::memcpy(dst, src, bytes);
     return cudaSuccess;
 }
+cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t)
+{
+    std::memset(dst, value, bytes);
+    return cudaSuccess;
+}
+// Page-locked host memory is ordinary host memory here; NaN bytes like cudaMalloc's, so a read of what was never
+// copied in shows.
+cudaError_t cudaMallocHost(void** ptr, size_t bytes)
+{
+    *ptr = std::malloc(bytes ? bytes : 1);
+    if (!*ptr) return cudaErrorMemoryAllocation;
+    std::memset(*ptr, 0xff, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void* ptr)
+{
+    std::free(ptr);
+    return cudaSuccess;
+}
 cudaError_t cudaGetLastError() { return cudaSuccess; }
 const char* cudaGetErrorName(cudaError_t) { return "cudaErrorEmulated"; }
 const char* cudaGetErrorString(cudaError_t) { return "emulated error"; }
