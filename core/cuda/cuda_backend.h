@@ -3,6 +3,7 @@
 #pragma once
 
 #include "attnscope/attention.h"
+#include "attnscope/attention_maps.h"
 #include "attnscope/device_interop.h"
 #include "attnscope/gpu_bounds.h"
 
@@ -28,6 +29,18 @@ Status compute(const AttentionInput& in, const AttentionConfig& cfg, const Dims&
 
 // The GPU's bounds (gpu_bounds.cpp): the implementation of attn::measureGpuBounds, same contract.
 Expected<GpuBounds> measureGpuBounds(const GpuBoundsOptions& options);
+
+// attn::DeviceMaps's reads (device_maps.cpp): whether the device still holds the result with `generation`;
+// then of the result with `generation`, whose maps are T × S (queries ×
+// keys); head and rect are already checked against those. Unavailable when the device no longer holds that result
+// (or generation is 0), Internal for a CUDA error.
+bool mapsCurrent(std::uint64_t generation);
+Status mapTile(std::uint64_t generation, int T, int S, MapKind kind, int head, const MapRect& rect, Matrix& out);
+// hasMask = false (and `out` untouched) when the result was computed without a mask.
+Status mapMaskTile(std::uint64_t generation, int T, int S, int head, const MapRect& rect, MaskMatrix& out, bool& hasMask);
+// 1 ≤ outRows ≤ rect.rows, 1 ≤ outCols ≤ rect.cols (AttentionMaps::preparePooled clamps them).
+Status mapPooled(std::uint64_t generation, int T, int S, MapKind kind, int head, const MapRect& rect, int outRows,
+                 int outCols, Matrix& out);
 
 // CUDA-OpenGL interop (gl_interop.cpp): the implementations of attnscope/device_interop.h, same contracts.
 bool glInteropAvailable(std::string* why);

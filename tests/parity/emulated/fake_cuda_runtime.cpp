@@ -28,6 +28,12 @@ cudaError_t cudaEventCreate(cudaEvent_t* event)
     *event = reinterpret_cast<cudaEvent_t>(&token);
     return cudaSuccess;
 }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned)
+{
+    static int token;
+    *event = reinterpret_cast<cudaEvent_t>(&token);
+    return cudaSuccess;
+}
 cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
 // A fixed, positive stand-in: the emulation has no meaningful GPU time.
@@ -59,6 +65,15 @@ cudaError_t cudaMemGetInfo(size_t* freeBytes, size_t* totalBytes)
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t)
 {
     std::memcpy(dst, src, bytes);
+    return cudaSuccess;
+}
+// Row by row, with cudaMemcpy2D's argument checks (a pitch below the width is cudaErrorInvalidPitchValue).
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                              cudaMemcpyKind, cudaStream_t)
+{
+    if (dpitch < width || spitch < width) return cudaErrorInvalidPitchValue;
+    for (size_t r = 0; r < height; ++r)
+        std::memcpy(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
     return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t)
