@@ -55,6 +55,14 @@ cudaError_t launchPoolMax(const float* map, int T, int S, bool columnMajor, int 
     return cudaGetLastError();
 }
 
+cudaError_t launchBuildMask(std::uint8_t* mask, int T, int S, bool columnMajor, bool causal, const std::uint8_t* keyPadding,
+                            const int* validLens, const std::uint8_t* custom, int* keyOpen, cudaStream_t stream)
+{
+    const LaunchShape s = gridStrideShape(static_cast<long long>(T) * S);
+    buildMaskKernel<<<s.grid, s.block, 0, stream>>>(mask, T, S, columnMajor, causal, keyPadding, validLens, custom, keyOpen);
+    return cudaGetLastError();
+}
+
 cudaError_t probeKernelImage()
 {
     cudaFuncAttributes attr{};

@@ -236,6 +236,27 @@ __global__ void poolMaxKernel(const float* map, int T, int S, bool columnMajor, 
     }
 }
 
+// The mask of attn::buildMaskRowMajor (core/src/mask.cpp) built on the device, in the scores' storage order (query
+// i, key j at i·S + j, or at j·T + i when column-major), 1 = masked: key j is masked for query i when causal and
+// j > i, when keyPadding[j] (null = none), when j ≥ validLens[i] (null = none; T values), or when custom's cell is
+// set (null = none; the caller's custom mask, already in this storage order). keyOpen[i] is set to 1 for every
+// query with at least one unmasked key (the caller clears it first); concurrent stores all write the same 1.
+__global__ void buildMaskKernel(std::uint8_t* mask, int T, int S, bool columnMajor, bool causal,
+                                const std::uint8_t* keyPadding, const int* validLens, const std::uint8_t* custom,
+                                int* keyOpen)
+{
+    const long long n = static_cast<long long>(T) * S;
+    const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
+    for (long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += step) {
+        const int i = static_cast<int>(columnMajor ? idx % T : idx / S);
+        const int j = static_cast<int>(columnMajor ? idx / T : idx % S);
+        const bool off = (causal && j > i) || (keyPadding && keyPadding[j]) || (validLens && j >= validLens[i]) ||
+                         (custom && custom[idx]);
+        mask[idx] = off ? 1 : 0;
+        if (!off) keyOpen[i] = 1;
+    }
+}
+
 // ---- Launch shapes ---------------------------------------------------------------------------------------------
 // Grids loop over what does not fit (kernels above are written so), so a cap only changes scheduling; the
 // emulator lowers the y/z caps to make those loops run on small problems.

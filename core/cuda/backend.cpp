@@ -234,6 +234,10 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     const bool additive = cfg.score == Score::Additive;
     const bool hasWo = in.Wo.size() > 0;
     const bool anyMask = in.mask.any();
+    // With the maps on the device the mask is built there too (buildMaskKernel), from its parts: the host then does
+    // nothing per cell. Otherwise every HeadResult needs it on the host anyway, and it is built there once.
+    const bool maskOnDevice = anyMask && cfg.mapsOnDevice;
+    const bool fullyMaskedRule = anyMask && std::isinf(in.mask.fill);
     cudaStream_t stream = ws.stream();
     cublasHandle_t blas = ws.blas();
 
@@ -251,6 +255,7 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
         bytes += f * (in.Wo.size() + std::size_t(T) * wc + (hasWo ? std::size_t(T) * O : 0));     // W^O, concat, output
         if (additive)
             bytes += f * ((std::size_t(H) * T + std::size_t(Hkv) * S) * A + in.additive.Aq.size() + in.additive.Ak.size());
+        if (maskOnDevice) bytes += std::size_t(in.mask.custom.size()) + S + 2 * sizeof(int) * std::size_t(T);  // its parts
         ATTNSCOPE_RETURN_IF_ERROR(ws.checkFits(bytes, std::to_string(H) + " head(s) × " + std::to_string(T) + " queries × " +
                                                      std::to_string(S) + " keys"));
     }
@@ -260,7 +265,7 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     // plain copy and the softmax reads it in the scores' order. A result whose maps stay on the device keeps no
     // per-head mask on the host, so with no mask nothing T×S is made there.
     MaskMatrix maskRow, maskCol;
-    if (anyMask) {
+    if (anyMask && !maskOnDevice) {
         if (st.col) {
             const MaskMatrix customRow = in.mask.custom.transpose();
             buildMaskRowMajor(in.mask, customRow, T, S, maskRow);
@@ -321,7 +326,38 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
         ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Ak, in.additive.Ak.data(), in.additive.Ak.size(), dAk));
         ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Wvec, in.additive.wv.data(), in.additive.wv.size(), dWvec));
     }
-    if (anyMask) ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Mask, maskStored.data(), maskStored.size(), dMask));
+    int* dKeyOpen = nullptr;
+    if (maskOnDevice) {
+        // The custom mask is already in the scores' storage order (Row T×S, Column S×T, row-major), the one
+        // buildMaskKernel indexes; one valid length per query (a single value applies to all).
+        const std::uint8_t* dPad = nullptr;
+        const int* dLens = nullptr;
+        const std::uint8_t* dCustom = nullptr;
+        std::uint8_t* bytes = nullptr;
+        int* ints = nullptr;
+        if (!in.mask.keyPadding.empty()) {
+            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::KeyPadding, in.mask.keyPadding.data(), in.mask.keyPadding.size(), bytes));
+            dPad = bytes;
+        }
+        std::vector<int> lens;
+        if (!in.mask.validLens.empty()) {
+            lens = in.mask.validLens.size() == 1 ? std::vector<int>(std::size_t(T), in.mask.validLens[0]) : in.mask.validLens;
+            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::ValidLens, lens.data(), lens.size(), ints));
+            dLens = ints;
+        }
+        if (in.mask.custom.size() > 0) {
+            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Custom, in.mask.custom.data(), std::size_t(in.mask.custom.size()), bytes));
+            dCustom = bytes;
+        }
+        ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Mask, TS, dMask));
+        ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::KeyOpen, std::size_t(T), dKeyOpen));
+        ATTNSCOPE_CUDA_TRY(cudaMemsetAsync(dKeyOpen, 0, sizeof(int) * std::size_t(T), stream));
+        ATTNSCOPE_CUDA_TRY(launchBuildMask(dMask, T, S, st.col, in.mask.causal, dPad, dLens, dCustom, dKeyOpen, stream));
+        // `lens` may go out of scope now: a cudaMemcpyAsync from pageable memory returns once its source has been
+        // staged (CUDA runtime API, "API synchronization behavior").
+    } else if (anyMask) {
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Mask, maskStored.data(), maskStored.size(), dMask));
+    }
     float *dScores = nullptr, *dWeights = nullptr, *dConcat = nullptr, *dOutput = nullptr;
     ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Scores, TS * H, dScores));
     ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Weights, TS * H, dWeights));
@@ -427,6 +463,11 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
         ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.output.data(), dOutput, out.output.size()));
     }
     out.mapsOnDevice = cfg.mapsOnDevice;
+    std::vector<int> keyOpen;
+    if (maskOnDevice && fullyMaskedRule) {
+        keyOpen.resize(std::size_t(T));
+        ATTNSCOPE_RETURN_IF_ERROR(download(ws, keyOpen.data(), static_cast<const int*>(dKeyOpen), keyOpen.size()));
+    }
     if (cfg.mapsOnDevice) {
         for (HeadResult& r : out.heads) {
             r.scores.resize(0, 0);
@@ -456,9 +497,13 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     // A query is fully masked when fill is -inf and every one of its keys is masked: exactly when the
     // softmax kernel's running maximum stays -inf (scores are finite), i.e. when it wrote a zero row.
     std::vector<int> fullyMasked;
-    if (anyMask && std::isinf(in.mask.fill))
+    if (maskOnDevice && fullyMaskedRule) {
+        for (int i = 0; i < T; ++i)
+            if (!keyOpen[std::size_t(i)]) fullyMasked.push_back(i);
+    } else if (fullyMaskedRule) {
         for (int i = 0; i < T; ++i)
             if ((maskRow.row(i).array() != 0).all()) fullyMasked.push_back(i);
+    }
     for (int h = 0; h < H; ++h) {
         HeadResult& r = out.heads[h];
         if (st.col) {

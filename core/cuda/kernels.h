@@ -43,6 +43,13 @@ cudaError_t launchFirstNonFinite(const float* x, long long n, int cols, int rows
 cudaError_t launchPoolMax(const float* map, int T, int S, bool columnMajor, int r0, int c0, int rows, int cols,
                           int outRows, int outCols, float* out, cudaStream_t stream);
 
+// The mask of attn::buildMaskRowMajor for T queries × S keys, built on the device in the given storage order (see
+// buildMaskKernel in attention_kernels.cuh): keyPadding (S flags), validLens (T values) and custom (T·S flags in
+// the storage order) may each be null; keyOpen (T ints, cleared by the caller) gets 1 for every query with an
+// unmasked key.
+cudaError_t launchBuildMask(std::uint8_t* mask, int T, int S, bool columnMajor, bool causal, const std::uint8_t* keyPadding,
+                            const int* validLens, const std::uint8_t* custom, int* keyOpen, cudaStream_t stream);
+
 // Checks that this binary holds kernels the current device can run (cudaErrorNoKernelImageForDevice when
 // it was built for other architectures).
 cudaError_t probeKernelImage();

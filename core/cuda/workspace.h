@@ -22,6 +22,7 @@ enum class Buf {
     Q, K, V,                                // projections, all heads side by side
     Qa, Ka,                                 // additive: Q_h·A_q and K_h·A_k per head
     Mask, Scores, Weights, Concat, Output,  // mask (one for all heads), per-head T×S blocks, outputs
+    KeyPadding, ValidLens, Custom, KeyOpen, // the mask's parts when it is built on the device (mapsOnDevice)
     Flags,                                  // the finiteness check's first bad keys (a few 64-bit words)
     Pooled,                                 // a pooled overview on its way to the host (DeviceMaps)
     Count

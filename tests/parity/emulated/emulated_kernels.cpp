@@ -65,6 +65,15 @@ cudaError_t launchPoolMax(const float* map, int T, int S, bool columnMajor, int 
     return cudaSuccess;
 }
 
+cudaError_t launchBuildMask(std::uint8_t* mask, int T, int S, bool columnMajor, bool causal, const std::uint8_t* keyPadding,
+                            const int* validLens, const std::uint8_t* custom, int* keyOpen, cudaStream_t)
+{
+    LaunchShape s = gridStrideShape(static_cast<long long>(T) * S);
+    s.grid.x = std::min(s.grid.x, 2u);
+    emu::launch(s.grid, s.block, [&] { buildMaskKernel(mask, T, S, columnMajor, causal, keyPadding, validLens, custom, keyOpen); });
+    return cudaSuccess;
+}
+
 cudaError_t probeKernelImage() { return cudaSuccess; }
 
 bool deviceAvailable(std::string* description)
