@@ -1,12 +1,16 @@
 // `attnscope bench`: times the full recompute of the fast path(s) against the naive reference on the same
 // random problem in the same run, and prints both with their ratio and the per-phase split; each phase's
 // rate (GFLOP/s or GB/s) next to this machine's bound, measured in the same run (SGEMM rate, memory
-// bandwidth); the cost of one edit (incremental recompute); the peak memory. `--json`: one JSON object.
+// bandwidth); the cost of one edit (incremental recompute); the peak memory. With a GPU: the CUDA path twice, every
+// map copied to the host and every map kept on the device (AttentionConfig::mapsOnDevice), beside the GPU's
+// measured bounds (attnscope/gpu_bounds.h) and the copied path's share of the pinned host-link bound.
+// `--json`: one JSON object.
 #include "cli/backend_option.h"
 #include "cli/cli.h"
 #include "cli/bench_bounds.h"
 
 #include <attnscope/attention.h>
+#include <attnscope/gpu_bounds.h>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -53,6 +57,7 @@ struct Sample {
     attn::PhaseTimings phases;  // of the median run
     attn::Backend backend = attn::Backend::Cpu;
     std::size_t resultBytes = 0;  // bytes of the matrices the result holds
+    bool mapsOnDevice = false;    // the result left its maps on the device
 };
 
 double msSince(std::chrono::steady_clock::time_point t0)
@@ -90,6 +95,7 @@ attn::Expected<Sample> timeRuns(const attn::AttentionInput& in, attn::AttentionC
     out.phases = runs[runs.size() / 2].second;
     out.backend = r.backend;
     out.resultBytes = bytesOf(r);
+    out.mapsOnDevice = r.mapsOnDevice;
     return out;
 }
 
@@ -207,6 +213,22 @@ Work workOf(const BenchOptions& o, bool skipCausalScores)
 }
 
 
+// The CUDA path's work: its batched GEMMs compute every score and every P·V pair, masked or not, and its softmax
+// reads the scores and the mask (one byte a cell, shared by the heads) and writes the weights.
+Work gpuWorkOf(const BenchOptions& o)
+{
+    const double n = o.n, m = o.dModel, h = o.heads, d = double(o.dModel) / o.heads;
+    Work w;
+    w.projFlop = 2 * n * m * 3 * m;
+    w.scoresFlop = 2 * h * n * n * d;
+    w.softmaxBytes = h * n * n * (4 + 4) + (o.causal ? n * n : 0);
+    w.pvFlop = 2 * h * n * n * d;
+    w.outputFlop = 2 * n * m * m;
+    return w;
+}
+
+double kernelsMs(const attn::PhaseTimings& p) { return p.projections + p.scores + p.softmax + p.pv + p.output + p.checks; }
+
 // The resident memory now (not the peak), from /proc/self/statm; 0 where unavailable.
 double currentRssMb()
 {
@@ -229,8 +251,10 @@ void printRow(const char* name, const Sample& s, double refMs)
         std::printf("   (not timed per phase)\n");
         return;
     }
-    std::printf("   proj %.2f  scores %.2f  softmax %.2f  PV %.2f  W^O %.2f  copies %.2f\n", p.projections, p.scores,
+    std::printf("   proj %.2f  scores %.2f  softmax %.2f  PV %.2f  W^O %.2f  copies %.2f", p.projections, p.scores,
                 p.softmax, p.pv, p.output, p.copies);
+    if (p.checks > 0) std::printf("  checks %.2f", p.checks);
+    std::printf("\n");
 }
 
 double rate(double work, double ms, double unit) { return ms > 0 ? work / (ms * 1e-3) / unit : 0; }
@@ -260,6 +284,14 @@ nlohmann::ordered_json pathJson(const Sample& s, const Work* w)
     if (p.projections + p.scores + p.softmax + p.pv + p.output + p.copies > 0) {
         j["phases_ms"] = {{"projections", p.projections}, {"scores", p.scores}, {"softmax", p.softmax},
                           {"pv", p.pv},                   {"output", p.output}, {"copies", p.copies}};
+        if (s.backend == attn::Backend::Cuda) {
+            // Device time by CUDA events: the kernels (products, softmax, the finiteness check) against the copies
+            // (uploads, downloads, and the host's slicing of the small per-head views).
+            j["phases_ms"]["checks"] = p.checks;
+            j["kernels_ms"] = kernelsMs(p);
+            j["copies_ms"] = p.copies;
+            j["maps_on_device"] = s.mapsOnDevice;
+        }
         if (w)
             j["phase_rates"] = {{"projections_gflops", rate(w->projFlop, p.projections, 1e9)},
                                 {"scores_gflops", rate(w->scoresFlop, p.scores, 1e9)},
@@ -270,6 +302,19 @@ nlohmann::ordered_json pathJson(const Sample& s, const Work* w)
         j["phases_ms"] = nlohmann::ordered_json::object();  // the reference does not time its phases
     }
     return j;
+}
+
+// Each phase's rate of a CUDA path as a fraction of the GPU's bound: the products against the SGEMM rate, the
+// softmax against the device-memory bandwidth.
+nlohmann::ordered_json gpuFractions(const Sample& s, const Work& w, const attn::GpuBounds& b)
+{
+    const auto& p = s.phases;
+    auto of = [](double r, double bound) { return bound > 0 ? r / bound : 0.0; };
+    return {{"projections", of(rate(w.projFlop, p.projections, 1e9), b.sgemmGflops)},
+            {"scores", of(rate(w.scoresFlop, p.scores, 1e9), b.sgemmGflops)},
+            {"softmax", of(rate(w.softmaxBytes, p.softmax, 1e9), b.deviceMemoryGBs)},
+            {"pv", of(rate(w.pvFlop, p.pv, 1e9), b.sgemmGflops)},
+            {"output", of(rate(w.outputFlop, p.output, 1e9), b.sgemmGflops)}};
 }
 
 int runBench(const BenchOptions& o)
@@ -364,7 +409,7 @@ int runBench(const BenchOptions& o)
         if (!o.skipCpu && o.causal) printRow("cpu eigen, skip masked", eigenSkip, refMs);
     }
 
-    Sample gpu;
+    Sample gpu, gpuKept;
     bool haveGpu = false;
     if (requested != attn::Backend::Cpu) {
         cfg.backend = requested;
@@ -377,12 +422,38 @@ int runBench(const BenchOptions& o)
         if (g->backend == attn::Backend::Cuda) {
             gpu = *g;
             haveGpu = true;
+            // The same with every map left on the device (what the window and DeviceMaps read from).
+            attn::AttentionConfig kept = cfg;
+            kept.backend = attn::Backend::Cuda;
+            kept.mapsOnDevice = true;
+            auto k = timeRuns(in, kept, o.repeat);
+            if (!k) {
+                printError("bench: " + k.status().message);
+                return k.status().code == attn::StatusCode::Internal ? kExitFailure : kExitBadInput;
+            }
+            gpuKept = *k;
             if (!o.json) {
-                printRow("cuda", gpu, refMs);
-                if (!o.skipCpu) std::printf("\ncuda vs cpu eigen: %.1fx\n", eigen.medianMs / gpu.medianMs);
+                printRow("cuda, maps copied", gpu, refMs);
+                printRow("cuda, maps on device", gpuKept, refMs);
+                if (!o.skipCpu)
+                    std::printf("\ncuda vs cpu eigen: %.1fx (maps copied), %.1fx (maps on device)\n", eigen.medianMs / gpu.medianMs,
+                                eigen.medianMs / gpuKept.medianMs);
             }
         }
     }
+    // The GPU's bounds, measured after the timed runs so that its buffers come and go outside them.
+    attn::GpuBounds gpuBounds;
+    std::string gpuBoundsError;
+    if (haveGpu) {
+        auto b = attn::measureGpuBounds();
+        if (b) gpuBounds = *b;
+        else gpuBoundsError = b.status().message;
+    }
+    const Work gpuWork = gpuWorkOf(o);
+    // Every byte the copied path brings back (every head's scores and weights, Q, K, V, the concat and the
+    // output) over the pinned device-to-host bandwidth: the least time any copy of them can take.
+    const double gpuBytes = double(o.heads) * o.n * double(o.n) * 4 * 2 + double(o.n) * o.dModel * 4 * 5;
+    const double linkBoundMs = gpuBounds.deviceToHostGBs > 0 ? gpuBytes / (gpuBounds.deviceToHostGBs * 1e6) : 0;
 
     const Work work = workOf(o, false), workSkip = workOf(o, true);
     const Bounds bounds = o.skipCpu ? Bounds{} : measureBounds();
@@ -394,7 +465,32 @@ int runBench(const BenchOptions& o)
         if (!o.skipCpu) j["paths"]["cpu eigen"] = pathJson(eigen, &work);
         if (!o.skipCpu && o.causal) j["paths"]["cpu eigen, causal scores skipped"] = pathJson(eigenSkip, &workSkip);
         if (!o.skipReference) j["paths"]["reference"] = pathJson(ref, nullptr);
-        if (haveGpu) j["paths"]["cuda"] = pathJson(gpu, nullptr);
+        if (haveGpu) {
+            j["paths"]["cuda"] = pathJson(gpu, &gpuWork);
+            j["paths"]["cuda, maps on device"] = pathJson(gpuKept, &gpuWork);
+            if (gpuBoundsError.empty()) {
+                for (const char* name : {"cuda", "cuda, maps on device"})
+                    j["paths"][name]["phase_fraction_of_gpu_bounds"] = gpuFractions(name == std::string("cuda") ? gpu : gpuKept,
+                                                                                   gpuWork, gpuBounds);
+                j["gpu_bounds"] = {{"device", gpuBounds.device},
+                                   {"sgemm_gflops", gpuBounds.sgemmGflops},
+                                   {"device_memory_gbs", gpuBounds.deviceMemoryGBs},
+                                   {"pinned_host_to_device_gbs", gpuBounds.hostToDeviceGBs},
+                                   {"pinned_device_to_host_gbs", gpuBounds.deviceToHostGBs},
+                                   {"sgemm_n", gpuBounds.sgemmN},
+                                   {"copy_mib", double(gpuBounds.copyBytes) / (1 << 20)}};
+            } else {
+                j["gpu_bounds_error"] = gpuBoundsError;
+            }
+            j["gpu_copies"] = {{"copied_mb", gpuBytes / (1 << 20)},
+                               {"pinned_link_bound_ms", linkBoundMs},
+                               {"copied_path_ms", gpu.medianMs},
+                               {"copied_path_over_link_bound", linkBoundMs > 0 ? linkBoundMs / gpu.medianMs : 0.0},
+                               {"copies_phase_over_link_bound", linkBoundMs > 0 && gpu.phases.copies > 0 ? linkBoundMs / gpu.phases.copies : 0.0},
+                               {"maps_on_device_ms", gpuKept.medianMs},
+                               {"copied_over_maps_on_device", gpuKept.medianMs > 0 ? gpu.medianMs / gpuKept.medianMs : 0.0}};
+            j["gpu_backend"] = attn::backendDescription(attn::Backend::Cuda);
+        }
         j["peak_rss_mb"] = rssMb;
         j["baseline_rss_mb"] = baselineRssMb;
         if (!o.skipCpu) {
@@ -406,7 +502,10 @@ int runBench(const BenchOptions& o)
                                 {"incremental", edit.incremental}, {"edits", edit.edits}};
             if (!o.skipReference) j["ratios"]["reference_over_cpu_eigen"] = refMs / eigen.medianMs;
             j["ratios"]["full_over_edit"] = edit.medianMs > 0 ? eigen.medianMs / edit.medianMs : 0.0;
-            if (haveGpu) j["ratios"]["cpu_eigen_over_cuda"] = eigen.medianMs / gpu.medianMs;
+            if (haveGpu) {
+                j["ratios"]["cpu_eigen_over_cuda"] = eigen.medianMs / gpu.medianMs;
+                j["ratios"]["cpu_eigen_over_cuda_maps_on_device"] = eigen.medianMs / gpuKept.medianMs;
+            }
             if (o.causal) j["ratios"]["cpu_eigen_over_skipped"] = eigen.medianMs / eigenSkip.medianMs;
         }
         j["backend"] = attn::backendDescription(attn::Backend::Cpu);
@@ -426,6 +525,22 @@ int runBench(const BenchOptions& o)
                     "start %.2fx\n",
                     rssMb, baselineRssMb, resultMb, resultMb > 0 ? rssMb / resultMb : 0.0,
                     resultMb > 0 ? (rssMb - baselineRssMb) / resultMb : 0.0);
+    }
+    if (haveGpu) {
+        if (gpuBoundsError.empty()) {
+            std::printf("\nGPU bounds (%s): SGEMM %.0f GFLOP/s (FP32, TF32 off), device memory %.0f GB/s, pinned host link "
+                        "%.1f GB/s to the device, %.1f GB/s to the host\n",
+                        gpuBounds.device.c_str(), gpuBounds.sgemmGflops, gpuBounds.deviceMemoryGBs, gpuBounds.hostToDeviceGBs,
+                        gpuBounds.deviceToHostGBs);
+            std::printf("cuda, maps copied: %.1f MB back in %.2f ms, the pinned link's bound %.2f ms: %.2f of it "
+                        "(kernels %.2f ms, copies %.2f ms)\n",
+                        gpuBytes / (1 << 20), gpu.medianMs, linkBoundMs, linkBoundMs / gpu.medianMs, kernelsMs(gpu.phases),
+                        gpu.phases.copies);
+            std::printf("cuda, maps on device: %.2f ms (kernels %.2f ms, copies %.2f ms)\n", gpuKept.medianMs,
+                        kernelsMs(gpuKept.phases), gpuKept.phases.copies);
+        } else {
+            std::printf("\nGPU bounds not measured: %s\n", gpuBoundsError.c_str());
+        }
     }
     std::printf("\nbackend: %s\n", attn::backendDescription(attn::Backend::Cpu).c_str());
     return kExitOk;

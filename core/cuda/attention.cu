@@ -38,6 +38,31 @@ cudaError_t launchAdditiveScores(const float* qa, const float* ka, const float* 
     return cudaGetLastError();
 }
 
+cudaError_t launchFirstNonFinite(const float* x, long long n, int cols, int rows, int blockCols, unsigned long long* first,
+                                 cudaStream_t stream)
+{
+    if (n <= 0) return cudaSuccess;
+    const LaunchShape s = gridStrideShape(n);
+    firstNonFiniteKernel<<<s.grid, s.block, 0, stream>>>(x, n, cols, rows, blockCols, first);
+    return cudaGetLastError();
+}
+
+cudaError_t launchPoolMax(const float* map, int T, int S, bool columnMajor, int r0, int c0, int rows, int cols,
+                          int outRows, int outCols, float* out, cudaStream_t stream)
+{
+    const LaunchShape s = gridStrideShape(static_cast<long long>(outRows) * outCols);
+    poolMaxKernel<<<s.grid, s.block, 0, stream>>>(map, T, S, columnMajor, r0, c0, rows, cols, outRows, outCols, out);
+    return cudaGetLastError();
+}
+
+cudaError_t launchBuildMask(std::uint8_t* mask, int T, int S, bool columnMajor, bool causal, const std::uint8_t* keyPadding,
+                            const int* validLens, const std::uint8_t* custom, int* keyOpen, cudaStream_t stream)
+{
+    const LaunchShape s = gridStrideShape(static_cast<long long>(T) * S);
+    buildMaskKernel<<<s.grid, s.block, 0, stream>>>(mask, T, S, columnMajor, causal, keyPadding, validLens, custom, keyOpen);
+    return cudaGetLastError();
+}
+
 cudaError_t probeKernelImage()
 {
     cudaFuncAttributes attr{};

@@ -1,7 +1,8 @@
 // The backend's kernels (device code) and their launch shapes, included by attention.cu, which launches
 // them, and by tests/parity/emulated, which runs this same source on the CPU (a fiber per CUDA thread) so CI
 // without a GPU still checks their indexing and reductions. Only CUDA built-ins are used (threadIdx,
-// __shared__, __syncthreads, __shfl_xor_sync, expf, tanhf, fmaxf, min) so the emulator can provide them.
+// __shared__, __syncthreads, __shfl_xor_sync, atomicMin, expf, tanhf, fmaxf, fabsf, min) so the emulator can
+// provide them.
 //
 // Determinism: every reduction below runs in a fixed order (a fixed butterfly across a warp, a fixed loop
 // over shared memory), with no atomics, so the same input gives bitwise the same output run after run.
@@ -173,6 +174,89 @@ __global__ void additiveScoresKernel(const float* qa, const float* ka, const flo
         }
 }
 
+// ---- Checks and views of a result that stays on the device -----------------------------------------------------
+
+// Largest finite float; |x| ≤ it is false for ±inf and NaN (written so because isfinite is not the same name in
+// device and host code).
+constexpr float kMaxFinite = 3.402823466e38f;
+
+// The ordering key of element `idx` of a stored buffer for "the first non-finite value": its own index, except in a
+// row-major concat (blockCols > 0: `rows` rows of `cols` floats, heads side by side in column blocks of blockCols),
+// whose key orders head by head, then row by row within the head's block (HeadResult::output's order), so the
+// smallest key names the first head whose output went wrong and its first cell.
+__device__ __forceinline__ unsigned long long finiteKey(long long idx, int cols, int rows, int blockCols)
+{
+    if (blockCols <= 0) return static_cast<unsigned long long>(idx);
+    const long long r = idx / cols, c = idx % cols, h = c / blockCols;
+    return static_cast<unsigned long long>((h * rows + r) * blockCols + c % blockCols);
+}
+
+// *first = min(*first, the key of every non-finite element of x[0, n)). *first starts at ~0 (nothing found).
+// Grid-stride; each thread reports its own smallest key once. atomicMin is order-independent, so the result is
+// the same whatever order the threads run in.
+__global__ void firstNonFiniteKernel(const float* x, long long n, int cols, int rows, int blockCols,
+                                     unsigned long long* first)
+{
+    const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
+    unsigned long long mine = ~0ull;
+    for (long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += step)
+        if (!(fabsf(x[idx]) <= kMaxFinite)) {
+            const unsigned long long k = finiteKey(idx, cols, rows, blockCols);
+            if (k < mine) mine = k;
+        }
+    if (mine != ~0ull) atomicMin(first, mine);
+}
+
+// Where block b of `blocks` near-equal blocks of n cells starts: attn::AttentionMaps::blockStart, poolMax's blocks.
+__device__ __forceinline__ int poolBlockStart(int n, int blocks, int b)
+{
+    return static_cast<int>(static_cast<long long>(b) * n / blocks);
+}
+
+// The max-pooled overview of the rect (r0, c0, rows, cols) of one T×S map (query i, key j at i·S + j, or at
+// j·T + i when column-major) into outRows × outCols (row-major): cell (p, q) is the largest finite value of its
+// block, NaN when the block holds none. One thread per cell scans its block query by query, key by key, with
+// AttentionMaps::pooled's comparison, so the result is exactly the host's (even which of ±0 wins).
+__global__ void poolMaxKernel(const float* map, int T, int S, bool columnMajor, int r0, int c0, int rows, int cols,
+                              int outRows, int outCols, float* out)
+{
+    const long long cells = static_cast<long long>(outRows) * outCols;
+    const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
+    for (long long cell = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; cell < cells; cell += step) {
+        const int p = static_cast<int>(cell / outCols), q = static_cast<int>(cell % outCols);
+        const int i0 = r0 + poolBlockStart(rows, outRows, p), i1 = r0 + poolBlockStart(rows, outRows, p + 1);
+        const int j0 = c0 + poolBlockStart(cols, outCols, q), j1 = c0 + poolBlockStart(cols, outCols, q + 1);
+        float d = NAN;
+        for (int i = i0; i < i1; ++i)
+            for (int j = j0; j < j1; ++j) {
+                const float v = map[columnMajor ? static_cast<long long>(j) * T + i : static_cast<long long>(i) * S + j];
+                if (fabsf(v) <= kMaxFinite && !(v <= d)) d = v;
+            }
+        out[cell] = d;
+    }
+}
+
+// The mask of attn::buildMaskRowMajor (core/src/mask.cpp) built on the device, in the scores' storage order (query
+// i, key j at i·S + j, or at j·T + i when column-major), 1 = masked: key j is masked for query i when causal and
+// j > i, when keyPadding[j] (null = none), when j ≥ validLens[i] (null = none; T values), or when custom's cell is
+// set (null = none; the caller's custom mask, already in this storage order). keyOpen[i] is set to 1 for every
+// query with at least one unmasked key (the caller clears it first); concurrent stores all write the same 1.
+__global__ void buildMaskKernel(std::uint8_t* mask, int T, int S, bool columnMajor, bool causal,
+                                const std::uint8_t* keyPadding, const int* validLens, const std::uint8_t* custom,
+                                int* keyOpen)
+{
+    const long long n = static_cast<long long>(T) * S;
+    const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
+    for (long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += step) {
+        const int i = static_cast<int>(columnMajor ? idx % T : idx / S);
+        const int j = static_cast<int>(columnMajor ? idx / T : idx % S);
+        const bool off = (causal && j > i) || (keyPadding && keyPadding[j]) || (validLens && j >= validLens[i]) ||
+                         (custom && custom[idx]);
+        mask[idx] = off ? 1 : 0;
+        if (!off) keyOpen[i] = 1;
+    }
+}
+
 // ---- Launch shapes ---------------------------------------------------------------------------------------------
 // Grids loop over what does not fit (kernels above are written so), so a cap only changes scheduling; the
 // emulator lowers the y/z caps to make those loops run on small problems.
@@ -186,6 +270,13 @@ inline unsigned blocksFor(long long n, int perBlock, long long cap)
 {
     const long long b = (n + perBlock - 1) / perBlock;
     return static_cast<unsigned>(b < cap ? (b > 0 ? b : 1) : cap);
+}
+
+// Grid-stride kernels over n elements (the checks, the pooled overview): 256 threads, at most 65535 blocks.
+inline LaunchShape gridStrideShape(long long n)
+{
+    constexpr int kThreads = 256;
+    return {dim3(blocksFor(n, kThreads, kMaxGridYZ)), dim3(kThreads)};
 }
 
 // Bias add is grid-stride: 65535 blocks of 256 threads saturate any current GPU.

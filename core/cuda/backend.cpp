@@ -20,9 +20,17 @@
 #include "kernels.h"
 #include "workspace.h"
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <future>
 #include <limits>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 namespace attn::cuda {
 namespace {
@@ -93,6 +101,121 @@ Status project(Workspace& ws, const Storage& st, const float* in, const float* w
     return {};
 }
 
+// ---- The finiteness check of a device result -------------------------------------------------------------------
+// One slot per checked matrix, each the first bad key launchFirstNonFinite found (~0: none).
+enum : int { kSlotQ, kSlotK, kSlotV, kSlotScores, kSlotWeights, kSlotConcat, kSlotOutput, kFinitenessSlots };
+constexpr unsigned long long kNoneBad = ~0ull;
+
+// The message of checkResultFinite (core/src/compute.cpp) for the same result, from the first bad keys: the first
+// failure in its order (Q, K, V; then per head scores, weights, output; then the output) with [r][c] in the stored
+// matrix (HeadResult's, in the session's layout).
+Status finitenessStatus(const std::array<unsigned long long, kFinitenessSlots>& bad, const Storage& st, const Dims& d,
+                        bool hasWo)
+{
+    const long long T = d.T, S = d.S, H = d.H;
+    auto fail = [](const std::string& what, unsigned long long key, long long storedCols) {
+        return invalidArgument(what + "[" + std::to_string(key / storedCols) + "][" + std::to_string(key % storedCols) +
+                               "] overflowed float32 (|value| > 3.4e38); scale the inputs down");
+    };
+    // Stored columns of a logical rows × cols matrix.
+    auto cols = [&](long long rows, long long c) { return st.col ? rows : c; };
+    if (bad[kSlotQ] != kNoneBad) return fail("Q", bad[kSlotQ], cols(T, H * d.dq));
+    if (bad[kSlotK] != kNoneBad) return fail("K", bad[kSlotK], cols(S, (long long)d.kvHeads() * d.dk));
+    if (bad[kSlotV] != kNoneBad) return fail("V", bad[kSlotV], cols(S, (long long)d.kvHeads() * d.dv));
+    // The first head with any bad map; within it scores before weights before output.
+    const unsigned long long mapBlock = (unsigned long long)(T * S), outBlock = (unsigned long long)(T * d.dv);
+    auto headOf = [](unsigned long long key, unsigned long long block) {
+        return key == kNoneBad ? std::numeric_limits<unsigned long long>::max() : key / block;
+    };
+    const unsigned long long hs = headOf(bad[kSlotScores], mapBlock), hw = headOf(bad[kSlotWeights], mapBlock),
+                             ho = headOf(bad[kSlotConcat], outBlock);
+    const unsigned long long h = std::min({hs, hw, ho});
+    if (h != std::numeric_limits<unsigned long long>::max()) {
+        const std::string head = "head " + std::to_string(h) + " ";
+        if (hs == h) return fail(head + "scores", bad[kSlotScores] % mapBlock, cols(T, S));
+        if (hw == h) return fail(head + "weights", bad[kSlotWeights] % mapBlock, cols(T, S));
+        return fail(head + "output", bad[kSlotConcat] % outBlock, cols(T, d.dv));
+    }
+    if (hasWo && bad[kSlotOutput] != kNoneBad) return fail("output", bad[kSlotOutput], cols(T, d.O));
+    return {};
+}
+
+// ---- Whole maps to the host ---------------------------------------------------------------------------------------
+// A device array of `count` floats bound for host memory.
+struct MapPiece {
+    float* host;
+    const float* dev;
+    std::size_t count;
+};
+
+// Below this many bytes in all the maps go straight into the result's (pageable) buffers: the driver's own
+// staging is as fast for a window's sizes, and no pinned memory is held for them.
+constexpr std::size_t kStagedFromBytes = std::size_t(4) << 20;
+
+// The maps through the workspace's pinned staging slots (Workspace::kStagingSlots chunks of kStagingChunkBytes):
+// the device copies chunk k into slot k mod slots at the link's pinned rate while host threads move the chunks
+// before it out into the result's buffers, in parallel; a slot is refilled once its chunk has been moved out.
+// A pageable destination cannot be the target of a DMA, so without staging the driver would do the same in one
+// thread (about 7 GB/s measured on an H100's host, 148 ms for the 1.07 GB of n = 4096).
+Status downloadMaps(Workspace& ws, const std::vector<MapPiece>& pieces)
+{
+    std::size_t total = 0;
+    for (const MapPiece& p : pieces) total += p.count * sizeof(float);
+    float* staging = nullptr;
+    if (total >= kStagedFromBytes) {
+        const Status s = ws.pinnedStaging(staging);
+        if (!s.ok() && s.code != StatusCode::ResourceExhausted) return s;
+        // No pinned memory to be had: the direct copies below still work, slower.
+    }
+    if (!staging) {
+        for (const MapPiece& p : pieces) ATTNSCOPE_RETURN_IF_ERROR(download(ws, p.host, p.dev, p.count));
+        return {};
+    }
+    constexpr std::size_t kChunk = Workspace::kStagingChunkBytes / sizeof(float);
+    constexpr int kSlots = Workspace::kStagingSlots;
+    std::array<std::future<cudaError_t>, kSlots> moving;
+    Status failed;
+    // Waits for slot s's chunk to be moved out; the first error is kept.
+    auto settle = [&](int s) {
+        if (!moving[s].valid()) return;
+        const cudaError_t e = moving[s].get();
+        if (e != cudaSuccess && failed.ok()) failed = fromCudaError(e, "cudaEventSynchronize(staging)", __FILE__, __LINE__);
+    };
+    int k = 0;
+    for (const MapPiece& p : pieces) {
+        for (std::size_t at = 0; at < p.count && failed.ok(); at += kChunk, ++k) {
+            const int s = k % kSlots;
+            settle(s);
+            if (!failed.ok()) break;
+            const std::size_t n = std::min(kChunk, p.count - at);
+            float* slot = staging + std::size_t(s) * kChunk;
+            cudaEvent_t copied = ws.stagingEvent(s);
+            const cudaError_t e1 = cudaMemcpyAsync(slot, p.dev + at, n * sizeof(float), cudaMemcpyDeviceToHost, ws.stream());
+            const cudaError_t e2 = e1 == cudaSuccess ? cudaEventRecord(copied, ws.stream()) : e1;
+            if (e2 != cudaSuccess) {
+                failed = fromCudaError(e2, "cudaMemcpyAsync(staging slot)", __FILE__, __LINE__);
+                break;
+            }
+            float* dst = p.host + at;
+            auto move = [copied, slot, dst, n]() {
+                const cudaError_t e = cudaEventSynchronize(copied);
+                if (e == cudaSuccess) std::memcpy(dst, slot, n * sizeof(float));
+                return e;
+            };
+            try {
+                moving[s] = std::async(std::launch::async, move);
+            } catch (const std::system_error&) {  // no thread to be had: move it out here
+                std::promise<cudaError_t> done;
+                done.set_value(move());
+                moving[s] = done.get_future();
+            }
+        }
+        if (!failed.ok()) break;
+    }
+    for (int s = 0; s < kSlots; ++s) settle(s);
+    return failed;
+}
+
 double elapsedMs(cudaEvent_t a, cudaEvent_t b)
 {
     float ms = 0;
@@ -111,6 +234,10 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     const bool additive = cfg.score == Score::Additive;
     const bool hasWo = in.Wo.size() > 0;
     const bool anyMask = in.mask.any();
+    // With the maps on the device the mask is built there too (buildMaskKernel), from its parts: the host then does
+    // nothing per cell. Otherwise every HeadResult needs it on the host anyway, and it is built there once.
+    const bool maskOnDevice = anyMask && cfg.mapsOnDevice;
+    const bool fullyMaskedRule = anyMask && std::isinf(in.mask.fill);
     cudaStream_t stream = ws.stream();
     cublasHandle_t blas = ws.blas();
 
@@ -128,27 +255,30 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
         bytes += f * (in.Wo.size() + std::size_t(T) * wc + (hasWo ? std::size_t(T) * O : 0));     // W^O, concat, output
         if (additive)
             bytes += f * ((std::size_t(H) * T + std::size_t(Hkv) * S) * A + in.additive.Aq.size() + in.additive.Ak.size());
+        if (maskOnDevice) bytes += std::size_t(in.mask.custom.size()) + S + 2 * sizeof(int) * std::size_t(T);  // its parts
         ATTNSCOPE_RETURN_IF_ERROR(ws.checkFits(bytes, std::to_string(H) + " head(s) × " + std::to_string(T) + " queries × " +
                                                      std::to_string(S) + " keys"));
     }
 
     // The mask, once for all heads, built by the same function as the CPU paths (query-major), then put in
-    // the session's orientation so that each head's `masked` is a plain copy and the softmax reads it in
-    // the scores' order.
-    MaskMatrix maskRow, maskStored;
-    if (anyMask) {
+    // the session's orientation (Column: transposed; Row: as built, no copy) so that each head's `masked` is a
+    // plain copy and the softmax reads it in the scores' order. A result whose maps stay on the device keeps no
+    // per-head mask on the host, so with no mask nothing T×S is made there.
+    MaskMatrix maskRow, maskCol;
+    if (anyMask && !maskOnDevice) {
         if (st.col) {
             const MaskMatrix customRow = in.mask.custom.transpose();
             buildMaskRowMajor(in.mask, customRow, T, S, maskRow);
-            maskStored = maskRow.transpose();
+            maskCol = maskRow.transpose();
         } else {
             buildMaskRowMajor(in.mask, in.mask.custom, T, S, maskRow);
-            maskStored = maskRow;
         }
-    } else {
-        st.resize(maskStored, T, S);
-        maskStored.setZero();
+    } else if (!cfg.mapsOnDevice) {
+        MaskMatrix& none = st.col ? maskCol : maskRow;
+        st.resize(none, T, S);
+        none.setZero();
     }
+    const MaskMatrix& maskStored = st.col ? maskCol : maskRow;
 
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(0), stream));
     // [upload]
@@ -196,7 +326,38 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
         ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Ak, in.additive.Ak.data(), in.additive.Ak.size(), dAk));
         ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Wvec, in.additive.wv.data(), in.additive.wv.size(), dWvec));
     }
-    if (anyMask) ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Mask, maskStored.data(), maskStored.size(), dMask));
+    int* dKeyOpen = nullptr;
+    if (maskOnDevice) {
+        // The custom mask is already in the scores' storage order (Row T×S, Column S×T, row-major), the one
+        // buildMaskKernel indexes; one valid length per query (a single value applies to all).
+        const std::uint8_t* dPad = nullptr;
+        const int* dLens = nullptr;
+        const std::uint8_t* dCustom = nullptr;
+        std::uint8_t* bytes = nullptr;
+        int* ints = nullptr;
+        if (!in.mask.keyPadding.empty()) {
+            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::KeyPadding, in.mask.keyPadding.data(), in.mask.keyPadding.size(), bytes));
+            dPad = bytes;
+        }
+        std::vector<int> lens;
+        if (!in.mask.validLens.empty()) {
+            lens = in.mask.validLens.size() == 1 ? std::vector<int>(std::size_t(T), in.mask.validLens[0]) : in.mask.validLens;
+            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::ValidLens, lens.data(), lens.size(), ints));
+            dLens = ints;
+        }
+        if (in.mask.custom.size() > 0) {
+            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Custom, in.mask.custom.data(), std::size_t(in.mask.custom.size()), bytes));
+            dCustom = bytes;
+        }
+        ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Mask, TS, dMask));
+        ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::KeyOpen, std::size_t(T), dKeyOpen));
+        ATTNSCOPE_CUDA_TRY(cudaMemsetAsync(dKeyOpen, 0, sizeof(int) * std::size_t(T), stream));
+        ATTNSCOPE_CUDA_TRY(launchBuildMask(dMask, T, S, st.col, in.mask.causal, dPad, dLens, dCustom, dKeyOpen, stream));
+        // `lens` may go out of scope now: a cudaMemcpyAsync from pageable memory returns once its source has been
+        // staged (CUDA runtime API, "API synchronization behavior").
+    } else if (anyMask) {
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Mask, maskStored.data(), maskStored.size(), dMask));
+    }
     float *dScores = nullptr, *dWeights = nullptr, *dConcat = nullptr, *dOutput = nullptr;
     ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Scores, TS * H, dScores));
     ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Weights, TS * H, dWeights));
@@ -257,8 +418,32 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     if (hasWo) ATTNSCOPE_RETURN_IF_ERROR(project(ws, st, dConcat, dWo, dBo, T, wc, O, dOutput));
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(6), stream));
 
-    // [download] straight into the result's buffers (Eigen's resize keeps them when the shape is unchanged).
-    // The host memory is pageable, so each copy is staged by the driver; fine for the window's sizes.
+    // [checks] Products can overflow float32 though the inputs are finite (validate checks those): every matrix
+    // of the result is checked on the device, one kernel each, and only the first bad key of each comes back.
+    unsigned long long* dFlags = nullptr;
+    ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Flags, kFinitenessSlots, dFlags));
+    ATTNSCOPE_CUDA_TRY(cudaMemsetAsync(dFlags, 0xff, kFinitenessSlots * sizeof(unsigned long long), stream));
+    const long long nQ = (long long)T * wq, nK = (long long)S * wk, nV = (long long)S * wv;
+    ATTNSCOPE_CUDA_TRY(launchFirstNonFinite(dQ, nQ, 0, 0, 0, dFlags + kSlotQ, stream));
+    ATTNSCOPE_CUDA_TRY(launchFirstNonFinite(dK, nK, 0, 0, 0, dFlags + kSlotK, stream));
+    ATTNSCOPE_CUDA_TRY(launchFirstNonFinite(dV, nV, 0, 0, 0, dFlags + kSlotV, stream));
+    ATTNSCOPE_CUDA_TRY(launchFirstNonFinite(dScores, (long long)(TS * H), 0, 0, 0, dFlags + kSlotScores, stream));
+    ATTNSCOPE_CUDA_TRY(launchFirstNonFinite(dWeights, (long long)(TS * H), 0, 0, 0, dFlags + kSlotWeights, stream));
+    // Row: the concat's heads are column blocks d_v wide, reordered head by head; Column: already head by head.
+    ATTNSCOPE_CUDA_TRY(launchFirstNonFinite(dConcat, (long long)T * wc, wc, T, st.col ? 0 : d.dv, dFlags + kSlotConcat,
+                                            stream));
+    if (hasWo)
+        ATTNSCOPE_CUDA_TRY(launchFirstNonFinite(dOutput, (long long)T * O, 0, 0, 0, dFlags + kSlotOutput, stream));
+    std::array<unsigned long long, kFinitenessSlots> firstBad{};
+    ATTNSCOPE_RETURN_IF_ERROR(download(ws, firstBad.data(), dFlags, firstBad.size()));
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(7), stream));
+    ATTNSCOPE_CUDA_TRY(cudaEventSynchronize(ws.event(7)));
+    ATTNSCOPE_CUDA_TRY(cudaGetLastError());
+    ATTNSCOPE_RETURN_IF_ERROR(finitenessStatus(firstBad, st, d, hasWo));
+
+    // [download] Q, K, V, the concat and the output (small: tokens × widths) straight into the result's buffers
+    // (Eigen's resize keeps them when the shape is unchanged); the per-head T×S maps either stay on the device
+    // (cfg.mapsOnDevice) or come back through pinned staging buffers (downloadMaps).
     if (direct) {
         out.Q = in.Q;
         out.K = in.K;
@@ -271,21 +456,38 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
         ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.K.data(), dK, out.K.size()));
         ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.V.data(), dV, out.V.size()));
     }
-    for (int h = 0; h < H; ++h) {
-        HeadResult& r = out.heads[h];
-        st.resize(r.scores, T, S);
-        st.resize(r.weights, T, S);
-        ATTNSCOPE_RETURN_IF_ERROR(download(ws, r.scores.data(), dScores + h * TS, TS));
-        ATTNSCOPE_RETURN_IF_ERROR(download(ws, r.weights.data(), dWeights + h * TS, TS));
-    }
     st.resize(out.concat, T, wc);
     ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.concat.data(), dConcat, out.concat.size()));
     if (hasWo) {
         st.resize(out.output, T, O);
         ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.output.data(), dOutput, out.output.size()));
     }
-    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(7), stream));
-    ATTNSCOPE_CUDA_TRY(cudaEventSynchronize(ws.event(7)));
+    out.mapsOnDevice = cfg.mapsOnDevice;
+    std::vector<int> keyOpen;
+    if (maskOnDevice && fullyMaskedRule) {
+        keyOpen.resize(std::size_t(T));
+        ATTNSCOPE_RETURN_IF_ERROR(download(ws, keyOpen.data(), static_cast<const int*>(dKeyOpen), keyOpen.size()));
+    }
+    if (cfg.mapsOnDevice) {
+        for (HeadResult& r : out.heads) {
+            r.scores.resize(0, 0);
+            r.weights.resize(0, 0);
+            r.masked.resize(0, 0);
+        }
+    } else {
+        std::vector<MapPiece> pieces;
+        pieces.reserve(std::size_t(2) * H);
+        for (int h = 0; h < H; ++h) {
+            HeadResult& r = out.heads[h];
+            st.resize(r.scores, T, S);
+            st.resize(r.weights, T, S);
+            pieces.push_back({r.scores.data(), dScores + h * TS, TS});
+            pieces.push_back({r.weights.data(), dWeights + h * TS, TS});
+        }
+        ATTNSCOPE_RETURN_IF_ERROR(downloadMaps(ws, pieces));
+    }
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(8), stream));
+    ATTNSCOPE_CUDA_TRY(cudaEventSynchronize(ws.event(8)));
     // Kernel execution errors (e.g. an illegal address) surface at the first synchronising call.
     ATTNSCOPE_CUDA_TRY(cudaGetLastError());
 
@@ -295,9 +497,13 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     // A query is fully masked when fill is -inf and every one of its keys is masked: exactly when the
     // softmax kernel's running maximum stays -inf (scores are finite), i.e. when it wrote a zero row.
     std::vector<int> fullyMasked;
-    if (anyMask && std::isinf(in.mask.fill))
+    if (maskOnDevice && fullyMaskedRule) {
+        for (int i = 0; i < T; ++i)
+            if (!keyOpen[std::size_t(i)]) fullyMasked.push_back(i);
+    } else if (fullyMaskedRule) {
         for (int i = 0; i < T; ++i)
             if ((maskRow.row(i).array() != 0).all()) fullyMasked.push_back(i);
+    }
     for (int h = 0; h < H; ++h) {
         HeadResult& r = out.heads[h];
         if (st.col) {
@@ -311,7 +517,9 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
             r.V = out.V.middleCols(d.kvHead(h) * d.dv, d.dv);
             r.output = out.concat.middleCols(h * d.dv, d.dv);
         }
-        r.masked = maskStored;
+        // Every head has the same mask: HeadResult's contract still wants it per head (the views, figures,
+        // ranges and exports read it there), so it is copied from the one built above, never rebuilt.
+        if (!cfg.mapsOnDevice) r.masked = maskStored;
         r.fullyMaskedQueries = fullyMasked;
     }
     const double hostMs = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -322,7 +530,8 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     tm.softmax = elapsedMs(ws.event(3), ws.event(4));
     tm.pv = elapsedMs(ws.event(4), ws.event(5));
     tm.output = elapsedMs(ws.event(5), ws.event(6));
-    tm.copies = elapsedMs(ws.event(0), ws.event(1)) + elapsedMs(ws.event(6), ws.event(7)) + hostMs;
+    tm.checks = elapsedMs(ws.event(6), ws.event(7));
+    tm.copies = elapsedMs(ws.event(0), ws.event(1)) + elapsedMs(ws.event(7), ws.event(8)) + hostMs;
     return {};
 }
 
@@ -340,7 +549,7 @@ Status compute(const AttentionInput& in, const AttentionConfig& cfg, const Dims&
     Status s = run(ws, in, cfg, d, out);
     if (s.ok()) {
         out.deviceGeneration =
-            ws.publishResult({0, cfg.layout == Layout::Column, d.T, d.S, d.H, d.dv});
+            ws.publishResult({0, cfg.layout == Layout::Column, d.T, d.S, d.H, d.dv, in.mask.any()});
     } else {
         // Leave the stream idle and the (non-sticky) error state clear for the next call.
         (void)cudaStreamSynchronize(ws.stream());

@@ -3,7 +3,9 @@
 #pragma once
 
 #include "attnscope/attention.h"
+#include "attnscope/attention_maps.h"
 #include "attnscope/device_interop.h"
+#include "attnscope/gpu_bounds.h"
 
 #include <cstdint>
 #include <string>
@@ -24,6 +26,21 @@ bool deviceAvailable(std::string* description);
 // On success out.deviceGeneration names this result in the workspace, which keeps its scores, weights and
 // concat on the device until the next call starts (that call sets it to 0 first, also when it fails).
 Status compute(const AttentionInput& in, const AttentionConfig& cfg, const Dims& d, AttentionResult& out);
+
+// The GPU's bounds (gpu_bounds.cpp): the implementation of attn::measureGpuBounds, same contract.
+Expected<GpuBounds> measureGpuBounds(const GpuBoundsOptions& options);
+
+// attn::DeviceMaps's reads (device_maps.cpp): whether the device still holds the result with `generation`;
+// then of the result with `generation`, whose maps are T × S (queries ×
+// keys); head and rect are already checked against those. Unavailable when the device no longer holds that result
+// (or generation is 0), Internal for a CUDA error.
+bool mapsCurrent(std::uint64_t generation);
+Status mapTile(std::uint64_t generation, int T, int S, MapKind kind, int head, const MapRect& rect, Matrix& out);
+// hasMask = false (and `out` untouched) when the result was computed without a mask.
+Status mapMaskTile(std::uint64_t generation, int T, int S, int head, const MapRect& rect, MaskMatrix& out, bool& hasMask);
+// 1 ≤ outRows ≤ rect.rows, 1 ≤ outCols ≤ rect.cols (AttentionMaps::preparePooled clamps them).
+Status mapPooled(std::uint64_t generation, int T, int S, MapKind kind, int head, const MapRect& rect, int outRows,
+                 int outCols, Matrix& out);
 
 // CUDA-OpenGL interop (gl_interop.cpp): the implementations of attnscope/device_interop.h, same contracts.
 bool glInteropAvailable(std::string* why);

@@ -30,6 +30,26 @@ cudaError_t launchMaskedSoftmax(const float* scores, const std::uint8_t* mask, f
 cudaError_t launchAdditiveScores(const float* qa, const float* ka, const float* wv, float* scores, int H, int group,
                                  int T, int S, int A, bool columnMajor, cudaStream_t stream);
 
+// *first = the smallest ordering key of a non-finite element of x[0, n) (±inf or NaN), left as it was (~0 when
+// the caller cleared it to 0xff bytes) when there is none. blockCols = 0: the key is the element's index;
+// blockCols > 0: x is a row-major `rows` × `cols` concat of heads blockCols wide, and the key is
+// head·rows·blockCols + row·blockCols + column within the head (the order of the heads' own outputs).
+cudaError_t launchFirstNonFinite(const float* x, long long n, int cols, int rows, int blockCols, unsigned long long* first,
+                                 cudaStream_t stream);
+
+// The max-pooled overview (attn::AttentionMaps::pooled's blocks and NaN rule) of the rect r0, c0, rows × cols
+// (queries × keys) of one T×S map in the given storage order, into `out` (outRows × outCols, row-major, on the
+// device). 1 ≤ outRows ≤ rows and 1 ≤ outCols ≤ cols.
+cudaError_t launchPoolMax(const float* map, int T, int S, bool columnMajor, int r0, int c0, int rows, int cols,
+                          int outRows, int outCols, float* out, cudaStream_t stream);
+
+// The mask of attn::buildMaskRowMajor for T queries × S keys, built on the device in the given storage order (see
+// buildMaskKernel in attention_kernels.cuh): keyPadding (S flags), validLens (T values) and custom (T·S flags in
+// the storage order) may each be null; keyOpen (T ints, cleared by the caller) gets 1 for every query with an
+// unmasked key.
+cudaError_t launchBuildMask(std::uint8_t* mask, int T, int S, bool columnMajor, bool causal, const std::uint8_t* keyPadding,
+                            const int* validLens, const std::uint8_t* custom, int* keyOpen, cudaStream_t stream);
+
 // Checks that this binary holds kernels the current device can run (cudaErrorNoKernelImageForDevice when
 // it was built for other architectures).
 cudaError_t probeKernelImage();

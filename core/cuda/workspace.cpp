@@ -9,7 +9,9 @@ namespace {
 const char* bufferName(Buf b)
 {
     constexpr const char* kNames[] = {"X", "X_kv", "Wq", "Wk", "Wv", "Wo", "bq", "bk", "bv", "bo", "A_q", "A_k", "w_v",
-                                      "Q", "K", "V", "Q·A_q", "K·A_k", "mask", "scores", "weights", "concat", "output"};
+                                      "Q", "K", "V", "Q·A_q", "K·A_k", "mask", "scores", "weights", "concat", "output",
+                                      "key padding", "valid lengths", "custom mask", "queries with an open key",
+                                      "finiteness flags", "pooled overview"};
     static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<std::size_t>(Buf::Count));
     return kNames[static_cast<int>(b)];
 }
@@ -35,6 +37,9 @@ Status Workspace::init()
     if (!m_stream) ATTNSCOPE_CUDA_TRY(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
     for (cudaEvent_t& e : m_events)
         if (!e) ATTNSCOPE_CUDA_TRY(cudaEventCreate(&e));
+    // Staging events only order copies (cudaEventSynchronize): no timing, so the cheaper kind.
+    for (cudaEvent_t& e : m_stagingEvents)
+        if (!e) ATTNSCOPE_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     if (!m_blas) {
         ATTNSCOPE_CUBLAS_TRY(cublasCreate(&m_blas));
         // CUBLAS_DEFAULT_MATH: SGEMM in plain FP32 with FMA; TF32 tensor cores (10-bit mantissa, ~1e-3
@@ -58,6 +63,23 @@ Status Workspace::checkFits(std::size_t bytes, const std::string& what) const
     return makeError(StatusCode::ResourceExhausted, "CUDA device memory: " + what + " needs " + mib(bytes) +
                                                         " on the device, " + mib(held + freeBytes) + " of " +
                                                         mib(totalBytes) + " available; reduce n or heads");
+}
+
+Status Workspace::pinnedStaging(float*& slots)
+{
+    if (!m_staging) {
+        void* p = nullptr;
+        const cudaError_t err = cudaMallocHost(&p, kStagingSlots * kStagingChunkBytes);
+        if (err == cudaErrorMemoryAllocation) {
+            (void)cudaGetLastError();
+            return makeError(StatusCode::ResourceExhausted,
+                             "pinned host memory: cannot allocate " + mib(kStagingSlots * kStagingChunkBytes) + " of staging");
+        }
+        if (err != cudaSuccess) return fromCudaError(err, "cudaMallocHost(&p, staging)", __FILE__, __LINE__);
+        m_staging = static_cast<float*>(p);
+    }
+    slots = m_staging;
+    return {};
 }
 
 Status Workspace::reserve(Buf b, std::size_t bytes, void*& ptr)

@@ -22,6 +22,9 @@ enum class Buf {
     Q, K, V,                                // projections, all heads side by side
     Qa, Ka,                                 // additive: Q_h·A_q and K_h·A_k per head
     Mask, Scores, Weights, Concat, Output,  // mask (one for all heads), per-head T×S blocks, outputs
+    KeyPadding, ValidLens, Custom, KeyOpen, // the mask's parts when it is built on the device (mapsOnDevice)
+    Flags,                                  // the finiteness check's first bad keys (a few 64-bit words)
+    Pooled,                                 // a pooled overview on its way to the host (DeviceMaps)
     Count
 };
 
@@ -31,12 +34,13 @@ struct DeviceResult {
     std::uint64_t generation = 0;
     bool columnMajor = false;  // Layout::Column storage (see kernels.h)
     int T = 0, S = 0, H = 0, dv = 0;
+    bool hasMask = false;      // the Mask buffer holds this result's mask (one for all heads)
 };
 
 class Workspace {
 public:
     // Phase boundaries recorded on the stream; elapsed times between them become PhaseTimings.
-    static constexpr int kEvents = 8;
+    static constexpr int kEvents = 9;
 
     // The process-wide workspace. Deliberately never destroyed: freeing device memory from a static
     // destructor races the CUDA runtime's own teardown at exit, and the driver releases it all anyway.
@@ -77,6 +81,15 @@ public:
         return r.generation;
     }
 
+    // Page-locked host memory for whole maps on their way to the host (backend.cpp, downloadMaps): kStagingSlots
+    // slots of kStagingChunkBytes, allocated on first use and kept. 8 MiB chunks take ~0.16 ms each at 50 GB/s,
+    // long beside a copy's ~10 µs start; 8 slots let 8 host threads move chunks out while the link fills the
+    // next ones. ResourceExhausted when the pinned memory cannot be had (the caller then copies unstaged).
+    static constexpr int kStagingSlots = 8;
+    static constexpr std::size_t kStagingChunkBytes = std::size_t(8) << 20;
+    Status pinnedStaging(float*& slots);
+    cudaEvent_t stagingEvent(int slot) const { return m_stagingEvents[slot]; }
+
     cublasHandle_t blas() const { return m_blas; }
     cudaStream_t stream() const { return m_stream; }
     cudaEvent_t event(int k) const { return m_events[k]; }
@@ -94,6 +107,8 @@ private:
     cublasHandle_t m_blas = nullptr;
     cudaStream_t m_stream = nullptr;
     std::array<cudaEvent_t, kEvents> m_events{};
+    std::array<cudaEvent_t, kStagingSlots> m_stagingEvents{};
+    float* m_staging = nullptr;  // kStagingSlots × kStagingChunkBytes of pinned host memory, once allocated
     std::array<DeviceBuffer, static_cast<std::size_t>(Buf::Count)> m_buffers{};
     DeviceResult m_result;
     std::uint64_t m_lastGeneration = 0;

@@ -3,9 +3,13 @@
 // and run twice for bitwise determinism. Needs a GPU: without a usable device main() returns 77, which
 // CTest reports as skipped.
 #include "cuda/cuda_backend.h"
+#include "cuda/kernels.h"
 #include "test_util.h"
 
 #include <attnscope/attention.h>
+#include <attnscope/attention_maps.h>
+#include <attnscope/device_maps.h>
+#include <attnscope/gpu_bounds.h>
 
 #include <gtest/gtest.h>
 
@@ -421,6 +425,312 @@ TEST(Parity, PublicComputeUsesTheGpuWithTheSameWarningsAndTimings)
     EXPECT_GT(t.pv, 0);
     EXPECT_GT(t.copies, 0);
     EXPECT_GE(t.total, t.projections + t.scores + t.softmax + t.pv);
+}
+
+// ---- Maps kept on the device (AttentionConfig::mapsOnDevice, attnscope/device_maps.h) -------------------------
+
+// Equal bit for bit, NaN included (the pooled overview's empty blocks).
+::testing::AssertionResult sameBits(const Matrix& a, const Matrix& b, const std::string& what)
+{
+    if (a.rows() != b.rows() || a.cols() != b.cols())
+        return ::testing::AssertionFailure() << what << ": shape " << a.rows() << "×" << a.cols() << ", expected "
+                                             << b.rows() << "×" << b.cols();
+    for (Eigen::Index i = 0; i < a.size(); ++i) {
+        const float x = a.data()[i], y = b.data()[i];
+        if (std::isnan(x) && std::isnan(y)) continue;
+        if (std::memcmp(&x, &y, sizeof x) != 0)
+            return ::testing::AssertionFailure() << what << ": cell #" << i << " is " << x << ", expected " << y;
+    }
+    return ::testing::AssertionSuccess();
+}
+
+AttentionResult runGpuMapsOnDevice(const AttentionInput& in, AttentionConfig cfg)
+{
+    cfg.mapsOnDevice = true;
+    return runGpu(in, cfg);
+}
+
+// Tiles, mask tiles and pooled overviews of the device against the same result downloaded whole (DenseMaps, the
+// seam's host source): bitwise, for rects at the corners, odd inner rects, single cells, empty rects, and pooled
+// sizes from 1×1 to larger than the rect (clamped).
+::testing::AssertionResult sameMaps(const AttentionMaps& device, const AttentionMaps& host)
+{
+    if (device.heads() != host.heads() || device.queries() != host.queries() || device.keys() != host.keys())
+        return ::testing::AssertionFailure() << "sizes differ: " << device.heads() << " heads of " << device.queries()
+                                             << "×" << device.keys() << " vs " << host.heads() << " of " << host.queries()
+                                             << "×" << host.keys();
+    const int T = host.queries(), S = host.keys();
+    const MapRect rects[] = {{0, 0, T, S}, {1, 2, T - 3, S - 5}, {T - 1, S - 1, 1, 1}, {2, 0, 0, S}, {0, 3, T, 4}};
+    const std::pair<int, int> pools[] = {{1, 1}, {3, 5}, {5, 3}, {7, 11}, {1000, 1000}};
+    for (int h = 0; h < host.heads(); ++h)
+        for (MapKind kind : {MapKind::Scores, MapKind::Weights})
+            for (const MapRect& r : rects) {
+                const std::string what = std::string(toString(kind)) + " head " + std::to_string(h) + " rect " +
+                                         std::to_string(r.r0) + "," + std::to_string(r.c0) + " " + std::to_string(r.rows) +
+                                         "×" + std::to_string(r.cols);
+                Matrix a, b;
+                Status sa = device.tile(kind, 0, h, r, a), sb = host.tile(kind, 0, h, r, b);
+                if (!sa.ok() || !sb.ok()) return ::testing::AssertionFailure() << what << ": " << sa.message << sb.message;
+                if (auto ok = sameBits(a, b, what + " tile"); !ok) return ok;
+                MaskMatrix ma, mb;
+                sa = device.maskTile(0, h, r, ma);
+                sb = host.maskTile(0, h, r, mb);
+                if (!sa.ok() || !sb.ok()) return ::testing::AssertionFailure() << what << ": " << sa.message << sb.message;
+                if (ma != mb) return ::testing::AssertionFailure() << what << ": mask tiles differ";
+                for (auto [pr, pc] : pools) {
+                    sa = device.pooled(kind, 0, h, r, pr, pc, a);
+                    sb = host.pooled(kind, 0, h, r, pr, pc, b);
+                    if (!sa.ok() || !sb.ok())
+                        return ::testing::AssertionFailure() << what << ": " << sa.message << sb.message;
+                    if (auto ok = sameBits(a, b, what + " pooled " + std::to_string(pr) + "×" + std::to_string(pc)); !ok)
+                        return ok;
+                }
+            }
+    return ::testing::AssertionSuccess();
+}
+
+TEST(MapsOnDevice, TilesPooledOverviewsAndMasksEqualTheDownloadedMaps)
+{
+    int count = 0;
+    for (Layout layout : {Layout::Row, Layout::Column})
+        for (auto [heads, kvHeads] : {std::pair{3, 3}, std::pair{4, 2}})
+            for (bool masks : {false, true}) {
+                ProblemSpec p;
+                p.mode = count % 2 ? Mode::Direct : Mode::Self;
+                p.heads = heads;
+                p.kvHeads = kvHeads;
+                p.T = 13;
+                p.S = 13;
+                p.causal = p.keyPadding = p.custom = masks;
+                p.validLens = masks;  // a fully masked query: zero weights rows
+                p.wo = true;
+                p.seed = 700 + count++;
+                AttentionInput in;
+                AttentionConfig cfg;
+                makeInLayout(p, layout, in, cfg);
+                SCOPED_TRACE(describe(p, layout));
+                // A cross problem is a different shape (T ≠ S) and keeps the rects off the diagonal.
+                const std::vector<AttentionResult> host{runGpu(in, cfg)};
+                const AttentionResult dev = runGpuMapsOnDevice(in, cfg);
+                ASSERT_NE(dev.deviceGeneration, 0u);
+                EXPECT_TRUE(dev.mapsOnDevice);
+                EXPECT_FALSE(host[0].mapsOnDevice);
+                // The small matrices are those of the normal path, bit for bit; the maps are not on the host.
+                EXPECT_TRUE(sameBits(dev.Q, host[0].Q, "Q") && sameBits(dev.K, host[0].K, "K") &&
+                            sameBits(dev.V, host[0].V, "V") && sameBits(dev.concat, host[0].concat, "concat") &&
+                            sameBits(dev.output, host[0].output, "output"));
+                ASSERT_EQ(dev.heads.size(), host[0].heads.size());
+                for (std::size_t h = 0; h < dev.heads.size(); ++h) {
+                    const HeadResult& d = dev.heads[h];
+                    EXPECT_EQ(d.scores.size(), 0);
+                    EXPECT_EQ(d.weights.size(), 0);
+                    EXPECT_EQ(d.masked.size(), 0);
+                    EXPECT_TRUE(sameBits(d.Q, host[0].heads[h].Q, "head Q") && sameBits(d.output, host[0].heads[h].output, "head output"));
+                    EXPECT_EQ(d.fullyMaskedQueries, host[0].heads[h].fullyMaskedQueries);
+                }
+                const DeviceMaps onDevice(dev);
+                EXPECT_TRUE(onDevice.current());
+                EXPECT_TRUE(sameMaps(onDevice, DenseMaps(host)));
+            }
+    // Cross attention, T ≠ S, in both layouts.
+    for (Layout layout : {Layout::Row, Layout::Column}) {
+        ProblemSpec p;
+        p.mode = Mode::Cross;
+        p.heads = 2;
+        p.T = 9;
+        p.S = 17;
+        p.custom = true;
+        p.seed = 790;
+        AttentionInput in;
+        AttentionConfig cfg;
+        makeInLayout(p, layout, in, cfg);
+        SCOPED_TRACE(describe(p, layout));
+        const std::vector<AttentionResult> host{runGpu(in, cfg)};
+        const AttentionResult dev = runGpuMapsOnDevice(in, cfg);
+        EXPECT_TRUE(sameMaps(DeviceMaps(dev), DenseMaps(host)));
+    }
+}
+
+TEST(MapsOnDevice, AResultTheDeviceNoLongerHoldsIsRefused)
+{
+    ProblemSpec p;
+    p.heads = 2;
+    AttentionInput in;
+    AttentionConfig cfg;
+    makeProblem(p, in, cfg);
+    const AttentionResult first = runGpuMapsOnDevice(in, cfg);
+    const DeviceMaps maps(first);
+    Matrix m;
+    ASSERT_TRUE(maps.tile(MapKind::Weights, 0, 1, MapRect{0, 0, 2, 2}, m).ok());
+    // Outside the maps: the seam's own messages.
+    Status s = maps.tile(MapKind::Weights, 0, 2, MapRect{0, 0, 2, 2}, m);
+    EXPECT_EQ(s.code, StatusCode::InvalidArgument);
+    EXPECT_EQ(s.message, "head 2 is outside 0..1");
+    s = maps.pooled(MapKind::Scores, 0, 0, MapRect{0, 0, 6, 1}, 2, 2, m);
+    EXPECT_EQ(s.code, StatusCode::InvalidArgument);
+    EXPECT_EQ(s.message, "tile rows 0+6, cols 0+1 is outside the 5×5 map");
+
+    (void)runGpu(in, cfg);  // a later compute on the device replaces the result
+    EXPECT_FALSE(maps.current());
+    for (Status stale : {maps.tile(MapKind::Weights, 0, 1, MapRect{0, 0, 2, 2}, m),
+                         maps.pooled(MapKind::Scores, 0, 0, MapRect{0, 0, 5, 5}, 2, 2, m)}) {
+        EXPECT_EQ(stale.code, StatusCode::Unavailable);
+        EXPECT_NE(stale.message.find("the device no longer holds this result"), std::string::npos) << stale.message;
+    }
+    MaskMatrix mk;
+    EXPECT_EQ(maps.maskTile(0, 0, MapRect{0, 0, 1, 1}, mk).code, StatusCode::Unavailable);
+
+    // A CPU result has no device maps.
+    AttentionConfig cpu = cfg;
+    cpu.backend = Backend::Cpu;
+    cpu.mapsOnDevice = true;  // ignored by the CPU: its maps are on the host
+    Expected<AttentionResult> onCpu = compute(in, cpu);
+    ASSERT_TRUE(onCpu.ok());
+    EXPECT_FALSE(onCpu->mapsOnDevice);
+    EXPECT_EQ(onCpu->heads[0].weights.rows(), 5);
+    s = DeviceMaps(*onCpu).tile(MapKind::Weights, 0, 0, MapRect{0, 0, 1, 1}, m);
+    EXPECT_EQ(s.code, StatusCode::Unavailable);
+    EXPECT_EQ(s.message, "device maps: the result was not computed on the CUDA device");
+}
+
+TEST(MapsOnDevice, ThePublicComputeKeepsTheMapsOnTheDeviceWithTheSameOutputs)
+{
+    ProblemSpec p;
+    p.heads = 2;
+    p.validLens = true;
+    p.T = p.S = 40;
+    p.wo = true;
+    AttentionInput in;
+    AttentionConfig cfg;
+    makeProblem(p, in, cfg);
+    cfg.backend = Backend::Cuda;
+    Expected<AttentionResult> whole = compute(in, cfg);
+    ASSERT_TRUE(whole.ok()) << whole.status().message;
+    cfg.mapsOnDevice = true;
+    Expected<AttentionResult> kept = compute(in, cfg);
+    ASSERT_TRUE(kept.ok()) << kept.status().message;
+    EXPECT_EQ(kept->backend, Backend::Cuda);
+    EXPECT_TRUE(kept->mapsOnDevice);
+    EXPECT_TRUE(sameBits(kept->output, whole->output, "output"));
+    EXPECT_EQ(kept->warnings, whole->warnings);  // the fully masked query's, per head
+    EXPECT_EQ(kept->heads[0].weights.size(), 0);
+}
+
+// The device's finiteness check says what the host's did: the same first matrix, head and [r][c] as
+// checkResultFinite on the reference path, for overflows planted in the projections, one head's scores and the
+// output, in both layouts.
+TEST(MapsOnDevice, TheDeviceFinitenessCheckNamesTheFirstOverflowAsTheHostDoes)
+{
+    enum class Plant { Q, Scores, Output };
+    for (Layout layout : {Layout::Row, Layout::Column})
+        for (Plant plant : {Plant::Q, Plant::Scores, Plant::Output})
+            for (bool onDevice : {false, true}) {
+                ProblemSpec p;
+                p.heads = 3;
+                p.T = 6;
+                p.S = 7;
+                p.mode = plant == Plant::Scores ? Mode::Direct : Mode::Cross;
+                p.wo = true;
+                p.seed = 900;
+                AttentionInput in;
+                AttentionConfig cfg;
+                makeProblem(p, in, cfg);
+                switch (plant) {
+                case Plant::Q: in.Wq(1, 4) = 3e38f, in.X(2, 1) = 3e38f; break;   // Q[2][4] (and more) overflow
+                case Plant::Scores: in.Q(4, 3 * 1 + 2) = 2e20f, in.K(5, 3 * 1 + 2) = 3e20f; break;  // head 1, q 4, k 5
+                case Plant::Output: {
+                    // output[0][1] = Σ_k concat[0][k]·Wo[k][1] with every term ±3e38·|concat[0][k]| of one sign:
+                    // past float's range once Σ|concat[0][k]| > 1.13 (about 3 here).
+                    AttentionConfig ref = cfg;
+                    ref.cpuPath = CpuPath::Reference;
+                    Expected<AttentionResult> clean = compute(in, ref);
+                    ASSERT_TRUE(clean.ok()) << clean.status().message;
+                    for (Eigen::Index k = 0; k < in.Wo.rows(); ++k) in.Wo(k, 1) = std::copysign(3e38f, clean->concat(0, k));
+                    break;
+                }
+                }
+                if (layout == Layout::Column) in = test::transposed(in);
+                cfg.layout = layout;
+                cfg.mapsOnDevice = onDevice;
+                cfg.backend = Backend::Cuda;
+                Expected<AttentionResult> gpu = compute(in, cfg);
+                cfg.backend = Backend::Cpu;
+                cfg.cpuPath = CpuPath::Reference;
+                Expected<AttentionResult> ref = compute(in, cfg);
+                SCOPED_TRACE(std::string(toString(layout)) + " plant " + std::to_string(int(plant)) +
+                             (onDevice ? " maps on device" : ""));
+                ASSERT_FALSE(ref.ok()) << "the planted values did not overflow on the CPU";
+                ASSERT_FALSE(gpu.ok());
+                EXPECT_EQ(gpu.status().code, StatusCode::InvalidArgument);
+                EXPECT_EQ(gpu.status().message, ref.status().message);
+            }
+}
+
+// The check's kernel on its own: in a row-major concat the first bad value is the first head's, not the first in
+// memory (head h's output is the column block h, HeadResult::output's rows within it).
+TEST(MapsOnDevice, TheFinitenessKernelOrdersARowMajorConcatHeadByHead)
+{
+    // T = 3 rows of 2 heads × d_v = 2: head 1's row 0 (index 2) is before head 0's row 2 (index 9) in memory.
+    std::vector<float> concat(12, 1.0f);
+    concat[2] = std::numeric_limits<float>::quiet_NaN();
+    concat[9] = std::numeric_limits<float>::infinity();
+    float* dev = nullptr;
+    unsigned long long* first = nullptr;
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dev), concat.size() * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&first), 2 * sizeof(unsigned long long)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(dev, concat.data(), concat.size() * sizeof(float), cudaMemcpyHostToDevice, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(first, 0xff, 2 * sizeof(unsigned long long), nullptr), cudaSuccess);
+    ASSERT_EQ(cuda::launchFirstNonFinite(dev, 12, 4, 3, 2, first, nullptr), cudaSuccess);      // head by head
+    ASSERT_EQ(cuda::launchFirstNonFinite(dev, 12, 4, 3, 0, first + 1, nullptr), cudaSuccess);  // memory order
+    unsigned long long keys[2] = {0, 0};
+    ASSERT_EQ(cudaMemcpyAsync(keys, first, sizeof keys, cudaMemcpyDeviceToHost, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+    EXPECT_EQ(keys[0], 5u);  // head 0, row 2, column 1: (0·3 + 2)·2 + 1
+    EXPECT_EQ(keys[1], 2u);
+    (void)cudaFree(dev);
+    (void)cudaFree(first);
+}
+
+// ---- The GPU's bounds (attnscope/gpu_bounds.h) ---------------------------------------------------------------
+
+TEST(GpuBounds, MeasuresEveryBoundWithSmallSizes)
+{
+    // Small sizes: the emulated SGEMM is a plain loop. Every figure must be positive and finite; their values are
+    // the device's (on the emulation, CUDA events report a fixed 1 µs).
+    GpuBoundsOptions o;
+    o.sgemmN = 64;
+    o.copyBytes = std::size_t(1) << 20;
+    o.repeats = 2;
+    Expected<GpuBounds> b = measureGpuBounds(o);
+    ASSERT_TRUE(b.ok()) << b.status().message;
+    EXPECT_FALSE(b->device.empty());
+    for (double v : {b->sgemmGflops, b->deviceMemoryGBs, b->hostToDeviceGBs, b->deviceToHostGBs}) {
+        EXPECT_GT(v, 0);
+        EXPECT_TRUE(std::isfinite(v));
+    }
+    EXPECT_EQ(b->sgemmN, 64);
+    EXPECT_EQ(b->copyBytes, o.copyBytes);
+    // The backend still computes afterwards (the measurement used and left its stream and handle).
+    ProblemSpec p;
+    AttentionInput in;
+    AttentionConfig cfg;
+    makeProblem(p, in, cfg);
+    EXPECT_TRUE(sameResult(runGpu(in, cfg), runRef(in, cfg), p.fill));
+}
+
+TEST(GpuBounds, RefusesBadSizesWithTheirValues)
+{
+    GpuBoundsOptions o;
+    o.sgemmN = 0;
+    Expected<GpuBounds> b = measureGpuBounds(o);
+    ASSERT_FALSE(b.ok());
+    EXPECT_EQ(b.status().code, StatusCode::InvalidArgument);
+    EXPECT_NE(b.status().message.find("expected sgemmN ≥ 1, copyBytes ≥ 4 and repeats ≥ 1, got 0, "), std::string::npos)
+        << b.status().message;
+    o.sgemmN = 1 << 20;  // 3 × 4 TiB of matrices: more than any device holds
+    b = measureGpuBounds(o);
+    ASSERT_FALSE(b.ok());
+    EXPECT_EQ(b.status().code, StatusCode::ResourceExhausted) << b.status().message;
 }
 
 } // namespace

@@ -100,6 +100,13 @@ struct AttentionConfig {
     // QKᵀ; those entries of HeadResult::scores are then 0 (their weights are 0 either way). For views that
     // show masked cells as masked whatever their score. Default false (every score computed).
     bool skipCausalMaskedScores = false;
+    // CUDA backend: keep every head's scores and weights in device memory only, for attn::DeviceMaps
+    // (attnscope/device_maps.h) to read tiles and pooled overviews from; nothing T×S crosses to the host and the
+    // host does no per-cell work on the maps. The result then has Q, K, V, concat, output, the per-head Q/K/V/output
+    // and fullyMaskedQueries as usual, but every HeadResult's scores, weights and masked are empty, and
+    // AttentionResult::mapsOnDevice is true. Ignored by the CPU backend (its maps are in host memory anyway), also
+    // when Backend::Auto falls back to it. Default false (every map downloaded into the result).
+    bool mapsOnDevice = false;
 };
 
 // One head's intermediate results, in the session's layout.
@@ -122,6 +129,7 @@ struct PhaseTimings {
     double pv = 0;           // weights · V per head
     double output = 0;       // concat · Wo (+ bo)
     double copies = 0;       // host↔device transfers (GPU backends)
+    double checks = 0;       // the finiteness check of a device result, run on the device (GPU backends)
     double total = 0;        // the whole compute() call, validation included
     // Phases run by a thread team (the CPU heads) report the team's summed thread time divided by its size,
     // i.e. about the wall time the phase took.
@@ -162,6 +170,9 @@ struct AttentionResult {
     // Identity of this result in the CUDA backend's device buffers, which keep the last result until the next
     // compute on the device starts (see attnscope/device_interop.h); 0 = not on the device (CPU result).
     std::uint64_t deviceGeneration = 0;
+    // True when the per-head scores and weights were left on the device (AttentionConfig::mapsOnDevice): read them
+    // through attn::DeviceMaps while deviceResultCurrent(deviceGeneration); the HeadResults hold no maps.
+    bool mapsOnDevice = false;
     // True when the last compute() updated this result incrementally (only what the changed input cells
     // reach), false when it computed everything.
     bool incremental = false;

@@ -36,3 +36,10 @@ void launch(dim3 grid, dim3 block, const std::function<void()>& body);
 #define __syncthreads() ::emu::syncThreads()
 #define __shfl_xor_sync(mask, v, laneMask) ::emu::shuffleXor((v), (laneMask))
 using std::min;
+// Fibers run one at a time and never switch inside this call, so a plain read-compare-write is atomic here.
+inline unsigned long long atomicMin(unsigned long long* address, unsigned long long value)
+{
+    const unsigned long long old = *address;
+    if (value < old) *address = value;
+    return old;
+}

@@ -46,6 +46,34 @@ cudaError_t launchAdditiveScores(const float* qa, const float* ka, const float* 
     return cudaSuccess;
 }
 
+cudaError_t launchFirstNonFinite(const float* x, long long n, int cols, int rows, int blockCols, unsigned long long* first,
+                                 cudaStream_t)
+{
+    if (n <= 0) return cudaSuccess;
+    LaunchShape s = gridStrideShape(n);
+    s.grid.x = std::min(s.grid.x, 2u);  // exercise the grid-stride loop
+    emu::launch(s.grid, s.block, [&] { firstNonFiniteKernel(x, n, cols, rows, blockCols, first); });
+    return cudaSuccess;
+}
+
+cudaError_t launchPoolMax(const float* map, int T, int S, bool columnMajor, int r0, int c0, int rows, int cols,
+                          int outRows, int outCols, float* out, cudaStream_t)
+{
+    LaunchShape s = gridStrideShape(static_cast<long long>(outRows) * outCols);
+    s.grid.x = std::min(s.grid.x, 2u);
+    emu::launch(s.grid, s.block, [&] { poolMaxKernel(map, T, S, columnMajor, r0, c0, rows, cols, outRows, outCols, out); });
+    return cudaSuccess;
+}
+
+cudaError_t launchBuildMask(std::uint8_t* mask, int T, int S, bool columnMajor, bool causal, const std::uint8_t* keyPadding,
+                            const int* validLens, const std::uint8_t* custom, int* keyOpen, cudaStream_t)
+{
+    LaunchShape s = gridStrideShape(static_cast<long long>(T) * S);
+    s.grid.x = std::min(s.grid.x, 2u);
+    emu::launch(s.grid, s.block, [&] { buildMaskKernel(mask, T, S, columnMajor, causal, keyPadding, validLens, custom, keyOpen); });
+    return cudaSuccess;
+}
+
 cudaError_t probeKernelImage() { return cudaSuccess; }
 
 bool deviceAvailable(std::string* description)

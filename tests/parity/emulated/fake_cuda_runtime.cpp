@@ -28,6 +28,12 @@ cudaError_t cudaEventCreate(cudaEvent_t* event)
     *event = reinterpret_cast<cudaEvent_t>(&token);
     return cudaSuccess;
 }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned)
+{
+    static int token;
+    *event = reinterpret_cast<cudaEvent_t>(&token);
+    return cudaSuccess;
+}
 cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
 // A fixed, positive stand-in: the emulation has no meaningful GPU time.
@@ -59,6 +65,34 @@ cudaError_t cudaMemGetInfo(size_t* freeBytes, size_t* totalBytes)
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t)
 {
     std::memcpy(dst, src, bytes);
+    return cudaSuccess;
+}
+// Row by row, with cudaMemcpy2D's argument checks (a pitch below the width is cudaErrorInvalidPitchValue).
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                              cudaMemcpyKind, cudaStream_t)
+{
+    if (dpitch < width || spitch < width) return cudaErrorInvalidPitchValue;
+    for (size_t r = 0; r < height; ++r)
+        std::memcpy(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t)
+{
+    std::memset(dst, value, bytes);
+    return cudaSuccess;
+}
+// Page-locked host memory is ordinary host memory here; NaN bytes like cudaMalloc's, so a read of what was never
+// copied in shows.
+cudaError_t cudaMallocHost(void** ptr, size_t bytes)
+{
+    *ptr = std::malloc(bytes ? bytes : 1);
+    if (!*ptr) return cudaErrorMemoryAllocation;
+    std::memset(*ptr, 0xff, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void* ptr)
+{
+    std::free(ptr);
     return cudaSuccess;
 }
 cudaError_t cudaGetLastError() { return cudaSuccess; }
