@@ -4,7 +4,7 @@
 #   attnscope bench --backend cuda --json                    (the attention core, n = 1024, 4096, 8192)
 #   attnscope model --synthetic S --backend cuda --bench     (SmolLM2 and Gemma 3 270M shapes, 128 and 8192 tokens,
 #                                                             the CPU's figures beside them at 128)
-#   scripts/bench_peers.sh --gpu                             (torch on the same GPU, when python3 has torch with CUDA)
+#   scripts/bench_peers.sh --json                            (torch on the same GPU, when python3 has torch with CUDA)
 # Run from the checkout's root:  scripts/gpu_check.sh [OUT_DIR]   (default gpu-check/; $OUT when set)
 # GPU_CHECK_PARTS (default "tests core models peers") chooses the parts, e.g. GPU_CHECK_PARTS="tests core".
 # Writes OUT_DIR/gpu_check.log (everything printed) and OUT_DIR/results.tar.gz (each step's JSON and log).
@@ -70,7 +70,7 @@ done
 # 4. torch on the same GPU, when it is here.
 if want peers && python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   for n in 1024 4096 8192; do
-    ATTNSCOPE_BIN="$bin/attnscope" step "peers.n$n" 240 bash scripts/bench_peers.sh --gpu --n "$n" --causal --json
+    ATTNSCOPE_BIN="$bin/attnscope" step "peers.n$n" 240 bash scripts/bench_peers.sh --n "$n" --causal --json
   done
 fi
 
