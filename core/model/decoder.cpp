@@ -12,6 +12,7 @@
 #include "attnscope/colormap.h"  // poolMax
 #include "attnscope/gguf.h"
 #include "attnscope/preset_io.h"  // readFile, checkJsonDepth, clipForMessage
+#include "decoder_device_run.h"
 #include "decoder_family.h"
 #include "decoder_tokenizer.h"
 #include "teams.h"
@@ -677,8 +678,6 @@ Status runDecoder(DecoderModel& model, const std::vector<int>& idsIn, const Deco
     run.encoding.typeIds.assign(ids.size(), 0);
     run.ablated = options.ablate;
     const int n = static_cast<int>(ids.size());
-    if (options.lazy && options.backend == Backend::Cuda)
-        return makeError(StatusCode::Unsupported, "the lazy forward (long texts) runs on the CPU only");
     const double need = decoderRunBytes(c, n, options.lazy), budget = double(defaultMemoryBudget());
     if (need > budget)
         return makeError(StatusCode::ResourceExhausted,
@@ -725,6 +724,22 @@ Status recomputeDecoderFrom(DecoderModel& model, int fromLayer, DecoderRun& run,
         return invalidArgument("recompute: the run does not come from this model (" + std::to_string(run.attention.size()) +
                                " layers, the model has " + std::to_string(L) + ")");
     ATTNSCOPE_RETURN_IF_ERROR(checkAblation(model.config, run.ablated));
+    // On the GPU (decoder_device_run.h): every layer there, or an error (Cuda); Auto falls back to the CPU with a
+    // warning when the device fails (out of device memory, a driver error).
+    auto onDevice = decoderOnDevice(backend);
+    if (!onDevice) return onDevice.status();
+    if (*onDevice) {
+        Status s = deviceRecompute(model, fromLayer, run, surprise);
+        if (s.ok()) {
+            if (run.onLayer) (void)run.onLayer(L - fromLayer, L - fromLayer);  // one call: nothing left to cancel
+            return s;
+        }
+        if (backend != Backend::Auto || s.code == StatusCode::InvalidArgument) return s;
+        run.warnings.push_back(s.message + "; computed on the CPU instead");
+        backend = Backend::Cpu;
+    }
+    run.backend = Backend::Cpu;
+    run.deviceTimings = {};
     const TeamsForTheLoad teams;
     for (int l = fromLayer; l < L; ++l) {
         ATTNSCOPE_RETURN_IF_ERROR(runLayer(model, l, run, backend));
@@ -853,6 +868,28 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
     for (int id : ids)
         if (id < 0 || id >= c.vocab)
             return invalidArgument("append: id " + std::to_string(id) + " is outside 0.." + std::to_string(c.vocab - 1));
+    // On the GPU: the whole run again over the longer text (a forward's cost: the device keeps no K and V between
+    // calls), which equals the appended run by definition.
+    auto onDevice = decoderOnDevice(backend);
+    if (!onDevice) return onDevice.status();
+    if (*onDevice) {
+        run.pinned = {};  // the pinned Q, K, V were for the old length
+        for (int i = 0; i < m; ++i) {
+            const int id = ids[static_cast<std::size_t>(i)];
+            run.encoding.ids.push_back(id);
+            run.encoding.tokens.push_back(model.tokenizer.tokenText(id));
+            run.encoding.typeIds.push_back(0);
+        }
+        // The new positions' embeddings on the host too, for Auto's fallback to the CPU (the device makes its own).
+        Matrix x(m, c.hidden);
+        for (int i = 0; i < m; ++i) {
+            model.tokenEmbeddings.column(ids[static_cast<std::size_t>(i)], x.row(i).data());
+            if (c.embedScale != 1.0f) x.row(i) *= c.embedScale;
+            if (model.positionEmbeddings.size() > 0) x.row(i) += model.positionEmbeddings.row(n + i);
+        }
+        appendRows(run.hidden[0], x);
+        return recomputeDecoderFrom(model, 0, run, backend);
+    }
     const TeamsForTheLoad teams;
     // The step's ~250 short products (7 a layer and the LM head, one token) on a team whose threads spin between
     // them, instead of an OpenMP region each that wakes a sleeping thread.

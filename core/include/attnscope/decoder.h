@@ -131,6 +131,24 @@ struct DecoderLayer {
     Vector postFfnNormGamma;             // M: the feed-forward's output normed before the residual; empty = none
 };
 
+// A model's weights on the GPU (the CUDA backend's decoder forward, core/cuda/decoder_device.h): dequantized to
+// float32 and uploaded at the first run on the device, freed with the model. A copy of a model starts without
+// them (its weights may be edited apart from the original's); a move takes them along. Opaque to callers.
+struct DecoderDeviceCache {
+    std::shared_ptr<void> weights;           // attn::cuda::DecoderWeights
+    std::vector<std::uint64_t> woPrints;     // per layer: W^O and b^O as uploaded (see decoder_device_run.cpp)
+    DecoderDeviceCache() = default;
+    DecoderDeviceCache(const DecoderDeviceCache&) {}
+    DecoderDeviceCache& operator=(const DecoderDeviceCache&)
+    {
+        weights.reset();
+        woPrints.clear();
+        return *this;
+    }
+    DecoderDeviceCache(DecoderDeviceCache&&) noexcept = default;
+    DecoderDeviceCache& operator=(DecoderDeviceCache&&) noexcept = default;
+};
+
 struct DecoderModel {
     std::string name;            // file or directory name, e.g. "SmolLM2-135M-Instruct.Q4_1.gguf"
     std::string path;            // as opened
@@ -145,6 +163,7 @@ struct DecoderModel {
     Vector finalNormGamma, finalNormBeta;
     WeightMatrix lmHead;         // M×V as x·W, empty when tied (tokenEmbeddings is the unembedding)
     std::vector<DecoderLayer> layers;
+    DecoderDeviceCache device;   // the weights on the GPU, when a run used it
 
     const WeightMatrix& unembedding() const { return !lmHead.empty() ? lmHead : tokenEmbeddings; }
     // Float32 bytes of weights the model holds in memory (dense matrices, biases, norms); a GGUF's quantized
@@ -239,6 +258,14 @@ struct DecoderRun {
     bool surpriseStale = false;                 // surprise predates the last recompute (SurpriseUpdate::Deferred)
                                                 // until updateDecoderSurprise
     std::vector<std::string> warnings;          // truncation, backend fallback
+    Backend backend = Backend::Cpu;             // where the last forward, recompute or append ran its layers: Cuda =
+                                                // every layer on the GPU (the device forward), Cpu otherwise
+    // The last device forward's phases in ms (CUDA events; zero after a CPU run): the embedding (or the residual
+    // stream uploaded), the layers with their kept results copied back, the predictions; the call's wall time; and
+    // the bytes copied back to the host.
+    struct DeviceTimings {
+        double embed = 0, layers = 0, head = 0, total = 0, bytesBack = 0;
+    } deviceTimings;
     // A lazy run (DecoderOptions::lazy): no n×n map exists, and attention[l] holds nothing (no Q, K, V, heads,
     // context or output: the interpretability scans and the chain view need a dense run); lazyLayers[l] holds Q
     // and K as the scores use them, V, and the softmax's log-sum-exp, from which decoderMaps() rebuilds any tile
@@ -266,10 +293,14 @@ struct DecoderRun {
 
 struct DecoderOptions {
     std::vector<std::pair<int, int>> ablate;    // (layer, query head) pairs; default none
-    Backend backend = Backend::Cpu;             // the attention core's backend; default Cpu
+    // Cpu: every layer on the CPU (default). Cuda: every layer on the GPU (the device forward: weights resident,
+    // cuBLAS and core/cuda's kernels; Unavailable without a device, never a silent fallback). Auto: the GPU when
+    // one is usable, else the CPU; a device failure falls back to the CPU with a warning in the run.
+    Backend backend = Backend::Cpu;
     // Long texts (issue 18): attention in key blocks with an online softmax (attnscope/lazy_attention.h), keeping
     // per layer O(n) instead of the n×n scores and weights of every head. The outputs equal the dense path's
-    // within float rounding; the maps are read through decoderMaps(). CPU only. Default off (dense).
+    // within float rounding; the maps are read through decoderMaps(). On the CPU, or on the GPU (backend Cuda or
+    // Auto with a device: every layer's Q, K, V and log-sum-exp come back, no map). Default off (dense).
     bool lazy = false;
 };
 

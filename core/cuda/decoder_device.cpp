@@ -1,0 +1,625 @@
+// A decoder's forward on the GPU: the host side (cuBLAS calls, kernel launches, copies). Contract in
+// decoder_device.h; the kernels are decoder_kernels.cuh. Each step names the CPU function it mirrors
+// (core/model/blocks.cpp, decoder.cpp).
+//
+// [SECTION] Device state: stream, cuBLAS handle, events, grow-only activation buffers
+// [SECTION] Weights
+// [SECTION] Products
+// [SECTION] One block (attentionInputs, the attention, afterAttention)
+// [SECTION] Forward and predictions
+//
+// Products: cublasSgemmStridedBatched everywhere (batch 1 for the projections), CUBLAS_DEFAULT_MATH (plain FP32,
+// no TF32: the parity suite's tolerances are float32's). Row-major C = op(A)·op(B) is computed as column-major
+// Cᵀ = op(B)ᵀ·op(A)ᵀ, as backend.cpp does.
+#include "decoder_device.h"
+
+#include "cuda_status.h"
+#include "decoder_kernels.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace attn::cuda {
+
+namespace {
+
+std::string mib(double bytes)
+{
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / 1048576.0);
+    return buf;
+}
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Device state
+// -----------------------------------------------------------------------------------------------------
+
+// A device allocation that frees itself.
+struct DeviceArray {
+    float* ptr = nullptr;
+    long long rows = 0, cols = 0;
+    DeviceArray() = default;
+    DeviceArray(const DeviceArray&) = delete;
+    DeviceArray& operator=(const DeviceArray&) = delete;
+    ~DeviceArray()
+    {
+        if (ptr) cudaFree(ptr);
+    }
+    std::size_t bytes() const { return static_cast<std::size_t>(rows * cols) * sizeof(float); }
+};
+
+Status allocate(std::size_t bytes, const std::string& what, void*& p)
+{
+    p = nullptr;
+    const cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
+    if (err == cudaSuccess) return Status::success();
+    (void)cudaGetLastError();  // clear the sticky-free allocation error
+    std::size_t freeBytes = 0, totalBytes = 0;
+    (void)cudaMemGetInfo(&freeBytes, &totalBytes);
+    if (err == cudaErrorMemoryAllocation)
+        return makeError(StatusCode::ResourceExhausted, "CUDA device memory: cannot allocate " + mib(double(bytes)) + " for " + what +
+                                                            " (" + mib(double(freeBytes)) + " free of " + mib(double(totalBytes)) + ")");
+    return fromCudaError(err, "cudaMalloc", __FILE__, __LINE__);
+}
+
+// The activation buffers of the decoder forward, one set per process, grown when a longer text or a wider model
+// comes and reused otherwise (a recompute of the same length allocates nothing). Never destroyed (as the attention
+// core's Workspace: freeing device memory from a static destructor races the runtime's teardown).
+enum class Act { X0, X1, Normed, Q, K, V, Scores, Concat, AttnOut, FfnA, FfnB, MlpOut, Lse, Ids, Targets, Surprise, Logits, InvFreq, Count };
+const char* actName(Act a)
+{
+    static const char* names[] = {"the residual stream", "the residual stream", "the normed stream", "Q", "K", "V",
+                                  "the scores of every head", "the heads' contexts", "the attention output",
+                                  "the feed-forward", "the feed-forward", "the feed-forward output", "the log-sum-exp",
+                                  "the token ids", "the targets", "the surprise", "the logits", "the RoPE frequencies"};
+    return names[static_cast<int>(a)];
+}
+
+class DecoderContext {
+public:
+    static DecoderContext& instance()
+    {
+        static DecoderContext* ctx = new DecoderContext;  // never destroyed (see above)
+        return *ctx;
+    }
+    std::mutex& mutex() { return m_mutex; }
+
+    Status init()
+    {
+        if (m_ready) return Status::success();
+        ATTNSCOPE_CUDA_TRY(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+        ATTNSCOPE_CUBLAS_TRY(cublasCreate(&m_blas));
+        ATTNSCOPE_CUBLAS_TRY(cublasSetStream(m_blas, m_stream));
+        // Plain FP32 products: TF32 would round the inputs to 10 mantissa bits, outside the parity tolerances.
+        ATTNSCOPE_CUBLAS_TRY(cublasSetMathMode(m_blas, CUBLAS_DEFAULT_MATH));
+        for (cudaEvent_t& e : m_events) ATTNSCOPE_CUDA_TRY(cudaEventCreate(&e));
+        m_ready = true;
+        return Status::success();
+    }
+
+    // Fails with ResourceExhausted, before allocating, when the buffers asked (bytes per buffer) cannot grow into
+    // the device's free memory.
+    Status checkFits(const std::array<std::size_t, static_cast<std::size_t>(Act::Count)>& need, const std::string& what)
+    {
+        std::size_t grow = 0, total = 0;
+        for (std::size_t i = 0; i < need.size(); ++i) {
+            total += need[i];
+            if (need[i] > m_bufs[i].capacity) grow += need[i] - m_bufs[i].capacity;
+        }
+        std::size_t freeBytes = 0, totalBytes = 0;
+        ATTNSCOPE_CUDA_TRY(cudaMemGetInfo(&freeBytes, &totalBytes));
+        if (grow > freeBytes)
+            return makeError(StatusCode::ResourceExhausted, "CUDA device memory: " + what + " needs " + mib(double(total)) +
+                                                                " of activations (" + mib(double(grow)) + " more than held), " +
+                                                                mib(double(freeBytes)) + " free of " + mib(double(totalBytes)) +
+                                                                "; use a shorter text");
+        return Status::success();
+    }
+
+    template <class T>
+    Status get(Act a, std::size_t count, T*& out)
+    {
+        Buffer& b = m_bufs[static_cast<std::size_t>(a)];
+        const std::size_t bytes = count * sizeof(T);
+        if (bytes > b.capacity || !b.ptr) {
+            if (b.ptr) ATTNSCOPE_CUDA_TRY(cudaFree(b.ptr));
+            b.ptr = nullptr;
+            b.capacity = 0;
+            ATTNSCOPE_RETURN_IF_ERROR(allocate(bytes, actName(a), b.ptr));
+            b.capacity = bytes;
+        }
+        out = static_cast<T*>(b.ptr);
+        return Status::success();
+    }
+
+    cudaStream_t stream() const { return m_stream; }
+    cublasHandle_t blas() const { return m_blas; }
+    cudaEvent_t event(int k) const { return m_events[static_cast<std::size_t>(k)]; }
+
+private:
+    struct Buffer {
+        void* ptr = nullptr;
+        std::size_t capacity = 0;
+    };
+    std::mutex m_mutex;
+    bool m_ready = false;
+    cudaStream_t m_stream = nullptr;
+    cublasHandle_t m_blas = nullptr;
+    std::array<cudaEvent_t, 4> m_events{};
+    std::array<Buffer, static_cast<std::size_t>(Act::Count)> m_bufs{};
+};
+
+} // namespace
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Weights
+// -----------------------------------------------------------------------------------------------------
+
+class DecoderWeights {
+public:
+    explicit DecoderWeights(const DecoderConfig& c) : config(c), layers(static_cast<std::size_t>(c.layers)) {}
+    DecoderConfig config;
+    std::vector<std::array<DeviceArray, static_cast<std::size_t>(LayerTensor::Count)>> layers;
+    std::array<DeviceArray, static_cast<std::size_t>(ModelTensor::Count)> model;
+    DeviceArray invFreq;  // L × R/2: every layer's RoPE inverse frequencies (ropeRows' formula)
+
+    const DeviceArray& at(int l, LayerTensor t) const { return layers[static_cast<std::size_t>(l)][static_cast<std::size_t>(t)]; }
+    const DeviceArray& at(ModelTensor t) const { return model[static_cast<std::size_t>(t)]; }
+};
+
+namespace {
+
+Status upload(DeviceArray& dst, const HostTensor& host, const std::string& what)
+{
+    if (host.rows <= 0 || host.cols <= 0 || !host.data) {
+        if (dst.ptr) ATTNSCOPE_CUDA_TRY(cudaFree(dst.ptr));
+        dst.ptr = nullptr;
+        dst.rows = dst.cols = 0;
+        return Status::success();
+    }
+    if (dst.rows != host.rows || dst.cols != host.cols || !dst.ptr) {
+        if (dst.ptr) ATTNSCOPE_CUDA_TRY(cudaFree(dst.ptr));
+        dst.ptr = nullptr;
+        dst.rows = dst.cols = 0;
+        void* p = nullptr;
+        ATTNSCOPE_RETURN_IF_ERROR(allocate(static_cast<std::size_t>(host.rows * host.cols) * sizeof(float), what, p));
+        dst.ptr = static_cast<float*>(p);
+        dst.rows = host.rows;
+        dst.cols = host.cols;
+    }
+    DecoderContext& ctx = DecoderContext::instance();
+    ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(dst.ptr, host.data, dst.bytes(), cudaMemcpyHostToDevice, ctx.stream()));
+    // The host tensor is the caller's temporary (a dequantized copy): the copy must finish before it goes.
+    ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(ctx.stream()));
+    return Status::success();
+}
+
+// ropeRows' inverse frequencies, in float as transformers computes them: θ^(−2i/R), ÷ the Llama 3 factor, ÷ the
+// linear scale.
+std::vector<float> ropeInvFreq(const DecoderConfig& c, int layer)
+{
+    const int R = c.rotaryDims(), half = R / 2;
+    const double theta = c.ropeThetaOf(layer);
+    const float scale = c.ropeScaleOf(layer);
+    std::vector<float> f(static_cast<std::size_t>(half));
+    for (int i = 0; i < half; ++i) {
+        float v = static_cast<float>(1.0 / std::pow(theta, double(2 * i) / R));
+        if (!c.ropeFreqFactors.empty() && i < static_cast<int>(c.ropeFreqFactors.size())) v /= c.ropeFreqFactors[static_cast<std::size_t>(i)];
+        if (scale != 1.0f) v /= scale;
+        f[static_cast<std::size_t>(i)] = v;
+    }
+    return f;
+}
+
+} // namespace
+
+Status createDecoderWeights(const DecoderConfig& c, std::size_t bytes, std::shared_ptr<DecoderWeights>& out)
+{
+    DecoderContext& ctx = DecoderContext::instance();
+    std::lock_guard<std::mutex> lock(ctx.mutex());
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.init());
+    std::size_t freeBytes = 0, totalBytes = 0;
+    ATTNSCOPE_CUDA_TRY(cudaMemGetInfo(&freeBytes, &totalBytes));
+    if (bytes > freeBytes)
+        return makeError(StatusCode::ResourceExhausted, "CUDA device memory: the model's weights as float32 need " + mib(double(bytes)) +
+                                                            ", " + mib(double(freeBytes)) + " free of " + mib(double(totalBytes)));
+    auto w = std::make_shared<DecoderWeights>(c);
+    const int half = c.rotaryDims() / 2;
+    if (half > 0) {
+        std::vector<float> all;
+        for (int l = 0; l < c.layers; ++l) {
+            const std::vector<float> f = ropeInvFreq(c, l);
+            all.insert(all.end(), f.begin(), f.end());
+        }
+        ATTNSCOPE_RETURN_IF_ERROR(upload(w->invFreq, HostTensor{all.data(), c.layers, half}, "the RoPE frequencies"));
+    }
+    out = std::move(w);
+    return Status::success();
+}
+
+Status setLayerTensor(DecoderWeights& w, int layer, LayerTensor t, const HostTensor& host)
+{
+    if (layer < 0 || layer >= w.config.layers || t >= LayerTensor::Count)
+        return invalidArgument("device weights: layer " + std::to_string(layer) + " is outside 0.." + std::to_string(w.config.layers - 1));
+    DecoderContext& ctx = DecoderContext::instance();
+    std::lock_guard<std::mutex> lock(ctx.mutex());
+    return upload(w.layers[static_cast<std::size_t>(layer)][static_cast<std::size_t>(t)], host,
+                  "layer " + std::to_string(layer) + "'s weights");
+}
+
+Status setModelTensor(DecoderWeights& w, ModelTensor t, const HostTensor& host)
+{
+    if (t >= ModelTensor::Count) return invalidArgument("device weights: no such tensor");
+    DecoderContext& ctx = DecoderContext::instance();
+    std::lock_guard<std::mutex> lock(ctx.mutex());
+    return upload(w.model[static_cast<std::size_t>(t)], host, "the embeddings and LM head");
+}
+
+std::size_t deviceBytes(const DecoderWeights& w)
+{
+    std::size_t b = w.invFreq.bytes();
+    for (const auto& layer : w.layers)
+        for (const DeviceArray& a : layer) b += a.bytes();
+    for (const DeviceArray& a : w.model) b += a.bytes();
+    return b;
+}
+
+namespace {
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Products
+// -----------------------------------------------------------------------------------------------------
+
+// Row-major C (m×n, ldc) = alpha·op(A)·op(B) (+ beta·C) for `batch` problems; lda, ldb: the row-major leading
+// dimensions of A and B as stored; strides between batch entries (0 = the same matrix for all).
+Status gemm(cublasHandle_t h, bool transA, bool transB, int m, int n, int k, float alpha, const float* A, long long lda,
+            long long strideA, const float* B, long long ldb, long long strideB, float* C, long long ldc, long long strideC,
+            int batch = 1, float beta = 0.0f)
+{
+    const cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    ATTNSCOPE_CUBLAS_TRY(cublasSgemmStridedBatched(h, opB, opA, n, m, k, &alpha, B, int(ldb), strideB, A, int(lda), strideA, &beta,
+                                                   C, int(ldc), strideC, batch));
+    return Status::success();
+}
+
+// product(): out (rows × W.cols) = in (rows × W.rows) · W, + bias when there is one.
+Status project(DecoderContext& ctx, const float* in, int rows, const DeviceArray& W, const DeviceArray& bias, float* out)
+{
+    const int k = static_cast<int>(W.rows), cols = static_cast<int>(W.cols);
+    ATTNSCOPE_RETURN_IF_ERROR(gemm(ctx.blas(), false, false, rows, cols, k, 1.0f, in, k, 0, W.ptr, cols, 0, out, cols, 0));
+    if (bias.ptr) ATTNSCOPE_CUDA_TRY(launchAddBiasRows(out, bias.ptr, rows, cols, ctx.stream()));
+    return Status::success();
+}
+
+// Device → host into a rows × cols Matrix.
+Status download(DecoderContext& ctx, const float* dev, long long rows, long long cols, Matrix& host, double& bytes)
+{
+    host.resize(rows, cols);
+    const std::size_t b = static_cast<std::size_t>(rows * cols) * sizeof(float);
+    if (b) ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(host.data(), dev, b, cudaMemcpyDeviceToHost, ctx.stream()));
+    bytes += double(b);
+    return Status::success();
+}
+
+Status uploadMatrix(DecoderContext& ctx, const Matrix& host, float* dev)
+{
+    const std::size_t b = static_cast<std::size_t>(host.size()) * sizeof(float);
+    if (b) ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(dev, host.data(), b, cudaMemcpyHostToDevice, ctx.stream()));
+    return Status::success();
+}
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] One block
+// -----------------------------------------------------------------------------------------------------
+
+struct Buffers {
+    float *x0, *x1, *normed, *Q, *K, *V, *scores, *concat, *attnOut, *ffnA, *ffnB, *mlpOut, *lse, *surprise, *logits;
+    int *ids, *targets;
+    int logitRows;
+};
+
+// normRows: the model's norm (RMSNorm or LayerNorm) of rows × M.
+Status normRows(DecoderContext& ctx, const DecoderConfig& c, const float* in, const float* residual, const DeviceArray& gamma,
+                const DeviceArray& beta, float* out, long long rows)
+{
+    ATTNSCOPE_CUDA_TRY(launchNormRows(in, residual, gamma.ptr, beta.ptr, out, rows, c.hidden, c.normEps, c.norm == NormKind::Layer,
+                                      ctx.stream()));
+    return Status::success();
+}
+
+// qkNormRows: per head (rows of D) or whole (rows of heads·D), RMSNorm in place; nothing without γ.
+Status qkNormRows(DecoderContext& ctx, const DecoderConfig& c, const DeviceArray& gamma, int heads, float* x, int n)
+{
+    if (c.qkNorm == QkNorm::None || !gamma.ptr) return Status::success();
+    const bool perHead = c.qkNorm == QkNorm::PerHead;
+    const long long rows = perHead ? static_cast<long long>(n) * heads : n;
+    const int width = perHead ? c.headDim : heads * c.headDim;
+    ATTNSCOPE_CUDA_TRY(launchNormRows(x, nullptr, gamma.ptr, nullptr, x, rows, width, c.normEps, false, ctx.stream()));
+    return Status::success();
+}
+
+// ropeRows on `heads` heads of x (n rows at positions 0…).
+Status ropeRows(DecoderContext& ctx, const DecoderConfig& c, const DecoderWeights& w, int layer, float* x, int heads, int n)
+{
+    const int half = c.rotaryDims() / 2;
+    if (half <= 0) return Status::success();
+    ATTNSCOPE_CUDA_TRY(launchRope(x, n, heads, c.headDim, half, w.invFreq.ptr + static_cast<long long>(layer) * half, 0, 0, ctx.stream()));
+    return Status::success();
+}
+
+// attentionInputs: Q, K, V of the stream x (n × M), normed and rotated where the model does.
+Status attentionInputs(DecoderContext& ctx, const DecoderWeights& w, int l, const float* x, int n, const Buffers& b)
+{
+    const DecoderConfig& c = w.config;
+    const float* in = x;
+    if (c.preNorms) {
+        ATTNSCOPE_RETURN_IF_ERROR(normRows(ctx, c, x, nullptr, w.at(l, LayerTensor::AttnNormGamma), w.at(l, LayerTensor::AttnNormBeta), b.normed, n));
+        in = b.normed;
+    }
+    ATTNSCOPE_RETURN_IF_ERROR(project(ctx, in, n, w.at(l, LayerTensor::Wq), w.at(l, LayerTensor::Bq), b.Q));
+    ATTNSCOPE_RETURN_IF_ERROR(project(ctx, in, n, w.at(l, LayerTensor::Wk), w.at(l, LayerTensor::Bk), b.K));
+    ATTNSCOPE_RETURN_IF_ERROR(project(ctx, in, n, w.at(l, LayerTensor::Wv), w.at(l, LayerTensor::Bv), b.V));
+    ATTNSCOPE_RETURN_IF_ERROR(qkNormRows(ctx, c, w.at(l, LayerTensor::QNorm), c.heads, b.Q, n));
+    ATTNSCOPE_RETURN_IF_ERROR(qkNormRows(ctx, c, w.at(l, LayerTensor::KNorm), c.kvHeads, b.K, n));
+    ATTNSCOPE_RETURN_IF_ERROR(ropeRows(ctx, c, w, l, b.Q, c.heads, n));
+    ATTNSCOPE_RETURN_IF_ERROR(ropeRows(ctx, c, w, l, b.K, c.kvHeads, n));
+    return Status::success();
+}
+
+// The attention core of a decoder layer (layerConfig's: Direct, causal, grouped-query, the model's scale and
+// soft-cap; slidingWindowMask's window): scores of every head (one strided batched GEMM per KV head, over the
+// query heads of its group, the KV head's block shared), the masked softmax (and lse), weights·V into the concat,
+// the ablated heads' contexts zeroed (projectOut).
+Status attention(DecoderContext& ctx, const DecoderWeights& w, int l, int n, bool lazy, const std::vector<std::pair<int, int>>& ablated,
+                 const Buffers& b)
+{
+    const DecoderConfig& c = w.config;
+    const int H = c.heads, Hkv = c.kvHeads, D = c.headDim, group = H / Hkv;
+    const long long nn = static_cast<long long>(n) * n;
+    const float scale = c.attnScale > 0 ? c.attnScale : 1.0f / std::sqrt(static_cast<float>(D));
+    for (int g = 0; g < Hkv; ++g) {
+        const int h0 = g * group;
+        ATTNSCOPE_RETURN_IF_ERROR(gemm(ctx.blas(), false, true, n, n, D, scale, b.Q + static_cast<long long>(h0) * D, static_cast<long long>(H) * D,
+                                       D, b.K + static_cast<long long>(g) * D, static_cast<long long>(Hkv) * D, 0,
+                                       b.scores + h0 * nn, n, nn, group));
+    }
+    ATTNSCOPE_CUDA_TRY(launchCausalSoftmax(b.scores, lazy ? b.lse : nullptr, H, n, n, 0, c.windowOf(l), c.attnSoftcap, ctx.stream()));
+    for (int g = 0; g < Hkv; ++g) {
+        const int h0 = g * group;
+        ATTNSCOPE_RETURN_IF_ERROR(gemm(ctx.blas(), false, false, n, D, n, 1.0f, b.scores + h0 * nn, n, nn, b.V + static_cast<long long>(g) * D,
+                                       static_cast<long long>(Hkv) * D, 0, b.concat + static_cast<long long>(h0) * D,
+                                       static_cast<long long>(H) * D, D, group));
+    }
+    for (const auto& [al, ah] : ablated)
+        if (al == l) ATTNSCOPE_CUDA_TRY(launchZeroColumns(b.concat, n, H * D, ah * D, D, ctx.stream()));
+    return Status::success();
+}
+
+// feedForward of `in` (n × M) into b.mlpOut.
+Status feedForward(DecoderContext& ctx, const DecoderWeights& w, int l, const float* in, int n, const Buffers& b)
+{
+    const DecoderConfig& c = w.config;
+    const DeviceArray none;
+    if (c.gatedFfn()) {
+        ATTNSCOPE_RETURN_IF_ERROR(project(ctx, in, n, w.at(l, LayerTensor::Wgate), none, b.ffnA));
+        ATTNSCOPE_RETURN_IF_ERROR(project(ctx, in, n, w.at(l, LayerTensor::Wup), none, b.ffnB));
+        ATTNSCOPE_CUDA_TRY(launchActivation(b.ffnA, b.ffnB, nullptr, n, c.intermediate, static_cast<int>(c.ffn), ctx.stream()));
+        return project(ctx, b.ffnA, n, w.at(l, LayerTensor::Wdown), none, b.mlpOut);
+    }
+    ATTNSCOPE_RETURN_IF_ERROR(project(ctx, in, n, w.at(l, LayerTensor::Wfc), none, b.ffnA));
+    ATTNSCOPE_CUDA_TRY(launchActivation(b.ffnA, nullptr, w.at(l, LayerTensor::Bfc).ptr, n, c.intermediate, static_cast<int>(c.ffn), ctx.stream()));
+    return project(ctx, b.ffnA, n, w.at(l, LayerTensor::Wproj), w.at(l, LayerTensor::Bproj), b.mlpOut);
+}
+
+// afterAttention: out = x + post₁(attnOut), then + post₂(ffn(norm₂ of x (parallel residual) or of out)).
+Status afterAttention(DecoderContext& ctx, const DecoderWeights& w, int l, const float* x, int n, float* out, const Buffers& b)
+{
+    const DecoderConfig& c = w.config;
+    const long long count = static_cast<long long>(n) * c.hidden;
+    const DeviceArray none;
+    if (w.at(l, LayerTensor::PostAttnNorm).ptr)
+        ATTNSCOPE_CUDA_TRY(launchNormRows(b.attnOut, x, w.at(l, LayerTensor::PostAttnNorm).ptr, nullptr, out, n, c.hidden, c.normEps, false, ctx.stream()));
+    else
+        ATTNSCOPE_CUDA_TRY(launchAdd(out, x, b.attnOut, count, ctx.stream()));
+    const float* ffnIn = c.parallelResidual ? x : out;
+    if (c.preNorms) {
+        ATTNSCOPE_RETURN_IF_ERROR(normRows(ctx, c, ffnIn, nullptr, w.at(l, LayerTensor::FfnNormGamma), w.at(l, LayerTensor::FfnNormBeta), b.normed, n));
+        ATTNSCOPE_RETURN_IF_ERROR(feedForward(ctx, w, l, b.normed, n, b));
+    } else {
+        ATTNSCOPE_RETURN_IF_ERROR(feedForward(ctx, w, l, ffnIn, n, b));
+    }
+    if (w.at(l, LayerTensor::PostFfnNorm).ptr)
+        ATTNSCOPE_CUDA_TRY(launchNormRows(b.mlpOut, out, w.at(l, LayerTensor::PostFfnNorm).ptr, nullptr, out, n, c.hidden, c.normEps, false, ctx.stream()));
+    else
+        ATTNSCOPE_CUDA_TRY(launchAdd(out, out, b.mlpOut, count, ctx.stream()));
+    (void)none;
+    return Status::success();
+}
+
+double elapsed(DecoderContext& ctx, int a, int b)
+{
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, ctx.event(a), ctx.event(b)) != cudaSuccess) return 0;
+    return ms;
+}
+
+// Rows of logits made at once: n×V logits never exist (8192 × 49152 floats would be 1.6 GB), as logitRows on the
+// CPU; 512 rows of SmolLM2's 49152 are 96 MiB, large enough to keep the GEMM at its rate.
+constexpr int kLogitRows = 512;
+
+} // namespace
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Forward and predictions
+// -----------------------------------------------------------------------------------------------------
+
+Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, DeviceForwardResult& out)
+{
+    using Clock = std::chrono::steady_clock;
+    const auto t0 = Clock::now();
+    const DecoderConfig& c = w.config;
+    const int n = static_cast<int>(req.ids.size()), L = c.layers, M = c.hidden, H = c.heads, Hkv = c.kvHeads, D = c.headDim;
+    const int F = c.intermediate;
+    const DeviceArray& E = w.at(ModelTensor::Embeddings);
+    const DeviceArray& head = w.at(ModelTensor::LmHead).ptr ? w.at(ModelTensor::LmHead) : E;
+    const int V = static_cast<int>(head.cols);
+    if (n <= 0) return invalidArgument("device forward: no tokens");
+    if (req.fromLayer < 0 || req.fromLayer >= L)
+        return invalidArgument("device forward: layer " + std::to_string(req.fromLayer) + " is outside 0.." + std::to_string(L - 1));
+    if (req.fromLayer > 0 && (!req.hiddenFrom || req.hiddenFrom->rows() != n || req.hiddenFrom->cols() != M))
+        return invalidArgument("device forward: the residual stream entering layer " + std::to_string(req.fromLayer) + " must be " +
+                               std::to_string(n) + "×" + std::to_string(M));
+    if (!E.ptr || E.rows != M || V <= 0) return invalidArgument("device forward: the model's embeddings are not on the device");
+    if (req.pinnedLayer >= 0) {
+        const Matrix *q = req.pinnedQ, *k = req.pinnedK, *v = req.pinnedV;
+        if (!q || !k || !v || q->rows() != n || q->cols() != H * D || k->rows() != n || k->cols() != Hkv * D || v->rows() != n ||
+            v->cols() != Hkv * D)
+            return invalidArgument("pinned Q, K, V of layer " + std::to_string(req.pinnedLayer) + ": expected " + std::to_string(n) + "×" +
+                                   std::to_string(H * D) + ", " + std::to_string(n) + "×" + std::to_string(Hkv * D) + " and " +
+                                   std::to_string(n) + "×" + std::to_string(Hkv * D));
+    }
+
+    DecoderContext& ctx = DecoderContext::instance();
+    std::lock_guard<std::mutex> lock(ctx.mutex());
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.init());
+    const std::size_t f = sizeof(float), nz = static_cast<std::size_t>(n);
+    const int logitRows = std::min(n, kLogitRows);
+    std::array<std::size_t, static_cast<std::size_t>(Act::Count)> need{};
+    auto setNeed = [&](Act a, std::size_t bytes) { need[static_cast<std::size_t>(a)] = bytes; };
+    setNeed(Act::X0, nz * M * f);
+    setNeed(Act::X1, nz * M * f);
+    setNeed(Act::Normed, nz * M * f);
+    setNeed(Act::Q, nz * H * D * f);
+    setNeed(Act::K, nz * Hkv * D * f);
+    setNeed(Act::V, nz * Hkv * D * f);
+    setNeed(Act::Scores, static_cast<std::size_t>(H) * nz * nz * f);
+    setNeed(Act::Concat, nz * H * D * f);
+    setNeed(Act::AttnOut, nz * M * f);
+    setNeed(Act::FfnA, nz * std::max(F, 1) * f);
+    setNeed(Act::FfnB, nz * std::max(F, 1) * f);
+    setNeed(Act::MlpOut, nz * M * f);
+    setNeed(Act::Lse, nz * H * f);
+    setNeed(Act::Ids, nz * sizeof(int));
+    setNeed(Act::Targets, nz * sizeof(int));
+    setNeed(Act::Surprise, nz * f);
+    setNeed(Act::Logits, static_cast<std::size_t>(logitRows) * V * f);
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.checkFits(need, "a forward over " + std::to_string(n) + " tokens"));
+    Buffers b{};
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::X0, nz * M, b.x0));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::X1, nz * M, b.x1));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Normed, nz * M, b.normed));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Q, nz * H * D, b.Q));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::K, nz * Hkv * D, b.K));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::V, nz * Hkv * D, b.V));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Scores, static_cast<std::size_t>(H) * nz * nz, b.scores));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Concat, nz * H * D, b.concat));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::AttnOut, nz * M, b.attnOut));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::FfnA, nz * std::max(F, 1), b.ffnA));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::FfnB, nz * std::max(F, 1), b.ffnB));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::MlpOut, nz * M, b.mlpOut));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Lse, nz * H, b.lse));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Ids, nz, b.ids));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Targets, nz, b.targets));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Surprise, nz, b.surprise));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Logits, static_cast<std::size_t>(logitRows) * V, b.logits));
+    b.logitRows = logitRows;
+
+    cudaStream_t s = ctx.stream();
+    out.hidden.resize(static_cast<std::size_t>(L) + 1);
+    out.layers.resize(static_cast<std::size_t>(L));
+    out.timings = {};
+    double& bytesBack = out.timings.bytesBack;
+    // The targets of positions 0…n−2 are tokens 1…n−1 (uploaded from a host copy that lives to the sync below).
+    std::vector<int> targets(req.ids.begin() + 1, req.ids.end());
+    targets.push_back(-1);
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(0), s));
+    float* x = b.x0;
+    float* next = b.x1;
+    if (req.fromLayer == 0) {
+        ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(b.ids, req.ids.data(), nz * sizeof(int), cudaMemcpyHostToDevice, s));
+        const DeviceArray& P = w.at(ModelTensor::Positions);
+        ATTNSCOPE_CUDA_TRY(launchEmbed(b.ids, E.ptr, static_cast<int>(E.cols), P.ptr, 0, c.embedScale, x, n, M, s));
+        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, x, n, M, out.hidden[0], bytesBack));
+    } else {
+        ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.hiddenFrom, x));
+    }
+    ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(b.targets, targets.data(), nz * sizeof(int), cudaMemcpyHostToDevice, s));
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(1), s));
+
+    const long long nn = static_cast<long long>(n) * n;
+    for (int l = req.fromLayer; l < L; ++l) {
+        DeviceLayerResult& r = out.layers[static_cast<std::size_t>(l)];
+        if (req.pinnedLayer == l) {
+            ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.pinnedQ, b.Q));
+            ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.pinnedK, b.K));
+            ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.pinnedV, b.V));
+        } else {
+            ATTNSCOPE_RETURN_IF_ERROR(attentionInputs(ctx, w, l, x, n, b));
+        }
+        ATTNSCOPE_RETURN_IF_ERROR(attention(ctx, w, l, n, req.lazy, req.ablated, b));
+        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.Q, n, static_cast<long long>(H) * D, r.Q, bytesBack));
+        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.K, n, static_cast<long long>(Hkv) * D, r.K, bytesBack));
+        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.V, n, static_cast<long long>(Hkv) * D, r.V, bytesBack));
+        r.weights.clear();
+        if (req.lazy) {
+            r.concat.resize(0, 0);
+            ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.lse, n, H, r.lse, bytesBack));
+        } else {
+            r.lse.resize(0, 0);
+            ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.concat, n, static_cast<long long>(H) * D, r.concat, bytesBack));
+            if (req.keepWeights) {
+                r.weights.resize(static_cast<std::size_t>(H));
+                for (int h = 0; h < H; ++h)
+                    ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.scores + h * nn, n, n, r.weights[static_cast<std::size_t>(h)], bytesBack));
+            }
+        }
+        ATTNSCOPE_RETURN_IF_ERROR(project(ctx, b.concat, n, w.at(l, LayerTensor::Wo), w.at(l, LayerTensor::Bo), b.attnOut));
+        ATTNSCOPE_RETURN_IF_ERROR(afterAttention(ctx, w, l, x, n, next, b));
+        std::swap(x, next);
+        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, x, n, M, out.hidden[static_cast<std::size_t>(l) + 1], bytesBack));
+    }
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(2), s));
+
+    // predictions: the final norm, then the LM head in row blocks, each reduced to the surprise of the next token;
+    // only the last row's logits come back.
+    ATTNSCOPE_RETURN_IF_ERROR(normRows(ctx, c, x, nullptr, w.at(ModelTensor::FinalNormGamma), w.at(ModelTensor::FinalNormBeta), b.normed, n));
+    ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.normed, n, M, out.finalHidden, bytesBack));
+    const int first = req.everySurprise ? 0 : n - 1;
+    for (int r0 = first; r0 < n; r0 += logitRows) {
+        const int rows = std::min(logitRows, n - r0);
+        ATTNSCOPE_RETURN_IF_ERROR(gemm(ctx.blas(), false, false, rows, V, M, 1.0f, b.normed + static_cast<long long>(r0) * M, M, 0, head.ptr, V, 0,
+                                       b.logits, V, 0));
+        if (c.finalSoftcap > 0) ATTNSCOPE_CUDA_TRY(launchSoftcap(b.logits, static_cast<long long>(rows) * V, c.finalSoftcap, s));
+        const int withTarget = std::min(rows, n - 1 - r0);
+        if (withTarget > 0) ATTNSCOPE_CUDA_TRY(launchSurprise(b.logits, b.targets + r0, b.surprise + r0, withTarget, V, s));
+        if (r0 + rows == n) {
+            Matrix last;
+            ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.logits + static_cast<long long>(rows - 1) * V, 1, V, last, bytesBack));
+            out.lastLogits = last.row(0).transpose();
+        }
+    }
+    out.surprise.clear();
+    if (req.everySurprise) {
+        out.surprise.assign(nz, std::numeric_limits<float>::quiet_NaN());
+        if (n > 1) ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(out.surprise.data() + 1, b.surprise, (nz - 1) * f, cudaMemcpyDeviceToHost, s));
+        bytesBack += double((nz - 1) * f);
+    }
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(3), s));
+    ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(s));
+    ATTNSCOPE_CUDA_TRY(cudaGetLastError());
+    out.timings.embed = elapsed(ctx, 0, 1);
+    out.timings.layers = elapsed(ctx, 1, 2);
+    out.timings.head = elapsed(ctx, 2, 3);
+    out.timings.total = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    return Status::success();
+}
+
+} // namespace attn::cuda

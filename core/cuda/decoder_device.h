@@ -1,0 +1,99 @@
+// A decoder's forward on the GPU (issue 34): every layer of every family, the weights resident on the device.
+// Internal interface between core/model (core/model/decoder_device_run.cpp, which owns the DecoderRun contract) and
+// attnscope_cuda. Plain C++: no CUDA types, so core/model's files include it without nvcc; compiled in only with
+// ATTNSCOPE_WITH_CUDA. The host side is core/cuda/decoder_device.cpp, the kernels decoder_kernels.cuh.
+//
+// The device path mirrors core/model/blocks.cpp function by function (STYLE.md §9): the same configuration data
+// (DecoderConfig: norm kind, pre/post-norms, QK-norm, partial rotary, per-layer window and RoPE base, soft-caps,
+// parallel residual, feed-forward kind) decides every step; no step branches on the family's name.
+//
+// Shapes as attnscope/decoder.h: n tokens, M = d_model, H query heads, H_kv key/value heads, D head width,
+// F feed-forward width, V vocabulary, L layers. Every matrix is row-major float32; weights in the x·W convention
+// (in × out), vectors 1 × len.
+#pragma once
+
+#include "attnscope/decoder.h"
+#include "attnscope/status.h"
+#include "attnscope/types.h"
+
+#include <cstddef>
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace attn::cuda {
+
+// One layer's tensors, as DecoderLayer names them.
+enum class LayerTensor {
+    AttnNormGamma, AttnNormBeta, Wq, Wk, Wv, Bq, Bk, Bv, QNorm, KNorm, Wo, Bo, PostAttnNorm,
+    FfnNormGamma, FfnNormBeta, Wgate, Wup, Wdown, Wfc, Bfc, Wproj, Bproj, PostFfnNorm,
+    Count
+};
+// The model's own: Embeddings M×V (x·E, a token's embedding is its column; also the LM head when tied),
+// Positions maxPositions×M (GPT-2), the final norm, LmHead M×V (absent when tied).
+enum class ModelTensor { Embeddings, Positions, FinalNormGamma, FinalNormBeta, LmHead, Count };
+
+// A host tensor to upload: rows × cols row-major float32 (a vector is 1 × len). Empty (rows or cols 0) = absent.
+struct HostTensor {
+    const float* data = nullptr;
+    long long rows = 0, cols = 0;
+};
+
+// A model's weights on the device (opaque). Freed (cudaFree) when the last shared_ptr goes.
+class DecoderWeights;
+
+// Creates an empty set for configuration c after checking that `bytes` (the float32 weights to come) fit in the
+// device's free memory: ResourceExhausted naming both sizes otherwise; Unavailable without a device.
+Status createDecoderWeights(const DecoderConfig& c, std::size_t bytes, std::shared_ptr<DecoderWeights>& out);
+// Uploads one tensor (replacing what was there, e.g. an edited W^O). ResourceExhausted when the device is full.
+Status setLayerTensor(DecoderWeights& w, int layer, LayerTensor t, const HostTensor& host);
+Status setModelTensor(DecoderWeights& w, ModelTensor t, const HostTensor& host);
+// Device bytes the weights hold.
+std::size_t deviceBytes(const DecoderWeights& w);
+
+// What a forward (or a recompute from a layer) computes and brings back.
+struct DeviceForwardRequest {
+    std::vector<int> ids;                       // n token ids (each in 0…V−1: the caller checked)
+    int fromLayer = 0;                          // 0: from the embeddings; > 0: from hiddenFrom
+    const Matrix* hiddenFrom = nullptr;         // n×M: the residual stream entering fromLayer (fromLayer > 0)
+    std::vector<std::pair<int, int>> ablated;   // (layer, query head): the head's context zeroed before W^O
+    // A layer whose Q (n×H·D, after RoPE), K, V (n×H_kv·D) are given (DecoderRun::pinned); −1 = none.
+    int pinnedLayer = -1;
+    const Matrix *pinnedQ = nullptr, *pinnedK = nullptr, *pinnedV = nullptr;
+    bool lazy = false;          // keep no n×n maps: bring back Q, K, V and the log-sum-exp (T × H) per layer
+    bool keepWeights = true;    // dense: bring back every head's n×n weights (false: the bench's measurement)
+    bool everySurprise = true;  // false: the last position's logits only (SurpriseUpdate::Deferred)
+};
+
+// Phase times of one device forward, in milliseconds, from CUDA events on the stream (the copies back to the
+// host are in the phase that made what they copy).
+struct DeviceForwardTimings {
+    double embed = 0;       // ids or the residual stream up, the embedding
+    double layers = 0;      // every layer computed, its kept results copied back
+    double head = 0;        // final norm, LM head in row blocks, log-sum-exp, surprise, last logits back
+    double total = 0;       // host wall time of the call
+    double bytesBack = 0;   // bytes copied device → host
+};
+
+struct DeviceLayerResult {
+    Matrix Q, K, V;                 // n × H·D (after QK-norm and RoPE), n × H_kv·D each
+    Matrix concat;                  // dense: n × H·D, the heads' contexts (ablated heads 0); lazy: empty
+    std::vector<Matrix> weights;    // dense with keepWeights: H maps n×n; else empty
+    Matrix lse;                     // lazy: n × H log Σ exp of the visible scores; dense: empty
+};
+
+struct DeviceForwardResult {
+    std::vector<Matrix> hidden;             // L+1; entries fromLayer+1…L filled (and 0 when fromLayer = 0)
+    std::vector<DeviceLayerResult> layers;  // L; entries fromLayer…L−1 filled
+    Matrix finalHidden;                     // n × M
+    Vector lastLogits;                      // V: the last position's
+    std::vector<float> surprise;            // n (everySurprise): NaN at 0; else empty
+    DeviceForwardTimings timings;
+};
+
+// Runs layers fromLayer…L−1 and the predictions on the device. InvalidArgument for shapes that disagree with the
+// weights' configuration, ResourceExhausted (naming sizes) when the activations do not fit, Internal for a CUDA or
+// cuBLAS failure (naming the call). Thread-safe: calls are serialised.
+Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, DeviceForwardResult& out);
+
+} // namespace attn::cuda

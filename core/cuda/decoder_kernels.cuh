@@ -1,0 +1,251 @@
+// The decoder forward's own kernels (device code; the products are cuBLAS calls in decoder_device.cpp), each the
+// twin of a CPU function of core/model (blocks.cpp, decoder.cpp) named in its comment. Included by decoder.cu,
+// which launches them, and by tests/parity/emulated, which runs this same source on the CPU (a fiber per CUDA
+// thread), so CI without a GPU checks their indexing and reductions. Only CUDA built-ins the emulator provides
+// are used (threadIdx, blockIdx, blockDim, gridDim, __shfl_xor_sync, expf, tanhf, erff, logf, sqrtf, cos, sin).
+//
+// Every kernel is grid-stride (rows or elements beyond the grid are looped over), so a grid only changes the
+// scheduling: the emulator runs them on 2 blocks. Row kernels give each row one warp; a warp's sum or maximum is a
+// fixed butterfly of shuffles, with no atomics, so results are bitwise the same from run to run.
+//
+// Storage: every matrix is row-major (the CPU path's Eigen order): a token's row of M, H·D, … values.
+#pragma once
+
+#include <vector_types.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace attn::cuda::dec {
+
+constexpr unsigned kDecFullWarp = 0xffffffffu;
+constexpr int kDecWarp = 32;
+// Row kernels: 4 warps (128 threads) a block, one row a warp; element kernels: 256 threads a block.
+constexpr int kDecRowWarps = 4;
+constexpr int kDecThreads = 256;
+
+__device__ __forceinline__ float warpSum(float v)
+{
+    for (int o = kDecWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(kDecFullWarp, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warpMax(float v)
+{
+    for (int o = kDecWarp / 2; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(kDecFullWarp, v, o));
+    return v;
+}
+
+__device__ __forceinline__ long long firstElement() { return static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ long long elementStep() { return static_cast<long long>(gridDim.x) * blockDim.x; }
+__device__ __forceinline__ long long firstRow() { return static_cast<long long>(blockIdx.x) * kDecRowWarps + threadIdx.x / kDecWarp; }
+__device__ __forceinline__ long long rowStep() { return static_cast<long long>(gridDim.x) * kDecRowWarps; }
+
+// runDecoder's embedding loop: x[i] = E[:, ids[i]]·scale (+ positions[pos0 + i]). E is M×V (x·E form, the token's
+// embedding a column), positions maxPositions×M or null.
+__global__ void embedKernel(const int* ids, const float* E, int V, const float* positions, int pos0, float scale, float* x,
+                            int n, int M)
+{
+    const long long total = static_cast<long long>(n) * M;
+    for (long long e = firstElement(); e < total; e += elementStep()) {
+        const long long i = e / M, k = e % M;
+        float v = E[k * V + ids[i]];
+        if (scale != 1.0f) v *= scale;
+        if (positions) v += positions[(pos0 + i) * M + k];
+        x[e] = v;
+    }
+}
+
+// normRows / rmsNormRows / layerNormRows (and qkNormRows: a head's D values are a row of width D): every row of
+// `in` (rows × width) normed into `out` (which may be `in`), plus `residual` (may be `out`; null = none).
+// RMS: x / sqrt(mean(x²) + eps) · γ; LayerNorm: (x − μ) · γ / sqrt(var + eps) + β (β may be null).
+__global__ void normRowsKernel(const float* in, const float* residual, const float* gamma, const float* beta, float* out,
+                               long long rows, int width, float eps, bool layerNorm)
+{
+    const int lane = threadIdx.x % kDecWarp;
+    const float inv = 1.0f / static_cast<float>(width);
+    for (long long r = firstRow(); r < rows; r += rowStep()) {
+        const float* x = in + r * width;
+        float* y = out + r * width;
+        const float* res = residual ? residual + r * width : nullptr;
+        if (layerNorm) {
+            float s = 0.0f;
+            for (int j = lane; j < width; j += kDecWarp) s += x[j];
+            const float mean = warpSum(s) * inv;
+            float v = 0.0f;
+            for (int j = lane; j < width; j += kDecWarp) v += (x[j] - mean) * (x[j] - mean);
+            const float rstd = 1.0f / sqrtf(warpSum(v) * inv + eps);
+            for (int j = lane; j < width; j += kDecWarp) {
+                float o = (x[j] - mean) * (gamma[j] * rstd) + (beta ? beta[j] : 0.0f);
+                if (res) o += res[j];
+                y[j] = o;
+            }
+        } else {
+            float s = 0.0f;
+            for (int j = lane; j < width; j += kDecWarp) s += x[j] * x[j];
+            const float rinv = 1.0f / sqrtf(warpSum(s) * inv + eps);
+            for (int j = lane; j < width; j += kDecWarp) {
+                float o = x[j] * gamma[j] * rinv;
+                if (res) o += res[j];
+                y[j] = o;
+            }
+        }
+    }
+}
+
+// x.rowwise() += bias (rows × width).
+__global__ void addBiasRowsKernel(float* x, const float* bias, long long rows, int width)
+{
+    const long long total = rows * width;
+    for (long long e = firstElement(); e < total; e += elementStep()) x[e] += bias[e % width];
+}
+
+// out = a + b, element by element (the residual adds; out may be a or b).
+__global__ void addKernel(float* out, const float* a, const float* b, long long count)
+{
+    for (long long e = firstElement(); e < count; e += elementStep()) out[e] = a[e] + b[e];
+}
+
+// Columns col0 … col0+width−1 of a rows × stride matrix set to 0 (projectOut: an ablated head's context).
+__global__ void zeroColumnsKernel(float* x, long long rows, int stride, int col0, int width)
+{
+    const long long total = rows * width;
+    for (long long e = firstElement(); e < total; e += elementStep()) x[(e / width) * stride + col0 + e % width] = 0.0f;
+}
+
+// ropeRows: each head's dimension i paired with i + R/2 (Hugging Face's pairing), i < R/2, rotated by
+// position · invFreq[i]; dimensions R… of a head pass through. Rows are positions pos0… (or blocks of `period`).
+// The angle is float, its cosine and sine taken in double and rounded, as the CPU does.
+__global__ void ropeKernel(float* x, long long rows, int heads, int D, int half, const float* invFreq, int pos0, int period)
+{
+    const long long total = rows * heads * half;
+    for (long long e = firstElement(); e < total; e += elementStep()) {
+        const int i = static_cast<int>(e % half);
+        const long long rh = e / half;
+        const int h = static_cast<int>(rh % heads);
+        const long long r = rh / heads;
+        const float pos = static_cast<float>(pos0 + (period > 0 ? r % period : r));
+        const float angle = pos * invFreq[i];
+        const float cs = static_cast<float>(cos(static_cast<double>(angle)));
+        const float sn = static_cast<float>(sin(static_cast<double>(angle)));
+        float* v = x + r * static_cast<long long>(heads) * D + static_cast<long long>(h) * D;
+        const float a = v[i], b = v[i + half];
+        v[i] = a * cs - b * sn;
+        v[i + half] = b * cs + a * sn;
+    }
+}
+
+// The attention core's mask + softmax of a decoder layer (attention_ref.cpp's rule, lazyAttention's statistics):
+// H blocks of T×S scaled scores (query i at position pos0 + i, key j at position j), in place into weights.
+// Key j is visible to query i when j ≤ pos0 + i and, with a window, pos0 + i − j < window. With softcap > 0 the
+// score is cap·tanh(s / cap) first (Gemma 2). Masked keys get weight 0. lse (T × H, may be null) receives
+// log Σ exp(score) over the visible keys (−inf when none, whose row is 0).
+__global__ void causalSoftmaxKernel(float* scores, float* lse, int H, int T, int S, int pos0, int window, float softcap)
+{
+    const int lane = threadIdx.x % kDecWarp;
+    const long long rows = static_cast<long long>(H) * T;
+    for (long long r = firstRow(); r < rows; r += rowStep()) {
+        const int h = static_cast<int>(r / T), i = static_cast<int>(r % T);
+        float* row = scores + r * S;
+        const int pos = pos0 + i;
+        const int last = pos < S - 1 ? pos : S - 1;
+        const int first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+        float m = -INFINITY;
+        for (int j = lane; j < S; j += kDecWarp) {
+            if (j < first || j > last) continue;
+            float s = row[j];
+            if (softcap > 0) s = tanhf(s * (1.0f / softcap)) * softcap;
+            row[j] = s;
+            m = fmaxf(m, s);
+        }
+        m = warpMax(m);
+        float l = 0.0f;
+        for (int j = lane; j < S; j += kDecWarp)
+            if (j >= first && j <= last) l += expf(row[j] - m);
+        l = warpSum(l);
+        const float invL = m == -INFINITY ? 0.0f : 1.0f / l;
+        for (int j = lane; j < S; j += kDecWarp) row[j] = (j >= first && j <= last) ? expf(row[j] - m) * invL : 0.0f;
+        if (lse && lane == 0) lse[static_cast<long long>(i) * H + h] = m == -INFINITY ? -INFINITY : m + logf(l);
+    }
+}
+
+// feedForward's activations. Gated (SwiGLU, GeGLU tanh): a = act(a) ⊙ b. Ungated (GELU tanh, GELU erf):
+// a = act(a + bias) (bias may be null), rows × width. kind: 0 SwiGLU, 1 GeGLU tanh, 2 GELU tanh, 3 GELU erf
+// (FfnKind's order).
+__device__ __forceinline__ float geluTanh(float a)
+{
+    const float k = 0.7978845608028654f;  // √(2/π)
+    return 0.5f * a * (1.0f + tanhf(k * (a + 0.044715f * (a * a * a))));
+}
+
+__global__ void activationKernel(float* a, const float* b, const float* bias, long long rows, int width, int kind)
+{
+    const long long total = rows * width;
+    for (long long e = firstElement(); e < total; e += elementStep()) {
+        float v = a[e];
+        switch (kind) {
+        case 0: v = v / (1.0f + expf(-v)) * b[e]; break;
+        case 1: v = geluTanh(v) * b[e]; break;
+        case 2:
+            if (bias) v += bias[e % width];
+            v = geluTanh(v);
+            break;
+        default:
+            if (bias) v += bias[e % width];
+            v = 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
+            break;
+        }
+        a[e] = v;
+    }
+}
+
+// finalSoftcap: x = cap·tanh(x / cap).
+__global__ void softcapKernel(float* x, long long count, float cap)
+{
+    const float inv = 1.0f / cap;
+    for (long long e = firstElement(); e < count; e += elementStep()) x[e] = tanhf(x[e] * inv) * cap;
+}
+
+// logProbability per row: out[r] = −(logits[r, targets[r]] − log Σ_v exp(logits[r, v])) (the surprise of the
+// next token), rows × V logits. A target outside 0…V−1 gives +inf (the CPU's −log p of −inf).
+__global__ void surpriseKernel(const float* logits, const int* targets, float* out, int rows, int V)
+{
+    const int lane = threadIdx.x % kDecWarp;
+    for (long long r = firstRow(); r < rows; r += rowStep()) {
+        const float* x = logits + r * V;
+        float m = -INFINITY;
+        for (int j = lane; j < V; j += kDecWarp) m = fmaxf(m, x[j]);
+        m = warpMax(m);
+        float l = 0.0f;
+        for (int j = lane; j < V; j += kDecWarp) l += expf(x[j] - m);
+        l = warpSum(l);
+        if (lane == 0) {
+            const int t = targets[r];
+            out[r] = t < 0 || t >= V ? INFINITY : -(x[t] - m - logf(l));
+        }
+    }
+}
+
+// ---- Launch shapes ---------------------------------------------------------------------------------------------
+
+struct DecShape {
+    dim3 grid;
+    dim3 block;
+};
+
+// Grid-stride kernels: up to 65535 blocks saturate any current GPU; `cap` lowers it (the emulator: 2).
+inline unsigned decBlocks(long long work, long long perBlock, long long cap)
+{
+    const long long b = (work + perBlock - 1) / perBlock;
+    return static_cast<unsigned>(b < 1 ? 1 : (b < cap ? b : cap));
+}
+inline DecShape elementShape(long long count, long long cap = 65535)
+{
+    return {dim3(decBlocks(count, kDecThreads, cap)), dim3(kDecThreads)};
+}
+inline DecShape rowShape(long long rows, long long cap = 65535)
+{
+    return {dim3(decBlocks(rows, kDecRowWarps, cap)), dim3(kDecRowWarps * kDecWarp)};
+}
+
+} // namespace attn::cuda::dec

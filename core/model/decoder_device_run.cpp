@@ -1,0 +1,249 @@
+// The decoder's runs on the GPU: the DecoderRun contract (attnscope/decoder.h) over the device forward
+// (core/cuda/decoder_device.h). See decoder_device_run.h.
+//
+// Weights: every tensor is dequantized to float32 (WeightMatrix::toMatrix) and uploaded once per model, at its
+// first device run, into model.device (freed with the model). Decided, not measured against the alternative:
+// kept quantized, every product would need a dequantizing GEMM of our own (cuBLAS has none for GGML's blocks),
+// while float32 weights let cuBLAS's SGEMM run the products at the rate the goal is stated in, and the
+// models this app opens fit a GPU as float32 (SmolLM2-135M: 0.54 GB, Gemma 3 270M: 1.1 GB).
+// Edits: W^O and b^O are the weights the window edits. Every call re-uploads the W^O and b^O of the layer it
+// recomputes from (recomputeDecoderFrom's contract: called from the edited layer), and those of any other layer
+// whose fingerprint (shape, 64 sampled values, b^O) changed since its upload. An edit of other cells of another
+// layer, followed by a call that does not recompute from it, is not seen: the contract asks for that recompute.
+#include "decoder_device_run.h"
+
+#ifdef ATTNSCOPE_WITH_CUDA
+#include "../cuda/cuda_backend.h"
+#include "../cuda/decoder_device.h"
+#endif
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+namespace attn::detail {
+
+#ifndef ATTNSCOPE_WITH_CUDA
+
+Expected<bool> decoderOnDevice(Backend backend)
+{
+    if (backend == Backend::Cuda)
+        return makeError(StatusCode::Unavailable, "backend cuda: this build has no CUDA backend (configure with -DATTNSCOPE_CUDA=ON)");
+    return false;
+}
+
+Status deviceRecompute(DecoderModel&, int, DecoderRun&, SurpriseUpdate)
+{
+    return makeError(StatusCode::Unavailable, "backend cuda: this build has no CUDA backend (configure with -DATTNSCOPE_CUDA=ON)");
+}
+
+#else
+
+Expected<bool> decoderOnDevice(Backend backend)
+{
+    if (backend == Backend::Cpu) return false;
+    std::string why;
+    const bool available = cuda::deviceAvailable(&why);
+    if (backend == Backend::Auto) return available;
+    if (!available) return makeError(StatusCode::Unavailable, "backend cuda: " + why);
+    return true;
+}
+
+namespace {
+
+using cuda::HostTensor;
+using cuda::LayerTensor;
+using cuda::ModelTensor;
+
+HostTensor hostOf(const Matrix& m) { return HostTensor{m.data(), m.rows(), m.cols()}; }
+HostTensor hostOf(const Vector& v) { return HostTensor{v.data(), 1, v.size()}; }
+
+Status uploadWeight(cuda::DecoderWeights& w, int l, LayerTensor t, const WeightMatrix& m)
+{
+    if (m.empty()) return cuda::setLayerTensor(w, l, t, HostTensor{});
+    const Matrix dense = m.toMatrix();  // dequantized (a GGUF view) or copied, in × out
+    return cuda::setLayerTensor(w, l, t, hostOf(dense));
+}
+
+// W^O's and b^O's fingerprint: W^O's shape and 64 of its values (16 rows of 4 columns), every value of b^O.
+std::uint64_t woPrint(const DecoderLayer& L)
+{
+    std::uint64_t h = 1469598103934665603ull;
+    auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+    auto mixFloat = [&mix](float f) {
+        std::uint32_t u;
+        std::memcpy(&u, &f, sizeof u);
+        mix(u);
+    };
+    const Eigen::Index in = L.Wo.inputs(), out = L.Wo.outputs();
+    mix(static_cast<std::uint64_t>(in));
+    mix(static_cast<std::uint64_t>(out));
+    if (in > 0 && out > 0) {
+        std::vector<float> col(static_cast<std::size_t>(in));
+        for (int s = 0; s < 4; ++s) {
+            const Eigen::Index j = (out - 1) * s / 3;
+            L.Wo.column(j, col.data());
+            for (int k = 0; k < 16; ++k) mixFloat(col[static_cast<std::size_t>((in - 1) * k / 15)]);
+        }
+    }
+    mix(static_cast<std::uint64_t>(L.bo.size()));
+    for (Eigen::Index i = 0; i < L.bo.size(); ++i) mixFloat(L.bo[i]);
+    return h;
+}
+
+Status uploadWo(DecoderModel& model, cuda::DecoderWeights& w, int l)
+{
+    const DecoderLayer& L = model.layers[static_cast<std::size_t>(l)];
+    ATTNSCOPE_RETURN_IF_ERROR(uploadWeight(w, l, LayerTensor::Wo, L.Wo));
+    ATTNSCOPE_RETURN_IF_ERROR(cuda::setLayerTensor(w, l, LayerTensor::Bo, hostOf(L.bo)));
+    model.device.woPrints[static_cast<std::size_t>(l)] = woPrint(L);
+    return Status::success();
+}
+
+// Float32 bytes of every weight as the device will hold them.
+std::size_t float32Bytes(const DecoderModel& m)
+{
+    auto w = [](const WeightMatrix& x) { return static_cast<std::size_t>(x.inputs() * x.outputs()) * sizeof(float); };
+    auto v = [](const auto& x) { return static_cast<std::size_t>(x.size()) * sizeof(float); };
+    std::size_t b = w(m.tokenEmbeddings) + w(m.lmHead) + v(m.positionEmbeddings) + v(m.finalNormGamma) + v(m.finalNormBeta);
+    for (const DecoderLayer& L : m.layers) {
+        for (const WeightMatrix* x : {&L.Wq, &L.Wk, &L.Wv, &L.Wo, &L.Wgate, &L.Wup, &L.Wdown, &L.Wfc, &L.Wproj}) b += w(*x);
+        for (const Vector* x : {&L.attnNormGamma, &L.attnNormBeta, &L.bq, &L.bk, &L.bv, &L.qNormGamma, &L.kNormGamma, &L.bo,
+                                &L.postAttnNormGamma, &L.ffnNormGamma, &L.ffnNormBeta, &L.bfc, &L.bproj, &L.postFfnNormGamma})
+            b += v(*x);
+    }
+    return b;
+}
+
+// The model's weights on the device: uploaded at the first call, W^O and b^O brought up to date at every call.
+Expected<cuda::DecoderWeights*> deviceWeights(DecoderModel& model, int fromLayer)
+{
+    const DecoderConfig& c = model.config;
+    DecoderDeviceCache& cache = model.device;
+    if (!cache.weights) {
+        std::shared_ptr<cuda::DecoderWeights> w;
+        ATTNSCOPE_RETURN_IF_ERROR(cuda::createDecoderWeights(c, float32Bytes(model), w));
+        for (int l = 0; l < c.layers; ++l) {
+            const DecoderLayer& L = model.layers[static_cast<std::size_t>(l)];
+            const std::pair<LayerTensor, const WeightMatrix*> mats[] = {
+                {LayerTensor::Wq, &L.Wq},     {LayerTensor::Wk, &L.Wk},   {LayerTensor::Wv, &L.Wv},
+                {LayerTensor::Wgate, &L.Wgate}, {LayerTensor::Wup, &L.Wup}, {LayerTensor::Wdown, &L.Wdown},
+                {LayerTensor::Wfc, &L.Wfc},   {LayerTensor::Wproj, &L.Wproj}};
+            for (const auto& [t, m] : mats) ATTNSCOPE_RETURN_IF_ERROR(uploadWeight(*w, l, t, *m));
+            const std::pair<LayerTensor, const Vector*> vecs[] = {
+                {LayerTensor::AttnNormGamma, &L.attnNormGamma}, {LayerTensor::AttnNormBeta, &L.attnNormBeta},
+                {LayerTensor::Bq, &L.bq},
+                {LayerTensor::Bk, &L.bk},
+                {LayerTensor::Bv, &L.bv},
+                {LayerTensor::QNorm, &L.qNormGamma},
+                {LayerTensor::KNorm, &L.kNormGamma},
+                {LayerTensor::PostAttnNorm, &L.postAttnNormGamma},
+                {LayerTensor::FfnNormGamma, &L.ffnNormGamma},
+                {LayerTensor::FfnNormBeta, &L.ffnNormBeta},
+                {LayerTensor::Bfc, &L.bfc},
+                {LayerTensor::Bproj, &L.bproj},
+                {LayerTensor::PostFfnNorm, &L.postFfnNormGamma}};
+            for (const auto& [t, v] : vecs) ATTNSCOPE_RETURN_IF_ERROR(cuda::setLayerTensor(*w, l, t, hostOf(*v)));
+        }
+        {
+            const Matrix E = model.tokenEmbeddings.toMatrix();
+            ATTNSCOPE_RETURN_IF_ERROR(cuda::setModelTensor(*w, ModelTensor::Embeddings, hostOf(E)));
+        }
+        if (!model.lmHead.empty()) {
+            const Matrix E = model.lmHead.toMatrix();
+            ATTNSCOPE_RETURN_IF_ERROR(cuda::setModelTensor(*w, ModelTensor::LmHead, hostOf(E)));
+        }
+        ATTNSCOPE_RETURN_IF_ERROR(cuda::setModelTensor(*w, ModelTensor::Positions, hostOf(model.positionEmbeddings)));
+        ATTNSCOPE_RETURN_IF_ERROR(cuda::setModelTensor(*w, ModelTensor::FinalNormGamma, hostOf(model.finalNormGamma)));
+        ATTNSCOPE_RETURN_IF_ERROR(cuda::setModelTensor(*w, ModelTensor::FinalNormBeta, hostOf(model.finalNormBeta)));
+        cache.woPrints.assign(static_cast<std::size_t>(c.layers), 0);
+        cache.weights = w;  // only once complete: a failed upload leaves no half-made set
+        for (int l = 0; l < c.layers; ++l) ATTNSCOPE_RETURN_IF_ERROR(uploadWo(model, *w, l));
+        return w.get();
+    }
+    auto* w = static_cast<cuda::DecoderWeights*>(cache.weights.get());
+    for (int l = fromLayer; l < c.layers; ++l) {
+        const DecoderLayer& L = model.layers[static_cast<std::size_t>(l)];
+        if (l == fromLayer || woPrint(L) != cache.woPrints[static_cast<std::size_t>(l)]) ATTNSCOPE_RETURN_IF_ERROR(uploadWo(model, *w, l));
+    }
+    return w;
+}
+
+} // namespace
+
+Status deviceRecompute(DecoderModel& model, int fromLayer, DecoderRun& run, SurpriseUpdate surprise)
+{
+    const DecoderConfig& c = model.config;
+    const int L = c.layers, n = static_cast<int>(run.encoding.ids.size());
+    auto weights = deviceWeights(model, fromLayer);
+    if (!weights) return weights.status();
+    cuda::DeviceForwardRequest req;
+    req.ids = run.encoding.ids;
+    req.fromLayer = fromLayer;
+    if (fromLayer > 0) req.hiddenFrom = &run.hidden[static_cast<std::size_t>(fromLayer)];
+    req.ablated = run.ablated;
+    if (run.pinned.layer >= fromLayer && run.pinned.layer < L) {
+        req.pinnedLayer = run.pinned.layer;
+        req.pinnedQ = &run.pinned.Q;
+        req.pinnedK = &run.pinned.K;
+        req.pinnedV = &run.pinned.V;
+    }
+    req.lazy = run.lazy;
+    req.everySurprise = surprise == SurpriseUpdate::Now;
+    cuda::DeviceForwardResult out;
+    if (Status s = cuda::decoderForward(**weights, req, out); !s.ok()) return makeError(s.code, "the GPU forward: " + s.message);
+
+    // Into the run, as runLayer / lazyLayer / predictions leave it.
+    if (fromLayer == 0) run.hidden[0] = std::move(out.hidden[0]);
+    for (int l = fromLayer; l < L; ++l) {
+        run.hidden[static_cast<std::size_t>(l) + 1] = std::move(out.hidden[static_cast<std::size_t>(l) + 1]);
+        cuda::DeviceLayerResult& r = out.layers[static_cast<std::size_t>(l)];
+        AttentionResult& res = run.attention[static_cast<std::size_t>(l)];
+        res.warnings.clear();
+        res.output.resize(0, 0);
+        res.layout = Layout::Row;
+        res.scale = c.scoreScale();
+        res.backend = Backend::Cuda;
+        res.deviceGeneration = 0;
+        res.timings = {};
+        if (run.lazy) {
+            // lazyLayer's: Q, K, V and lse in a LazyLayer with spare rows (never past the model's context).
+            const Eigen::Index spare =
+                std::clamp<Eigen::Index>(LazyLayer::defaultSpareRows(n), 0, std::max<Eigen::Index>(0, c.maxPositions - n));
+            run.lazyLayers[static_cast<std::size_t>(l)] =
+                std::make_shared<const LazyLayer>(std::move(r.Q), std::move(r.K), std::move(r.lse), spare, std::move(r.V));
+            res.Q.resize(0, 0);
+            res.K.resize(0, 0);
+            res.V.resize(0, 0);
+            res.concat.resize(0, 0);
+            res.heads.clear();
+        } else {
+            res.Q = std::move(r.Q);
+            res.K = std::move(r.K);
+            res.V = std::move(r.V);
+            res.concat = std::move(r.concat);
+            res.heads.assign(static_cast<std::size_t>(c.heads), HeadResult{});
+            std::vector<HeadWeights>& kept = run.weights[static_cast<std::size_t>(l)];
+            kept.resize(static_cast<std::size_t>(c.heads));
+            for (int h = 0; h < c.heads; ++h)
+                kept[static_cast<std::size_t>(h)] = HeadWeights(std::move(r.weights[static_cast<std::size_t>(h)]));
+        }
+    }
+    run.finalHidden = std::move(out.finalHidden);
+    run.lastLogits = std::move(out.lastLogits);
+    if (surprise == SurpriseUpdate::Now) {
+        run.surprise = std::move(out.surprise);
+        run.surpriseStale = false;
+    } else {
+        run.surprise.resize(static_cast<std::size_t>(n));
+        if (n > 0) run.surprise[0] = std::numeric_limits<float>::quiet_NaN();
+        run.surpriseStale = true;
+    }
+    run.backend = Backend::Cuda;
+    run.deviceTimings = {out.timings.embed, out.timings.layers, out.timings.head, out.timings.total, out.timings.bytesBack};
+    return Status::success();
+}
+
+#endif
+
+} // namespace attn::detail

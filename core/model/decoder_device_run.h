@@ -1,0 +1,21 @@
+// The decoder's runs on the GPU (issue 34), as decoder.cpp's run loop calls them: which backend a call runs on,
+// and a forward or recompute of a DecoderRun on the device (core/cuda/decoder_device.h). Internal to
+// attnscope_model; in a build without CUDA the device is never usable and Cuda is Unavailable.
+#pragma once
+
+#include "attnscope/decoder.h"
+
+namespace attn::detail {
+
+// Whether a decoder call with `backend` runs on the device: Cpu → false; Auto → true when a device is usable;
+// Cuda → true, or Unavailable with the reason (no device, a build without CUDA).
+Expected<bool> decoderOnDevice(Backend backend);
+
+// Layers fromLayer…L−1 of `run` and its predictions on the device, the model's weights uploaded at the first call
+// (model.device). From layer 0 the embedding is computed from run.encoding.ids; from a later layer the residual
+// stream run.hidden[fromLayer] goes up. Everything the run keeps comes back (hidden, Q/K/V/concat and the heads'
+// weights of a dense run, Q/K/V/lse in LazyLayers of a lazy one, finalHidden, lastLogits, surprise), as the CPU
+// path leaves it. Errors: ResourceExhausted (device memory, naming sizes), Internal (a CUDA call).
+Status deviceRecompute(DecoderModel& model, int fromLayer, DecoderRun& run, SurpriseUpdate surprise);
+
+} // namespace attn::detail
