@@ -327,7 +327,7 @@ int writeDecoderNpz(const ModelOptionsCli& opt, attn::DecoderModel& model, const
         !opt.qkFlag().empty())
         return printError("model: -o OUT.npz writes the maps and logits of the text; --generate and the interpretability "
                           "views write JSON (-o OUT.json)"), kExitBadInput;
-    mo.lazy = mo.backend != attn::Backend::Cuda;
+    mo.lazy = true;  // on the CPU or the GPU (the device forward keeps Q, K and the log-sum-exp too)
     const long n = std::min<long>(long(enc.ids.size()), c.maxPositions);
     const long heads = opt.head >= 0 ? 1 : c.heads;
     // All the chosen layers' maps are held while the .npz is encoded (4 B a value, about twice more while zipping).
@@ -451,9 +451,11 @@ int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path)
     }
     for (const std::string& w : enc->warnings) std::fprintf(stderr, "attnscope: warning: %s\n", w.c_str());
     for (const std::string& w : run->warnings) std::fprintf(stderr, "attnscope: warning: %s\n", w.c_str());
+    reportBackendChoice(backend, run->backend);
 
     json head;
     head["attnscope"] = 1;
+    head["backend"] = run->backend == attn::Backend::Cuda ? "cuda" : "cpu";  // where every layer ran
     head["model"] = {{"name", model->name}, {"family", attn::toString(c.family)}, {"architecture", c.architecture},
                      {"layers", c.layers}, {"heads", c.heads}, {"kv_heads", c.kvHeads}, {"d_model", c.hidden},
                      {"vocab", c.vocab}};

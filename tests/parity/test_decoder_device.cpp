@@ -22,6 +22,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,8 @@ struct Case {
     std::string path;
     bool full;  // every check (the Hugging Face directories); GGUF: forward, ablation and append
 };
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 std::vector<Case> cases()
 {
