@@ -270,6 +270,39 @@ TEST(DecoderDeviceWeights, EditsOfWoAreUploaded)
     expectSameDenseRun(*model, *d, *c, "edited W^O");
 }
 
+#ifdef ATTNSCOPE_EMULATED_DEVICE
+} // namespace
+namespace emu {
+extern size_t deviceBytes;  // the emulated device's memory (fake_cuda_runtime.cpp)
+}
+namespace {
+
+// A device too small for the weights: Cuda is ResourceExhausted naming the sizes; Auto falls back to the CPU and
+// says so in the run.
+TEST(DecoderDeviceMemory, TooSmallIsAClearErrorAndAutoFallsBack)
+{
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_gpt2");
+    ASSERT_TRUE(model.ok());
+    const size_t saved = emu::deviceBytes;
+    emu::deviceBytes = 4096;
+    attn::DecoderOptions o;
+    o.backend = attn::Backend::Cuda;
+    auto dev = attn::runDecoder(*model, kIds, o);
+    EXPECT_EQ(dev.status().code, attn::StatusCode::ResourceExhausted);
+    EXPECT_NE(dev.status().message.find("MiB"), std::string::npos) << dev.status().message;
+    o.backend = attn::Backend::Auto;
+    auto fallback = attn::runDecoder(*model, kIds, o);
+    emu::deviceBytes = saved;
+    ASSERT_TRUE(fallback.ok()) << fallback.status().message;
+    EXPECT_EQ(fallback->backend, attn::Backend::Cpu);
+    ASSERT_EQ(fallback->warnings.size(), 1u);
+    EXPECT_NE(fallback->warnings[0].find("computed on the CPU instead"), std::string::npos) << fallback->warnings[0];
+    auto cpu = attn::runDecoder(*model, kIds, {});
+    ASSERT_TRUE(cpu.ok());
+    EXPECT_CLOSE(fallback->hidden.back(), cpu->hidden.back(), 0.0, "fallback");
+}
+#endif
+
 } // namespace
 
 int main(int argc, char** argv)
