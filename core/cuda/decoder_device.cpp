@@ -455,6 +455,10 @@ double elapsed(DecoderContext& ctx, int a, int b)
 // CPU; 512 rows of SmolLM2's 49152 are 96 MiB, large enough to keep the GEMM at its rate.
 constexpr int kLogitRows = 512;
 
+// Every head's weights of a layer come back in one copy up to this size (then split on the host: a copy of these
+// bytes more, ~0.1 ms), else one copy per head into its own map (no host copy of maps that are large).
+constexpr std::size_t kOneCopyBytes = std::size_t(4) << 20;
+
 } // namespace
 
 // -----------------------------------------------------------------------------------------------------
@@ -555,6 +559,7 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(1), s));
 
     const long long nn = static_cast<long long>(n) * n;
+    Matrix allHeads;
     for (int l = req.fromLayer; l < L; ++l) {
         DeviceLayerResult& r = out.layers[static_cast<std::size_t>(l)];
         if (req.pinnedLayer == l) {
@@ -577,8 +582,16 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
             ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.concat, n, static_cast<long long>(H) * D, r.concat, bytesBack));
             if (req.keepWeights) {
                 r.weights.resize(static_cast<std::size_t>(H));
-                for (int h = 0; h < H; ++h)
-                    ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.scores + h * nn, n, n, r.weights[static_cast<std::size_t>(h)], bytesBack));
+                if (static_cast<std::size_t>(H * nn) * f <= kOneCopyBytes) {
+                    // Short texts: one copy of every head's map, split on the host (each copy to pageable memory
+                    // waits for the stream: H copies a layer were H waits).
+                    ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.scores, static_cast<long long>(H) * n, n, allHeads, bytesBack));
+                    ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(s));
+                    for (int h = 0; h < H; ++h) r.weights[static_cast<std::size_t>(h)] = allHeads.middleRows(static_cast<Eigen::Index>(h) * n, n);
+                } else {
+                    for (int h = 0; h < H; ++h)
+                        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.scores + h * nn, n, n, r.weights[static_cast<std::size_t>(h)], bytesBack));
+                }
             }
         }
         ATTNSCOPE_RETURN_IF_ERROR(project(ctx, b.concat, n, w.at(l, LayerTensor::Wo), w.at(l, LayerTensor::Bo), b.attnOut));
@@ -593,6 +606,7 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     ATTNSCOPE_RETURN_IF_ERROR(normRows(ctx, c, x, nullptr, w.at(ModelTensor::FinalNormGamma), w.at(ModelTensor::FinalNormBeta), b.normed, n));
     ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.normed, n, M, out.finalHidden, bytesBack));
     const int first = req.everySurprise ? 0 : n - 1;
+    Matrix lastRow;  // read after the synchronisation below
     for (int r0 = first; r0 < n; r0 += logitRows) {
         const int rows = std::min(logitRows, n - r0);
         ATTNSCOPE_RETURN_IF_ERROR(gemm(ctx.blas(), false, false, rows, V, M, 1.0f, b.normed + static_cast<long long>(r0) * M, M, 0, head.ptr, V, 0,
@@ -600,11 +614,7 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
         if (c.finalSoftcap > 0) ATTNSCOPE_CUDA_TRY(launchSoftcap(b.logits, static_cast<long long>(rows) * V, c.finalSoftcap, s));
         const int withTarget = std::min(rows, n - 1 - r0);
         if (withTarget > 0) ATTNSCOPE_CUDA_TRY(launchSurprise(b.logits, b.targets + r0, b.surprise + r0, withTarget, V, s));
-        if (r0 + rows == n) {
-            Matrix last;
-            ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.logits + static_cast<long long>(rows - 1) * V, 1, V, last, bytesBack));
-            out.lastLogits = last.row(0).transpose();
-        }
+        if (r0 + rows == n) ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.logits + static_cast<long long>(rows - 1) * V, 1, V, lastRow, bytesBack));
     }
     out.surprise.clear();
     if (req.everySurprise) {
@@ -615,6 +625,7 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(3), s));
     ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(s));
     ATTNSCOPE_CUDA_TRY(cudaGetLastError());
+    out.lastLogits = lastRow.row(0).transpose();
     out.timings.embed = elapsed(ctx, 0, 1);
     out.timings.layers = elapsed(ctx, 1, 2);
     out.timings.head = elapsed(ctx, 2, 3);
