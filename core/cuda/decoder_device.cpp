@@ -22,7 +22,6 @@
 #include <cstdio>
 #include <cmath>
 #include <limits>
-#include <map>
 #include <mutex>
 #include <string>
 
@@ -424,7 +423,6 @@ Status afterAttention(DecoderContext& ctx, const DecoderWeights& w, int l, const
 {
     const DecoderConfig& c = w.config;
     const long long count = static_cast<long long>(n) * c.hidden;
-    const DeviceArray none;
     if (w.at(l, LayerTensor::PostAttnNorm).ptr)
         ATTNSCOPE_CUDA_TRY(launchNormRows(b.attnOut, x, w.at(l, LayerTensor::PostAttnNorm).ptr, nullptr, out, n, c.hidden, c.normEps, false, ctx.stream()));
     else
@@ -440,7 +438,6 @@ Status afterAttention(DecoderContext& ctx, const DecoderWeights& w, int l, const
         ATTNSCOPE_CUDA_TRY(launchNormRows(b.mlpOut, out, w.at(l, LayerTensor::PostFfnNorm).ptr, nullptr, out, n, c.hidden, c.normEps, false, ctx.stream()));
     else
         ATTNSCOPE_CUDA_TRY(launchAdd(out, out, b.mlpOut, count, ctx.stream()));
-    (void)none;
     return Status::success();
 }
 
