@@ -71,7 +71,8 @@ attn::Status benchIds(const attn::DecoderModel& model, int n, std::vector<int>& 
 
 json phasesOf(const attn::DecoderRun::DeviceTimings& t)
 {
-    return {{"embed_ms", t.embed}, {"layers_ms", t.layers}, {"head_ms", t.head}, {"wall_ms", t.total}, {"bytes_back_mb", t.bytesBack / 1e6}};
+    return {{"embed_ms", t.embed}, {"layers_ms", t.layers}, {"head_ms", t.head}, {"copies_ms", t.copies}, {"wall_ms", t.total},
+            {"bytes_back_mb", t.bytesBack / 1e6}};
 }
 
 // `model --bench --backend cuda` (or auto with a device): the decoder forward on the GPU (issue 34), every layer
@@ -98,7 +99,7 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
     if (run.backend != attn::Backend::Cuda)
         return printError("model --bench: the forward ran on the CPU" + (run.warnings.empty() ? std::string() : " (" + run.warnings.front() + ")")),
                kExitFailure;
-    std::vector<double> forward, embed, layers, head;
+    std::vector<double> forward, embed, layers, head, copies;
     for (int r = 0; r < repeats; ++r) {
         t0 = Clock::now();
         if (attn::Status s = attn::runDecoder(model, ids, mo, run); !s.ok()) return printError(s.message), kExitFailure;
@@ -106,6 +107,7 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
         embed.push_back(run.deviceTimings.embed);
         layers.push_back(run.deviceTimings.layers);
         head.push_back(run.deviceTimings.head);
+        copies.push_back(run.deviceTimings.copies);
     }
     const attn::DecoderRun::DeviceTimings forwardPhases = run.deviceTimings;
     // Dense against lazy at min(n, 1024): what bringing every head's weights back costs.
@@ -169,7 +171,7 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
     j["forward_ms"] = fwd;
     j["forward_ms_min"] = *std::min_element(forward.begin(), forward.end());
     j["forward_phases"] = {{"embed_ms", median(embed)}, {"layers_ms", median(layers)}, {"head_ms", median(head)},
-                           {"bytes_back_mb", forwardPhases.bytesBack / 1e6}};
+                           {"copies_ms", median(copies)}, {"bytes_back_mb", forwardPhases.bytesBack / 1e6}};
     j["forward_gflop"] = flop / 1e9;
     // The rate reached; the issue's float32 SGEMM bound on an H100 is 51.5 TFLOP/s (TF32 off): the goal is ≥ 0.5 of
     // the rate the bench measures on the same GPU.

@@ -71,10 +71,10 @@ Status allocate(std::size_t bytes, const std::string& what, void*& p)
 // The activation buffers of the decoder forward, one set per process, grown when a longer text or a wider model
 // comes and reused otherwise (a recompute of the same length allocates nothing). Never destroyed (as the attention
 // core's Workspace: freeing device memory from a static destructor races the runtime's teardown).
-enum class Act { X0, X1, Normed, Q, K, V, Scores, Concat, AttnOut, FfnA, FfnB, MlpOut, Lse, Ids, Targets, Surprise, Logits, InvFreq, Count };
+enum class Act { Hidden, Normed, Q, K, V, Scores, Concat, AttnOut, FfnA, FfnB, MlpOut, Lse, Ids, Targets, Surprise, Logits, InvFreq, Count };
 const char* actName(Act a)
 {
-    static const char* names[] = {"the residual stream", "the residual stream", "the normed stream", "Q", "K", "V",
+    static const char* names[] = {"the residual streams", "the normed stream", "Q", "K", "V",
                                   "the scores of every head", "the heads' contexts", "the attention output",
                                   "the feed-forward", "the feed-forward", "the feed-forward output", "the log-sum-exp",
                                   "the token ids", "the targets", "the surprise", "the logits", "the RoPE frequencies"};
@@ -151,7 +151,7 @@ private:
     bool m_ready = false;
     cudaStream_t m_stream = nullptr;
     cublasHandle_t m_blas = nullptr;
-    std::array<cudaEvent_t, 4> m_events{};
+    std::array<cudaEvent_t, 5> m_events{};
     std::array<Buffer, static_cast<std::size_t>(Act::Count)> m_bufs{};
 };
 
@@ -320,7 +320,7 @@ Status uploadMatrix(DecoderContext& ctx, const Matrix& host, float* dev)
 // -----------------------------------------------------------------------------------------------------
 
 struct Buffers {
-    float *x0, *x1, *normed, *Q, *K, *V, *scores, *concat, *attnOut, *ffnA, *ffnB, *mlpOut, *lse, *surprise, *logits;
+    float *normed, *Q, *K, *V, *scores, *concat, *attnOut, *ffnA, *ffnB, *mlpOut, *lse, *surprise, *logits;
     int *ids, *targets;
     int logitRows;
 };
@@ -456,6 +456,10 @@ constexpr int kLogitRows = 512;
 // bytes more, ~0.1 ms), else one copy per head into its own map (no host copy of maps that are large).
 constexpr std::size_t kOneCopyBytes = std::size_t(4) << 20;
 
+// Every layer's maps stay on the device until the forward is done when they take at most this (SmolLM2 at 1024
+// tokens: 1.1 GB); beyond, each layer's come back before the next layer's scores overwrite them.
+constexpr std::size_t kKeepMapsBytes = std::size_t(2) << 30;
+
 } // namespace
 
 // -----------------------------------------------------------------------------------------------------
@@ -491,117 +495,117 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     DecoderContext& ctx = DecoderContext::instance();
     std::lock_guard<std::mutex> lock(ctx.mutex());
     ATTNSCOPE_RETURN_IF_ERROR(ctx.init());
-    const std::size_t f = sizeof(float), nz = static_cast<std::size_t>(n);
+    const std::size_t f = sizeof(float), nz = static_cast<std::size_t>(n), Lz = static_cast<std::size_t>(L);
+    const std::size_t nn = nz * nz, qw = static_cast<std::size_t>(H) * D, kw = static_cast<std::size_t>(Hkv) * D;
     const int logitRows = std::min(n, kLogitRows);
+    // What a run keeps stays on the device until every layer is done (each layer's slice of these buffers), and
+    // comes back after: a copy to pageable memory waits for the stream, so copies between the layers would stall the
+    // GPU at every layer. Every head's weights of every layer stay too when they fit kKeepMapsBytes; else each
+    // layer's come back before the next layer reuses the buffer.
+    const bool dense = !req.lazy, keepMaps = dense && req.keepWeights && Lz * H * nn * f <= kKeepMapsBytes;
     std::array<std::size_t, static_cast<std::size_t>(Act::Count)> need{};
     auto setNeed = [&](Act a, std::size_t bytes) { need[static_cast<std::size_t>(a)] = bytes; };
-    setNeed(Act::X0, nz * M * f);
-    setNeed(Act::X1, nz * M * f);
+    setNeed(Act::Hidden, (Lz + 1) * nz * M * f);
     setNeed(Act::Normed, nz * M * f);
-    setNeed(Act::Q, nz * H * D * f);
-    setNeed(Act::K, nz * Hkv * D * f);
-    setNeed(Act::V, nz * Hkv * D * f);
-    setNeed(Act::Scores, static_cast<std::size_t>(H) * nz * nz * f);
-    setNeed(Act::Concat, nz * H * D * f);
+    setNeed(Act::Q, Lz * nz * qw * f);
+    setNeed(Act::K, Lz * nz * kw * f);
+    setNeed(Act::V, Lz * nz * kw * f);
+    setNeed(Act::Scores, (keepMaps ? Lz : 1) * H * nn * f);
+    setNeed(Act::Concat, (dense ? Lz : 1) * nz * qw * f);
     setNeed(Act::AttnOut, nz * M * f);
     setNeed(Act::FfnA, nz * std::max(F, 1) * f);
     setNeed(Act::FfnB, nz * std::max(F, 1) * f);
     setNeed(Act::MlpOut, nz * M * f);
-    setNeed(Act::Lse, nz * H * f);
+    setNeed(Act::Lse, Lz * nz * H * f);
     setNeed(Act::Ids, nz * sizeof(int));
     setNeed(Act::Targets, nz * sizeof(int));
     setNeed(Act::Surprise, nz * f);
     setNeed(Act::Logits, static_cast<std::size_t>(logitRows) * V * f);
     ATTNSCOPE_RETURN_IF_ERROR(ctx.checkFits(need, "a forward over " + std::to_string(n) + " tokens"));
+    float *hidden, *allQ, *allK, *allV, *allScores, *allConcat, *allLse;
     Buffers b{};
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::X0, nz * M, b.x0));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::X1, nz * M, b.x1));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Hidden, (Lz + 1) * nz * M, hidden));
     ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Normed, nz * M, b.normed));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Q, nz * H * D, b.Q));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::K, nz * Hkv * D, b.K));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::V, nz * Hkv * D, b.V));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Scores, static_cast<std::size_t>(H) * nz * nz, b.scores));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Concat, nz * H * D, b.concat));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Q, Lz * nz * qw, allQ));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::K, Lz * nz * kw, allK));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::V, Lz * nz * kw, allV));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Scores, (keepMaps ? Lz : 1) * H * nn, allScores));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Concat, (dense ? Lz : 1) * nz * qw, allConcat));
     ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::AttnOut, nz * M, b.attnOut));
     ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::FfnA, nz * std::max(F, 1), b.ffnA));
     ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::FfnB, nz * std::max(F, 1), b.ffnB));
     ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::MlpOut, nz * M, b.mlpOut));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Lse, nz * H, b.lse));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Lse, Lz * nz * H, allLse));
     ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Ids, nz, b.ids));
     ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Targets, nz, b.targets));
     ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Surprise, nz, b.surprise));
     ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Logits, static_cast<std::size_t>(logitRows) * V, b.logits));
     b.logitRows = logitRows;
+    auto hiddenOf = [&](int l) { return hidden + static_cast<std::size_t>(l) * nz * M; };
+    auto scoresOf = [&](int l) { return allScores + (keepMaps ? static_cast<std::size_t>(l) : 0) * H * nn; };
+    auto concatOf = [&](int l) { return allConcat + (dense ? static_cast<std::size_t>(l) : 0) * nz * qw; };
 
     cudaStream_t s = ctx.stream();
-    out.hidden.resize(static_cast<std::size_t>(L) + 1);
-    out.layers.resize(static_cast<std::size_t>(L));
+    out.hidden.resize(Lz + 1);
+    out.layers.resize(Lz);
     out.timings = {};
     double& bytesBack = out.timings.bytesBack;
+    // Every head's map of layer l into r.weights: one copy when small (then split on the host: each copy to
+    // pageable memory waits for the stream), else one per head into its own map.
+    Matrix allHeads;
+    auto downloadMaps = [&](int l, DeviceLayerResult& r) -> Status {
+        r.weights.resize(static_cast<std::size_t>(H));
+        const float* maps = scoresOf(l);
+        if (static_cast<std::size_t>(H) * nn * f <= kOneCopyBytes) {
+            ATTNSCOPE_RETURN_IF_ERROR(download(ctx, maps, static_cast<long long>(H) * n, n, allHeads, bytesBack));
+            ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(s));
+            for (int h = 0; h < H; ++h) r.weights[static_cast<std::size_t>(h)] = allHeads.middleRows(static_cast<Eigen::Index>(h) * n, n);
+            return Status::success();
+        }
+        for (int h = 0; h < H; ++h)
+            ATTNSCOPE_RETURN_IF_ERROR(download(ctx, maps + h * nn, n, n, r.weights[static_cast<std::size_t>(h)], bytesBack));
+        return Status::success();
+    };
     // The targets of positions 0…n−2 are tokens 1…n−1 (uploaded from a host copy that lives to the sync below).
     std::vector<int> targets(req.ids.begin() + 1, req.ids.end());
     targets.push_back(-1);
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(0), s));
-    float* x = b.x0;
-    float* next = b.x1;
     if (req.fromLayer == 0) {
         ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(b.ids, req.ids.data(), nz * sizeof(int), cudaMemcpyHostToDevice, s));
         const DeviceArray& P = w.at(ModelTensor::Positions);
-        ATTNSCOPE_CUDA_TRY(launchEmbed(b.ids, E.ptr, static_cast<int>(E.cols), P.ptr, 0, c.embedScale, x, n, M, s));
-        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, x, n, M, out.hidden[0], bytesBack));
+        ATTNSCOPE_CUDA_TRY(launchEmbed(b.ids, E.ptr, static_cast<int>(E.cols), P.ptr, 0, c.embedScale, hiddenOf(0), n, M, s));
     } else {
-        ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.hiddenFrom, x));
+        ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.hiddenFrom, hiddenOf(req.fromLayer)));
     }
     ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(b.targets, targets.data(), nz * sizeof(int), cudaMemcpyHostToDevice, s));
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(1), s));
 
-    const long long nn = static_cast<long long>(n) * n;
-    Matrix allHeads;
     for (int l = req.fromLayer; l < L; ++l) {
-        DeviceLayerResult& r = out.layers[static_cast<std::size_t>(l)];
+        const std::size_t lz = static_cast<std::size_t>(l);
+        b.Q = allQ + lz * nz * qw;
+        b.K = allK + lz * nz * kw;
+        b.V = allV + lz * nz * kw;
+        b.lse = allLse + lz * nz * H;
+        b.scores = scoresOf(l);
+        b.concat = concatOf(l);
         if (req.pinnedLayer == l) {
             ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.pinnedQ, b.Q));
             ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.pinnedK, b.K));
             ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.pinnedV, b.V));
         } else {
-            ATTNSCOPE_RETURN_IF_ERROR(attentionInputs(ctx, w, l, x, n, b));
+            ATTNSCOPE_RETURN_IF_ERROR(attentionInputs(ctx, w, l, hiddenOf(l), n, b));
         }
         ATTNSCOPE_RETURN_IF_ERROR(attention(ctx, w, l, n, req.lazy, req.ablated, b));
-        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.Q, n, static_cast<long long>(H) * D, r.Q, bytesBack));
-        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.K, n, static_cast<long long>(Hkv) * D, r.K, bytesBack));
-        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.V, n, static_cast<long long>(Hkv) * D, r.V, bytesBack));
-        r.weights.clear();
-        if (req.lazy) {
-            r.concat.resize(0, 0);
-            ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.lse, n, H, r.lse, bytesBack));
-        } else {
-            r.lse.resize(0, 0);
-            ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.concat, n, static_cast<long long>(H) * D, r.concat, bytesBack));
-            if (req.keepWeights) {
-                r.weights.resize(static_cast<std::size_t>(H));
-                if (static_cast<std::size_t>(H * nn) * f <= kOneCopyBytes) {
-                    // Short texts: one copy of every head's map, split on the host (each copy to pageable memory
-                    // waits for the stream: H copies a layer were H waits).
-                    ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.scores, static_cast<long long>(H) * n, n, allHeads, bytesBack));
-                    ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(s));
-                    for (int h = 0; h < H; ++h) r.weights[static_cast<std::size_t>(h)] = allHeads.middleRows(static_cast<Eigen::Index>(h) * n, n);
-                } else {
-                    for (int h = 0; h < H; ++h)
-                        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.scores + h * nn, n, n, r.weights[static_cast<std::size_t>(h)], bytesBack));
-                }
-            }
-        }
+        if (dense && req.keepWeights && !keepMaps) ATTNSCOPE_RETURN_IF_ERROR(downloadMaps(l, out.layers[lz]));
         ATTNSCOPE_RETURN_IF_ERROR(project(ctx, b.concat, n, w.at(l, LayerTensor::Wo), w.at(l, LayerTensor::Bo), b.attnOut));
-        ATTNSCOPE_RETURN_IF_ERROR(afterAttention(ctx, w, l, x, n, next, b));
-        std::swap(x, next);
-        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, x, n, M, out.hidden[static_cast<std::size_t>(l) + 1], bytesBack));
+        ATTNSCOPE_RETURN_IF_ERROR(afterAttention(ctx, w, l, hiddenOf(l), n, hiddenOf(l + 1), b));
     }
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(2), s));
+    float* x = hiddenOf(L);
 
     // predictions: the final norm, then the LM head in row blocks, each reduced to the surprise of the next token;
     // only the last row's logits come back.
     ATTNSCOPE_RETURN_IF_ERROR(normRows(ctx, c, x, nullptr, w.at(ModelTensor::FinalNormGamma), w.at(ModelTensor::FinalNormBeta), b.normed, n));
-    ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.normed, n, M, out.finalHidden, bytesBack));
     const int first = req.everySurprise ? 0 : n - 1;
     Matrix lastRow;  // read after the synchronisation below
     for (int r0 = first; r0 < n; r0 += logitRows) {
@@ -613,19 +617,42 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
         if (withTarget > 0) ATTNSCOPE_CUDA_TRY(launchSurprise(b.logits, b.targets + r0, b.surprise + r0, withTarget, V, s));
         if (r0 + rows == n) ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.logits + static_cast<long long>(rows - 1) * V, 1, V, lastRow, bytesBack));
     }
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(3), s));
+    // What the run keeps, back to the host.
+    ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.normed, n, M, out.finalHidden, bytesBack));
+    if (req.fromLayer == 0) ATTNSCOPE_RETURN_IF_ERROR(download(ctx, hiddenOf(0), n, M, out.hidden[0], bytesBack));
+    for (int l = req.fromLayer; l < L; ++l) {
+        const std::size_t lz = static_cast<std::size_t>(l);
+        DeviceLayerResult& r = out.layers[lz];
+        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, hiddenOf(l + 1), n, M, out.hidden[lz + 1], bytesBack));
+        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, allQ + lz * nz * qw, n, static_cast<long long>(qw), r.Q, bytesBack));
+        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, allK + lz * nz * kw, n, static_cast<long long>(kw), r.K, bytesBack));
+        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, allV + lz * nz * kw, n, static_cast<long long>(kw), r.V, bytesBack));
+        if (dense) {
+            r.lse.resize(0, 0);
+            ATTNSCOPE_RETURN_IF_ERROR(download(ctx, concatOf(l), n, static_cast<long long>(qw), r.concat, bytesBack));
+            if (!req.keepWeights) r.weights.clear();
+            else if (keepMaps) ATTNSCOPE_RETURN_IF_ERROR(downloadMaps(l, r));
+        } else {
+            r.concat.resize(0, 0);
+            r.weights.clear();
+            ATTNSCOPE_RETURN_IF_ERROR(download(ctx, allLse + lz * nz * H, n, H, r.lse, bytesBack));
+        }
+    }
     out.surprise.clear();
     if (req.everySurprise) {
         out.surprise.assign(nz, std::numeric_limits<float>::quiet_NaN());
         if (n > 1) ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(out.surprise.data() + 1, b.surprise, (nz - 1) * f, cudaMemcpyDeviceToHost, s));
         bytesBack += double((nz - 1) * f);
     }
-    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(3), s));
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(4), s));
     ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(s));
     ATTNSCOPE_CUDA_TRY(cudaGetLastError());
     out.lastLogits = lastRow.row(0).transpose();
     out.timings.embed = elapsed(ctx, 0, 1);
     out.timings.layers = elapsed(ctx, 1, 2);
     out.timings.head = elapsed(ctx, 2, 3);
+    out.timings.copies = elapsed(ctx, 3, 4);
     out.timings.total = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     return Status::success();
 }

@@ -65,12 +65,13 @@ struct DeviceForwardRequest {
     bool everySurprise = true;  // false: the last position's logits only (SurpriseUpdate::Deferred)
 };
 
-// Phase times of one device forward, in milliseconds, from CUDA events on the stream (the copies back to the
-// host are in the phase that made what they copy).
+// Phase times of one device forward, in milliseconds, from CUDA events on the stream. (A dense run's maps too large
+// to stay on the device until the end come back during `layers`.)
 struct DeviceForwardTimings {
     double embed = 0;       // ids or the residual stream up, the embedding
-    double layers = 0;      // every layer computed, its kept results copied back
-    double head = 0;        // final norm, LM head in row blocks, log-sum-exp, surprise, last logits back
+    double layers = 0;      // every layer computed
+    double head = 0;        // final norm, LM head in row blocks, log-sum-exp, surprise
+    double copies = 0;      // what the run keeps, device → host (pageable memory), after the layers
     double total = 0;       // host wall time of the call
     double bytesBack = 0;   // bytes copied device → host
 };

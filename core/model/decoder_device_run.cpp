@@ -240,7 +240,8 @@ Status deviceRecompute(DecoderModel& model, int fromLayer, DecoderRun& run, Surp
         run.surpriseStale = true;
     }
     run.backend = Backend::Cuda;
-    run.deviceTimings = {out.timings.embed, out.timings.layers, out.timings.head, out.timings.total, out.timings.bytesBack};
+    run.deviceTimings = {out.timings.embed, out.timings.layers, out.timings.head, out.timings.copies, out.timings.total,
+                         out.timings.bytesBack};
     return Status::success();
 }
 

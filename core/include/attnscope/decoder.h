@@ -261,10 +261,10 @@ struct DecoderRun {
     Backend backend = Backend::Cpu;             // where the last forward, recompute or append ran its layers: Cuda =
                                                 // every layer on the GPU (the device forward), Cpu otherwise
     // The last device forward's phases in ms (CUDA events; zero after a CPU run): the embedding (or the residual
-    // stream uploaded), the layers with their kept results copied back, the predictions; the call's wall time; and
-    // the bytes copied back to the host.
+    // stream uploaded), the layers, the predictions, the copies of what the run keeps back to the host; the call's
+    // wall time; and the bytes copied back.
     struct DeviceTimings {
-        double embed = 0, layers = 0, head = 0, total = 0, bytesBack = 0;
+        double embed = 0, layers = 0, head = 0, copies = 0, total = 0, bytesBack = 0;
     } deviceTimings;
     // A lazy run (DecoderOptions::lazy): no n×n map exists, and attention[l] holds nothing (no Q, K, V, heads,
     // context or output: the interpretability scans and the chain view need a dense run); lazyLayers[l] holds Q
