@@ -6,7 +6,8 @@
 #                                                             the CPU's figures beside them at 128)
 #   scripts/bench_peers.sh --json                            (torch on the same GPU, when python3 has torch with CUDA)
 # Run from the checkout's root:  scripts/gpu_check.sh [OUT_DIR]   (default gpu-check/; $OUT when set)
-# GPU_CHECK_PARTS (default "tests core models peers") chooses the parts, e.g. GPU_CHECK_PARTS="tests core".
+# GPU_CHECK_PARTS (default "tests core models peers") chooses the parts, e.g. GPU_CHECK_PARTS="tests core";
+# GPU_CHECK_DEADLINE=S skips what would run past S seconds (each step is cut to fit).
 # Writes OUT_DIR/gpu_check.log (everything printed) and OUT_DIR/results.tar.gz (each step's JSON and log).
 # Every step has a time limit, so a hung step costs minutes, not the machine's loan; the script goes on after a
 # failed step and exits non-zero at the end if any failed.
@@ -18,8 +19,13 @@ mkdir -p "$out"
 res="$(mktemp -d)"
 exec > >(tee "$out/gpu_check.log") 2>&1
 failed=()
+deadline="${GPU_CHECK_DEADLINE:-0}"  # > 0: seconds after which the remaining steps are skipped (a loan's budget)
 step() {  # step NAME SECONDS CMD...: runs CMD with a limit, its stdout into NAME.out, stderr into NAME.err
   local name="$1" limit="$2"; shift 2
+  if [ "$deadline" -gt 0 ] && [ "$SECONDS" -ge "$deadline" ]; then
+    printf '[gpu_check] %-32s skipped: past GPU_CHECK_DEADLINE=%ss\n' "$name" "$deadline"; failed+=("$name(skipped)"); return
+  fi
+  if [ "$deadline" -gt 0 ] && [ $((SECONDS + limit)) -gt "$deadline" ]; then limit=$((deadline - SECONDS)); fi
   local t0=$SECONDS rc
   timeout "$limit" "$@" >"$res/$name.out" 2>"$res/$name.err"; rc=$?
   printf '[gpu_check] %-32s rc %-3s %4ss\n' "$name" "$rc" "$((SECONDS - t0))"
@@ -60,19 +66,25 @@ want core && step bench.n1024 120 "$bin/attnscope" bench --backend cuda --n 1024
 want core && step bench.n4096 180 "$bin/attnscope" bench --backend cuda --n 4096 --causal --skip-reference --repeat 3 --json
 want core && step bench.n8192 180 "$bin/attnscope" bench --backend cuda --n 8192 --causal --skip-reference --skip-cpu --repeat 3 --json
 
-# 3. Decoders: synthetic models of the real shapes (no model files here), on the GPU and on the CPU.
+# 3. Decoders: synthetic models of the real shapes (no model files here), on the GPU at 128 tokens, then torch on the
+# same GPU, then 8192 tokens and the CPU's figures (the order of importance, in case the deadline comes first).
 want models && for s in smollm2 gemma3-270m; do
-  step "model.$s.cuda.128" 180 "$bin/attnscope" model --synthetic "$s" --backend cuda --bench --tokens 128 --repeats 5 --json
-  step "model.$s.cpu.128" 180 "$bin/attnscope" model --synthetic "$s" --backend cpu --bench --tokens 128 --repeats 3 --json
-  step "model.$s.cuda.8192" 240 "$bin/attnscope" model --synthetic "$s" --backend cuda --bench --tokens 8192 --repeats 3 --json
+  step "model.$s.cuda.128" 150 "$bin/attnscope" model --synthetic "$s" --backend cuda --bench --tokens 128 --repeats 5 --json
 done
 
-# 4. torch on the same GPU, when it is here.
+# 4. torch on the same GPU, when it is here (bench_peers.sh uses this python3 when it imports torch).
 if want peers && python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-  for n in 1024 4096 8192; do
-    ATTNSCOPE_BIN="$bin/attnscope" step "peers.n$n" 240 bash scripts/bench_peers.sh --n "$n" --causal --json
+  for n in 4096 8192 1024; do
+    ATTNSCOPE_BIN="$bin/attnscope" step "peers.n$n" 150 bash scripts/bench_peers.sh --n "$n" --causal --json
   done
 fi
+
+want models && for s in smollm2 gemma3-270m; do
+  step "model.$s.cuda.8192" 180 "$bin/attnscope" model --synthetic "$s" --backend cuda --bench --tokens 8192 --repeats 3 --json
+done
+want models && for s in smollm2 gemma3-270m; do
+  step "model.$s.cpu.128" 150 "$bin/attnscope" model --synthetic "$s" --backend cpu --bench --tokens 128 --repeats 3 --json
+done
 
 tar -C "$res" -czf "$out/results.tar.gz" .
 echo "[gpu_check] results in $out/results.tar.gz; failed: ${failed[*]:-none}"

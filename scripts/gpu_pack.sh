@@ -20,17 +20,17 @@ if [ ! -f "$build/build.ninja" ]; then
     -DATTNSCOPE_PYTHON="$root/build/venv/bin/python3"
 fi
 # The gpu-labelled tests' programs, as CTest knows them (the first word of each test's command).
-mapfile -t tests < <(ctest --test-dir "$build" -L gpu --show-only=json-v1 2>/dev/null |
+mapfile -t tests < <((cd "$build" && ctest -L gpu --show-only=json-v1 2>/dev/null) |
   python3 -c 'import json,os,sys
 seen=set()
 for t in json.load(sys.stdin).get("tests", []):
     exe=os.path.basename(t["command"][0])
     if exe not in seen: seen.add(exe); print(exe)')
 # Before the first build CTest lists nothing: the test programs this script knows are built, then listed again.
-targets=(attnscope test_parity test_decoder_cuda test_gl_interop "${tests[@]}")
+targets=(attnscope test_parity test_decoder_cuda test_decoder_device test_gl_interop "${tests[@]}")
 mapfile -t targets < <(printf '%s\n' "${targets[@]}" | sort -u)
 nice cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target "${targets[@]}"
-mapfile -t tests < <(ctest --test-dir "$build" -L gpu --show-only=json-v1 |
+mapfile -t tests < <((cd "$build" && ctest -L gpu --show-only=json-v1) |
   python3 -c 'import json,os,sys
 seen=set()
 for t in json.load(sys.stdin).get("tests", []):
