@@ -494,6 +494,19 @@ void keepWeights(AttentionResult& res, std::vector<HeadWeights>& kept)
     }
 }
 
+// The residual stream's rows before layer 0 of tokens `ids` at positions pos0, pos0 + 1, … (their embeddings, scaled as the
+// family scales them, plus learned positions where the model has them), one row each.
+void embedTokens(const DecoderModel& model, const std::vector<int>& ids, int pos0, Matrix& x)
+{
+    const DecoderConfig& c = model.config;
+    x.resize(static_cast<Eigen::Index>(ids.size()), c.hidden);
+    for (Eigen::Index i = 0; i < x.rows(); ++i) {
+        model.tokenEmbeddings.column(ids[static_cast<std::size_t>(i)], x.row(i).data());
+        if (c.embedScale != 1.0f) x.row(i) *= c.embedScale;
+        if (model.positionEmbeddings.size() > 0) x.row(i) += model.positionEmbeddings.row(pos0 + i);
+    }
+}
+
 template <class M, class Rows>
 void appendRows(M& dst, const Eigen::MatrixBase<Rows>& rows)
 {
@@ -697,13 +710,7 @@ Status runDecoder(DecoderModel& model, const std::vector<int>& idsIn, const Deco
     run.attention.resize(static_cast<std::size_t>(c.layers));
     if (run.lazy) run.lazyLayers.resize(static_cast<std::size_t>(c.layers));
     else run.weights.resize(static_cast<std::size_t>(c.layers));
-    Matrix& x = run.hidden[0];
-    x.resize(n, c.hidden);
-    for (int i = 0; i < n; ++i) {
-        model.tokenEmbeddings.column(ids[static_cast<std::size_t>(i)], x.row(i).data());
-        if (c.embedScale != 1.0f) x.row(i) *= c.embedScale;
-        if (model.positionEmbeddings.size() > 0) x.row(i) += model.positionEmbeddings.row(i);
-    }
+    embedTokens(model, ids, 0, run.hidden[0]);
     return recomputeDecoderFrom(model, 0, run, options.backend);
 }
 
@@ -881,12 +888,8 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
             run.encoding.typeIds.push_back(0);
         }
         // The new positions' embeddings on the host too, for Auto's fallback to the CPU (the device makes its own).
-        Matrix x(m, c.hidden);
-        for (int i = 0; i < m; ++i) {
-            model.tokenEmbeddings.column(ids[static_cast<std::size_t>(i)], x.row(i).data());
-            if (c.embedScale != 1.0f) x.row(i) *= c.embedScale;
-            if (model.positionEmbeddings.size() > 0) x.row(i) += model.positionEmbeddings.row(n + i);
-        }
+        Matrix x;
+        embedTokens(model, ids, n, x);
         appendRows(run.hidden[0], x);
         return recomputeDecoderFrom(model, 0, run, backend);
     }
@@ -895,12 +898,8 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
     // them, instead of an OpenMP region each that wakes a sleeping thread.
     ProductBurst burst;
     run.pinned = {};  // the pinned Q, K, V were for the old length
-    Matrix x(m, c.hidden);
-    for (int i = 0; i < m; ++i) {
-        model.tokenEmbeddings.column(ids[static_cast<std::size_t>(i)], x.row(i).data());
-        if (c.embedScale != 1.0f) x.row(i) *= c.embedScale;
-        if (model.positionEmbeddings.size() > 0) x.row(i) += model.positionEmbeddings.row(n + i);
-    }
+    Matrix x;
+    embedTokens(model, ids, n, x);
     appendRows(run.hidden[0], x);
     DecoderRun::Scratch& buf = run.scratch;
     for (int l = 0; l < L; ++l) {
