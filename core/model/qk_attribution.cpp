@@ -64,8 +64,8 @@ static Status decomposable(const DecoderConfig& c, const char* what)
     else if (!c.preNorms) lacks = "a block without pre-norms";
     else if (c.attnSoftcap > 0) lacks = "a score soft-cap";
     if (lacks.empty()) return Status::success();
-    return makeError(StatusCode::Unsupported, std::string(what) + " of " + c.architecture + " is not available yet: its " +
-                                                  lacks + " is not folded into the frozen map (docs/interp.md)");
+    return makeError(StatusCode::Unsupported, std::string(what) + " of " + c.architecture + " is not available yet: the frozen map does not fold in " +
+                                                  lacks + " (docs/interp.md)");
 }
 
 FrozenQkMap frozenQkMap(const DecoderModel& model, const DecoderRun& run, int layer, int head, QkSide side)
