@@ -143,20 +143,19 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
             return printError(s.message), kExitFailure;
         ablate.push_back(msSince(t0));
     }
-    // The head-importance scan: every head ablated in turn, recomputed from its layer (last logits only).
+    // The head-importance scan (attn::headImportance of a run on the device: each layer's heads ablated as
+    // variants stacked in one batched recompute of the layers above, last logits only).
     const int ns = std::min(n, 128);
     attn::DecoderRun scan;
     attn::DecoderOptions sOpt = mo;
     sOpt.lazy = false;
     if (attn::Status s = attn::runDecoder(model, std::vector<int>(ids.begin(), ids.begin() + ns), sOpt, scan); !s.ok())
         return printError(s.message), kExitFailure;
+    const int scanTarget = static_cast<int>(std::max_element(scan.lastLogits.data(), scan.lastLogits.data() + scan.lastLogits.size()) -
+                                            scan.lastLogits.data());
+    attn::Matrix importance;
     t0 = Clock::now();
-    for (int hl = c.layers - 1; hl >= 0; --hl)
-        for (int h = 0; h < c.heads; ++h) {
-            scan.ablated = {{hl, h}};
-            if (attn::Status s = attn::recomputeDecoderFrom(model, hl, scan, backend, attn::SurpriseUpdate::Deferred); !s.ok())
-                return printError(s.message), kExitFailure;
-        }
+    if (attn::Status s = attn::headImportance(model, scan, scanTarget, importance); !s.ok()) return printError(s.message), kExitFailure;
     const double scanMs = msSince(t0);
     // The GPU's bounds, measured after the timed runs (attnscope/gpu_bounds.h): the forward's products at the SGEMM
     // rate, the copies back at the pinned device-to-host rate, the scan's products at the SGEMM rate.

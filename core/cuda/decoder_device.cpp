@@ -345,17 +345,21 @@ Status qkNormRows(DecoderContext& ctx, const DecoderConfig& c, const DeviceArray
     return Status::success();
 }
 
-// ropeRows on `heads` heads of x (n rows at positions 0…).
-Status ropeRows(DecoderContext& ctx, const DecoderConfig& c, const DecoderWeights& w, int layer, float* x, int heads, int n)
+// ropeRows on `heads` heads of x (rows at positions 0…, or 0…period−1 again for every block of `period` rows: a
+// scan's stacked variants).
+Status ropeRows(DecoderContext& ctx, const DecoderConfig& c, const DecoderWeights& w, int layer, float* x, int heads, int rows,
+                int period = 0)
 {
     const int half = c.rotaryDims() / 2;
     if (half <= 0) return Status::success();
-    ATTNSCOPE_CUDA_TRY(launchRope(x, n, heads, c.headDim, half, w.invFreq.ptr + static_cast<long long>(layer) * half, 0, 0, ctx.stream()));
+    ATTNSCOPE_CUDA_TRY(launchRope(x, rows, heads, c.headDim, half, w.invFreq.ptr + static_cast<long long>(layer) * half, 0, period,
+                                  ctx.stream()));
     return Status::success();
 }
 
-// attentionInputs: Q, K, V of the stream x (n × M), normed and rotated where the model does.
-Status attentionInputs(DecoderContext& ctx, const DecoderWeights& w, int l, const float* x, int n, const Buffers& b)
+// attentionInputs: Q, K, V of the stream x (n × M), normed and rotated where the model does (positions restart
+// every `period` rows when it is > 0).
+Status attentionInputs(DecoderContext& ctx, const DecoderWeights& w, int l, const float* x, int n, const Buffers& b, int period = 0)
 {
     const DecoderConfig& c = w.config;
     const float* in = x;
@@ -368,8 +372,8 @@ Status attentionInputs(DecoderContext& ctx, const DecoderWeights& w, int l, cons
     ATTNSCOPE_RETURN_IF_ERROR(project(ctx, in, n, w.at(l, LayerTensor::Wv), w.at(l, LayerTensor::Bv), b.V));
     ATTNSCOPE_RETURN_IF_ERROR(qkNormRows(ctx, c, w.at(l, LayerTensor::QNorm), c.heads, b.Q, n));
     ATTNSCOPE_RETURN_IF_ERROR(qkNormRows(ctx, c, w.at(l, LayerTensor::KNorm), c.kvHeads, b.K, n));
-    ATTNSCOPE_RETURN_IF_ERROR(ropeRows(ctx, c, w, l, b.Q, c.heads, n));
-    ATTNSCOPE_RETURN_IF_ERROR(ropeRows(ctx, c, w, l, b.K, c.kvHeads, n));
+    ATTNSCOPE_RETURN_IF_ERROR(ropeRows(ctx, c, w, l, b.Q, c.heads, n, period));
+    ATTNSCOPE_RETURN_IF_ERROR(ropeRows(ctx, c, w, l, b.K, c.kvHeads, n, period));
     return Status::success();
 }
 
@@ -654,6 +658,171 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     out.timings.head = elapsed(ctx, 2, 3);
     out.timings.copies = elapsed(ctx, 3, 4);
     out.timings.total = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    return Status::success();
+}
+
+
+// -----------------------------------------------------------------------------------------------------
+// [SECTION] Scans
+// -----------------------------------------------------------------------------------------------------
+
+namespace {
+
+// A scan batch's activations at most (its variants' scores, streams and feed-forward rows): a text of 128 tokens
+// takes every head of a layer at once; a long one goes in batches.
+constexpr std::size_t kScanBytes = std::size_t(1) << 30;
+
+// The attention of g stacked variants of n rows each (attention()'s, one strided batched GEMM per query head over
+// the variants). Q/K/V strides between variants: qStride, kvStride (0: every variant shares one, a pinned layer's).
+Status stackedAttention(DecoderContext& ctx, const DecoderWeights& w, int l, int n, int g, long long qStride, long long kvStride,
+                        const std::vector<std::pair<int, int>>& ablated, const Buffers& b)
+{
+    const DecoderConfig& c = w.config;
+    const int H = c.heads, Hkv = c.kvHeads, D = c.headDim, group = H / Hkv;
+    const long long nn = static_cast<long long>(n) * n, qw = static_cast<long long>(H) * D, kw = static_cast<long long>(Hkv) * D;
+    const float scale = c.attnScale > 0 ? c.attnScale : 1.0f / std::sqrt(static_cast<float>(D));
+    for (int h = 0; h < H; ++h)
+        ATTNSCOPE_RETURN_IF_ERROR(gemm(ctx.blas(), false, true, n, n, D, scale, b.Q + static_cast<long long>(h) * D, qw, qStride,
+                                       b.K + static_cast<long long>(h / group) * D, kw, kvStride, b.scores + h * nn, n, H * nn, g));
+    ATTNSCOPE_CUDA_TRY(launchCausalSoftmax(b.scores, nullptr, g * H, n, n, 0, c.windowOf(l), c.attnSoftcap, ctx.stream()));
+    for (int h = 0; h < H; ++h)
+        ATTNSCOPE_RETURN_IF_ERROR(gemm(ctx.blas(), false, false, n, D, n, 1.0f, b.scores + h * nn, n, H * nn,
+                                       b.V + static_cast<long long>(h / group) * D, kw, kvStride, b.concat + static_cast<long long>(h) * D,
+                                       qw, n * qw, g));
+    for (const auto& [al, ah] : ablated)
+        if (al == l) ATTNSCOPE_CUDA_TRY(launchZeroColumns(b.concat, static_cast<long long>(g) * n, H * D, ah * D, D, ctx.stream()));
+    return Status::success();
+}
+
+} // namespace
+
+Status decoderScan(const DecoderWeights& w, const DeviceScanRequest& req, Matrix& logits)
+{
+    const DecoderConfig& c = w.config;
+    const int L = c.layers, M = c.hidden, H = c.heads, Hkv = c.kvHeads, D = c.headDim, F = std::max(c.intermediate, 1);
+    const DeviceArray& E = w.at(ModelTensor::Embeddings);
+    const DeviceArray& head = w.at(ModelTensor::LmHead).ptr ? w.at(ModelTensor::LmHead) : E;
+    const int V = static_cast<int>(head.cols);
+    const long long qw = static_cast<long long>(H) * D, kw = static_cast<long long>(Hkv) * D;
+    if (req.layer < 0 || req.layer >= L)
+        return invalidArgument("device scan: layer " + std::to_string(req.layer) + " is outside 0.." + std::to_string(L - 1));
+    if (!req.hidden || !req.concat || req.hidden->rows() <= 0)
+        return invalidArgument("device scan: the run's stream and concat of layer " + std::to_string(req.layer) + " are missing");
+    const int n = static_cast<int>(req.hidden->rows());
+    if (req.hidden->cols() != M || req.concat->rows() != n || req.concat->cols() != qw ||
+        (req.patch && (req.patch->rows() != n || req.patch->cols() != qw)))
+        return invalidArgument("device scan: layer " + std::to_string(req.layer) + " needs a stream of " + std::to_string(n) + "×" +
+                               std::to_string(M) + " and contexts of " + std::to_string(n) + "×" + std::to_string(qw));
+    for (int h : req.heads)
+        if (h < 0 || h >= H) return invalidArgument("device scan: head " + std::to_string(h) + " is outside 0.." + std::to_string(H - 1));
+    if (req.pinnedLayer > req.layer) {
+        const Matrix *q = req.pinnedQ, *k = req.pinnedK, *v = req.pinnedV;
+        if (!q || !k || !v || q->rows() != n || q->cols() != qw || k->rows() != n || k->cols() != kw || v->rows() != n || v->cols() != kw)
+            return invalidArgument("device scan: the pinned Q, K, V of layer " + std::to_string(req.pinnedLayer) + " do not fit " +
+                                   std::to_string(n) + " tokens");
+    }
+    if (!E.ptr || E.rows != M || V <= 0) return invalidArgument("device scan: the model's embeddings are not on the device");
+    logits.resize(static_cast<Eigen::Index>(req.heads.size()), V);
+    if (req.heads.empty()) return Status::success();
+
+    // Variants per batch: each takes its scores (H·n²), streams (2 ping-pong + normed + attention and MLP outputs:
+    // 5·M), Q and concat (2·H·D), K and V (2·H_kv·D) and the feed-forward (2·F) per row.
+    const std::size_t f = sizeof(float), nz = static_cast<std::size_t>(n);
+    const std::size_t perVariant = (static_cast<std::size_t>(H) * nz * nz + nz * (5 * std::size_t(M) + 2 * qw + 2 * kw + 2 * std::size_t(F))) * f;
+    const int gMax = static_cast<int>(std::clamp<std::size_t>(kScanBytes / perVariant, 1, req.heads.size()));
+    // A batch of gMax needs: Q also holds the uploaded concat and patch (2 n·H·D) before the first layer above.
+    const std::size_t gz = static_cast<std::size_t>(gMax), rowsMax = gz * nz;
+    std::array<std::size_t, static_cast<std::size_t>(Act::Count)> need{};
+    auto setNeed = [&](Act a, std::size_t bytes) { need[static_cast<std::size_t>(a)] = bytes; };
+    setNeed(Act::Hidden, (2 * rowsMax + nz) * M * f);
+    setNeed(Act::Normed, rowsMax * M * f);
+    setNeed(Act::Q, std::max(rowsMax, 2 * nz) * qw * f);
+    setNeed(Act::K, rowsMax * kw * f);
+    setNeed(Act::V, rowsMax * kw * f);
+    setNeed(Act::Scores, gz * H * nz * nz * f);
+    setNeed(Act::Concat, rowsMax * qw * f);
+    setNeed(Act::AttnOut, rowsMax * M * f);
+    setNeed(Act::FfnA, rowsMax * F * f);
+    setNeed(Act::FfnB, rowsMax * F * f);
+    setNeed(Act::MlpOut, rowsMax * M * f);
+    setNeed(Act::Logits, gz * V * f);
+
+    DecoderContext& ctx = DecoderContext::instance();
+    std::lock_guard<std::mutex> lock(ctx.mutex());
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.init());
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.checkFits(need, "a scan of " + std::to_string(gMax) + " variants of " + std::to_string(n) + " tokens"));
+    float *hidden, *Qbuf;
+    Buffers b{};
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Hidden, (2 * rowsMax + nz) * M, hidden));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Normed, rowsMax * M, b.normed));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Q, std::max(rowsMax, 2 * nz) * qw, Qbuf));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::K, rowsMax * kw, b.K));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::V, rowsMax * kw, b.V));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Scores, gz * H * nz * nz, b.scores));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Concat, rowsMax * qw, b.concat));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::AttnOut, rowsMax * M, b.attnOut));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::FfnA, rowsMax * F, b.ffnA));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::FfnB, rowsMax * F, b.ffnB));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::MlpOut, rowsMax * M, b.mlpOut));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Logits, gz * V, b.logits));
+    b.Q = Qbuf;
+    cudaStream_t s = ctx.stream();
+    float *x = hidden, *next = hidden + rowsMax * M, *base = hidden + 2 * rowsMax * M;
+    const long long rowBytesM = static_cast<long long>(M) * f, rowBytesQ = qw * static_cast<long long>(f);
+
+    for (std::size_t v0 = 0; v0 < req.heads.size(); v0 += gz) {
+        const int g = static_cast<int>(std::min(gz, req.heads.size() - v0));
+        const long long rows = static_cast<long long>(g) * n;
+        // Layer `layer`: the run's concat and patch go up (into Q, free until the layers above), each variant's
+        // concat made from them, W^O, then the block's rest on the run's stream repeated for every variant.
+        float *upConcat = Qbuf, *upPatch = Qbuf + nz * qw;
+        ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.concat, upConcat));
+        if (req.patch) ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.patch, upPatch));
+        ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.hidden, base));
+        for (int v = 0; v < g; ++v) {
+            const int h = req.heads[v0 + static_cast<std::size_t>(v)];
+            float* cat = b.concat + static_cast<long long>(v) * n * qw;
+            ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(cat, upConcat, nz * qw * f, cudaMemcpyDeviceToDevice, s));
+            ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(x + static_cast<long long>(v) * n * M, base, nz * M * f, cudaMemcpyDeviceToDevice, s));
+            if (req.patch)
+                ATTNSCOPE_CUDA_TRY(cudaMemcpy2DAsync(cat + static_cast<long long>(h) * D, rowBytesQ, upPatch + static_cast<long long>(h) * D,
+                                                     rowBytesQ, static_cast<std::size_t>(D) * f, nz, cudaMemcpyDeviceToDevice, s));
+            else
+                ATTNSCOPE_CUDA_TRY(launchZeroColumns(cat, n, H * D, h * D, D, s));
+        }
+        ATTNSCOPE_RETURN_IF_ERROR(project(ctx, b.concat, static_cast<int>(rows), w.at(req.layer, LayerTensor::Wo),
+                                          w.at(req.layer, LayerTensor::Bo), b.attnOut));
+        ATTNSCOPE_RETURN_IF_ERROR(afterAttention(ctx, w, req.layer, x, static_cast<int>(rows), next, b));
+        std::swap(x, next);
+        // The layers above, whole, on the stacked variants.
+        for (int k = req.layer + 1; k < L; ++k) {
+            long long qStride = static_cast<long long>(n) * qw, kvStride = static_cast<long long>(n) * kw;
+            if (req.pinnedLayer == k) {
+                ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.pinnedQ, b.Q));
+                ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.pinnedK, b.K));
+                ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.pinnedV, b.V));
+                qStride = kvStride = 0;
+            } else {
+                ATTNSCOPE_RETURN_IF_ERROR(attentionInputs(ctx, w, k, x, static_cast<int>(rows), b, n));
+            }
+            ATTNSCOPE_RETURN_IF_ERROR(stackedAttention(ctx, w, k, n, g, qStride, kvStride, req.ablated, b));
+            ATTNSCOPE_RETURN_IF_ERROR(project(ctx, b.concat, static_cast<int>(rows), w.at(k, LayerTensor::Wo), w.at(k, LayerTensor::Bo), b.attnOut));
+            ATTNSCOPE_RETURN_IF_ERROR(afterAttention(ctx, w, k, x, static_cast<int>(rows), next, b));
+            std::swap(x, next);
+        }
+        // Each variant's last row, the final norm, the LM head.
+        ATTNSCOPE_CUDA_TRY(cudaMemcpy2DAsync(b.attnOut, rowBytesM, x + static_cast<long long>(n - 1) * M, static_cast<std::size_t>(n) * rowBytesM,
+                                             static_cast<std::size_t>(rowBytesM), static_cast<std::size_t>(g), cudaMemcpyDeviceToDevice, s));
+        ATTNSCOPE_RETURN_IF_ERROR(normRows(ctx, c, b.attnOut, nullptr, w.at(ModelTensor::FinalNormGamma), w.at(ModelTensor::FinalNormBeta),
+                                           b.normed, g));
+        ATTNSCOPE_RETURN_IF_ERROR(gemm(ctx.blas(), false, false, g, V, M, 1.0f, b.normed, M, 0, head.ptr, V, 0, b.logits, V, 0));
+        if (c.finalSoftcap > 0) ATTNSCOPE_CUDA_TRY(launchSoftcap(b.logits, static_cast<long long>(g) * V, c.finalSoftcap, s));
+        ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(logits.data() + static_cast<long long>(v0) * V, b.logits, static_cast<std::size_t>(g) * V * f,
+                                           cudaMemcpyDeviceToHost, s));
+        // The uploads above read host memory that stays, but the next batch overwrites what they filled.
+        ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(s));
+    }
+    ATTNSCOPE_CUDA_TRY(cudaGetLastError());
     return Status::success();
 }
 

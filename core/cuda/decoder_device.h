@@ -97,4 +97,24 @@ struct DeviceForwardResult {
 // cuBLAS failure (naming the call). Thread-safe: calls are serialised.
 Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, DeviceForwardResult& out);
 
+// One layer's unit of a scan (interp.cpp's headImportance and activationPatching): one variant per entry of
+// `heads`, each the run's concat of `layer` with that head's columns zeroed (patch null) or taken from `patch`;
+// W^O and the rest of the layer on the run's stream entering it, then layers layer+1…L−1 whole on the variants
+// stacked (g·n rows: every weight streams once for all of them, each variant's attention its own), then the last
+// position's logits of each variant. The run's ablations and pinned layer hold in the layers above, as in the run.
+struct DeviceScanRequest {
+    int layer = 0;
+    const Matrix* hidden = nullptr;  // n × M: the residual stream entering `layer`
+    const Matrix* concat = nullptr;  // n × H·D: the layer's heads' contexts in the run (its ablated heads zeroed)
+    const Matrix* patch = nullptr;   // n × H·D or null
+    std::vector<int> heads;          // the variants, each the query head it changes
+    std::vector<std::pair<int, int>> ablated;
+    int pinnedLayer = -1;
+    const Matrix *pinnedQ = nullptr, *pinnedK = nullptr, *pinnedV = nullptr;
+};
+
+// logits: heads.size() × V. Variants go through in batches whose activations fit the device (at most
+// kScanBytes, see decoder_device.cpp). Errors as decoderForward's.
+Status decoderScan(const DecoderWeights& w, const DeviceScanRequest& req, Matrix& logits);
+
 } // namespace attn::cuda

@@ -37,6 +37,11 @@ Status deviceRecompute(DecoderModel&, int, DecoderRun&, SurpriseUpdate)
     return makeError(StatusCode::Unavailable, "backend cuda: this build has no CUDA backend (configure with -DATTNSCOPE_CUDA=ON)");
 }
 
+Status deviceScanLayer(DecoderModel&, const DecoderRun&, int, const std::vector<int>&, const Matrix*, Matrix&)
+{
+    return makeError(StatusCode::Unavailable, "backend cuda: this build has no CUDA backend (configure with -DATTNSCOPE_CUDA=ON)");
+}
+
 #else
 
 Expected<bool> decoderOnDevice(Backend backend)
@@ -115,8 +120,9 @@ std::size_t float32Bytes(const DecoderModel& m)
     return b;
 }
 
-// The model's weights on the device: uploaded at the first call, W^O and b^O brought up to date at every call.
-Expected<cuda::DecoderWeights*> deviceWeights(DecoderModel& model, int fromLayer)
+// The model's weights on the device: uploaded at the first call, W^O and b^O brought up to date at every call
+// (fromLayer's always; the others' when their fingerprint changed).
+Expected<cuda::DecoderWeights*> deviceWeights(DecoderModel& model, int fromLayer, bool uploadFromLayer = true)
 {
     const DecoderConfig& c = model.config;
     DecoderDeviceCache& cache = model.device;
@@ -164,7 +170,8 @@ Expected<cuda::DecoderWeights*> deviceWeights(DecoderModel& model, int fromLayer
     auto* w = static_cast<cuda::DecoderWeights*>(cache.weights.get());
     for (int l = fromLayer; l < c.layers; ++l) {
         const DecoderLayer& L = model.layers[static_cast<std::size_t>(l)];
-        if (l == fromLayer || woPrint(L) != cache.woPrints[static_cast<std::size_t>(l)]) ATTNSCOPE_RETURN_IF_ERROR(uploadWo(model, *w, l));
+        if ((uploadFromLayer && l == fromLayer) || woPrint(L) != cache.woPrints[static_cast<std::size_t>(l)])
+            ATTNSCOPE_RETURN_IF_ERROR(uploadWo(model, *w, l));
     }
     return w;
 }
@@ -242,6 +249,33 @@ Status deviceRecompute(DecoderModel& model, int fromLayer, DecoderRun& run, Surp
     run.backend = Backend::Cuda;
     run.deviceTimings = {out.timings.embed, out.timings.layers, out.timings.head, out.timings.copies, out.timings.total,
                          out.timings.bytesBack};
+    return Status::success();
+}
+
+Status deviceScanLayer(DecoderModel& model, const DecoderRun& run, int layer, const std::vector<int>& heads, const Matrix* patch,
+                       Matrix& logits)
+{
+    const int L = model.config.layers;
+    if (layer < 0 || layer >= L || run.hidden.size() != static_cast<std::size_t>(L) + 1 || run.attention.size() != static_cast<std::size_t>(L))
+        return invalidArgument("device scan: the run has no layer " + std::to_string(layer));
+    // The run was computed with the weights as they are: the W^O that changed since their upload go up (a scan
+    // from every layer forces none).
+    auto weights = deviceWeights(model, layer, false);
+    if (!weights) return weights.status();
+    cuda::DeviceScanRequest req;
+    req.layer = layer;
+    req.hidden = &run.hidden[static_cast<std::size_t>(layer)];
+    req.concat = &run.attention[static_cast<std::size_t>(layer)].concat;
+    req.patch = patch;
+    req.heads = heads;
+    req.ablated = run.ablated;
+    if (run.pinned.layer > layer && run.pinned.layer < L) {
+        req.pinnedLayer = run.pinned.layer;
+        req.pinnedQ = &run.pinned.Q;
+        req.pinnedK = &run.pinned.K;
+        req.pinnedV = &run.pinned.V;
+    }
+    if (Status s = cuda::decoderScan(**weights, req, logits); !s.ok()) return makeError(s.code, "the GPU scan: " + s.message);
     return Status::success();
 }
 

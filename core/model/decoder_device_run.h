@@ -18,4 +18,10 @@ Expected<bool> decoderOnDevice(Backend backend);
 // path leaves it. Errors: ResourceExhausted (device memory, naming sizes), Internal (a CUDA call).
 Status deviceRecompute(DecoderModel& model, int fromLayer, DecoderRun& run, SurpriseUpdate surprise);
 
+// One layer's unit of a scan on the device (cuda::decoderScan): logits (heads.size() × V, the last position's) of
+// `run` with each head of `heads` at `layer` zeroed (patch null) or given patch's columns (n × H·D), the layers
+// above recomputed on all of them at once. The run must be dense (its concat and streams kept).
+Status deviceScanLayer(DecoderModel& model, const DecoderRun& run, int layer, const std::vector<int>& heads, const Matrix* patch,
+                       Matrix& logits);
+
 } // namespace attn::detail

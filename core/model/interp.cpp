@@ -8,6 +8,7 @@
 #include "attnscope/interp.h"
 
 #include "attnscope/attention.h"
+#include "decoder_device_run.h"
 #include "decoder_family.h"
 #include "teams.h"
 
@@ -501,6 +502,27 @@ Status scan(const DecoderModel& model, const DecoderRun& run, const std::vector<
     return Status::success();
 }
 
+// The scan on the GPU, for a run whose layers ran there (run.backend Cuda; the model's weights are on the
+// device): one layer's heads at a time from the top, each layer's variants stacked in one batched recompute of the
+// layers above (detail::deviceScanLayer), the variant's head zeroed or, with patchFrom, given that run's context.
+template <class Score>
+Status deviceScan(DecoderModel& model, const DecoderRun& run, const std::vector<std::vector<int>>& headsOfLayer,
+                  const DecoderRun* patchFrom, Matrix& out, const ScanProgress& progress, Score score)
+{
+    Matrix logits;
+    for (int l = model.config.layers - 1; l >= 0; --l) {
+        const std::vector<int>& heads = headsOfLayer[static_cast<std::size_t>(l)];
+        if (!heads.empty()) {
+            const Matrix* patch = patchFrom ? &patchFrom->attention[static_cast<std::size_t>(l)].concat : nullptr;
+            ATTNSCOPE_RETURN_IF_ERROR(detail::deviceScanLayer(model, run, l, heads, patch, logits));
+            for (std::size_t v = 0; v < heads.size(); ++v)
+                out(l, heads[v]) = score(Vector(logits.row(static_cast<Eigen::Index>(v)).transpose()));
+        }
+        if (progress && !progress(l)) return Status::success();
+    }
+    return Status::success();
+}
+
 } // namespace
 
 Status headImportance(DecoderModel& model, const DecoderRun& run, int targetId, Matrix& out, const ScanProgress& progress)
@@ -521,9 +543,10 @@ Status headImportance(DecoderModel& model, const DecoderRun& run, int targetId, 
             if (isAblated(run, l, h)) out(l, h) = 0;
         return !progress || progress(l);
     };
+    auto score = [&](const Vector& logits) { return logProbability(logits, targetId) - base; };
+    if (run.backend == Backend::Cuda) return deviceScan(model, run, heads, nullptr, out, progressAndZeros, score);
     return scan(model, run, heads, out, progressAndZeros,
-                [D](int, int h, auto& block) { block.middleCols(Eigen::Index(h) * D, D).setZero(); },
-                [&](const Vector& logits) { return logProbability(logits, targetId) - base; });
+                [D](int, int h, auto& block) { block.middleCols(Eigen::Index(h) * D, D).setZero(); }, score);
 }
 
 Status activationPatching(DecoderModel& model, const DecoderRun& clean, const DecoderRun& corrupted, int targetA,
@@ -555,13 +578,15 @@ Status activationPatching(DecoderModel& model, const DecoderRun& clean, const De
     std::vector<std::vector<int>> heads(static_cast<std::size_t>(c.layers));
     for (auto& row : heads)
         for (int h = 0; h < c.heads; ++h) row.push_back(h);
+    auto score = [&](const Vector& logits) { return (logits[targetA] - logits[targetB] - mCorrupted) / (mClean - mCorrupted); };
+    if (corrupted.backend == Backend::Cuda) return deviceScan(model, corrupted, heads, &clean, out, progress, score);
     return scan(
         model, corrupted, heads, out, progress,
         [&](int l, int h, auto& block) {
             block.middleCols(Eigen::Index(h) * D, D) =
                 clean.attention[static_cast<std::size_t>(l)].concat.middleCols(Eigen::Index(h) * D, D);
         },
-        [&](const Vector& logits) { return (logits[targetA] - logits[targetB] - mCorrupted) / (mClean - mCorrupted); });
+        score);
 }
 
 double headScanFlops(const DecoderConfig& c, int n)

@@ -1,7 +1,8 @@
 // The decoder forward on the device (issue 34: every layer on the GPU) against the CPU path, for the tiny model of
 // every family in tests/model/data, as a Hugging Face directory and as GGUF: the residual streams, Q, K, V, the
 // heads' contexts and kept weights, the final norm, the surprise, the last logits; an ablation recomputed from a
-// layer, pinned Q/K/V, tokens appended, a deferred surprise, a lazy (long-text) run's Q, K and log-sum-exp, Auto.
+// layer, pinned Q/K/V, tokens appended, a deferred surprise, a lazy (long-text) run's Q, K and log-sum-exp, Auto;
+// the scans (head importance, activation patching) of a run on the device, batched there, against the CPU's.
 // Every run must report the GPU (no silent fallback).
 //
 // Built twice: over the emulated CUDA runtime (test_decoder_device_emulated, label unit: the kernels' source runs
@@ -17,6 +18,7 @@
 #include "cuda/cuda_backend.h"
 
 #include <attnscope/decoder.h>
+#include <attnscope/interp.h>
 
 #include <gtest/gtest.h>
 
@@ -218,6 +220,71 @@ TEST_P(DecoderDevice, EqualsTheCpu)
     auto lc2 = attn::runDecoder(*model, longer, lazyCpu);
     ASSERT_TRUE(lc2.ok());
     expectSamePredictions(*ld, *lc2, tc.name + " lazy appended");
+}
+
+// The scans of a run on the device (every layer's heads stacked as variants in one batched recompute) against the
+// CPU's scans of a CPU run: head importance with an ablation already in the run and a pinned layer above the
+// scanned ones (both held in every variant), and activation patching. Each cell is a difference of log-probabilities
+// or a ratio of logit differences: kLogitTol, the logits' tolerance, relative to the largest cell.
+TEST_P(DecoderDevice, ScansEqualTheCpu)
+{
+    const Case& tc = GetParam();
+    auto model = attn::loadDecoder(tc.path);
+    ASSERT_TRUE(model.ok()) << model.status().message;
+    const int L = model->config.layers;
+    attn::DecoderOptions dev, cpu;
+    dev.backend = attn::Backend::Cuda;
+    dev.ablate = cpu.ablate = {{L - 1, 0}};
+    auto d = attn::runDecoder(*model, kIds, dev);
+    auto c = attn::runDecoder(*model, kIds, cpu);
+    ASSERT_TRUE(d.ok()) << d.status().message;
+    ASSERT_TRUE(c.ok()) << c.status().message;
+    expectOnTheDevice(*d, tc.name + " scan run");
+    Eigen::Index target = 0;
+    c->lastLogits.maxCoeff(&target);
+    attn::Matrix onDevice, onCpu;
+    std::vector<int> order;
+    ASSERT_TRUE(attn::headImportance(*model, *d, int(target), onDevice, [&](int l) { order.push_back(l); return true; }).ok());
+    ASSERT_TRUE(attn::headImportance(*model, *c, int(target), onCpu).ok());
+    EXPECT_FALSE(onDevice.hasNaN()) << tc.name;
+    EXPECT_EQ(onDevice(L - 1, 0), 0.0f) << tc.name << ": the run's own ablation changes nothing";
+    EXPECT_CLOSE(onDevice, onCpu, kLogitTol, tc.name + " head importance");
+    EXPECT_GT(onCpu.cwiseAbs().maxCoeff(), 1e-4) << tc.name << ": the scan found no head that matters";
+    ASSERT_EQ(order.size(), std::size_t(L));
+    EXPECT_EQ(order.front(), L - 1) << "rows are reported from the top";
+
+    // With layer L−1's Q, K, V pinned (halved Q): the variants started below it use the pinned ones.
+    if (L >= 2) {
+        for (attn::DecoderRun* r : {&*d, &*c}) {
+            r->pinned.layer = L - 1;
+            r->pinned.Q = c->attention[std::size_t(L - 1)].Q * 0.5f;
+            r->pinned.K = c->attention[std::size_t(L - 1)].K;
+            r->pinned.V = c->attention[std::size_t(L - 1)].V;
+        }
+        ASSERT_TRUE(attn::recomputeDecoderFrom(*model, L - 1, *d, attn::Backend::Cuda).ok());
+        ASSERT_TRUE(attn::recomputeDecoderFrom(*model, L - 1, *c, attn::Backend::Cpu).ok());
+        ASSERT_TRUE(attn::headImportance(*model, *d, int(target), onDevice).ok());
+        ASSERT_TRUE(attn::headImportance(*model, *c, int(target), onCpu).ok());
+        EXPECT_CLOSE(onDevice, onCpu, kLogitTol, tc.name + " head importance, pinned layer");
+    }
+    if (!tc.full) return;
+
+    // Activation patching: a corrupted text (token 2 changed) patched head by head from the clean run.
+    std::vector<int> corruptIds = kIds;
+    corruptIds[2] = 77;
+    dev.ablate.clear();
+    cpu.ablate.clear();
+    auto dClean = attn::runDecoder(*model, kIds, dev), dCorrupt = attn::runDecoder(*model, corruptIds, dev);
+    auto cClean = attn::runDecoder(*model, kIds, cpu), cCorrupt = attn::runDecoder(*model, corruptIds, cpu);
+    ASSERT_TRUE(dClean.ok() && dCorrupt.ok() && cClean.ok() && cCorrupt.ok());
+    Eigen::Index a = 0, b = 0;
+    cClean->lastLogits.maxCoeff(&a);
+    cCorrupt->lastLogits.maxCoeff(&b);
+    if (a == b) b = (a + 1) % cClean->lastLogits.size();
+    ASSERT_TRUE(attn::activationPatching(*model, *dClean, *dCorrupt, int(a), int(b), onDevice).ok());
+    ASSERT_TRUE(attn::activationPatching(*model, *cClean, *cCorrupt, int(a), int(b), onCpu).ok());
+    EXPECT_FALSE(onDevice.hasNaN()) << tc.name;
+    EXPECT_CLOSE(onDevice, onCpu, kLogitTol, tc.name + " activation patching");
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DecoderDevice, ::testing::ValuesIn(cases()), [](const auto& info) {
