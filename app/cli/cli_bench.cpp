@@ -454,6 +454,10 @@ int runBench(const BenchOptions& o)
     // output) over the pinned device-to-host bandwidth: the least time any copy of them can take.
     const double gpuBytes = double(o.heads) * o.n * double(o.n) * 4 * 2 + double(o.n) * o.dModel * 4 * 5;
     const double linkBoundMs = gpuBounds.deviceToHostGBs > 0 ? gpuBytes / (gpuBounds.deviceToHostGBs * 1e6) : 0;
+    // The same bytes into the result's own (pageable) buffers: through pinned staging they cross the link, then the
+    // host's memory by memcpy, so the slower of the two rates bounds them.
+    const double hostPathGBs = std::min(gpuBounds.deviceToHostGBs, gpuBounds.hostMemcpyGBs);
+    const double hostPathBoundMs = hostPathGBs > 0 ? gpuBytes / (hostPathGBs * 1e6) : 0;
 
     const Work work = workOf(o, false), workSkip = workOf(o, true);
     const Bounds bounds = o.skipCpu ? Bounds{} : measureBounds();
@@ -477,6 +481,10 @@ int runBench(const BenchOptions& o)
                                    {"device_memory_gbs", gpuBounds.deviceMemoryGBs},
                                    {"pinned_host_to_device_gbs", gpuBounds.hostToDeviceGBs},
                                    {"pinned_device_to_host_gbs", gpuBounds.deviceToHostGBs},
+                                   {"pageable_device_to_host_gbs", gpuBounds.pageableDeviceToHostGBs},
+                                   {"host_memcpy_gbs", gpuBounds.hostMemcpyGBs},
+                                   {"host_register_gbs", gpuBounds.hostRegisterGBs},
+                                   {"host_threads", gpuBounds.hostThreads},
                                    {"sgemm_n", gpuBounds.sgemmN},
                                    {"copy_mib", double(gpuBounds.copyBytes) / (1 << 20)}};
             } else {
@@ -484,6 +492,8 @@ int runBench(const BenchOptions& o)
             }
             j["gpu_copies"] = {{"copied_mb", gpuBytes / (1 << 20)},
                                {"pinned_link_bound_ms", linkBoundMs},
+                               {"pageable_bound_ms", hostPathBoundMs},
+                               {"copied_path_over_pageable_bound", hostPathBoundMs > 0 ? hostPathBoundMs / gpu.medianMs : 0.0},
                                {"copied_path_ms", gpu.medianMs},
                                {"copied_path_over_link_bound", linkBoundMs > 0 ? linkBoundMs / gpu.medianMs : 0.0},
                                {"copies_phase_over_link_bound", linkBoundMs > 0 && gpu.phases.copies > 0 ? linkBoundMs / gpu.phases.copies : 0.0},

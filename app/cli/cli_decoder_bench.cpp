@@ -202,7 +202,11 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
                            {"sgemm_gflops", gb.sgemmGflops},
                            {"device_memory_gbs", gb.deviceMemoryGBs},
                            {"pinned_host_to_device_gbs", gb.hostToDeviceGBs},
-                           {"pinned_device_to_host_gbs", gb.deviceToHostGBs}};
+                           {"pinned_device_to_host_gbs", gb.deviceToHostGBs},
+                           {"pageable_device_to_host_gbs", gb.pageableDeviceToHostGBs},
+                           {"host_memcpy_gbs", gb.hostMemcpyGBs},
+                           {"host_register_gbs", gb.hostRegisterGBs},
+                           {"host_threads", gb.hostThreads}};
     else
         j["gpu_bounds_error"] = gbError;
     j["peak_rss_mb"] = peakRssMb();

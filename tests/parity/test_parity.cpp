@@ -704,7 +704,9 @@ TEST(GpuBounds, MeasuresEveryBoundWithSmallSizes)
     Expected<GpuBounds> b = measureGpuBounds(o);
     ASSERT_TRUE(b.ok()) << b.status().message;
     EXPECT_FALSE(b->device.empty());
-    for (double v : {b->sgemmGflops, b->deviceMemoryGBs, b->hostToDeviceGBs, b->deviceToHostGBs}) {
+    EXPECT_GE(b->hostThreads, 1);
+    for (double v : {b->sgemmGflops, b->deviceMemoryGBs, b->hostToDeviceGBs, b->deviceToHostGBs, b->pageableDeviceToHostGBs,
+                     b->hostMemcpyGBs, b->hostRegisterGBs}) {
         EXPECT_GT(v, 0);
         EXPECT_TRUE(std::isfinite(v));
     }

@@ -28,6 +28,14 @@ struct GpuBounds {
     double deviceMemoryGBs = 0;    // a device-to-device cudaMemcpy: (read + write) bytes / s, GB/s (1e9)
     double hostToDeviceGBs = 0;    // cudaMemcpyAsync from page-locked (pinned) host memory, GB/s
     double deviceToHostGBs = 0;    // cudaMemcpyAsync to page-locked host memory, GB/s
+    // What a copy into ordinary (pageable) host memory can reach, which is where results live: the driver's own
+    // copy into a buffer already touched, the host's memcpy from pinned memory into one with every hardware thread
+    // (what staging through pinned memory can reach at best), and cudaHostRegister's rate (page-locking a buffer in
+    // place for a direct copy, then unlocking it).
+    double pageableDeviceToHostGBs = 0;
+    double hostMemcpyGBs = 0;
+    double hostRegisterGBs = 0;
+    int hostThreads = 0;
     int sgemmN = 0;                // the sizes measured (GpuBoundsOptions as used)
     std::size_t copyBytes = 0;
 };

@@ -95,6 +95,12 @@ cudaError_t cudaFreeHost(void* ptr)
     std::free(ptr);
     return cudaSuccess;
 }
+// Page-locking is a no-op here (there is no DMA); a null pointer or zero size is the runtime's invalid value.
+cudaError_t cudaHostRegister(void* ptr, size_t bytes, unsigned int)
+{
+    return ptr && bytes ? cudaSuccess : cudaErrorInvalidValue;
+}
+cudaError_t cudaHostUnregister(void* ptr) { return ptr ? cudaSuccess : cudaErrorInvalidValue; }
 cudaError_t cudaGetLastError() { return cudaSuccess; }
 const char* cudaGetErrorName(cudaError_t) { return "cudaErrorEmulated"; }
 const char* cudaGetErrorString(cudaError_t) { return "emulated error"; }
