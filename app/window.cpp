@@ -145,6 +145,7 @@ int runWindow(const WindowOptions& opt)
 
     AppState state;
     state.doc.backend = opt.backend;
+    state.model.backend = opt.backend;  // a decoder's layers run where the attention core does
     const bool screenshotMode = !opt.screenshotPath.empty();
     // Screenshots and tests never touch the user's state unless given a state folder.
     state.autosave = opt.autosave && (!screenshotMode || !opt.stateDir.empty());
@@ -232,6 +233,7 @@ int runWindow(const WindowOptions& opt)
         for (const FileDrop& d : platform.takeDroppedFiles()) handleFileDrop(state, d.paths, ImVec2(float(d.x), float(d.y)));
         if (auto d = takeDropRequest(opt.testHooksDir)) handleFileDrop(state, d->paths, d->pos);  // the test's drops
 
+        state.model.backend = state.doc.backend;  // the Backend menu's choice, for the model's next run
         const bool recomputed = state.doc.recomputeIfNeeded();
         const std::uint64_t revBefore = state.doc.revision();
         platform.beginFrame(screenshotMode);

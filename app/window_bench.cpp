@@ -210,6 +210,7 @@ int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens)
     AppState modelState;
     modelState.autosave = false;
     modelState.doc.backend = backend;
+    modelState.model.backend = backend;
     modelState.doc.setSession(benchSession(64, 64, 4), "");
     modelState.doc.waitForCompute();
     ModelStartup startup;

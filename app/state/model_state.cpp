@@ -372,7 +372,7 @@ private:
             m_runTokens = static_cast<int>(r.encoding.ids.size());
             if (from < static_cast<int>(L)) {
                 r.ablated = req.ablated;
-                ATTNSCOPE_RETURN_IF_ERROR(attn::recomputeDecoderFrom(dm, from, r));
+                ATTNSCOPE_RETURN_IF_ERROR(attn::recomputeDecoderFrom(dm, from, r, req.backend));
             }
         } else {
             auto enc = attn::encodeForDecoder(dm, req.textA, req.chat);
@@ -382,12 +382,13 @@ private:
             m_runTokens = std::min(static_cast<int>(enc->ids.size()), dm.config.maxPositions);  // cut at the context
             attn::DecoderOptions o;
             o.ablate = req.ablated;
+            o.backend = req.backend;
             // Long texts keep no n×n maps (issue 18): long as run, after the cut at the context.
             o.lazy = std::min(static_cast<int>(enc->ids.size()), dm.config.maxPositions) > kLazyTokens;
             // The positions kept from the buffer's run are valid only under the same weights and ablations.
             const bool sameModel = hadRun && from >= static_cast<int>(L) && !req.qkvPin;
             ATTNSCOPE_RETURN_IF_ERROR(attn::rerunDecoder(dm, enc->ids, o, sameModel, r));
-            if (req.qkvPin) ATTNSCOPE_RETURN_IF_ERROR(attn::recomputeDecoderFrom(dm, req.qkvPin->layer, r));
+            if (req.qkvPin) ATTNSCOPE_RETURN_IF_ERROR(attn::recomputeDecoderFrom(dm, req.qkvPin->layer, r, req.backend));
         }
         b.request = req;
         b.valid = true;
@@ -608,6 +609,7 @@ private:
             if (!enc) return fail("patching: the clean prompt: " + enc.status().message);
             attn::DecoderOptions o;
             o.ablate = job.run.ablated;
+            o.backend = job.run.backend;  // where the run to patch ran (its scan runs there too)
             attn::DecoderRun clean;
             if (attn::Status st = attn::runDecoder(dm, enc->ids, o, clean); !st.ok()) return fail("patching: " + st.message);
             if (stopWanted()) return;
@@ -939,6 +941,7 @@ void submit(ModelState& m, const std::string& why)
     m.wanted.textA = m.textA;
     m.wanted.textB = m.isDecoder() ? std::string() : m.textB;
     m.wanted.chat = m.isDecoder() && m.chat;
+    m.wanted.backend = m.backend;
     m.wanted.generated = m.chat ? m.generated : std::vector<int>();
     const WhyView v = m.isDecoder() ? m.why.view : WhyView::Attention;
     m.wanted.interp.cheap = v != WhyView::Attention;

@@ -171,6 +171,7 @@ struct ModelRequest {
     // A layer's Q, K, V as edited in the chain view (after RoPE), used by every recompute; null = none.
     std::shared_ptr<const attn::DecoderRun::PinnedQKV> qkvPin;
     bool chat = false;                         // decoders: the text wrapped as one user turn (chat template)
+    attn::Backend backend = attn::Backend::Cpu;  // decoders: where their layers run (the window's Backend menu)
     std::vector<int> generated;                // decoders with chat: tokens Generate appended after the template
     InterpRequest interp;                      // decoders: the views that explain the run
     std::string why;                           // for the cosine panel ("ablated layer 2 head 5")
@@ -217,6 +218,9 @@ struct ModelState {
     std::string textOpenError;      // why the last file was refused (shown in the dialog); "" = none
     std::string textPath;           // the file the text was last read from ("" = typed or from the command line)
     std::string dir;
+    // Where a decoder's layers run (the window's Backend menu, copied in every frame): Auto and Cuda use the GPU
+    // when there is one (core's decoder forward on the device), Auto falls back to the CPU.
+    attn::Backend backend = attn::Backend::Cpu;
     // The loaded model. The UI reads only its name, config and tokenizer (fixed after loading): the layers'
     // contents belong to the worker, which writes them (the edited weights, each layer's X) while it runs.
     std::shared_ptr<const attn::Model> model;

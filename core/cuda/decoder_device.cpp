@@ -300,10 +300,11 @@ Status project(DecoderContext& ctx, const float* in, int rows, const DeviceArray
     return Status::success();
 }
 
-// Device → host into a rows × cols Matrix.
+// Device → host into the first rows of a Matrix of cols columns (sized rows × cols unless it has that many rows
+// or more: a lazy layer's buffers have spare rows behind).
 Status download(DecoderContext& ctx, const float* dev, long long rows, long long cols, Matrix& host, double& bytes)
 {
-    host.resize(rows, cols);
+    if (host.rows() < rows || host.cols() != cols) host.resize(rows, cols);
     const std::size_t b = static_cast<std::size_t>(rows * cols) * sizeof(float);
     if (b) ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(host.data(), dev, b, cudaMemcpyDeviceToHost, ctx.stream()));
     bytes += double(b);
@@ -473,12 +474,13 @@ constexpr std::size_t kKeepMapsBytes = std::size_t(2) << 30;
 // pageable_device_to_host_gbs).
 class HostPrefault {
 public:
-    // Sizes m (rows × cols) and adds it; nothing is touched until start().
-    void add(Matrix& m, long long rows, long long cols)
+    // Sizes m ((rows + spare) × cols) and adds its first rows; nothing is touched until start().
+    void add(Matrix& m, long long rows, long long cols, long long spare = 0)
     {
-        m.resize(rows, cols);
-        if (m.size() > 0) m_ranges.push_back({reinterpret_cast<char*>(m.data()), static_cast<std::size_t>(m.size()) * sizeof(float)});
-        m_bytes += static_cast<std::size_t>(m.size()) * sizeof(float);
+        m.resize(rows + spare, cols);
+        const std::size_t bytes = static_cast<std::size_t>(rows * cols) * sizeof(float);
+        if (bytes > 0) m_ranges.push_back({reinterpret_cast<char*>(m.data()), bytes});
+        m_bytes += bytes;
     }
     // Starts the touching when there is enough of it to be worth threads (kPrefaultFromBytes).
     void start()
@@ -635,11 +637,12 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     for (int l = req.fromLayer; l < L; ++l) {
         DeviceLayerResult& r = out.layers[static_cast<std::size_t>(l)];
         prefault.add(out.hidden[static_cast<std::size_t>(l) + 1], n, M);
-        prefault.add(r.Q, n, static_cast<long long>(qw));
-        prefault.add(r.K, n, static_cast<long long>(kw));
-        prefault.add(r.V, n, static_cast<long long>(kw));
+        const long long spare = dense ? 0 : std::max(0LL, req.spareRows);
+        prefault.add(r.Q, n, static_cast<long long>(qw), spare);
+        prefault.add(r.K, n, static_cast<long long>(kw), spare);
+        prefault.add(r.V, n, static_cast<long long>(kw), spare);
         if (dense) prefault.add(r.concat, n, static_cast<long long>(qw));
-        else prefault.add(r.lse, n, H);
+        else prefault.add(r.lse, n, H, spare);
         // (Maps that come back during the layers, !keepMaps, are not touched here: their copies would race the
         // touching.)
         if (keepMaps && mapsPerHead) {

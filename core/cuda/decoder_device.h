@@ -61,6 +61,7 @@ struct DeviceForwardRequest {
     int pinnedLayer = -1;
     const Matrix *pinnedQ = nullptr, *pinnedK = nullptr, *pinnedV = nullptr;
     bool lazy = false;          // keep no n×n maps: bring back Q, K, V and the log-sum-exp (T × H) per layer
+    long long spareRows = 0;    // lazy: rows allocated (never touched) behind those four, LazyLayer::adopt's spare
     bool keepWeights = true;    // dense: bring back every head's n×n weights (false: the bench's measurement)
     bool everySurprise = true;  // false: the last position's logits only (SurpriseUpdate::Deferred)
 };
@@ -77,10 +78,10 @@ struct DeviceForwardTimings {
 };
 
 struct DeviceLayerResult {
-    Matrix Q, K, V;                 // n × H·D (after QK-norm and RoPE), n × H_kv·D each
+    Matrix Q, K, V;                 // n × H·D (after QK-norm and RoPE), n × H_kv·D each (lazy: spareRows more)
     Matrix concat;                  // dense: n × H·D, the heads' contexts (ablated heads 0); lazy: empty
     std::vector<Matrix> weights;    // dense with keepWeights: H maps n×n; else empty
-    Matrix lse;                     // lazy: n × H log Σ exp of the visible scores; dense: empty
+    Matrix lse;                     // lazy: n (+ spareRows) × H log Σ exp of the visible scores; dense: empty
 };
 
 struct DeviceForwardResult {

@@ -82,11 +82,16 @@ public:
     }
 
     // Page-locked host memory for whole maps on their way to the host (backend.cpp, downloadMaps): kStagingSlots
-    // slots of kStagingChunkBytes, allocated on first use and kept. 8 MiB chunks take ~0.16 ms each at 50 GB/s,
-    // long beside a copy's ~10 µs start; 8 slots let 8 host threads move chunks out while the link fills the
-    // next ones. ResourceExhausted when the pinned memory cannot be had (the caller then copies unstaged).
-    static constexpr int kStagingSlots = 8;
+    // slots of kStagingChunkBytes, allocated on first use and kept (128 MiB). An 8 MiB chunk crosses the link in
+    // ~0.16 ms at 55 GB/s but takes one host thread ~3 ms to move out (the H100 host's memcpy: 38 GB/s on 16
+    // threads, ~2.5 GB/s each), so 16 slots keep 16 threads moving while the link fills the next ones.
+    // ResourceExhausted when the pinned memory cannot be had (the caller then copies unstaged).
+    static constexpr int kStagingSlots = 16;
+#ifdef ATTNSCOPE_STAGING_CHUNK_BYTES  // the emulated tests: small chunks, so that small maps reuse every slot
+    static constexpr std::size_t kStagingChunkBytes = ATTNSCOPE_STAGING_CHUNK_BYTES;
+#else
     static constexpr std::size_t kStagingChunkBytes = std::size_t(8) << 20;
+#endif
     Status pinnedStaging(float*& slots);
     cudaEvent_t stagingEvent(int slot) const { return m_stagingEvents[slot]; }
 

@@ -196,6 +196,10 @@ Status deviceRecompute(DecoderModel& model, int fromLayer, DecoderRun& run, Surp
         req.pinnedV = &run.pinned.V;
     }
     req.lazy = run.lazy;
+    // lazyLayer's spare rows (never past the model's context), allocated behind Q, K, V and lse as they come back.
+    const Eigen::Index spare =
+        std::clamp<Eigen::Index>(LazyLayer::defaultSpareRows(n), 0, std::max<Eigen::Index>(0, c.maxPositions - n));
+    if (run.lazy) req.spareRows = spare;
     req.everySurprise = surprise == SurpriseUpdate::Now;
     cuda::DeviceForwardResult out;
     if (Status s = cuda::decoderForward(**weights, req, out); !s.ok()) return makeError(s.code, "the GPU forward: " + s.message);
@@ -214,11 +218,8 @@ Status deviceRecompute(DecoderModel& model, int fromLayer, DecoderRun& run, Surp
         res.deviceGeneration = 0;
         res.timings = {};
         if (run.lazy) {
-            // lazyLayer's: Q, K, V and lse in a LazyLayer with spare rows (never past the model's context).
-            const Eigen::Index spare =
-                std::clamp<Eigen::Index>(LazyLayer::defaultSpareRows(n), 0, std::max<Eigen::Index>(0, c.maxPositions - n));
-            run.lazyLayers[static_cast<std::size_t>(l)] =
-                std::make_shared<const LazyLayer>(std::move(r.Q), std::move(r.K), std::move(r.lse), spare, std::move(r.V));
+            // lazyLayer's: Q, K, V and lse in a LazyLayer, adopted with the spare rows they came back with.
+            run.lazyLayers[static_cast<std::size_t>(l)] = LazyLayer::adopt(std::move(r.Q), std::move(r.K), std::move(r.lse), std::move(r.V), n);
             res.Q.resize(0, 0);
             res.K.resize(0, 0);
             res.V.resize(0, 0);

@@ -227,6 +227,20 @@ std::pair<std::shared_ptr<LazyLayer::Rows>, Eigen::Index> LazyLayer::own(Matrix 
 
 Eigen::Index LazyLayer::defaultSpareRows(Eigen::Index n) { return std::max<Eigen::Index>(64, n / 4); }
 
+std::shared_ptr<const LazyLayer> LazyLayer::adopt(Matrix Q, Matrix K, Matrix lse, Matrix V, Eigen::Index n)
+{
+    const Eigen::Index capacity = Q.rows();
+    if (V.size() == 0) V.resize(capacity, 0);
+    assert(n >= 0 && n <= capacity && K.rows() == capacity && lse.rows() == capacity && V.rows() == capacity);
+    auto rows = std::make_shared<Rows>();
+    rows->Q = std::move(Q);
+    rows->K = std::move(K);
+    rows->lse = std::move(lse);
+    rows->V = std::move(V);
+    rows->views.insert(n);
+    return std::shared_ptr<const LazyLayer>(new LazyLayer(std::move(rows), n));
+}
+
 LazyLayer::LazyLayer(Matrix Q, Matrix K, Matrix lse, Eigen::Index spareRows, Matrix V)
     : LazyLayer(own(std::move(Q), std::move(K), std::move(lse), std::move(V), spareRows))
 {

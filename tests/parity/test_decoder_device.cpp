@@ -220,6 +220,15 @@ TEST_P(DecoderDevice, EqualsTheCpu)
     auto lc2 = attn::runDecoder(*model, longer, lazyCpu);
     ASSERT_TRUE(lc2.ok());
     expectSamePredictions(*ld, *lc2, tc.name + " lazy appended");
+    // And one on the CPU, into the spare rows the device's lazy layers came back with (LazyLayer::adopt).
+    auto lp = attn::runDecoder(*model, kIds, lazyDev);
+    ASSERT_TRUE(lp.ok()) << lp.status().message;
+    ASSERT_TRUE(attn::appendTokens(*model, {11}, *lp, attn::Backend::Cpu).ok());
+    expectSamePredictions(*lp, *lc2, tc.name + " lazy appended on the CPU");
+    for (int l = 0; l < L; ++l) {
+        const attn::LazyLayer &a = *lp->lazyLayers[std::size_t(l)], &b = *lc2->lazyLayers[std::size_t(l)];
+        EXPECT_CLOSE(attn::Matrix(a.K), attn::Matrix(b.K), kHiddenTol, tc.name + " lazy appended on the CPU, K of layer " + std::to_string(l));
+    }
 }
 
 // The scans of a run on the device (every layer's heads stacked as variants in one batched recompute) against the

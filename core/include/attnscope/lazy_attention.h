@@ -60,6 +60,9 @@ public:
     // buffer is at most a quarter larger than its rows. Rows never written are never touched (the allocator maps
     // large buffers lazily): they cost address space rather than memory.
     static Eigen::Index defaultSpareRows(Eigen::Index n);
+    // Adopts buffers that hold the layer's n rows first and the spare rows behind them (Q, K, lse and V, when
+    // given, with the same number of rows ≥ n): nothing is copied. The GPU forward downloads into such buffers.
+    static std::shared_ptr<const LazyLayer> adopt(Matrix Q, Matrix K, Matrix lse, Matrix V, Eigen::Index n);
     ~LazyLayer();
     LazyLayer(const LazyLayer&) = delete;
     LazyLayer& operator=(const LazyLayer&) = delete;
