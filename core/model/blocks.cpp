@@ -80,24 +80,31 @@ void ropeRows(const DecoderConfig& c, int layer, Matrix& x, int heads, int pos0,
     const int D = c.headDim, half = R / 2;
     const double theta = c.ropeThetaOf(layer);
     const float scale = c.ropeScaleOf(layer);
-    // As transformers computes it, in float32: inv_freq[i] = θ^(−2i/R) (÷ the Llama 3 factor, ÷ the linear
-    // scaling factor), angle = position · inv_freq[i]. Hugging Face's pairing: dimension i with i + R/2 of each
-    // head; dimensions R… of a head (partial rotary) pass through.
+    const Eigen::Index n = x.rows();
+    // As transformers computes it, in float32: inv_freq[i] = θ^(−2i/R) (÷ the Llama 3 or LongRoPE factor, ÷ the
+    // linear scaling factor), angle = position · inv_freq[i]. Hugging Face's pairing: dimension i with i + R/2 of
+    // each head; dimensions R… of a head (partial rotary) pass through. LongRoPE picks its set by this call's largest
+    // position + 1 (Hugging Face's longrope_frequency_update), and multiplies cos and sin by its attention factor.
+    const std::vector<float>& factors = c.ropeFactorsFor(long(pos0) + (period > 0 ? period : long(n)));
+    const float mscale = c.longRope() ? c.ropeAttnFactor : 1.0f;
     std::vector<float> invFreq(static_cast<std::size_t>(half));
     for (int i = 0; i < half; ++i) {
         float f = static_cast<float>(1.0 / std::pow(theta, double(2 * i) / R));
-        if (!c.ropeFreqFactors.empty() && i < static_cast<int>(c.ropeFreqFactors.size())) f /= c.ropeFreqFactors[static_cast<std::size_t>(i)];
+        if (i < static_cast<int>(factors.size())) f /= factors[static_cast<std::size_t>(i)];
         if (scale != 1.0f) f /= scale;
         invFreq[static_cast<std::size_t>(i)] = f;
     }
-    const Eigen::Index n = x.rows();
 #pragma omp parallel for schedule(static) if (n * heads * R >= (1 << 16))
     for (Eigen::Index r = 0; r < n; ++r) {
         const float pos = static_cast<float>(pos0 + (period > 0 ? r % period : r));
         float* row = x.row(r).data();
         for (int i = 0; i < half; ++i) {
             const float angle = pos * invFreq[static_cast<std::size_t>(i)];
-            const float cs = static_cast<float>(std::cos(double(angle))), sn = static_cast<float>(std::sin(double(angle)));
+            float cs = static_cast<float>(std::cos(double(angle))), sn = static_cast<float>(std::sin(double(angle)));
+            if (mscale != 1.0f) {
+                cs *= mscale;
+                sn *= mscale;
+            }
             for (int h = 0; h < heads; ++h) {
                 float* v = row + h * D;
                 const float a = v[i], b = v[i + half];

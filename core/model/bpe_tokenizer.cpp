@@ -2,6 +2,8 @@
 // (models/bpe/model.rs: merges by rank through a priority queue, ignore_merges; pre_tokenizers/byte_level.rs:
 // GPT-2's byte→unicode alphabet and pattern; pre_tokenizers/digits.rs, split.rs) and llama.cpp
 // (src/llama-vocab.cpp: the pre-tokeniser patterns of each tokenizer.ggml.pre).
+// The vocabulary table (pieces, bytes, merges, lookups) and tokenizer.json's vocabulary and template are shared with
+// the other BPE tokenizer: vocab_table.h.
 //
 // [SECTION] Byte-level alphabet and UTF-8 helpers
 // [SECTION] Pre-tokeniser (ICU regex)
@@ -12,6 +14,7 @@
 #include "attnscope/bpe_tokenizer.h"
 
 #include "attnscope/preset_io.h"  // checkJsonDepth, clipForMessage
+#include "vocab_table.h"
 
 #include <nlohmann/json.hpp>
 #include <unicode/normalizer2.h>
@@ -33,12 +36,13 @@ using json = nlohmann::json;
 
 namespace {
 
-// Largest vocabulary and merge list accepted (Llama 3 and Qwen2 have ~150k tokens and ~150k merges; Gemma 3's
-// 256k-token vocabularies are the largest in use). A bigger array is a broken or hostile file.
-constexpr std::size_t kMaxTokens = 1'000'000;
+using detail::lossyUtf8;
+using detail::pairKey;
+using detail::splitMerge;
+// Largest vocabulary (vocab_table.h) and merge list accepted (Llama 3 and Qwen2 have ~150k merges). A bigger array is
+// a broken or hostile file.
+constexpr std::size_t kMaxTokens = detail::kMaxVocabTokens;
 constexpr std::size_t kMaxMerges = 1'000'000;
-// Longest token accepted, in bytes (real vocabularies stay under ~300: runs of spaces or dashes).
-constexpr std::size_t kMaxTokenBytes = 65'536;
 // Words cached per tokenizer before the cache is cleared (a cached word costs ~100 bytes; this caps it at a few MB).
 constexpr std::size_t kMaxCachedWords = 65'536;
 // ICU regex steps per match before it gives up (see applyStep).
@@ -108,23 +112,6 @@ std::size_t firstInvalidUtf8(std::string_view s)
 
 namespace {
 
-// `s` with each ill-formed UTF-8 subsequence replaced by U+FFFD (as Rust's String::from_utf8_lossy).
-std::string lossyUtf8(const std::string& s)
-{
-    if (firstInvalidUtf8(s) == std::string::npos) return s;
-    std::string out;
-    const auto* p = reinterpret_cast<const std::uint8_t*>(s.data());
-    const std::int32_t n = static_cast<std::int32_t>(s.size());
-    for (std::int32_t i = 0; i < n;) {
-        const std::int32_t at = i;
-        UChar32 c;
-        U8_NEXT(p, i, n, c);
-        if (c < 0) out += "\xEF\xBF\xBD";
-        else out.append(s, static_cast<std::size_t>(at), static_cast<std::size_t>(i - at));
-    }
-    return out;
-}
-
 // A byte-level token's bytes. A token with a character outside the alphabet (an added token such as
 // " <mask>") stands for its own UTF-8, as Hugging Face's ByteLevel decoder does.
 std::string byteLevelDecode(const std::string& token)
@@ -165,13 +152,8 @@ struct PreStep {
     bool addPrefixSpace = false;                        // ByteLevel
 };
 
-struct BpeTokenizer::Impl {
-    std::vector<std::string> tokens;   // id → byte-level form
-    std::vector<std::string> bytes;    // id → decoded bytes
-    std::vector<std::string> display;  // id → decoded bytes as valid UTF-8
-    std::unordered_map<std::string, int> vocab;      // byte-level form → id
-    std::unordered_map<std::string, int> byDecoded;  // decoded bytes → lowest id
-    std::unordered_map<std::uint64_t, std::pair<int, int>> merges;  // (left, right) → (rank, merged id)
+// The vocabulary table (vocab_table.h: pieces in their byte-level form, each unique) and what byte-level BPE adds.
+struct BpeTokenizer::Impl : detail::VocabTable {
     std::array<int, 256> byteId{};     // id of each single-byte token, -1 when missing
     int unk = -1;
     bool ignoreMerges = false;
@@ -189,8 +171,6 @@ struct BpeTokenizer::Impl {
 };
 
 namespace {
-
-std::uint64_t pairKey(int a, int b) { return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b); }
 
 Expected<std::shared_ptr<const icu::RegexPattern>> compilePattern(const std::string& pattern, bool literal,
                                                                   const std::string& where)
@@ -371,50 +351,19 @@ struct Parts {
     std::vector<int> prefix, suffix;
 };
 
-Expected<std::shared_ptr<const BpeTokenizer::Impl>> build(Parts&& p, const std::string& where)
+Expected<std::shared_ptr<const BpeTokenizer::Impl>> build(Parts&& p, const std::string& tokensWhere, const std::string& mergesWhere)
 {
     auto im = std::make_shared<BpeTokenizer::Impl>();
-    if (p.tokens.empty()) return invalidArgument(where + ": the vocabulary is empty (expected at least the 256 byte tokens)");
-    im->vocab.reserve(p.tokens.size());
-    for (std::size_t id = 0; id < p.tokens.size(); ++id) {
-        const std::string& t = p.tokens[id];
-        if (t.empty()) return invalidArgument(where + ": token " + std::to_string(id) + " is empty");
-        if (t.size() > kMaxTokenBytes)
-            return invalidArgument(where + ": token " + std::to_string(id) + " is " + std::to_string(t.size()) +
-                                   " bytes long (limit " + std::to_string(kMaxTokenBytes) + ")");
-        if (firstInvalidUtf8(t) != std::string::npos)
-            return invalidArgument(where + ": token " + std::to_string(id) + " is not valid UTF-8");
-        auto [it, fresh] = im->vocab.emplace(t, static_cast<int>(id));
-        if (!fresh)
-            return invalidArgument(where + ": token " + std::to_string(id) + " \"" + clipForMessage(t) +
-                                   "\" duplicates token " + std::to_string(it->second));
-    }
-    im->tokens = std::move(p.tokens);
-    const std::size_t n = im->tokens.size();
-    im->bytes.resize(n);
-    im->display.resize(n);
-    for (std::size_t id = 0; id < n; ++id) {
-        im->bytes[id] = byteLevelDecode(im->tokens[id]);
-        im->display[id] = lossyUtf8(im->bytes[id]);
-        im->byDecoded.emplace(im->bytes[id], static_cast<int>(id));
-    }
+    ATTNSCOPE_RETURN_IF_ERROR(im->setTokens(std::move(p.tokens), tokensWhere, true));
+    std::vector<std::string> bytes(im->tokens.size());
+    for (std::size_t id = 0; id < bytes.size(); ++id) bytes[id] = byteLevelDecode(im->tokens[id]);
+    im->setBytes(std::move(bytes), [](int) { return true; });  // decoded bytes → lowest id
     const ByteAlphabet& a = byteAlphabet();
     for (int b = 0; b < 256; ++b) {
         auto it = im->vocab.find(a.byteToSymbol[static_cast<std::size_t>(b)]);
         im->byteId[static_cast<std::size_t>(b)] = it == im->vocab.end() ? -1 : it->second;
     }
-    im->merges.reserve(p.merges.size());
-    for (std::size_t r = 0; r < p.merges.size(); ++r) {
-        const auto& [l, rt] = p.merges[r];
-        auto li = im->vocab.find(l), ri = im->vocab.find(rt), mi = im->vocab.find(l + rt);
-        const char* missing = li == im->vocab.end() ? "its left token" : ri == im->vocab.end() ? "its right token"
-                            : mi == im->vocab.end() ? "the merged token" : nullptr;
-        if (missing)
-            return invalidArgument(where + ": merge " + std::to_string(r) + " \"" + clipForMessage(l) + " " +
-                                   clipForMessage(rt) + "\": " + missing + " is not in the vocabulary");
-        // The first (lowest-rank) entry of a repeated pair wins, as in Hugging Face.
-        im->merges.emplace(pairKey(li->second, ri->second), std::make_pair(static_cast<int>(r), mi->second));
-    }
+    ATTNSCOPE_RETURN_IF_ERROR(im->setMerges(p.merges, mergesWhere));
     for (int id : p.specialIds) {
         const std::string& s = im->tokens[static_cast<std::size_t>(id)];
         im->specials[static_cast<unsigned char>(s[0])].emplace_back(s, id);
@@ -428,14 +377,6 @@ Expected<std::shared_ptr<const BpeTokenizer::Impl>> build(Parts&& p, const std::
     im->prefix = std::move(p.prefix);
     im->suffix = std::move(p.suffix);
     return std::shared_ptr<const BpeTokenizer::Impl>(std::move(im));
-}
-
-bool splitMerge(const std::string& m, std::pair<std::string, std::string>& out)
-{
-    const std::size_t sp = m.find(' ');
-    if (sp == std::string::npos || sp == 0 || sp + 1 >= m.size() || m.find(' ', sp + 1) != std::string::npos) return false;
-    out = {m.substr(0, sp), m.substr(sp + 1)};
-    return true;
 }
 
 } // namespace
@@ -511,7 +452,7 @@ Expected<BpeTokenizer> BpeTokenizer::fromSpec(const BpeVocabSpec& spec)
         if (spec.bos < 0) return invalidArgument(where + ".add_bos_token is true but there is no bos_token_id");
         p.prefix.push_back(spec.bos);
     }
-    auto im = build(std::move(p), where);
+    auto im = build(std::move(p), where + ".tokens", where + ".merges");
     if (!im) return im.status();
     BpeTokenizer t;
     t.m_impl = std::move(*im);
@@ -597,180 +538,33 @@ Status parsePreTokenizer(const json& j, const std::string& path, Parts& p, bool&
                                                   "\" is not supported (supported: ByteLevel, Split, Digits, Sequence)");
 }
 
-Status parsePostProcessor(const json& j, const std::string& path, const std::unordered_map<std::string, int>& ids,
-                          std::size_t vocabSize, Parts& p, int depth)
-{
-    auto bad = [&](const std::string& m) { return makeError(StatusCode::ParseError, "tokenizer.json: " + path + m); };
-    if (!j.is_object()) return bad(": expected an object");
-    const std::string type = j.value("type", std::string());
-    if (type == "ByteLevel") return Status::success();  // offsets only
-    if (type == "Sequence") {
-        if (depth > 4) return bad(": Sequence nested too deep");
-        auto list = j.find("processors");
-        if (list == j.end() || !list->is_array()) return bad(".processors: expected an array");
-        for (std::size_t i = 0; i < list->size(); ++i)
-            ATTNSCOPE_RETURN_IF_ERROR(parsePostProcessor((*list)[i], path + ".processors[" + std::to_string(i) + "]", ids, vocabSize, p, depth + 1));
-        return Status::success();
-    }
-    if (type != "TemplateProcessing")
-        return makeError(StatusCode::Unsupported, "tokenizer.json: " + path + ".type \"" + clipForMessage(type) +
-                                                      "\" is not supported (supported: ByteLevel, TemplateProcessing, Sequence)");
-    auto single = j.find("single");
-    if (single == j.end() || !single->is_array()) return bad(".single: expected an array");
-    auto specials = j.find("special_tokens");
-    std::vector<int> before, after;
-    bool seenA = false;
-    for (std::size_t i = 0; i < single->size(); ++i) {
-        const json& item = (*single)[i];
-        const std::string at = ".single[" + std::to_string(i) + "]";
-        if (item.is_object() && item.contains("Sequence")) {
-            if (seenA) return makeError(StatusCode::Unsupported, "tokenizer.json: " + path + at + ": a second sequence is not supported");
-            seenA = true;
-            continue;
-        }
-        auto st = item.is_object() ? item.find("SpecialToken") : item.end();
-        if (st == item.end() || !st->is_object() || !st->contains("id") || !(*st)["id"].is_string())
-            return bad(at + ": expected {\"SpecialToken\": {\"id\": …}} or {\"Sequence\": …}");
-        const std::string name = (*st)["id"].get<std::string>();
-        std::vector<int> tokIds;
-        const json* def = nullptr;
-        if (specials != j.end() && specials->is_object())
-            if (auto d = specials->find(name); d != specials->end() && d->is_object() && d->contains("ids")) def = &*d;
-        if (def) {
-            const json& list = (*def)["ids"];
-            if (!list.is_array()) return bad(".special_tokens[\"" + clipForMessage(name) + "\"].ids: expected an array");
-            for (const json& v : list) {
-                if (!v.is_number_unsigned() || v.get<std::uint64_t>() >= vocabSize)
-                    return bad(".special_tokens[\"" + clipForMessage(name) + "\"].ids: expected ids in 0.." +
-                               std::to_string(vocabSize - 1) + ", got " + clipForMessage(v.dump()));
-                tokIds.push_back(static_cast<int>(v.get<std::uint64_t>()));
-            }
-        } else if (auto it = ids.find(name); it != ids.end()) {
-            tokIds.push_back(it->second);
-        } else {
-            return bad(at + ": special token \"" + clipForMessage(name) + "\" is neither in special_tokens nor in the vocabulary");
-        }
-        (seenA ? after : before).insert((seenA ? after : before).end(), tokIds.begin(), tokIds.end());
-    }
-    p.prefix.insert(p.prefix.end(), before.begin(), before.end());
-    p.suffix.insert(p.suffix.end(), after.begin(), after.end());
-    return Status::success();
-}
 
 } // namespace
 
 Expected<BpeTokenizer> BpeTokenizer::fromTokenizerJson(const std::string& text)
 {
-    // nlohmann's value() and get() throw on a field of the wrong type; no exception leaves core.
-    try {
-        return fromTokenizerJsonImpl(text);
-    } catch (const json::exception& e) {
-        return makeError(StatusCode::ParseError, std::string("tokenizer.json: a field has the wrong type: ") + e.what());
-    } catch (const std::bad_alloc&) {
-        return makeError(StatusCode::ResourceExhausted, "tokenizer.json: out of memory");
-    }
+    return detail::catchingJsonErrors([&] { return fromTokenizerJsonImpl(text); });
 }
 
 Expected<BpeTokenizer> BpeTokenizer::fromTokenizerJsonImpl(const std::string& text)
 {
-    auto bad = [](const std::string& m) { return makeError(StatusCode::ParseError, "tokenizer.json: " + m); };
     auto unsupported = [](const std::string& m) { return makeError(StatusCode::Unsupported, "tokenizer.json: " + m); };
-    ATTNSCOPE_RETURN_IF_ERROR(checkJsonDepth(text, kMaxJsonDepth, "tokenizer.json"));
-    const json j = json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
-    auto model = j.find("model");
-    if (model == j.end() || !model->is_object()) return bad("no \"model\" object");
-    auto typeIt = model->find("type");
-    const std::string type = typeIt != model->end() && typeIt->is_string() ? typeIt->get<std::string>() : std::string();
-    if (type != "BPE") return unsupported("model.type \"" + clipForMessage(type) + "\" is not supported here (supported: BPE)");
+    json j;
+    ATTNSCOPE_RETURN_IF_ERROR(detail::parseJsonBpe(text, j));
+    const json* model = &j["model"];
 
     Parts p;
-    // Model options that change the result and that these byte-level models never set.
-    for (const char* key : {"dropout", "continuing_subword_prefix", "end_of_word_suffix"}) {
-        auto it = model->find(key);
-        if (it != model->end() && !it->is_null() && !(it->is_string() && it->get<std::string>().empty()))
-            return unsupported(std::string("model.") + key + " " + clipForMessage(it->dump()) + " is not supported (expected null)");
-    }
-    for (const char* key : {"byte_fallback", "ignore_merges", "fuse_unk"}) {
-        auto it = model->find(key);
-        if (it != model->end() && !it->is_null() && !it->is_boolean())
-            return bad(std::string("model.") + key + ": expected true or false, got " + clipForMessage(it->dump()));
-    }
     if (model->value("byte_fallback", false)) return unsupported("model.byte_fallback true is not supported (a SentencePiece-style BPE)");
     p.ignoreMerges = model->value("ignore_merges", false);
 
-    auto vocab = model->find("vocab");
-    if (vocab == model->end() || !vocab->is_object()) return bad("model.vocab missing or not an object");
-    auto added = j.find("added_tokens");
-    if (added != j.end() && !added->is_null() && !added->is_array()) return bad("added_tokens is not an array");
-    const std::size_t nAdded = added != j.end() && added->is_array() ? added->size() : 0;
-    if (vocab->size() > kMaxTokens || nAdded > kMaxTokens)
-        return bad("model.vocab has " + std::to_string(vocab->size()) + " entries and added_tokens " + std::to_string(nAdded) +
-                   ", over the limit of " + std::to_string(kMaxTokens));
-    if (vocab->empty()) return bad("model.vocab is empty");
-    // Ids: vocab ids, then the added tokens' own ids (which may extend the vocabulary).
-    std::size_t size = 0;
-    for (auto it = vocab->begin(); it != vocab->end(); ++it) {
-        if (!it->is_number_unsigned() || it->get<std::uint64_t>() >= kMaxTokens)
-            return bad("model.vocab[\"" + clipForMessage(it.key()) + "\"]: expected an id in 0.." + std::to_string(kMaxTokens - 1) +
-                       ", got " + clipForMessage(it->dump()));
-        size = std::max<std::size_t>(size, it->get<std::uint64_t>() + 1);
-    }
-    struct Added { std::string content; std::size_t id; };
-    std::vector<Added> adds;
-    for (std::size_t i = 0; i < nAdded; ++i) {
-        const json& a = (*added)[i];
-        auto content = a.is_object() ? a.find("content") : a.end();
-        auto id = a.is_object() ? a.find("id") : a.end();
-        if (!a.is_object() || content == a.end() || !content->is_string() || content->get<std::string>().empty() ||
-            id == a.end() || !id->is_number_unsigned() || id->get<std::uint64_t>() >= kMaxTokens)
-            return bad("added_tokens[" + std::to_string(i) + "]: expected an object with an \"id\" below " +
-                       std::to_string(kMaxTokens) + " and a non-empty \"content\" string");
-        adds.push_back({content->get<std::string>(), static_cast<std::size_t>(id->get<std::uint64_t>())});
-        size = std::max<std::size_t>(size, adds.back().id + 1);
-    }
-    if (size > vocab->size() + nAdded)
-        return bad("token ids reach " + std::to_string(size - 1) + " but there are only " + std::to_string(vocab->size() + nAdded) +
-                   " tokens (ids must have no gaps)");
-    p.tokens.assign(size, std::string());
-    for (auto it = vocab->begin(); it != vocab->end(); ++it) {
-        std::string& slot = p.tokens[static_cast<std::size_t>(it->get<std::uint64_t>())];
-        if (!slot.empty()) return bad("model.vocab: id " + it->dump() + " is used twice");
-        slot = it.key();
-    }
-    for (std::size_t i = 0; i < adds.size(); ++i) {
-        std::string& slot = p.tokens[adds[i].id];
-        if (!slot.empty() && slot != adds[i].content)
-            return bad("added_tokens[" + std::to_string(i) + "]: id " + std::to_string(adds[i].id) + " is already token \"" +
-                       clipForMessage(slot) + "\"");
-        slot = adds[i].content;
-        // Matched whole in the raw text, special or not (Hugging Face matches normalized ones after the
-        // normaliser; for NFC that is the same unless the token itself changes under NFC).
-        p.specialIds.push_back(static_cast<int>(adds[i].id));
-    }
-    for (std::size_t id = 0; id < p.tokens.size(); ++id)
-        if (p.tokens[id].empty()) return bad("no token has id " + std::to_string(id) + " (ids must have no gaps)");
-
-    auto merges = model->find("merges");
-    if (merges == model->end() || !merges->is_array()) return bad("model.merges missing or not an array");
-    if (merges->size() > kMaxMerges)
-        return bad("model.merges has " + std::to_string(merges->size()) + " entries, over the limit of " + std::to_string(kMaxMerges));
-    p.merges.reserve(merges->size());
-    for (std::size_t r = 0; r < merges->size(); ++r) {
-        const json& m = (*merges)[r];
-        std::pair<std::string, std::string> pr;
-        if (m.is_string() && splitMerge(m.get<std::string>(), pr)) p.merges.push_back(std::move(pr));
-        else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
-            p.merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
-        else
-            return bad("model.merges[" + std::to_string(r) + "]: expected \"a b\" or [\"a\", \"b\"], got " + clipForMessage(m.dump()));
-    }
-    if (auto u = model->find("unk_token"); u != model->end() && !u->is_null()) {
-        if (!u->is_string()) return bad("model.unk_token: expected a string or null");
-        auto it = std::find(p.tokens.begin(), p.tokens.end(), u->get<std::string>());
-        if (it == p.tokens.end()) return bad("model.unk_token \"" + clipForMessage(u->get<std::string>()) + "\" is not in the vocabulary");
-        p.unk = static_cast<int>(it - p.tokens.begin());
-    }
+    auto v = detail::readJsonVocab(j, *model, kMaxMerges);
+    if (!v) return v.status();
+    p.tokens = std::move(v->tokens);
+    p.merges = std::move(v->merges);
+    p.unk = v->unk;
+    // Added tokens are matched whole in the raw text, special or not (Hugging Face matches normalized ones after the
+    // normaliser; for NFC that is the same unless the token itself changes under NFC).
+    for (const detail::JsonVocab::Added& a : v->added) p.specialIds.push_back(a.id);
 
     if (auto n = j.find("normalizer"); n != j.end() && !n->is_null()) {
         const std::string nt = n->is_object() ? n->value("type", std::string()) : std::string();
@@ -792,10 +586,10 @@ Expected<BpeTokenizer> BpeTokenizer::fromTokenizerJsonImpl(const std::string& te
     std::unordered_map<std::string, int> ids;
     for (std::size_t id = 0; id < p.tokens.size(); ++id) ids.emplace(p.tokens[id], static_cast<int>(id));
     if (auto pp = j.find("post_processor"); pp != j.end() && !pp->is_null())
-        ATTNSCOPE_RETURN_IF_ERROR(parsePostProcessor(*pp, "post_processor", ids, p.tokens.size(), p, 0));
+        ATTNSCOPE_RETURN_IF_ERROR(detail::readJsonTemplate(*pp, "post_processor", ids, p.tokens.size(), p.prefix, p.suffix, 0));
 
     std::vector<int> prefix = p.prefix;
-    auto im = build(std::move(p), "tokenizer.json");
+    auto im = build(std::move(p), "tokenizer.json: token", "tokenizer.json: model.merges");
     if (!im) return makeError(StatusCode::ParseError, im.status().message);
     BpeTokenizer t;
     t.m_impl = std::move(*im);
@@ -817,27 +611,18 @@ int BpeTokenizer::vocabSize() const { return m_impl ? static_cast<int>(m_impl->t
 
 Status BpeTokenizer::setBosEos(int bos, int eos)
 {
-    for (int id : {bos, eos})
-        if (id < -1 || id >= vocabSize())
-            return invalidArgument("BOS/EOS id " + std::to_string(id) + " is outside the vocabulary (0.." +
-                                   std::to_string(vocabSize() - 1) + ", or -1 for none)");
+    if (!m_impl) return detail::VocabTable().checkBosEos(bos, eos);
+    ATTNSCOPE_RETURN_IF_ERROR(m_impl->checkBosEos(bos, eos));
     m_bos = bos;
     m_eos = eos;
     return Status::success();
 }
 
-std::string BpeTokenizer::tokenText(int id) const
-{
-    if (!m_impl || id < 0 || id >= vocabSize()) return {};
-    return m_impl->display[static_cast<std::size_t>(id)];
-}
+std::string BpeTokenizer::tokenText(int id) const { return m_impl ? m_impl->tokenText(id) : std::string(); }
 
 std::optional<int> BpeTokenizer::idOf(const std::string& decodedText) const
 {
-    if (!m_impl) return std::nullopt;
-    auto it = m_impl->byDecoded.find(decodedText);
-    if (it == m_impl->byDecoded.end()) return std::nullopt;
-    return it->second;
+    return m_impl ? m_impl->idOf(decodedText) : std::nullopt;
 }
 
 std::string BpeTokenizer::decode(const std::vector<int>& ids) const
@@ -893,9 +678,7 @@ Expected<Encoding> BpeTokenizer::encode(const std::string& text, bool addSpecial
     }
     ATTNSCOPE_RETURN_IF_ERROR(encodeSegment(segment, text.size()));
     if (addSpecial) enc.ids.insert(enc.ids.end(), im.suffix.begin(), im.suffix.end());
-    enc.tokens.reserve(enc.ids.size());
-    for (int id : enc.ids) enc.tokens.push_back(im.display[static_cast<std::size_t>(id)]);
-    enc.typeIds.assign(enc.ids.size(), 0);
+    im.finishEncoding(enc);
     return enc;
 }
 

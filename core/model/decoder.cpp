@@ -721,6 +721,30 @@ Expected<DecoderRun> runDecoder(DecoderModel& model, const std::vector<int>& ids
     return run;
 }
 
+namespace {
+
+// Whether a run goes to the GPU (decoderOnDevice), less what the device forward lacks: LongRoPE (its RoPE takes one
+// set of divisors and no factor on cos and sin), refused on Cuda and computed on the CPU under Auto, with a warning.
+Expected<bool> onDeviceFor(const DecoderConfig& c, Backend& backend, std::vector<std::string>& warnings)
+{
+    auto onDevice = decoderOnDevice(backend);
+    if (!onDevice || !*onDevice || !c.longRope()) return onDevice;
+    const std::string why = "backend cuda: LongRoPE (two sets of RoPE factors and an attention factor) is not on the GPU";
+    if (backend != Backend::Auto) return makeError(StatusCode::Unsupported, why + ": run it with --backend cpu");
+    const std::string warning = why + "; computed on the CPU instead";
+    if (std::find(warnings.begin(), warnings.end(), warning) == warnings.end()) warnings.push_back(warning);  // once a run
+    backend = Backend::Cpu;
+    return false;
+}
+
+// Whether a run of `from` positions grown or cut to `to` changes LongRoPE's set (every key is rotated anew).
+bool ropeSetChanges(const DecoderConfig& c, long from, long to)
+{
+    return c.longRope() && (from > c.ropeOriginalContext) != (to > c.ropeOriginalContext);
+}
+
+} // namespace
+
 Status recomputeDecoderFrom(DecoderModel& model, int fromLayer, DecoderRun& run, Backend backend, SurpriseUpdate surprise)
 {
     const int L = model.config.layers;
@@ -733,7 +757,7 @@ Status recomputeDecoderFrom(DecoderModel& model, int fromLayer, DecoderRun& run,
     ATTNSCOPE_RETURN_IF_ERROR(checkAblation(model.config, run.ablated));
     // On the GPU (decoder_device_run.h): every layer there, or an error (Cuda); Auto falls back to the CPU with a
     // warning when the device fails (out of device memory, a driver error).
-    auto onDevice = decoderOnDevice(backend);
+    auto onDevice = onDeviceFor(model.config, backend, run.warnings);
     if (!onDevice) return onDevice.status();
     if (*onDevice) {
         Status s = deviceRecompute(model, fromLayer, run, surprise);
@@ -876,10 +900,11 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
         if (id < 0 || id >= c.vocab)
             return invalidArgument("append: id " + std::to_string(id) + " is outside 0.." + std::to_string(c.vocab - 1));
     // On the GPU: the whole run again over the longer text (a forward's cost: the device keeps no K and V between
-    // calls), which equals the appended run by definition.
-    auto onDevice = decoderOnDevice(backend);
+    // calls), which equals the appended run by definition. So too where LongRoPE's set changes with the length (as
+    // transformers' Phi-3 generate drops its cache there).
+    auto onDevice = onDeviceFor(c, backend, run.warnings);
     if (!onDevice) return onDevice.status();
-    if (*onDevice) {
+    if (*onDevice || ropeSetChanges(c, n, n + m)) {
         run.pinned = {};  // the pinned Q, K, V were for the old length
         for (int i = 0; i < m; ++i) {
             const int id = ids[static_cast<std::size_t>(i)];
@@ -1007,7 +1032,8 @@ Status rerunDecoder(DecoderModel& model, const std::vector<int>& ids, const Deco
                         static_cast<int>(run.hidden.size()) == L + 1 && static_cast<int>(run.attention.size()) == L &&
                         ids.size() <= static_cast<std::size_t>(model.config.maxPositions) &&
                         (common < ids.size() || ids.size() < old.size());
-    if (!usable || model.config.anyWindow()) return runDecoder(model, ids, options, run);
+    if (!usable || model.config.anyWindow() || ropeSetChanges(model.config, long(old.size()), long(ids.size())))
+        return runDecoder(model, ids, options, run);
     if (common == ids.size()) {
         // The new text is a prefix of the old one: keep it, the last position's predictions are recomputed.
         truncateRun(run, static_cast<int>(common));

@@ -39,14 +39,15 @@ struct JsonConfig {
 // The fields every family but GPT-2 shares: num_hidden_layers, num_attention_heads, num_key_value_heads,
 // hidden_size, head_dim, intermediate_size, vocab_size, max_position_embeddings, rms_norm_eps or
 // layer_norm_eps, the RoPE base (rope_theta, or transformers 5's rope_parameters), partial rotary
-// (partial_rotary_factor, rotary_pct), rope_scaling (none, llama3, linear), tie_word_embeddings (default
+// (partial_rotary_factor, rotary_pct), rope_scaling (none, llama3, linear, longrope), tie_word_embeddings (default
 // `tiedByDefault`), sliding_window, hidden_act / hidden_activation (checked against `acts`).
 Status commonConfigFromJson(const JsonConfig& j, bool tiedByDefault, DecoderConfig& c);
 
 // The keys every family but GPT-2 shares, under `arch`.: block_count, attention.head_count, head_count_kv,
 // embedding_length, feed_forward_length, context_length, attention.key_length, the norm's epsilon,
 // rope.freq_base, rope.dimension_count (partial rotary), the vocabulary from token_embd, tied when there is no
-// output.weight, rope_freqs (Llama 3).
+// output.weight, rope_freqs (Llama 3), rope_factors_short/long with rope.scaling.original_context_length and
+// rope.scaling.attn_factor (LongRoPE).
 Status commonConfigFromGguf(const GgufFile& f, const std::string& arch, DecoderConfig& c);
 
 // Shapes: head width from M / H when unset, H_kv from H, H_kv divides H, the rotary width even and at most D,

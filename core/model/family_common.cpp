@@ -87,6 +87,43 @@ Status objectNumber(const JsonConfig& j, const json& obj, const std::string& whe
     return Status::success();
 }
 
+// LongRoPE's two factor lists (rope_scaling.short_factor / long_factor): R/2 positive finite numbers each.
+Status longRopeFactors(const JsonConfig& j, const json& rs, const char* key, int pairs, std::vector<float>& out)
+{
+    auto f = rs.find(key);
+    if (f == rs.end() || !f->is_array())
+        return invalidArgument(j.file + ": rope_scaling." + key + ": expected a list of " + std::to_string(pairs) +
+                               " numbers (one per rotated pair), got " + (f == rs.end() ? std::string("none") : clipForMessage(f->dump())));
+    if (static_cast<long long>(f->size()) != pairs)
+        return invalidArgument(j.file + ": rope_scaling." + key + ": expected " + std::to_string(pairs) +
+                               " numbers (one per rotated pair), got " + std::to_string(f->size()));
+    out.clear();
+    for (std::size_t i = 0; i < f->size(); ++i) {
+        const json& v = (*f)[i];
+        if (!v.is_number() || !std::isfinite(v.get<double>()) || !(v.get<double>() > 0) || v.get<double>() > 1e12)
+            return invalidArgument(j.file + ": rope_scaling." + key + "[" + std::to_string(i) +
+                                   "]: expected a positive number, got " + clipForMessage(v.dump()));
+        out.push_back(static_cast<float>(v.get<double>()));
+    }
+    return Status::success();
+}
+
+// LongRoPE's attention factor where the file gives none: √(1 + ln s / ln L₀) for the context scale s = L / L₀
+// (1 when s ≤ 1), as Hugging Face's _compute_longrope_parameters and llama.cpp's Phi-3 converter compute it.
+float longRopeDefaultAttnFactor(double scale, double originalContext)
+{
+    return scale <= 1.0 ? 1.0f : static_cast<float>(std::sqrt(1.0 + std::log(scale) / std::log(originalContext)));
+}
+
+// The formula gives 1.19 for Phi-3-mini-128k (s = 32, L₀ = 4096) and stays under 2 for any s below L₀³; a factor
+// past 16 is not a model's (it multiplies every score by its square) and would overflow the scores.
+Status checkLongRopeAttnFactor(const std::string& what, float factor)
+{
+    if (!(factor > 0) || !(factor <= 16))
+        return invalidArgument(what + ": expected a LongRoPE attention factor in (0, 16], got " + std::to_string(factor));
+    return Status::success();
+}
+
 } // namespace
 
 Status commonConfigFromJson(const JsonConfig& j, bool tiedByDefault, DecoderConfig& c)
@@ -152,13 +189,35 @@ Status commonConfigFromJson(const JsonConfig& j, bool tiedByDefault, DecoderConf
                 return invalidArgument(j.file + ": rope_scaling: high_freq_factor " + std::to_string(high) +
                                        " must be above low_freq_factor " + std::to_string(low));
             llama3FreqFactors(c, factor, low, high, original);
+        } else if (type == "longrope" || type == "su" || (type == "yarn" && c.family == DecoderFamily::Phi3)) {
+            // LongRoPE ("su" in the first Phi-3 configs; Phi3Config also reads "yarn" as it). The pretraining
+            // context: the top-level original_max_position_embeddings first (as transformers prefers it), else the
+            // object's.
+            const int pairs = c.rotaryDims() / 2;
+            ATTNSCOPE_RETURN_IF_ERROR(longRopeFactors(j, *rs, "short_factor", pairs, c.ropeShortFactors));
+            ATTNSCOPE_RETURN_IF_ERROR(longRopeFactors(j, *rs, "long_factor", pairs, c.ropeLongFactors));
+            double original = 0;
+            ATTNSCOPE_RETURN_IF_ERROR(objectNumber(j, *rs, "rope_scaling", "original_max_position_embeddings", original));
+            int top = 0;
+            ATTNSCOPE_RETURN_IF_ERROR(j.integer("original_max_position_embeddings", 1, 1 << 24, top, false));
+            if (top > 0) original = top;
+            if (!(original >= 2) || original > double(1 << 24))
+                return invalidArgument(j.file + ": rope_scaling " + type +
+                                       ": original_max_position_embeddings: expected the pretraining context, 2.." +
+                                       std::to_string(1 << 24));
+            c.ropeOriginalContext = static_cast<int>(original);
+            double factor = double(c.maxPositions) / original, attn = 0;
+            ATTNSCOPE_RETURN_IF_ERROR(objectNumber(j, *rs, "rope_scaling", "factor", factor));
+            ATTNSCOPE_RETURN_IF_ERROR(objectNumber(j, *rs, "rope_scaling", "attention_factor", attn));
+            c.ropeAttnFactor = attn > 0 ? static_cast<float>(attn) : longRopeDefaultAttnFactor(factor, original);
+            ATTNSCOPE_RETURN_IF_ERROR(checkLongRopeAttnFactor(j.file + ": rope_scaling.attention_factor", c.ropeAttnFactor));
         } else if (type == "linear") {
             double factor = 1.0;
             ATTNSCOPE_RETURN_IF_ERROR(objectNumber(j, *rs, "rope_scaling", "factor", factor));
             c.layerSpecs.assign(static_cast<std::size_t>(c.layers), DecoderLayerSpec{c.slidingWindow, c.ropeTheta, float(factor)});
         } else if (!type.empty() && type != "default") {
             return makeError(StatusCode::Unsupported, j.file + ": rope_scaling " + clipForMessage(rs->dump(), 80) +
-                                                          " is not supported (supported: none, llama3, linear)");
+                                                          " is not supported (supported: none, llama3, linear, longrope)");
         }
     }
     return Status::success();
@@ -248,13 +307,39 @@ Status commonConfigFromGguf(const GgufFile& f, const std::string& arch, DecoderC
     c.vocab = static_cast<int>(std::min<std::int64_t>(emb->dims[1], 1 << 30));
     ATTNSCOPE_RETURN_IF_ERROR(getInt(p + "vocab_size", 2, 4'000'000, c.vocab, false));
     c.tiedEmbeddings = f.tensor("output.weight") == nullptr;
-    if (const GgufTensorInfo* rf = f.tensor("rope_freqs.weight")) {
-        if (rf->dims.size() != 1 || rf->dims[0] != c.rotaryDims() / 2)
-            return invalidArgument(f.what() + ": rope_freqs.weight: expected " + std::to_string(c.rotaryDims() / 2) +
-                                   " (rotary width / 2), got " + shapeText(rf->dims));
-        auto v = f.dequantize("rope_freqs.weight");
+    // Per-pair divisors of the inverse frequencies: Llama 3's rope_freqs, or LongRoPE's two sets (llama.cpp's Phi-3
+    // converter: rope_factors_short/long, rope.scaling.original_context_length, rope.scaling.attn_factor).
+    auto factors = [&](const char* name, std::vector<float>& out) -> Status {
+        const GgufTensorInfo* t = f.tensor(name);
+        if (t == nullptr) return Status::success();
+        const int pairs = c.rotaryDims() / 2;
+        if (t->dims.size() != 1 || t->dims[0] != pairs)
+            return invalidArgument(f.what() + ": " + name + ": expected " + std::to_string(pairs) + " (rotary width / 2), got " +
+                                   shapeText(t->dims));
+        auto v = f.dequantize(name);
         if (!v) return v.status();
-        c.ropeFreqFactors = std::move(*v);
+        for (std::size_t i = 0; i < v->size(); ++i)
+            if (!std::isfinite((*v)[i]) || !((*v)[i] > 0))
+                return invalidArgument(f.what() + ": " + name + "[" + std::to_string(i) + "]: expected a positive factor, got " +
+                                       std::to_string((*v)[i]));
+        out = std::move(*v);
+        return Status::success();
+    };
+    ATTNSCOPE_RETURN_IF_ERROR(factors("rope_freqs.weight", c.ropeFreqFactors));
+    ATTNSCOPE_RETURN_IF_ERROR(factors("rope_factors_short.weight", c.ropeShortFactors));
+    ATTNSCOPE_RETURN_IF_ERROR(factors("rope_factors_long.weight", c.ropeLongFactors));
+    if (c.ropeShortFactors.empty() != c.ropeLongFactors.empty())
+        return invalidArgument(f.what() + ": LongRoPE: expected both rope_factors_short.weight and rope_factors_long.weight, got only " +
+                               (c.ropeShortFactors.empty() ? "rope_factors_long.weight" : "rope_factors_short.weight"));
+    if (c.longRope()) {
+        if (!c.ropeFreqFactors.empty())
+            return invalidArgument(f.what() + ": rope_freqs.weight beside LongRoPE's rope_factors_short/long: expected one of the two");
+        // Without the key llama.cpp never leaves the short set (its original context is then the training context).
+        c.ropeOriginalContext = c.maxPositions;
+        ATTNSCOPE_RETURN_IF_ERROR(getInt(p + "rope.scaling.original_context_length", 2, c.maxPositions, c.ropeOriginalContext, false));
+        c.ropeAttnFactor = longRopeDefaultAttnFactor(double(c.maxPositions) / c.ropeOriginalContext, c.ropeOriginalContext);
+        ATTNSCOPE_RETURN_IF_ERROR(getFloat(p + "rope.scaling.attn_factor", c.ropeAttnFactor));
+        ATTNSCOPE_RETURN_IF_ERROR(checkLongRopeAttnFactor(f.what() + ": " + p + "rope.scaling.attn_factor", c.ropeAttnFactor));
     }
     return Status::success();
 }

@@ -2,7 +2,8 @@
 // of 2F rows (the first F the gate). Partial rotary where the file says so (Phi-4-mini: 3/4 of each head).
 // Hugging Face applies config.json's sliding_window (2047 on Phi-3-mini-4k); llama.cpp ignores
 // phi3.attention.sliding_window. We follow each format's reference: the window from config.json, none from GGUF.
-// LongRoPE (the 128k variants' rope_scaling "longrope") is refused.
+// LongRoPE (the 128k variants, Phi-3.5, Phi-4-mini: rope_scaling "longrope", GGUF rope_factors_short/long) is read by
+// the common readers (family_common.cpp) and applied by the shared RoPE (blocks.cpp, ropeRows).
 #include "decoder_family.h"
 
 namespace attn::detail {
@@ -23,8 +24,6 @@ Status phi3ConfigFromJson(const JsonConfig& j, DecoderConfig& c)
 Status phi3ConfigFromGguf(const GgufFile& f, const std::string& arch, DecoderConfig& c)
 {
     c.family = DecoderFamily::Phi3;
-    if (f.tensor("rope_factors_long.weight") != nullptr)
-        return makeError(StatusCode::Unsupported, f.what() + ": LongRoPE (rope_factors_long) is not supported");
     return commonConfigFromGguf(f, arch, c);
 }
 

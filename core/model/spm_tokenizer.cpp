@@ -3,6 +3,8 @@
 // tokens), sentencepiece (src/bpe_model.cc: the same merge loop by piece score) and Hugging Face tokenizers
 // (models/bpe: merges by rank, byte_fallback; normalizers Prepend / Replace; pre_tokenizers Metaspace / Split;
 // the added-vocabulary's leftmost-longest match).
+// The vocabulary table (pieces, bytes, merges, lookups) and tokenizer.json's vocabulary and template are shared with
+// the other BPE tokenizer: vocab_table.h.
 //
 // [SECTION] Helpers
 // [SECTION] Impl
@@ -16,6 +18,7 @@
 
 #include "attnscope/bpe_tokenizer.h"  // firstInvalidUtf8
 #include "attnscope/preset_io.h"      // checkJsonDepth, clipForMessage
+#include "vocab_table.h"
 
 #include <nlohmann/json.hpp>
 
@@ -34,12 +37,13 @@ using json = nlohmann::json;
 
 namespace {
 
-// Largest vocabulary and merge list accepted (Gemma 3's 262 144 pieces are the largest SentencePiece vocabulary in
-// use); a bigger array is a broken or hostile file.
-constexpr std::size_t kMaxTokens = 1'000'000;
+using detail::lossyUtf8;
+using detail::pairKey;
+using detail::splitMerge;
+// Largest vocabulary (vocab_table.h) and merge list accepted (a tokenizer.json's merges; Gemma 3's vocabulary of
+// 262 144 pieces has fewer); a bigger array is a broken or hostile file.
+constexpr std::size_t kMaxTokens = detail::kMaxVocabTokens;
 constexpr std::size_t kMaxMerges = 2'000'000;
-// Longest token accepted, in bytes (Gemma 3's longest is 48; real vocabularies stay far below the limit).
-constexpr std::size_t kMaxTokenBytes = 65'536;
 // Special-token matches (start, length, id; 12 bytes each) collected per text before it is refused. Every prefix of
 // a run that is a token matches at every position (Gemma 3: up to 31 per position in a run of newlines), so
 // this is about 500 KB of nothing but newlines; a hostile vocabulary of nested tokens reaches it sooner.
@@ -53,28 +57,6 @@ constexpr std::string_view kSpace = "\xE2\x96\x81";
 enum Type : std::uint8_t { Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6 };
 
 // [SECTION] Helpers
-
-std::string lossyUtf8(const std::string& s)
-{
-    if (firstInvalidUtf8(s) == std::string::npos) return s;
-    std::string out;
-    for (std::size_t i = 0; i < s.size();) {
-        // Take the longest valid prefix character by character (firstInvalidUtf8 of one character).
-        std::size_t len = 1;
-        const unsigned char c = static_cast<unsigned char>(s[i]);
-        if (c >= 0xF0) len = 4;
-        else if (c >= 0xE0) len = 3;
-        else if (c >= 0xC0) len = 2;
-        if (i + len <= s.size() && firstInvalidUtf8(std::string_view(s).substr(i, len)) == std::string::npos) {
-            out.append(s, i, len);
-            i += len;
-        } else {
-            out += "\xEF\xBF\xBD";
-            ++i;
-        }
-    }
-    return out;
-}
 
 std::string replaceAll(std::string_view s, std::string_view from, std::string_view to)
 {
@@ -112,11 +94,6 @@ std::size_t utf8Length(unsigned char c)
     return c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
 }
 
-std::uint64_t pairKey(int a, int b)
-{
-    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
-}
-
 std::string hexByte(unsigned char b)
 {
     const char* h = "0123456789ABCDEF";
@@ -127,20 +104,16 @@ std::string hexByte(unsigned char b)
 
 // [SECTION] Impl
 
-struct SpmTokenizer::Impl {
+// The vocabulary table (vocab_table.h: a repeated piece's first id is its id) and what SentencePiece adds.
+struct SpmTokenizer::Impl : detail::VocabTable {
     enum class Prefix { None, EveryFragment, FirstOnly };  // where the encoder puts "▁" before a fragment
     enum class Order { Score, Rank };                       // llama.cpp's scores or Hugging Face's merge ranks
     enum class Split { None, MergedWithPrevious, MergedWithNext, Isolated, Removed };
     enum class SpecialMatch { LongestFirst, LeftmostLongest };  // llama.cpp's partition, Hugging Face's added vocabulary
 
-    std::vector<std::string> tokens;
     std::vector<std::uint8_t> types;
     std::vector<float> scores;
-    std::vector<std::string> bytes;    // id → decoded bytes
-    std::vector<std::string> display;  // id → decoded bytes as valid UTF-8
-    std::unordered_map<std::string_view, int> vocab;  // piece → first id (views into `tokens`)
-    std::unordered_map<std::string, int> byDecoded;   // decoded bytes → lowest id (normal pieces before others)
-    std::unordered_map<std::uint64_t, std::pair<int, int>> merges;  // Rank: (left, right) → (rank, merged id)
+    // byDecoded: normal and user-defined pieces before the others; merges: Rank order only.
     std::array<int, 256> byteId{};
     std::size_t maxTokenBytes = 0;
     Order order = Order::Score;
@@ -336,56 +309,45 @@ struct Parts {
     std::vector<std::pair<std::string, std::string>> merges;  // Rank order only
 };
 
-Expected<std::shared_ptr<SpmTokenizer::Impl>> build(Parts&& p, SpmTokenizer::Impl::Order order, const std::string& where)
+Expected<std::shared_ptr<SpmTokenizer::Impl>> build(Parts&& p, SpmTokenizer::Impl::Order order, const std::string& tokensWhere,
+                                                   const std::string& mergesWhere)
 {
     using Impl = SpmTokenizer::Impl;
     auto im = std::make_shared<Impl>();
-    if (p.tokens.empty()) return invalidArgument(where + ".tokens: the vocabulary is empty");
-    im->tokens = std::move(p.tokens);
+    ATTNSCOPE_RETURN_IF_ERROR(im->setTokens(std::move(p.tokens), tokensWhere, false));
     const std::size_t n = im->tokens.size();
     im->types.resize(n);
     for (std::size_t id = 0; id < n; ++id) {
-        const std::string& t = im->tokens[id];
-        if (t.empty()) return invalidArgument(where + ".tokens[" + std::to_string(id) + "]: the token is empty");
-        if (t.size() > kMaxTokenBytes)
-            return invalidArgument(where + ".tokens[" + std::to_string(id) + "]: " + std::to_string(t.size()) +
-                                   " bytes long (limit " + std::to_string(kMaxTokenBytes) + ")");
-        if (firstInvalidUtf8(t) != std::string::npos)
-            return invalidArgument(where + ".tokens[" + std::to_string(id) + "]: not valid UTF-8");
         im->types[id] = static_cast<std::uint8_t>(p.types[id]);
-        im->maxTokenBytes = std::max(im->maxTokenBytes, t.size());
+        im->maxTokenBytes = std::max(im->maxTokenBytes, im->tokens[id].size());
     }
     im->scores = std::move(p.scores);
     im->order = order;
-    im->vocab.reserve(n);
-    for (std::size_t id = 0; id < n; ++id) im->vocab.emplace(std::string_view(im->tokens[id]), static_cast<int>(id));
     im->byteId.fill(-1);
-    im->bytes.resize(n);
-    im->display.resize(n);
+    std::vector<std::string> bytes(n);
     for (std::size_t id = 0; id < n; ++id) {
         const std::string& t = im->tokens[id];
         const int b = im->types[id] == Byte ? bytePieceValue(t) : -1;
         if (im->types[id] == Byte && b < 0)
-            return invalidArgument(where + ".tokens[" + std::to_string(id) + "]: a byte token (type 6) must be <0xXX>, got \"" +
+            return invalidArgument(tokensWhere + "[" + std::to_string(id) + "]: a byte token (type 6) must be <0xXX>, got \"" +
                                    clipForMessage(t) + "\"");
         if (b >= 0) {
             if (im->byteId[static_cast<std::size_t>(b)] < 0) im->byteId[static_cast<std::size_t>(b)] = static_cast<int>(id);
-            im->bytes[id] = std::string(1, static_cast<char>(b));
+            bytes[id] = std::string(1, static_cast<char>(b));
         } else if (im->types[id] == Normal || im->types[id] == Unused) {
-            im->bytes[id] = replaceAll(t, kSpace, " ");
+            bytes[id] = replaceAll(t, kSpace, " ");
         } else {
-            im->bytes[id] = t;  // control, unknown and user-defined tokens stand for their own text
+            bytes[id] = t;  // control, unknown and user-defined tokens stand for their own text
         }
-        im->display[id] = lossyUtf8(im->bytes[id]);
     }
     // A vocabulary without token types still falls back to its "<0xXX>" pieces, as llama.cpp looks them up by text.
     for (std::size_t id = 0; id < n; ++id)
         if (const int b = bytePieceValue(im->tokens[id]); b >= 0 && im->byteId[static_cast<std::size_t>(b)] < 0)
             im->byteId[static_cast<std::size_t>(b)] = static_cast<int>(id);
-    for (int pass = 0; pass < 2; ++pass)
-        for (std::size_t id = 0; id < n; ++id)
-            if ((im->types[id] == Normal || im->types[id] == UserDefined) == (pass == 0))
-                im->byDecoded.emplace(im->bytes[id], static_cast<int>(id));
+    im->setBytes(std::move(bytes), [&im](int id) {
+        const std::uint8_t t = im->types[static_cast<std::size_t>(id)];
+        return t == Normal || t == UserDefined;
+    });
     // The special tokens' trie.
     for (std::size_t id = 0; id < n; ++id) {
         if (!im->isSpecial(static_cast<int>(id))) continue;
@@ -401,17 +363,7 @@ Expected<std::shared_ptr<SpmTokenizer::Impl>> build(Parts&& p, SpmTokenizer::Imp
         }
         if (im->nodeToken[static_cast<std::size_t>(node)] < 0) im->nodeToken[static_cast<std::size_t>(node)] = static_cast<int>(id);
     }
-    im->merges.reserve(p.merges.size());
-    for (std::size_t r = 0; r < p.merges.size(); ++r) {
-        const auto& [l, rt] = p.merges[r];
-        auto li = im->vocab.find(l), ri = im->vocab.find(rt), mi = im->vocab.find(l + rt);
-        const char* missing = li == im->vocab.end() ? "its left token" : ri == im->vocab.end() ? "its right token"
-                            : mi == im->vocab.end() ? "the merged token" : nullptr;
-        if (missing)
-            return invalidArgument(where + ".merges[" + std::to_string(r) + "] \"" + clipForMessage(l) + " " + clipForMessage(rt) +
-                                   "\": " + missing + " is not in the vocabulary");
-        im->merges.emplace(pairKey(li->second, ri->second), std::make_pair(static_cast<int>(r), mi->second));
-    }
+    ATTNSCOPE_RETURN_IF_ERROR(im->setMerges(p.merges, mergesWhere));
     return im;
 }
 
@@ -454,7 +406,7 @@ Expected<SpmTokenizer> SpmTokenizer::fromSpec(const SpmVocabSpec& spec)
     ATTNSCOPE_RETURN_IF_ERROR(checkId(spec.pad, "padding_token_id"));
     if (spec.addBos && spec.bos < 0) return invalidArgument(where + ".add_bos_token is true but there is no bos_token_id");
     if (spec.addEos && spec.eos < 0) return invalidArgument(where + ".add_eos_token is true but there is no eos_token_id");
-    auto im = build(std::move(p), Impl::Order::Score, where);
+    auto im = build(std::move(p), Impl::Order::Score, where + ".tokens", where + ".merges");
     if (!im) return im.status();
     Impl& m = **im;
     m.prefix = spec.addSpacePrefix ? Impl::Prefix::EveryFragment : Impl::Prefix::None;
@@ -592,70 +544,6 @@ Status checkDecoder(const json& j, const std::string& path, int depth)
 }
 
 // TemplateProcessing's single template: the special tokens before and after $A.
-Status parsePostProcessor(const json& j, const std::string& path, const std::unordered_map<std::string, int>& ids,
-                          std::vector<int>& before, std::vector<int>& after, int depth)
-{
-    auto bad = [&](const std::string& m) { return makeError(StatusCode::ParseError, "tokenizer.json: " + path + m); };
-    if (!j.is_object()) return bad(": expected an object");
-    const std::string type = j.value("type", std::string());
-    if (type == "Sequence") {
-        if (depth > 4) return bad(": Sequence nested too deep");
-        auto list = j.find("processors");
-        if (list == j.end() || !list->is_array()) return bad(".processors: expected an array");
-        for (std::size_t i = 0; i < list->size(); ++i)
-            ATTNSCOPE_RETURN_IF_ERROR(parsePostProcessor((*list)[i], path + ".processors[" + std::to_string(i) + "]", ids, before, after, depth + 1));
-        return Status::success();
-    }
-    if (type == "ByteLevel") return Status::success();
-    if (type != "TemplateProcessing")
-        return makeError(StatusCode::Unsupported, "tokenizer.json: " + path + ".type \"" + clipForMessage(type) +
-                                                      "\" is not supported (supported: TemplateProcessing, Sequence)");
-    auto single = j.find("single");
-    if (single == j.end() || !single->is_array()) return bad(".single: expected an array");
-    auto specials = j.find("special_tokens");
-    bool seenA = false;
-    for (std::size_t i = 0; i < single->size(); ++i) {
-        const json& item = (*single)[i];
-        const std::string at = ".single[" + std::to_string(i) + "]";
-        if (item.is_object() && item.contains("Sequence")) {
-            if (seenA) return makeError(StatusCode::Unsupported, "tokenizer.json: " + path + at + ": a second sequence is not supported");
-            seenA = true;
-            continue;
-        }
-        auto st = item.is_object() ? item.find("SpecialToken") : item.end();
-        if (st == item.end() || !st->is_object() || !st->contains("id") || !(*st)["id"].is_string())
-            return bad(at + ": expected {\"SpecialToken\": {\"id\": …}} or {\"Sequence\": …}");
-        const std::string name = (*st)["id"].get<std::string>();
-        std::vector<int> tokIds;
-        const json* def = nullptr;
-        if (specials != j.end() && specials->is_object())
-            if (auto d = specials->find(name); d != specials->end() && d->is_object() && d->contains("ids")) def = &*d;
-        if (def) {
-            const json& list = (*def)["ids"];
-            if (!list.is_array()) return bad(".special_tokens[\"" + clipForMessage(name) + "\"].ids: expected an array");
-            for (const json& v : list) {
-                if (!v.is_number_unsigned() || v.get<std::uint64_t>() >= ids.size())
-                    return bad(".special_tokens[\"" + clipForMessage(name) + "\"].ids: expected ids in 0.." +
-                               std::to_string(ids.size() - 1) + ", got " + clipForMessage(v.dump()));
-                tokIds.push_back(static_cast<int>(v.get<std::uint64_t>()));
-            }
-        } else if (auto it = ids.find(name); it != ids.end()) {
-            tokIds.push_back(it->second);
-        } else {
-            return bad(at + ": special token \"" + clipForMessage(name) + "\" is neither in special_tokens nor in the vocabulary");
-        }
-        (seenA ? after : before).insert((seenA ? after : before).end(), tokIds.begin(), tokIds.end());
-    }
-    return Status::success();
-}
-
-bool splitMerge(const std::string& m, std::pair<std::string, std::string>& out)
-{
-    const std::size_t sp = m.find(' ');
-    if (sp == std::string::npos || sp == 0 || sp + 1 >= m.size() || m.find(' ', sp + 1) != std::string::npos) return false;
-    out = {m.substr(0, sp), m.substr(sp + 1)};
-    return true;
-}
 
 } // namespace
 
@@ -679,119 +567,34 @@ bool SpmTokenizer::looksLikeSpmJson(const std::string& text)
 
 Expected<SpmTokenizer> SpmTokenizer::fromTokenizerJson(const std::string& text)
 {
-    // nlohmann's value() and get() throw on a field of the wrong type; no exception leaves core.
-    try {
-        return fromTokenizerJsonImpl(text);
-    } catch (const json::exception& e) {
-        return makeError(StatusCode::ParseError, std::string("tokenizer.json: a field has the wrong type: ") + e.what());
-    } catch (const std::bad_alloc&) {
-        return makeError(StatusCode::ResourceExhausted, "tokenizer.json: out of memory");
-    }
+    return detail::catchingJsonErrors([&] { return fromTokenizerJsonImpl(text); });
 }
 
 Expected<SpmTokenizer> SpmTokenizer::fromTokenizerJsonImpl(const std::string& text)
 {
-    auto bad = [](const std::string& m) { return makeError(StatusCode::ParseError, "tokenizer.json: " + m); };
     auto unsupported = [](const std::string& m) { return makeError(StatusCode::Unsupported, "tokenizer.json: " + m); };
-    ATTNSCOPE_RETURN_IF_ERROR(checkJsonDepth(text, kMaxJsonDepth, "tokenizer.json"));
-    const json j = json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
-    auto model = j.find("model");
-    if (model == j.end() || !model->is_object()) return bad("no \"model\" object");
-    const std::string type = model->value("type", std::string());
-    if (type != "BPE") return unsupported("model.type \"" + clipForMessage(type) + "\" is not supported here (supported: BPE)");
-    for (const char* key : {"dropout", "continuing_subword_prefix", "end_of_word_suffix"}) {
-        auto it = model->find(key);
-        if (it != model->end() && !it->is_null() && !(it->is_string() && it->get<std::string>().empty()))
-            return unsupported(std::string("model.") + key + " " + clipForMessage(it->dump()) + " is not supported (expected null)");
-    }
-    for (const char* key : {"byte_fallback", "ignore_merges", "fuse_unk"}) {
-        auto it = model->find(key);
-        if (it != model->end() && !it->is_null() && !it->is_boolean())
-            return bad(std::string("model.") + key + ": expected true or false, got " + clipForMessage(it->dump()));
-    }
+    json j;
+    ATTNSCOPE_RETURN_IF_ERROR(detail::parseJsonBpe(text, j));
+    const json* model = &j["model"];
     if (model->value("ignore_merges", false)) return unsupported("model.ignore_merges true is not supported (expected false)");
     const bool byteFallback = model->value("byte_fallback", false);
 
-    auto vocab = model->find("vocab");
-    if (vocab == model->end() || !vocab->is_object()) return bad("model.vocab missing or not an object");
-    auto added = j.find("added_tokens");
-    if (added != j.end() && !added->is_null() && !added->is_array()) return bad("added_tokens is not an array");
-    const std::size_t nAdded = added != j.end() && added->is_array() ? added->size() : 0;
-    if (vocab->size() > kMaxTokens || nAdded > kMaxTokens)
-        return bad("model.vocab has " + std::to_string(vocab->size()) + " entries and added_tokens " + std::to_string(nAdded) +
-                   ", over the limit of " + std::to_string(kMaxTokens));
-    if (vocab->empty()) return bad("model.vocab is empty");
-    std::size_t size = 0;
-    for (auto it = vocab->begin(); it != vocab->end(); ++it) {
-        if (!it->is_number_unsigned() || it->get<std::uint64_t>() >= kMaxTokens)
-            return bad("model.vocab[\"" + clipForMessage(it.key()) + "\"]: expected an id in 0.." + std::to_string(kMaxTokens - 1) +
-                       ", got " + clipForMessage(it->dump()));
-        size = std::max<std::size_t>(size, it->get<std::uint64_t>() + 1);
-    }
-    struct Added { std::string content; std::size_t id; bool special; };
-    std::vector<Added> adds;
-    for (std::size_t i = 0; i < nAdded; ++i) {
-        const json& a = (*added)[i];
-        auto content = a.is_object() ? a.find("content") : a.end();
-        auto id = a.is_object() ? a.find("id") : a.end();
-        if (!a.is_object() || content == a.end() || !content->is_string() || content->get<std::string>().empty() ||
-            id == a.end() || !id->is_number_unsigned() || id->get<std::uint64_t>() >= kMaxTokens)
-            return bad("added_tokens[" + std::to_string(i) + "]: expected an object with an \"id\" below " +
-                       std::to_string(kMaxTokens) + " and a non-empty \"content\" string");
-        auto sp = a.find("special");
-        adds.push_back({content->get<std::string>(), static_cast<std::size_t>(id->get<std::uint64_t>()),
-                        sp != a.end() && sp->is_boolean() && sp->get<bool>()});
-        size = std::max<std::size_t>(size, adds.back().id + 1);
-    }
-    if (size > vocab->size() + nAdded)
-        return bad("token ids reach " + std::to_string(size - 1) + " but there are only " + std::to_string(vocab->size() + nAdded) +
-                   " tokens (ids must have no gaps)");
+    auto v = detail::readJsonVocab(j, *model, kMaxMerges);
+    if (!v) return v.status();
     Parts p;
-    p.tokens.assign(size, std::string());
+    const std::size_t size = v->tokens.size();
     p.types.assign(size, Normal);
     p.scores.assign(size, 0.0f);
-    for (auto it = vocab->begin(); it != vocab->end(); ++it) {
-        const std::size_t id = static_cast<std::size_t>(it->get<std::uint64_t>());
-        if (!p.tokens[id].empty()) return bad("model.vocab: id " + std::to_string(id) + " is used twice");
-        p.tokens[id] = it.key();
-        if (byteFallback && bytePieceValue(it.key()) >= 0) p.types[id] = Byte;
-    }
-    for (std::size_t i = 0; i < adds.size(); ++i) {
-        std::string& slot = p.tokens[adds[i].id];
-        if (!slot.empty() && slot != adds[i].content)
-            return bad("added_tokens[" + std::to_string(i) + "]: id " + std::to_string(adds[i].id) + " is already token \"" +
-                       clipForMessage(slot) + "\"");
-        slot = adds[i].content;
-        // Matched whole in the raw text (Hugging Face's added vocabulary): special ones are control tokens, the
-        // others user-defined (SentencePiece's user_defined_symbols, which the converters write that way).
-        p.types[adds[i].id] = adds[i].special ? Control : UserDefined;
-    }
-    for (std::size_t id = 0; id < p.tokens.size(); ++id)
-        if (p.tokens[id].empty()) return bad("no token has id " + std::to_string(id) + " (ids must have no gaps)");
-
-    auto merges = model->find("merges");
-    if (merges == model->end() || !merges->is_array()) return bad("model.merges missing or not an array");
-    if (merges->size() > kMaxMerges)
-        return bad("model.merges has " + std::to_string(merges->size()) + " entries, over the limit of " + std::to_string(kMaxMerges));
-    p.merges.reserve(merges->size());
-    for (std::size_t r = 0; r < merges->size(); ++r) {
-        const json& m = (*merges)[r];
-        std::pair<std::string, std::string> pr;
-        if (m.is_string() && splitMerge(m.get<std::string>(), pr)) p.merges.push_back(std::move(pr));
-        else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
-            p.merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
-        else
-            return bad("model.merges[" + std::to_string(r) + "]: expected \"a b\" or [\"a\", \"b\"], got " + clipForMessage(m.dump()));
-    }
-    int unk = -1;
-    if (auto u = model->find("unk_token"); u != model->end() && !u->is_null()) {
-        if (!u->is_string()) return bad("model.unk_token: expected a string or null");
-        auto it = std::find(p.tokens.begin(), p.tokens.end(), u->get<std::string>());
-        if (it == p.tokens.end()) return bad("model.unk_token \"" + clipForMessage(u->get<std::string>()) + "\" is not in the vocabulary");
-        unk = static_cast<int>(it - p.tokens.begin());
-        p.types[static_cast<std::size_t>(unk)] = p.types[static_cast<std::size_t>(unk)] == Normal ? Unknown : p.types[static_cast<std::size_t>(unk)];
-    }
+    if (byteFallback)
+        for (std::size_t id = 0; id < size; ++id)
+            if (bytePieceValue(v->tokens[id]) >= 0) p.types[id] = Byte;
+    // Matched whole in the raw text (Hugging Face's added vocabulary): special ones are control tokens, the others
+    // user-defined (SentencePiece's user_defined_symbols, which the converters write that way).
+    for (const detail::JsonVocab::Added& a : v->added) p.types[static_cast<std::size_t>(a.id)] = a.special ? Control : UserDefined;
+    const int unk = v->unk;
+    if (unk >= 0 && p.types[static_cast<std::size_t>(unk)] == Normal) p.types[static_cast<std::size_t>(unk)] = Unknown;
+    p.tokens = std::move(v->tokens);
+    p.merges = std::move(v->merges);
 
     JsonOptions o;
     if (auto nz = j.find("normalizer"); nz != j.end() && !nz->is_null())
@@ -807,9 +610,9 @@ Expected<SpmTokenizer> SpmTokenizer::fromTokenizerJsonImpl(const std::string& te
     for (std::size_t id = 0; id < p.tokens.size(); ++id) ids.emplace(p.tokens[id], static_cast<int>(id));
     std::vector<int> before, after;
     if (auto pp = j.find("post_processor"); pp != j.end() && !pp->is_null())
-        ATTNSCOPE_RETURN_IF_ERROR(parsePostProcessor(*pp, "post_processor", ids, before, after, 0));
+        ATTNSCOPE_RETURN_IF_ERROR(detail::readJsonTemplate(*pp, "post_processor", ids, p.tokens.size(), before, after, 0));
 
-    auto im = build(std::move(p), Impl::Order::Rank, "tokenizer.json: model");
+    auto im = build(std::move(p), Impl::Order::Rank, "tokenizer.json: token", "tokenizer.json: model.merges");
     if (!im) return makeError(StatusCode::ParseError, im.status().message);
     Impl& m = **im;
     m.specialMatch = Impl::SpecialMatch::LeftmostLongest;
@@ -851,27 +654,18 @@ bool SpmTokenizer::addSpacePrefix() const { return m_impl && m_impl->prefix != I
 
 Status SpmTokenizer::setBosEos(int bos, int eos)
 {
-    for (int id : {bos, eos})
-        if (id < -1 || id >= vocabSize())
-            return invalidArgument("BOS/EOS id " + std::to_string(id) + " is outside the vocabulary (0.." +
-                                   std::to_string(vocabSize() - 1) + ", or -1 for none)");
+    if (!m_impl) return detail::VocabTable().checkBosEos(bos, eos);
+    ATTNSCOPE_RETURN_IF_ERROR(m_impl->checkBosEos(bos, eos));
     m_bos = bos;
     m_eos = eos;
     return Status::success();
 }
 
-std::string SpmTokenizer::tokenText(int id) const
-{
-    if (!m_impl || id < 0 || id >= vocabSize()) return {};
-    return m_impl->display[static_cast<std::size_t>(id)];
-}
+std::string SpmTokenizer::tokenText(int id) const { return m_impl ? m_impl->tokenText(id) : std::string(); }
 
 std::optional<int> SpmTokenizer::idOf(const std::string& decodedText) const
 {
-    if (!m_impl) return std::nullopt;
-    auto it = m_impl->byDecoded.find(decodedText);
-    if (it == m_impl->byDecoded.end()) return std::nullopt;
-    return it->second;
+    return m_impl ? m_impl->idOf(decodedText) : std::nullopt;
 }
 
 std::string SpmTokenizer::decode(const std::vector<int>& ids) const
@@ -960,9 +754,7 @@ Expected<Encoding> SpmTokenizer::encode(const std::string& text, bool addSpecial
         ATTNSCOPE_RETURN_IF_ERROR(piece(start, s.size()));
     }
     if (addSpecial) enc.ids.insert(enc.ids.end(), im.after.begin(), im.after.end());
-    enc.tokens.reserve(enc.ids.size());
-    for (int id : enc.ids) enc.tokens.push_back(im.display[static_cast<std::size_t>(id)]);
-    enc.typeIds.assign(enc.ids.size(), 0);
+    im.finishEncoding(enc);
     return enc;
 }
 

