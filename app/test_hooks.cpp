@@ -50,6 +50,7 @@ void writeLayout(const AppState& state, const GlHeatmapRenderer& renderer, const
             q["patch_error"] = r.patchError;
             if (r.cell) {
                 q["score"] = r.cell->score;
+                if (r.cell->softcap > 0) q["capped_score"] = r.cell->cappedScore;
                 q["weight"] = r.cell->weight;
                 const std::vector<int> k = attn::strongestQkComponents(r.cell->keyComponents, 1);
                 const std::vector<int> qq = attn::strongestQkComponents(r.cell->queryComponents, 1);

@@ -395,14 +395,26 @@ void drawHeader(AppState& state)
     state.recordRect("qk/close", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     const bool current = r.of == c;
     if (current && r.cell) {
-        ImGui::Text("score %.3f   weight %.4f", r.cell->score, r.cell->weight);
+        const bool capped = r.cell->softcap > 0;
+        if (capped)  // a soft-cap is not linear: the bars sum to the score before it (docs/interp.md)
+            ImGui::Text("score before the soft-cap %.3f   capped %.3f   weight %.4f", r.cell->score, r.cell->cappedScore, r.cell->weight);
+        else
+            ImGui::Text("score %.3f   weight %.4f", r.cell->score, r.cell->weight);
         state.recordRect("qk/score", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
         const bool hovered = ImGui::IsItemHovered();
         ImGui::PushTextWrapPos(0);
-        ImGui::TextDisabled("Each side's bars below sum to the score. Click a head's name to open it; \"remove\" shows the "
-                            "head's pattern without that component.");
+        ImGui::TextDisabled(capped ? "Each side's bars below sum to the score before the soft-cap (the cap is not linear: "
+                                     "it is applied to the sum). Click a head's name to open it; \"remove\" shows the "
+                                     "head's pattern without that component."
+                                   : "Each side's bars below sum to the score. Click a head's name to open it; \"remove\" "
+                                     "shows the head's pattern without that component.");
         ImGui::PopTextWrapPos();
-        if (hovered)
+        if (hovered && capped)
+            ImGui::SetTooltip("score: scale · q·k as the run computed it (scale %.4f), before the layer's soft-cap %.0f·tanh(score "
+                              "/ %.0f), which gives the capped score the softmax read; weight: its softmax over the keys "
+                              "the query sees. The bars of each side sum to the score before the cap.",
+                              r.cell->scale, r.cell->softcap, r.cell->softcap);
+        else if (hovered)
             ImGui::SetTooltip("score: scale · q·k as the run computed it (scale %.4f); weight: its softmax over the keys the "
                               "query sees. The bars of each side sum to the score.", r.cell->scale);
     }

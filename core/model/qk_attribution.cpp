@@ -37,37 +37,28 @@ using VecD = Eigen::VectorXd;
 // so that Σ_c v_p^(c) + v_p^(bias) is the head's q_p (or k_p) as the forward computed it. Everything a family does
 // between the residual stream and the scores must be expressed here.
 struct FrozenQkMap {
-    MatD W;               // M×D: the norm's γ (LayerNorm: and its centring) folded into the head's columns of W^Q/W^K
-    VecD bias;            // D: β·W + b (LayerNorm's β, the projection's bias); zero when the layer has neither
+    MatD W;               // M×D: the pre-norm's γ (LayerNorm: and its centring) and the QK-norm's γ folded into the
+                          // head's columns of W^Q/W^K
+    VecD bias;            // D: (β·W + b)·diag(γ') (LayerNorm's β, the projection's bias, the QK-norm's γ'); zero when
+                          // the layer has neither
     bool hasBias = false;
-    VecD scale;           // n: s_p = 1/rms(x_p) (RMSNorm) or 1/σ(x_p) (LayerNorm) of this run's hidden[l]
+    VecD scale;           // n: s_p·s'_p: the pre-norm's 1/rms(x_p) (RMSNorm) or 1/σ(x_p) (LayerNorm) of this run's
+                          // hidden[l] (1 without pre-norms), times the QK-norm's s'_p (1 without QK-norm)
+    VecD biasScale;       // n: s'_p alone (the constant term is not normed by the pre-norm, but is by the QK-norm)
     std::vector<float> invFreq;  // D/2 RoPE inverse frequencies (empty: no rotation, GPT-2)
 };
 
 // The map of `side` of query head `head` of layer `layer` (its KV head's K for the key side). This is the function
-// a new family extends, reading the layer's configuration rather than the family's name where it can:
-//   QK-norm (Qwen3, OLMo2, Gemma 3): a per-position, per-head frozen scale and γ after the projection, i.e.
-//     W ← W·diag(s'_p γ'), bias ← bias·diag(s'_p γ') (s'_p from the run's own q/k before that norm);
+// a new family extends, reading the layer's configuration rather than the family's name:
+//   pre-norm (RMSNorm, LayerNorm; none in OLMo 2): its γ in W, its centring as W less its column means, its
+//     per-position scale s_p frozen from hidden[l];
+//   QK-norm (Qwen3, Gemma 3: over each head's D values; OLMo 2: over the whole H·D row), an RMSNorm after the
+//     projection: its γ' in W's columns and the bias, its per-position scale s'_p frozen from the run's own q/k
+//     before that norm (one scalar per row of what it norms, so q = Σ_c q^(c) stays exact);
 //   partial rotary (GPT-NeoX, Phi-3): invFreq for the rotated dimensions only (rotate() leaves the rest);
-//   a post-norm after the block (Gemma) changes the components (their share of what the block wrote, frozen at
-//     the post-norm's scale), not this map;
-//   a query pre-scale or logit soft-cap: the scale of the cell (a soft-cap is not linear: refuse it).
-// Whether the decomposition holds for this block as built (issue 33's families are not all decomposed yet): the
-// frozen map above covers pre-norms (RMSNorm, LayerNorm), projection biases, RoPE (partial, per-layer base) and
-// sliding windows. QK-norm, post-norms and a score soft-cap are not folded in yet: refused, naming the model's
-// part, rather than answered wrongly.
-static Status decomposable(const DecoderConfig& c, const char* what)
-{
-    std::string lacks;
-    if (c.qkNorm != QkNorm::None) lacks = "QK-norm";
-    else if (c.postNorms) lacks = "post-norms";
-    else if (!c.preNorms) lacks = "a block without pre-norms";
-    else if (c.attnSoftcap > 0) lacks = "a score soft-cap";
-    if (lacks.empty()) return Status::success();
-    return makeError(StatusCode::Unsupported, std::string(what) + " of " + c.architecture + " is not available yet: the frozen map does not fold in " +
-                                                  lacks + " (docs/interp.md)");
-}
-
+//   a post-norm after the block (Gemma, OLMo 2) changes the components (their share of what the block wrote,
+//     frozen at the post-norm's scale: componentsAt, ComponentProjector), not this map;
+//   a score soft-cap (Gemma 2) is not linear: the decomposition is of the pre-cap score (QkCell::softcap).
 FrozenQkMap frozenQkMap(const DecoderModel& model, const DecoderRun& run, int layer, int head, QkSide side)
 {
     const DecoderConfig& c = model.config;
@@ -86,9 +77,11 @@ FrozenQkMap frozenQkMap(const DecoderModel& model, const DecoderRun& run, int la
         for (int r = 0; r < M; ++r) raw(r, d) = column[static_cast<std::size_t>(r)];
     }
     f.W = raw;
-    for (int r = 0; r < M; ++r) f.W.row(r) *= double(L.attnNormGamma[r]);
-    // LayerNorm's centring (c − mean(c)) is linear: folded as W minus its column means.
-    if (layerNorm) f.W.rowwise() -= f.W.colwise().mean();
+    if (c.preNorms) {
+        for (int r = 0; r < M; ++r) f.W.row(r) *= double(L.attnNormGamma[r]);
+        // LayerNorm's centring (c − mean(c)) is linear: folded as W minus its column means.
+        if (layerNorm) f.W.rowwise() -= f.W.colwise().mean();
+    }
     f.bias = VecD::Zero(D);
     if (L.attnNormBeta.size() == M) {
         f.bias += raw.transpose() * L.attnNormBeta.cast<double>();
@@ -99,11 +92,32 @@ FrozenQkMap frozenQkMap(const DecoderModel& model, const DecoderRun& run, int la
         f.hasBias = true;
     }
     const Matrix& x = run.hidden[static_cast<std::size_t>(layer)];
-    f.scale.resize(x.rows());
-    for (Eigen::Index p = 0; p < x.rows(); ++p) {
-        const Eigen::VectorXd row = x.row(p).transpose().cast<double>();
-        const double var = layerNorm ? (row.array() - row.mean()).square().sum() / M : row.squaredNorm() / M;
-        f.scale[p] = 1.0 / std::sqrt(var + double(c.normEps));
+    f.scale = VecD::Ones(x.rows());
+    f.biasScale = VecD::Ones(x.rows());
+    if (c.preNorms)
+        for (Eigen::Index p = 0; p < x.rows(); ++p) {
+            const Eigen::VectorXd row = x.row(p).transpose().cast<double>();
+            const double var = layerNorm ? (row.array() - row.mean()).square().sum() / M : row.squaredNorm() / M;
+            f.scale[p] = 1.0 / std::sqrt(var + double(c.normEps));
+        }
+    const Vector& qkGamma = query ? L.qNormGamma : L.kNormGamma;
+    if (c.qkNorm != QkNorm::None && qkGamma.size() > 0) {
+        // What the QK-norm read in this run: the projection of the normed stream, plus the bias, as the forward
+        // computes it (attentionInputs), over the head's D values or the whole row.
+        Matrix normed, proj;
+        if (c.preNorms) normRows(c, x, L.attnNormGamma, L.attnNormBeta, normed);
+        product(c.preNorms ? normed : x, w, proj);
+        if (b.size() > 0) proj.rowwise() += b.transpose();
+        const bool whole = c.qkNorm == QkNorm::Whole;
+        for (Eigen::Index p = 0; p < x.rows(); ++p) {
+            const Eigen::VectorXd v = proj.row(p).segment(whole ? 0 : col0, whole ? proj.cols() : D).transpose().cast<double>();
+            const double s = 1.0 / std::sqrt(v.squaredNorm() / double(v.size()) + double(c.normEps));
+            f.scale[p] *= s;
+            f.biasScale[p] = s;
+        }
+        const VecD g = (whole ? qkGamma.segment(col0, D) : qkGamma.head(D)).cast<double>();
+        f.W = f.W * g.asDiagonal();
+        f.bias = f.bias.cwiseProduct(g);
     }
     if (c.rope) {
         // As the forward's RoPE (blocks.cpp, ropeRows): the layer's base, inverse frequencies in float over the
@@ -179,6 +193,12 @@ ComponentLayout layoutOf(const DecoderModel& m, int layer)
     return lay;
 }
 
+// A post-norm's frozen scale 1/rms(a) of one attention output row a (1×M), in double (as the pre-norm's).
+double postNormScale(const DecoderConfig& c, const Eigen::Ref<const Eigen::RowVectorXf>& a)
+{
+    return 1.0 / std::sqrt(a.cast<double>().squaredNorm() / double(a.size()) + double(c.normEps));
+}
+
 // The components of layer l's stream at position p, in M-space (the rows of everything but qk_bias; C − [1] × M).
 // Sums to hidden[l] row p (the mlp row is what the layer added beyond its attention's output). Float, as the run's
 // own numbers: the products of the components with the map are the double-precision part.
@@ -203,6 +223,14 @@ void componentsAt(const DecoderModel& m, const DecoderRun& run, const ComponentL
             out.row(lay.bias(k)) = L.bo.transpose();
             attn += out.row(lay.bias(k));
         }
+        if (L.postAttnNormGamma.size() > 0) {
+            // The post-norm frozen at this position's scale: each head's (and b^O's) share of what the block
+            // wrote, γ ⊙ part / rms(attention output).
+            const Eigen::RowVectorXf g = L.postAttnNormGamma.transpose() * static_cast<float>(postNormScale(m.config, attn));
+            out.middleRows(lay.head(k, 0), lay.heads).array().rowwise() *= g.array();
+            if (lay.outBias) out.row(lay.bias(k)).array() *= g.array();
+            attn.array() *= g.array();
+        }
         out.row(lay.mlp(k)) = run.hidden[static_cast<std::size_t>(k) + 1].row(p) - run.hidden[static_cast<std::size_t>(k)].row(p) - attn;
     }
 }
@@ -217,18 +245,19 @@ MatD sideAt(const DecoderModel& m, const DecoderRun& run, const ComponentLayout&
     const Matrix projected = comps * w;
     MatD v(lay.count(), f.W.cols());
     v.topRows(comps.rows()) = projected.cast<double>() * f.scale[p];
-    if (lay.qkBias) v.row(lay.qkBiasIndex()) = f.bias.transpose();
+    if (lay.qkBias) v.row(lay.qkBiasIndex()) = f.bias.transpose() * f.biasScale[p];
     rotate(f, p, v);
     return v;
 }
 
 // One side's vectors of one component at positions p0 … p0+count−1 (count×D): the row's and the patching's way
 // (W^O · W folded once per earlier layer: O(H·D·M·D) a layer, then O(D²) a position and head). The products in
-// float (as the run's), the scale, RoPE and everything after in double.
+// float (as the run's), the scale, RoPE and everything after in double. A layer with a post-norm folds its γ into
+// W^O·W and scales each position's heads (and b^O) by the post-norm's frozen 1/rms of that position.
 class ComponentProjector {
 public:
     ComponentProjector(const DecoderModel& m, const DecoderRun& run, const ComponentLayout& lay, const FrozenQkMap& f)
-        : m_model(m), m_run(run), m_lay(lay), m_map(f), m_w(f.W.cast<float>()), m_folded(static_cast<std::size_t>(lay.layer))
+        : m_model(m), m_run(run), m_lay(lay), m_map(f), m_w(f.W.cast<float>()), m_layers(static_cast<std::size_t>(lay.layer))
     {
     }
 
@@ -237,27 +266,36 @@ public:
         const int D = m_model.config.headDim;
         MatD v(count, D);
         if (m_lay.qkBias && c == m_lay.qkBiasIndex()) {
-            v.rowwise() = m_map.bias.transpose();
+            for (int t = 0; t < count; ++t) v.row(t) = m_map.bias.transpose() * m_map.biasScale[p0 + t];
         } else {
             Matrix f;
             if (c == 0) {
                 f.noalias() = m_run.hidden[0].middleRows(p0, count) * m_w;
             } else {
                 const int k = (c - 1) / m_lay.perLayer, r = (c - 1) % m_lay.perLayer;
-                const Matrix& y = folded(k);
+                const Folded& y = folded(k);
                 const Matrix& ctx = m_run.attention[static_cast<std::size_t>(k)].concat;
-                const DecoderLayer& L = m_model.layers[static_cast<std::size_t>(k)];
+                // The attention's parts at these positions (heads, b^O), post-normed where the layer is.
+                auto postNormed = [&](Matrix& part) {
+                    if (y.post.size() > 0)
+                        for (int t = 0; t < count; ++t) part.row(t) *= y.post[p0 + t];
+                };
                 if (r < m_lay.heads) {
-                    f.noalias() = ctx.block(p0, r * D, count, D) * y.middleRows(r * D, D);
+                    f.noalias() = ctx.block(p0, r * D, count, D) * y.wo.middleRows(r * D, D);
+                    postNormed(f);
                 } else if (m_lay.outBias && r == m_lay.heads) {
-                    f = (L.bo.transpose() * m_w).replicate(count, 1);
+                    f = y.bias.replicate(count, 1);
+                    postNormed(f);
                 } else {
                     // The feed-forward's share: what the layer added, less its attention's output.
+                    Matrix attnPart;
+                    attnPart.noalias() = ctx.middleRows(p0, count) * y.wo;
+                    if (m_lay.outBias) attnPart.rowwise() += y.bias;
+                    postNormed(attnPart);
                     const Matrix delta = m_run.hidden[static_cast<std::size_t>(k) + 1].middleRows(p0, count) -
                                          m_run.hidden[static_cast<std::size_t>(k)].middleRows(p0, count);
                     f.noalias() = delta * m_w;
-                    f.noalias() -= ctx.middleRows(p0, count) * y;
-                    if (m_lay.outBias) f.rowwise() -= L.bo.transpose() * m_w;
+                    f -= attnPart;
                 }
             }
             v = f.cast<double>();
@@ -268,13 +306,30 @@ public:
     }
 
 private:
-    // W^O of layer k · W (H·D × D), once.
-    const Matrix& folded(int k)
+    struct Folded {
+        Matrix wo;                 // H·D × D: W^O · diag(γ_post) · W (γ_post = 1 without a post-norm)
+        Eigen::RowVectorXf bias;   // D: b^O · diag(γ_post) · W (empty without b^O)
+        Vector post;               // n: the post-norm's 1/rms of each position's attention output; empty: none
+    };
+
+    // Layer k's W^O folded with the map once, and its post-norm's scales.
+    const Folded& folded(int k)
     {
-        Matrix& y = m_folded[static_cast<std::size_t>(k)];
-        if (y.size() == 0) {
-            Matrix tmp;
-            product(denseWo(m_model.layers[static_cast<std::size_t>(k)], tmp), m_w, y);
+        Folded& y = m_layers[static_cast<std::size_t>(k)];
+        if (y.wo.size() > 0) return y;
+        const DecoderLayer& L = m_model.layers[static_cast<std::size_t>(k)];
+        Matrix tmp;
+        const Matrix& wo = denseWo(L, tmp);
+        const bool post = L.postAttnNormGamma.size() > 0;
+        const Matrix w = post ? Matrix(L.postAttnNormGamma.asDiagonal() * m_w) : m_w;
+        product(wo, w, y.wo);
+        if (m_lay.outBias) y.bias = L.bo.transpose() * w;
+        if (post) {
+            Matrix out;
+            product(m_run.attention[static_cast<std::size_t>(k)].concat, wo, out);
+            if (m_lay.outBias) out.rowwise() += L.bo.transpose();
+            y.post.resize(out.rows());
+            for (Eigen::Index p = 0; p < out.rows(); ++p) y.post[p] = static_cast<float>(postNormScale(m_model.config, out.row(p)));
         }
         return y;
     }
@@ -284,7 +339,7 @@ private:
     const ComponentLayout& m_lay;
     const FrozenQkMap& m_map;
     Matrix m_w;  // the map's W in float
-    std::vector<Matrix> m_folded;
+    std::vector<Folded> m_layers;
 };
 
 } // namespace
@@ -328,7 +383,6 @@ namespace {
 Status checkHead(const DecoderModel& model, const DecoderRun& run, int layer, int head)
 {
     const DecoderConfig& c = model.config;
-    ATTNSCOPE_RETURN_IF_ERROR(decomposable(c, "the score decomposition"));
     if (run.lazy)
         return makeError(StatusCode::Unsupported, "the run is lazy (a long text: no per-head contexts are kept); the "
                                                   "score decomposition needs a dense run");
@@ -369,6 +423,10 @@ Status checkPosition(const char* what, int pos, Eigen::Index n)
     return Status::success();
 }
 
+// The layer's score soft-cap as the attention core applies it (layerConfig), 0 = none; a score through it.
+float scoreSoftcap(const DecoderConfig& c, int layer) { return layerConfig(c, layer, Backend::Cpu).softcap; }
+float capped(double score, double cap) { return static_cast<float>(cap > 0 ? cap * std::tanh(score / cap) : score); }
+
 float runScore(const DecoderConfig& c, const DecoderRun& run, int layer, int head, int query, int key)
 {
     const AttentionResult& a = run.attention[static_cast<std::size_t>(layer)];
@@ -405,6 +463,8 @@ Expected<QkCell> qkAttribution(const DecoderModel& model, const DecoderRun& run,
     out.key = key;
     out.scale = static_cast<float>(scale);
     out.score = runScore(model.config, run, layer, head, query, key);
+    out.softcap = scoreSoftcap(model.config, layer);
+    out.cappedScore = capped(out.score, out.softcap);
     out.weight = run.weights[static_cast<std::size_t>(layer)][static_cast<std::size_t>(head)](query, key);
     out.components = qkComponentNames(model, layer);
     out.matrix = (scale * qv * kv.transpose()).cast<float>();
@@ -445,7 +505,9 @@ Expected<QkRow> qkAttributionRow(const DecoderModel& model, const DecoderRun& ru
     out.firstKey = first;
     out.scale = static_cast<float>(scale);
     out.components = qkComponentNames(model, layer);
+    out.softcap = scoreSoftcap(model.config, layer);
     out.scores.resize(keys);
+    out.cappedScores.resize(keys);
     out.weights.resize(keys);
     out.queryComponents.resize(keys, C);
     out.keyComponents.resize(keys, C);
@@ -456,6 +518,7 @@ Expected<QkRow> qkAttributionRow(const DecoderModel& model, const DecoderRun& ru
         out.queryComponents.row(t) = (scale * qv * k).transpose().cast<float>();
         out.keyComponents.row(t) = (scale * block * q).transpose().cast<float>();
         out.scores[t] = runScore(model.config, run, layer, head, query, first + t);
+        out.cappedScores[t] = capped(out.scores[t], out.softcap);
         out.weights[t] = w(query, first + t);
     }
     out.queryVectors = qv.cast<float>();
@@ -588,7 +651,8 @@ Expected<PatternPatch> patchPattern(const DecoderModel& model, const DecoderRun&
     const AttentionResult& a = run.attention[static_cast<std::size_t>(layer)];
     MatD Q = a.Q.middleCols(head * D, D).cast<double>(), K = a.K.middleCols(g * D, D).cast<double>();
     (side == QkSide::Query ? Q : K) -= removed;
-    const MatD scores = double(a.scale) * Q * K.transpose();
+    MatD scores = double(a.scale) * Q * K.transpose();
+    if (const double cap = scoreSoftcap(cfg, layer); cap > 0) scores = cap * (scores.array() / cap).tanh();
     PatternPatch out;
     out.component = component;
     out.side = side;
@@ -619,19 +683,26 @@ Matrix thinR(const Matrix& w)
     return Matrix(qr.matrixQR().topRows(D).triangularView<Eigen::Upper>());
 }
 
-// A reading weight (M × out) with its layer's attention-norm γ folded in, centred over d_model for LayerNorm.
-Matrix readingWeight(const WeightMatrix& w, const DecoderLayer& L, bool layerNorm)
+// A reading weight (M × out) with its layer's attention-norm γ folded in (none without pre-norms), centred over
+// d_model for LayerNorm, and a QK-norm's γ' on its columns (`qkGamma`: D, the same for every head, or one per
+// column; empty = none).
+Matrix readingWeight(const WeightMatrix& w, const DecoderLayer& L, bool layerNorm, const Vector& qkGamma = Vector())
 {
     Matrix r = w.toMatrix();
-    for (Eigen::Index i = 0; i < r.rows(); ++i) r.row(i) *= L.attnNormGamma[i];
+    if (L.attnNormGamma.size() == r.rows())
+        for (Eigen::Index i = 0; i < r.rows(); ++i) r.row(i) *= L.attnNormGamma[i];
     if (layerNorm) r.rowwise() -= r.colwise().mean();
+    if (qkGamma.size() > 0)
+        for (Eigen::Index j = 0; j < r.cols(); ++j) r.col(j) *= qkGamma[j % qkGamma.size()];
     return r;
 }
 
-// W^O (H·D × M) as a writer: each output row centred for LayerNorm (TransformerLens's center_writing_weights).
+// W^O (H·D × M) as a writer: its post-norm's γ on each output (Gemma, OLMo 2), each output row centred for
+// LayerNorm (TransformerLens's center_writing_weights).
 Matrix writingWeight(const DecoderLayer& L, bool layerNorm)
 {
     Matrix wo = L.Wo.toMatrix();
+    if (L.postAttnNormGamma.size() == wo.cols()) wo = wo * L.postAttnNormGamma.asDiagonal();
     if (layerNorm) wo.colwise() -= wo.rowwise().mean();
     return wo;
 }
@@ -668,7 +739,6 @@ Expected<CompositionScores> compositionScores(const DecoderModel& model)
     const int L = c.layers, H = c.heads, D = c.headDim, M = c.hidden, G = c.heads / std::max(1, c.kvHeads);
     if (L < 1 || static_cast<int>(model.layers.size()) != L) return invalidArgument("composition: the model has no layers");
     if (M < D) return invalidArgument("composition: d_model " + std::to_string(M) + " is below the head width " + std::to_string(D));
-    if (Status s = decomposable(c, "composition"); !s.ok()) return s;
     const bool layerNorm = c.norm == NormKind::Layer;
     const Eigen::Index P = Eigen::Index(M) * (M + 1) / 2;
     CompositionScores out;
@@ -693,7 +763,8 @@ Expected<CompositionScores> compositionScores(const DecoderModel& model)
         }
         for (int b = a0 + 1; b < L; ++b) {
             const DecoderLayer& layer = model.layers[static_cast<std::size_t>(b)];
-            const Matrix wq = readingWeight(layer.Wq, layer, layerNorm), wk = readingWeight(layer.Wk, layer, layerNorm),
+            const Matrix wq = readingWeight(layer.Wq, layer, layerNorm, layer.qNormGamma),
+                         wk = readingWeight(layer.Wk, layer, layerNorm, layer.kNormGamma),
                          wv = readingWeight(layer.Wv, layer, layerNorm), wo = writingWeight(layer, layerNorm);
             // Rows: the H readers' Q, then K, then V packed Grams.
             readers.resize(3 * H, P);
