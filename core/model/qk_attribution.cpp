@@ -13,7 +13,9 @@
 #include "attnscope/qk_attribution.h"
 
 #include "decoder_family.h"
+#include "teams.h"  // teamThreads
 
+#include <Eigen/Cholesky>
 #include <Eigen/QR>
 
 #include <algorithm>
@@ -347,20 +349,27 @@ private:
 
 using namespace detail;
 
+namespace {
+// "L3", "L3.mlp", "L3.H4": appended piece by piece, not "L" + …: GCC 12 warns falsely (-Wrestrict) on const char* +
+// string&& (as interp.cpp).
+std::string componentName(int k, const char* part = nullptr, int h = -1)
+{
+    std::string s(1, 'L');
+    s += std::to_string(k);
+    if (part == nullptr) return s;
+    s += '.';
+    s += part;
+    if (h >= 0) s += std::to_string(h);
+    return s;
+}
+} // namespace
+
 std::vector<std::string> qkComponentNames(const DecoderModel& model, int layer)
 {
     if (layer < 0 || layer >= model.config.layers || static_cast<int>(model.layers.size()) != model.config.layers) return {};
     const ComponentLayout lay = layoutOf(model, layer);
     std::vector<std::string> names(static_cast<std::size_t>(lay.count()));
-    // Appended piece by piece, not "L" + …: GCC 12 warns falsely (-Wrestrict) on const char* + string&& (as interp.cpp).
-    auto name = [](int k, const char* part, int h = -1) {
-        std::string s(1, 'L');
-        s += std::to_string(k);
-        s += '.';
-        s += part;
-        if (h >= 0) s += std::to_string(h);
-        return s;
-    };
+    auto name = [](int k, const char* part, int h = -1) { return componentName(k, part, h); };
     names[0] = "embed";
     for (int k = 0; k < layer; ++k) {
         for (int h = 0; h < lay.heads; ++h) names[static_cast<std::size_t>(lay.head(k, h))] = name(k, "H", h);
@@ -526,6 +535,33 @@ Expected<QkRow> qkAttributionRow(const DecoderModel& model, const DecoderRun& ru
     return out;
 }
 
+Expected<QkKeyContrast> contrastKeys(const QkRow& row, int key, int other)
+{
+    const int last = row.firstKey + static_cast<int>(row.scores.size()) - 1;
+    for (int j : {key, other})
+        if (j < row.firstKey || j > last)
+            return invalidArgument("key " + std::to_string(j) + " is not in query " + std::to_string(row.query) + "'s row (keys " +
+                                   std::to_string(row.firstKey) + ".." + std::to_string(last) + ")");
+    const Eigen::Index a = key - row.firstKey, b = other - row.firstKey;
+    QkKeyContrast out;
+    out.key = key;
+    out.other = other;
+    out.difference = row.scores[a] - row.scores[b];
+    out.keySide = (row.keyComponents.row(a) - row.keyComponents.row(b)).transpose();
+    out.querySide = (row.queryComponents.row(a) - row.queryComponents.row(b)).transpose();
+    return out;
+}
+
+int runnerUpKey(const QkRow& row, int key)
+{
+    int best = -1;
+    for (Eigen::Index t = 0; t < row.weights.size(); ++t) {
+        const int j = row.firstKey + static_cast<int>(t);
+        if (j != key && (best < 0 || row.weights[t] > row.weights[best - row.firstKey])) best = j;
+    }
+    return best;
+}
+
 std::vector<QkPair> strongestQkPairs(const QkCell& cell, int k)
 {
     const Eigen::Index C = cell.matrix.rows();
@@ -598,7 +634,7 @@ QkGroups groupQkByLayer(const QkCell& cell, const std::vector<int>& expandedLaye
             g.members.back().push_back(c);
             continue;
         }
-        g.names.push_back(whole ? "L" + std::to_string(l) : name);
+        g.names.push_back(whole ? componentName(l) : name);
         g.layer.push_back(l);
         g.wholeLayer.push_back(whole);
         g.members.push_back({c});
@@ -675,12 +711,18 @@ Expected<PatternPatch> patchPattern(const DecoderModel& model, const DecoderRun&
 
 namespace {
 
-// The R of a thin QR of w (rows × D, rows ≥ D): wᵀw = RᵀR, so ‖X·wᵀ‖_F = ‖X·Rᵀ‖_F for any X.
+// An R (D×D) with RᵀR = wᵀw for w (rows × D, rows ≥ D), so that ‖X·wᵀ‖_F = ‖X·Rᵀ‖_F for any X: the Cholesky factor
+// of wᵀw, formed in double (that is all the norm needs: the product RᵀR, not R's own accuracy); a singular wᵀw (a
+// zeroed weight) falls back to the R of a thin QR. The Cholesky is ~5× faster than Eigen's Householder QR here.
 Matrix thinR(const Matrix& w)
 {
+    const Eigen::MatrixXd wd = w.cast<double>();
+    Eigen::MatrixXd gram = Eigen::MatrixXd::Zero(w.cols(), w.cols());
+    gram.selfadjointView<Eigen::Lower>().rankUpdate(wd.transpose());
+    const Eigen::LLT<Eigen::MatrixXd, Eigen::Lower> llt(gram);
+    if (llt.info() == Eigen::Success) return Matrix(llt.matrixU().toDenseMatrix().cast<float>());
     Eigen::HouseholderQR<Eigen::MatrixXf> qr(w);
-    const Eigen::Index D = w.cols();
-    return Matrix(qr.matrixQR().topRows(D).triangularView<Eigen::Upper>());
+    return Matrix(qr.matrixQR().topRows(w.cols()).triangularView<Eigen::Upper>());
 }
 
 // A reading weight (M × out) with its layer's attention-norm γ folded in (none without pre-norms), centred over
@@ -709,21 +751,60 @@ Matrix writingWeight(const DecoderLayer& L, bool layerNorm)
 
 // The Gram matrix f·fᵀ of f (M × D) packed: its upper triangle row by row, the off-diagonal entries × `offDiagonal`.
 // ⟨packed(A, 1), packed(B, 2)⟩ = ⟨A, B⟩ for symmetric A and B (the M×M Frobenius inner product).
-// `g` is the caller's M×M buffer, reused: a fresh 1.3 MB matrix per Gram spent a quarter of the time in the kernel
-// zeroing new pages.
-void packGram(const Matrix& f, float offDiagonal, Eigen::MatrixXf& g, float* dst)
+// The triangle alone is computed (half the work of f·fᵀ), into a row-major buffer so that each packed row is a
+// contiguous copy. The buffer is the thread's, reused: a fresh 1.3 MB matrix per Gram spent a quarter of the time in
+// the kernel zeroing new pages.
+void packGram(const Matrix& f, float offDiagonal, float* dst)
 {
+    thread_local Matrix g;
     const Eigen::Index M = f.rows();
-    g.setZero(M, M);  // column-major: its upper triangle is what SYRK writes
-    g.selfadjointView<Eigen::Upper>().rankUpdate(f);  // half the work of f·fᵀ
-    for (Eigen::Index i = 0, at = 0; i < M; ++i) {
-        dst[at++] = g(i, i);
-        for (Eigen::Index j = i + 1; j < M; ++j) dst[at++] = offDiagonal * g(i, j);
+    g.resize(M, M);
+    g.triangularView<Eigen::Upper>() = f * f.transpose();
+    for (Eigen::Index i = 0, at = 0; i < M; at += M - i, ++i) {
+        Eigen::Map<Eigen::RowVectorXf>(dst + at, M - i) = g.row(i).tail(M - i) * offDiagonal;
+        dst[at] = g(i, i);
     }
 }
 
-// Bytes of packed writer Grams held at once (a chunk of writer layers); SmolLM2's 270 heads need 179 MB.
+// Bytes of packed writer Grams held at once (a chunk of writer layers); SmolLM2's 261 writers need 173 MB.
 constexpr double kGramBudgetBytes = 256.0 * 1024 * 1024;
+// Reader layers whose packed Grams are multiplied with the writers at once. Each product packs its operands again
+// (Eigen's GEMM), and the writers are the large one: one reader layer at a time packed SmolLM2's writers 29 times,
+// a quarter of the time. A block of 4 also multiplies the pairs whose writer is at or above the reader inside the
+// block (dropped): (4−1)/2 layers of each block's 4, ~10% more multiply-adds at SmolLM2 for 4× fewer packings.
+constexpr int kReaderLayers = 4;
+
+// The packed Grams of layer b's readers into rows (3H × P): the H query heads' Q, then K, then V maps, each X_B
+// of the formula below; their norms into qkNorm and ovNorm (H each). The R of a KV group's W^K (and W^V's, for
+// the writers) is shared by its heads: once a group.
+void readerGrams(const DecoderModel& model, int b, bool layerNorm, float* ovNorm, float* qkNorm, Eigen::Ref<Matrix> rows)
+{
+    const DecoderConfig& c = model.config;
+    const int H = c.heads, D = c.headDim, G = c.heads / std::max(1, c.kvHeads);
+    const DecoderLayer& layer = model.layers[static_cast<std::size_t>(b)];
+    const Matrix wq = readingWeight(layer.Wq, layer, layerNorm, layer.qNormGamma),
+                 wk = readingWeight(layer.Wk, layer, layerNorm, layer.kNormGamma),
+                 wv = readingWeight(layer.Wv, layer, layerNorm), wo = writingWeight(layer, layerNorm);
+    std::vector<Matrix> rk(static_cast<std::size_t>(H / G));
+    for (int g = 0; g < H / G; ++g) rk[static_cast<std::size_t>(g)] = thinR(wk.middleCols(g * D, D));
+    // The 3H Grams over the threads (each its own buffer): a third of the time at SmolLM2.
+#pragma omp parallel for schedule(dynamic)
+    for (int t = 0; t < 3 * H; ++t) {
+        const int h = t % H, g = h / G;
+        const auto q = wq.middleCols(h * D, D), k = wk.middleCols(g * D, D), v = wv.middleCols(g * D, D);
+        Matrix x;
+        if (t < H) {
+            x = q * rk[static_cast<std::size_t>(g)].transpose();
+            qkNorm[h] = x.norm();
+        } else if (t < 2 * H) {
+            x = k * thinR(q).transpose();
+        } else {
+            x = v * thinR(Matrix(wo.middleRows(h * D, D).transpose())).transpose();
+            ovNorm[h] = x.norm();  // = ‖W^V W^O‖ of the head (set again when it writes)
+        }
+        packGram(x, 2.0f, rows.row(t / H * H + h).data());
+    }
+}
 
 } // namespace
 
@@ -731,8 +812,9 @@ constexpr double kGramBudgetBytes = 256.0 * 1024 * 1024;
 //   ‖W_OV^A · X_B‖² = ⟨G_A, H_B⟩   with G_A = Ãᵀ_A Ã_A,  Ã_A = R_V(A)·W^O_A (D×M; R_V the R of A's KV group's
 //                                   W^V, so that ‖W_OV^A·X‖ = ‖Ã_A·X‖ for any X), and H_B = X_B X_Bᵀ
 // where X_B (M×D) is W^Q_B·R_K(B)ᵀ (Q), W^K_B·R_Q(B)ᵀ (K) or W^V_B·R_O(B)ᵀ (V) — each the reader's map with its
-// other factor replaced by the R of a thin QR, which keeps the norm. The pair's work is then one M(M+1)/2 inner
-// product (a GEMM of packed Grams: writers × readers) instead of a D×M×D product: M/D² of it (0.14 at SmolLM2).
+// other factor replaced by an R with the same RᵀR (thinR), which keeps the norm. The pair's work is then one
+// M(M+1)/2 inner product (a GEMM of packed Grams: writers × readers) instead of a D×M×D product: M/D² of it (0.14 at
+// SmolLM2).
 Expected<CompositionScores> compositionScores(const DecoderModel& model)
 {
     const DecoderConfig& c = model.config;
@@ -743,65 +825,56 @@ Expected<CompositionScores> compositionScores(const DecoderModel& model)
     const Eigen::Index P = Eigen::Index(M) * (M + 1) / 2;
     CompositionScores out;
     for (int l = 0; l < L; ++l)
-        for (int h = 0; h < H; ++h) out.names.push_back("L" + std::to_string(l) + ".H" + std::to_string(h));
+        for (int h = 0; h < H; ++h) out.names.push_back(componentName(l, "H", h));
     out.q = out.k = out.v = Matrix::Zero(L * H, L * H);
     std::vector<float> ovNorm(static_cast<std::size_t>(L * H)), qkNorm(static_cast<std::size_t>(L * H));
     const int chunk = std::max(1, static_cast<int>(kGramBudgetBytes / (double(H) * double(P) * sizeof(float))));
     Matrix writers, readers, S;
-    Eigen::MatrixXf gram;
     for (int a0 = 0; a0 < L - 1; a0 += chunk) {
         const int a1 = std::min(L - 1, a0 + chunk);  // writer layers a0 … a1−1
         writers.resize(Eigen::Index(a1 - a0) * H, P);
         for (int a = a0; a < a1; ++a) {
             const DecoderLayer& layer = model.layers[static_cast<std::size_t>(a)];
             const Matrix wv = readingWeight(layer.Wv, layer, layerNorm), wo = writingWeight(layer, layerNorm);
+            std::vector<Matrix> rv(static_cast<std::size_t>(H / G));
+            for (int g = 0; g < H / G; ++g) rv[static_cast<std::size_t>(g)] = thinR(wv.middleCols(g * D, D));
+#pragma omp parallel for schedule(dynamic)
             for (int h = 0; h < H; ++h) {
-                const Matrix at = thinR(wv.middleCols((h / G) * D, D)) * wo.middleRows(h * D, D);  // Ã (D×M)
+                const Matrix at = rv[static_cast<std::size_t>(h / G)] * wo.middleRows(h * D, D);  // Ã (D×M)
                 ovNorm[static_cast<std::size_t>(a * H + h)] = at.norm();
-                packGram(Matrix(at.transpose()), 1.0f, gram, writers.row(Eigen::Index(a - a0) * H + h).data());
+                packGram(Matrix(at.transpose()), 1.0f, writers.row(Eigen::Index(a - a0) * H + h).data());
             }
         }
-        for (int b = a0 + 1; b < L; ++b) {
-            const DecoderLayer& layer = model.layers[static_cast<std::size_t>(b)];
-            const Matrix wq = readingWeight(layer.Wq, layer, layerNorm, layer.qNormGamma),
-                         wk = readingWeight(layer.Wk, layer, layerNorm, layer.kNormGamma),
-                         wv = readingWeight(layer.Wv, layer, layerNorm), wo = writingWeight(layer, layerNorm);
-            // Rows: the H readers' Q, then K, then V packed Grams.
-            readers.resize(3 * H, P);
-            for (int h = 0; h < H; ++h) {
-                const int g = h / G, B = b * H + h;
-                const auto q = wq.middleCols(h * D, D), k = wk.middleCols(g * D, D), v = wv.middleCols(g * D, D);
-                const Matrix xq = q * thinR(k).transpose(), xk = k * thinR(q).transpose(),
-                             xv = v * thinR(Matrix(wo.middleRows(h * D, D).transpose())).transpose();
-                qkNorm[static_cast<std::size_t>(B)] = xq.norm();
-                ovNorm[static_cast<std::size_t>(B)] = xv.norm();  // = ‖W^V W^O‖ of B (set again when B writes)
-                packGram(xq, 2.0f, gram, readers.row(h).data());
-                packGram(xk, 2.0f, gram, readers.row(H + h).data());
-                packGram(xv, 2.0f, gram, readers.row(2 * H + h).data());
-            }
-            const int w1 = std::min(a1, b);  // the chunk's writers below b
-            // S = writers' rows below b · readersᵀ, in blocks of writer rows over the threads (the rows are read in
-            // place: a copy of them for product() moved 2.6 GB at SmolLM2).
+        for (int b0 = a0 + 1; b0 < L; b0 += kReaderLayers) {
+            const int b1 = std::min(L, b0 + kReaderLayers);  // reader layers b0 … b1−1
+            readers.resize(Eigen::Index(b1 - b0) * 3 * H, P);
+            for (int b = b0; b < b1; ++b)
+                readerGrams(model, b, layerNorm, ovNorm.data() + b * H, qkNorm.data() + b * H,
+                            readers.middleRows(Eigen::Index(b - b0) * 3 * H, 3 * H));
+            const int w1 = std::min(a1, b1 - 1);  // the chunk's writers below the block's last reader
+            // S = writers' rows · readersᵀ, in as many blocks of writer rows as threads (each block packs all of
+            // `readers` again); the rows are read in place (a copy of them for product() moved 2.6 GB at SmolLM2).
             const Eigen::Index rows = Eigen::Index(w1 - a0) * H;
-            S.resize(rows, 3 * H);
-            // Four blocks: each block packs all of `readers` again, so few and large (two threads here).
-            const Eigen::Index kBlock = std::max<Eigen::Index>(1, (rows + 3) / 4);
-#pragma omp parallel for schedule(dynamic)
+            S.resize(rows, readers.rows());
+            const Eigen::Index kBlock = std::max<Eigen::Index>(H, (rows + teamThreads() - 1) / teamThreads());
+#pragma omp parallel for schedule(static)
             for (Eigen::Index r0 = 0; r0 < rows; r0 += kBlock) {
                 const Eigen::Index rr = std::min(kBlock, rows - r0);
                 S.middleRows(r0, rr).noalias() = writers.middleRows(r0, rr) * readers.transpose();
             }
             for (int A = a0 * H; A < w1 * H; ++A) {
                 const float ov = ovNorm[static_cast<std::size_t>(A)];
-                for (int h = 0; h < H; ++h) {
-                    const int B = b * H + h;
-                    const float qden = ov * qkNorm[static_cast<std::size_t>(B)], vden = ov * ovNorm[static_cast<std::size_t>(B)];
-                    // A sum of many terms may round below 0 where the product is (nearly) 0.
-                    auto root = [&](int col) { return std::sqrt(std::max(0.0f, S(A - a0 * H, col))); };
-                    out.q(A, B) = qden > 0 ? root(h) / qden : 0.0f;
-                    out.k(A, B) = qden > 0 ? root(H + h) / qden : 0.0f;
-                    out.v(A, B) = vden > 0 ? root(2 * H + h) / vden : 0.0f;
-                }
+                for (int b = std::max(b0, A / H + 1); b < b1; ++b)
+                    for (int h = 0; h < H; ++h) {
+                        const int B = b * H + h;
+                        const Eigen::Index col = Eigen::Index(b - b0) * 3 * H;
+                        const float qden = ov * qkNorm[static_cast<std::size_t>(B)], vden = ov * ovNorm[static_cast<std::size_t>(B)];
+                        // A sum of many terms may round below 0 where the product is (nearly) 0.
+                        auto root = [&](Eigen::Index at) { return std::sqrt(std::max(0.0f, S(A - a0 * H, col + at))); };
+                        out.q(A, B) = qden > 0 ? root(h) / qden : 0.0f;
+                        out.k(A, B) = qden > 0 ? root(H + h) / qden : 0.0f;
+                        out.v(A, B) = vden > 0 ? root(2 * H + h) / vden : 0.0f;
+                    }
             }
         }
     }

@@ -248,6 +248,40 @@ TEST_P(Families, TheRowEqualsItsCells)
     EXPECT_EQ(row->matrix(i + 1).size(), 0);
 }
 
+// Why key j beats key j′ (the panel's row mode): the two sides of the contrast each sum to the difference of the
+// scores, equal the difference of the two cells' parts, and the runner-up is the row's heaviest other key.
+TEST_P(Families, KeyContrastSumsToTheScoreDifference)
+{
+    attn::DecoderModel model = load(GetParam());
+    auto run = attn::runDecoder(model, kIds);
+    ASSERT_TRUE(run.ok());
+    const int l = model.config.layers - 1, h = 1, i = 10;
+    auto row = attn::qkAttributionRow(model, *run, l, h, i);
+    ASSERT_TRUE(row.ok()) << row.status().message;
+    const int key = i - 1, other = attn::runnerUpKey(*row, key);
+    ASSERT_GE(other, row->firstKey);
+    ASSERT_NE(other, key);
+    for (int j = row->firstKey; j <= i; ++j)
+        if (j != key) EXPECT_LE(row->weights[j - row->firstKey], row->weights[other - row->firstKey]) << j;
+    auto c = attn::contrastKeys(*row, key, other);
+    ASSERT_TRUE(c.ok()) << c.status().message;
+    auto a = attn::qkAttribution(model, *run, l, h, i, key), b = attn::qkAttribution(model, *run, l, h, i, other);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_FLOAT_EQ(c->difference, a->score - b->score);
+    EXPECT_TRUE(sums(c->keySide.sum(), c->difference)) << c->keySide.sum() << " vs " << c->difference;
+    EXPECT_TRUE(sums(c->querySide.sum(), c->difference)) << c->querySide.sum() << " vs " << c->difference;
+    EXPECT_LE((c->keySide - (a->keyComponents - b->keyComponents)).cwiseAbs().maxCoeff(), 1e-4);
+    EXPECT_LE((c->querySide - (a->queryComponents - b->queryComponents)).cwiseAbs().maxCoeff(), 1e-4);
+    auto bad = attn::contrastKeys(*row, key, i + 1);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message.find("key 11 is not in query 10's row (keys " + std::to_string(row->firstKey) + "..10)"),
+              std::string::npos) << bad.status().message;
+    attn::QkRow one = *row;  // a row of one key has no runner-up
+    one.weights.conservativeResize(1);
+    one.scores.conservativeResize(1);
+    EXPECT_EQ(attn::runnerUpKey(one, one.firstKey), -1);
+}
+
 TEST_P(Families, PathPatchingEqualsABruteForceRecompute)
 {
     attn::DecoderModel model = load(GetParam());

@@ -113,6 +113,21 @@ struct QkRow {
 // Errors as qkAttribution (the key is not asked).
 Expected<QkRow> qkAttributionRow(const DecoderModel& model, const DecoderRun& run, int layer, int head, int query);
 
+// Why key `key` beats key `other` (or loses to it) in a row: per component, its part of the difference of their
+// scores, on each side. Both sides sum to difference (to float rounding).
+struct QkKeyContrast {
+    int key = 0, other = 0;
+    float difference = 0;  // scores[key] − scores[other] (before a soft-cap)
+    Vector keySide;        // C: keyComponents(key) − keyComponents(other): what the keys' components give the same
+                           // query differently (a previous-token head writing into one key and not the other)
+    Vector querySide;      // C: queryComponents(key) − queryComponents(other): how much more each query-side
+                           // component matches the one key than the other
+};
+// InvalidArgument for a key outside the row ("key 3 is not in query 9's row (keys 6..9)").
+Expected<QkKeyContrast> contrastKeys(const QkRow& row, int key, int other);
+// The key of the row with the largest weight other than `key` (ties: the earlier key), −1 when the row has no other.
+int runnerUpKey(const QkRow& row, int key);
+
 // Path patching of a pattern: head (layer, head)'s whole n×n pattern recomputed with one component removed from
 // the keys' side only (every k_j loses k_j^(c)) or the queries' side only (every q_i loses q_i^(c)); the scores
 // are the scaled q·k of the rest (soft-capped where the layer is), the softmax over the same keys (causal, the
