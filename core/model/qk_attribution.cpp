@@ -19,6 +19,7 @@
 #include <Eigen/QR>
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <limits>
 
@@ -768,11 +769,56 @@ void packGram(const Matrix& f, float offDiagonal, float* dst)
 
 // Bytes of packed writer Grams held at once (a chunk of writer layers); SmolLM2's 261 writers need 173 MB.
 constexpr double kGramBudgetBytes = 256.0 * 1024 * 1024;
-// Reader layers whose packed Grams are multiplied with the writers at once. Each product packs its operands again
-// (Eigen's GEMM), and the writers are the large one: one reader layer at a time packed SmolLM2's writers 29 times,
-// a quarter of the time. A block of 4 also multiplies the pairs whose writer is at or above the reader inside the
-// block (dropped): (4−1)/2 layers of each block's 4, ~10% more multiply-adds at SmolLM2 for 4× fewer packings.
+// Reader layers whose packed Grams are held at once (18 MB a layer at SmolLM2).
 constexpr int kReaderLayers = 4;
+
+// The inner products S(i, j) = ⟨A.row(i), B.row(j)⟩ of packed Grams, for every writer row i (A: rows × P) and the
+// reader rows j ≥ first(i) (B: cols × P; first(i) marks the readers of a layer above i's), added into S (double).
+// A and B have row counts that are multiples of 4 (rows of zeros pad them). The operands are deep (P = 166 176 at
+// SmolLM2) and narrow (a few hundred rows): Eigen's GEMM spent half its time copying them into its packed layout,
+// so this reads them in place: chunk by chunk of kChunk values (a chunk of B, 0.9 MB at SmolLM2, stays in the L2
+// cache while every writer tile passes over it), in tiles of 4 × 4 rows (16 SIMD accumulators); each chunk's float
+// sums are added in double. A tile of writers stays on one thread through the chunks (a static schedule), so that
+// no two threads add into the same row of S.
+constexpr Eigen::Index kChunk = 2048;
+template <class First>
+void packedInnerProducts(const Eigen::Ref<const Matrix>& A, const Eigen::Ref<const Matrix>& B, First first, MatD& S)
+{
+    using Packet = Eigen::internal::packet_traits<float>::type;
+    constexpr Eigen::Index kLanes = Eigen::internal::packet_traits<float>::size;
+    const Eigen::Index rows = A.rows(), cols = B.rows(), P = A.cols();
+    assert(rows % 4 == 0 && cols % 4 == 0 && B.cols() == P);
+    const Eigen::Index tiles = rows / 4;
+#pragma omp parallel
+    for (Eigen::Index k0 = 0; k0 < P; k0 += kChunk) {
+        const Eigen::Index k1 = std::min(P, k0 + kChunk), vec = k0 + (k1 - k0) / kLanes * kLanes;
+#pragma omp for schedule(static, 1) nowait
+        for (Eigen::Index t = 0; t < tiles; ++t) {
+            const Eigen::Index i0 = 4 * t;
+            const float* a[4] = {A.row(i0).data(), A.row(i0 + 1).data(), A.row(i0 + 2).data(), A.row(i0 + 3).data()};
+            for (Eigen::Index j0 = first(i0) / 4 * 4; j0 < cols; j0 += 4) {
+                const float* b[4] = {B.row(j0).data(), B.row(j0 + 1).data(), B.row(j0 + 2).data(), B.row(j0 + 3).data()};
+                Packet acc[4][4];
+                for (int x = 0; x < 4; ++x)
+                    for (int y = 0; y < 4; ++y) acc[x][y] = Eigen::internal::pset1<Packet>(0.0f);
+                for (Eigen::Index k = k0; k < vec; k += kLanes) {
+                    Packet bv[4];
+                    for (int y = 0; y < 4; ++y) bv[y] = Eigen::internal::ploadu<Packet>(b[y] + k);
+                    for (int x = 0; x < 4; ++x) {
+                        const Packet av = Eigen::internal::ploadu<Packet>(a[x] + k);
+                        for (int y = 0; y < 4; ++y) acc[x][y] = Eigen::internal::pmadd(av, bv[y], acc[x][y]);
+                    }
+                }
+                for (int x = 0; x < 4; ++x)
+                    for (int y = 0; y < 4; ++y) {
+                        double sum = Eigen::internal::predux(acc[x][y]);
+                        for (Eigen::Index k = vec; k < k1; ++k) sum += double(a[x][k]) * b[y][k];
+                        S(i0 + x, j0 + y) += sum;
+                    }
+            }
+        }
+    }
+}
 
 // The packed Grams of layer b's readers into rows (3H × P): the H query heads' Q, then K, then V maps, each X_B
 // of the formula below; their norms into qkNorm and ovNorm (H each). The R of a KV group's W^K (and W^V's, for
@@ -829,10 +875,13 @@ Expected<CompositionScores> compositionScores(const DecoderModel& model)
     out.q = out.k = out.v = Matrix::Zero(L * H, L * H);
     std::vector<float> ovNorm(static_cast<std::size_t>(L * H)), qkNorm(static_cast<std::size_t>(L * H));
     const int chunk = std::max(1, static_cast<int>(kGramBudgetBytes / (double(H) * double(P) * sizeof(float))));
-    Matrix writers, readers, S;
+    Matrix writers, readers;
+    MatD S;
     for (int a0 = 0; a0 < L - 1; a0 += chunk) {
         const int a1 = std::min(L - 1, a0 + chunk);  // writer layers a0 … a1−1
-        writers.resize(Eigen::Index(a1 - a0) * H, P);
+        const auto padded = [](Eigen::Index r) { return (r + 3) / 4 * 4; };  // packedInnerProducts' tiles
+        writers.resize(padded(Eigen::Index(a1 - a0) * H), P);
+        writers.bottomRows(writers.rows() - Eigen::Index(a1 - a0) * H).setZero();
         for (int a = a0; a < a1; ++a) {
             const DecoderLayer& layer = model.layers[static_cast<std::size_t>(a)];
             const Matrix wv = readingWeight(layer.Wv, layer, layerNorm), wo = writingWeight(layer, layerNorm);
@@ -847,21 +896,18 @@ Expected<CompositionScores> compositionScores(const DecoderModel& model)
         }
         for (int b0 = a0 + 1; b0 < L; b0 += kReaderLayers) {
             const int b1 = std::min(L, b0 + kReaderLayers);  // reader layers b0 … b1−1
-            readers.resize(Eigen::Index(b1 - b0) * 3 * H, P);
+            readers.resize(padded(Eigen::Index(b1 - b0) * 3 * H), P);
+            readers.bottomRows(readers.rows() - Eigen::Index(b1 - b0) * 3 * H).setZero();
             for (int b = b0; b < b1; ++b)
                 readerGrams(model, b, layerNorm, ovNorm.data() + b * H, qkNorm.data() + b * H,
                             readers.middleRows(Eigen::Index(b - b0) * 3 * H, 3 * H));
             const int w1 = std::min(a1, b1 - 1);  // the chunk's writers below the block's last reader
-            // S = writers' rows · readersᵀ, in as many blocks of writer rows as threads (each block packs all of
-            // `readers` again); the rows are read in place (a copy of them for product() moved 2.6 GB at SmolLM2).
-            const Eigen::Index rows = Eigen::Index(w1 - a0) * H;
-            S.resize(rows, readers.rows());
-            const Eigen::Index kBlock = std::max<Eigen::Index>(H, (rows + teamThreads() - 1) / teamThreads());
-#pragma omp parallel for schedule(static)
-            for (Eigen::Index r0 = 0; r0 < rows; r0 += kBlock) {
-                const Eigen::Index rr = std::min(kBlock, rows - r0);
-                S.middleRows(r0, rr).noalias() = writers.middleRows(r0, rr) * readers.transpose();
-            }
+            // Writer row i (layer a0 + i/H) needs the readers of layers above its own: from row (a + 1 − b0)·3H.
+            const Eigen::Index rows = padded(Eigen::Index(w1 - a0) * H);
+            S.setZero(rows, readers.rows());
+            packedInnerProducts(writers.topRows(rows), readers, [&](Eigen::Index i) {
+                return std::max<Eigen::Index>(0, Eigen::Index(a0 + i / H + 1 - b0) * 3 * H);
+            }, S);
             for (int A = a0 * H; A < w1 * H; ++A) {
                 const float ov = ovNorm[static_cast<std::size_t>(A)];
                 for (int b = std::max(b0, A / H + 1); b < b1; ++b)
@@ -870,7 +916,7 @@ Expected<CompositionScores> compositionScores(const DecoderModel& model)
                         const Eigen::Index col = Eigen::Index(b - b0) * 3 * H;
                         const float qden = ov * qkNorm[static_cast<std::size_t>(B)], vden = ov * ovNorm[static_cast<std::size_t>(B)];
                         // A sum of many terms may round below 0 where the product is (nearly) 0.
-                        auto root = [&](Eigen::Index at) { return std::sqrt(std::max(0.0f, S(A - a0 * H, col + at))); };
+                        auto root = [&](Eigen::Index at) { return static_cast<float>(std::sqrt(std::max(0.0, S(A - a0 * H, col + at)))); };
                         out.q(A, B) = qden > 0 ? root(h) / qden : 0.0f;
                         out.k(A, B) = qden > 0 ? root(H + h) / qden : 0.0f;
                         out.v(A, B) = vden > 0 ? root(2 * H + h) / vden : 0.0f;

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -225,14 +226,31 @@ TEST_P(Families, EachComponentEqualsTheNaiveOracle)
             }
 }
 
+// A dense run of kIds on a family's fixture and the row of its last layer's head 1 at query `query`.
+struct RowRun {
+    attn::DecoderModel model;
+    std::optional<attn::DecoderRun> run;
+    std::optional<attn::QkRow> row;
+};
+void rowRun(const std::string& family, int query, RowRun& out)
+{
+    out.model = load(family);
+    auto run = attn::runDecoder(out.model, kIds);
+    ASSERT_TRUE(run.ok());
+    out.run = std::move(*run);
+    auto row = attn::qkAttributionRow(out.model, *out.run, out.model.config.layers - 1, 1, query);
+    ASSERT_TRUE(row.ok()) << row.status().message;
+    out.row = std::move(*row);
+}
+
 TEST_P(Families, TheRowEqualsItsCells)
 {
-    attn::DecoderModel model = load(GetParam());
-    auto run = attn::runDecoder(model, kIds);
-    ASSERT_TRUE(run.ok());
+    RowRun r;
+    ASSERT_NO_FATAL_FAILURE(rowRun(GetParam(), 9, r));
+    const attn::DecoderModel& model = r.model;
+    const auto& run = r.run;
+    const auto& row = r.row;
     const int l = model.config.layers - 1, h = 1, i = 9;
-    auto row = attn::qkAttributionRow(model, *run, l, h, i);
-    ASSERT_TRUE(row.ok()) << row.status().message;
     ASSERT_EQ(row->firstKey, 0);
     ASSERT_EQ(row->scores.size(), i + 1);
     for (int j = 0; j <= i; ++j) {
@@ -252,31 +270,32 @@ TEST_P(Families, TheRowEqualsItsCells)
 // scores, equal the difference of the two cells' parts, and the runner-up is the row's heaviest other key.
 TEST_P(Families, KeyContrastSumsToTheScoreDifference)
 {
-    attn::DecoderModel model = load(GetParam());
-    auto run = attn::runDecoder(model, kIds);
-    ASSERT_TRUE(run.ok());
-    const int l = model.config.layers - 1, h = 1, i = 10;
-    auto row = attn::qkAttributionRow(model, *run, l, h, i);
-    ASSERT_TRUE(row.ok()) << row.status().message;
-    const int key = i - 1, other = attn::runnerUpKey(*row, key);
-    ASSERT_GE(other, row->firstKey);
+    RowRun r;
+    ASSERT_NO_FATAL_FAILURE(rowRun(GetParam(), 10, r));
+    const int l = r.model.config.layers - 1, h = 1, i = 10;
+    const attn::QkRow& row = *r.row;
+    const int key = i - 1, other = attn::runnerUpKey(row, key);
+    ASSERT_GE(other, row.firstKey);
     ASSERT_NE(other, key);
-    for (int j = row->firstKey; j <= i; ++j)
-        if (j != key) EXPECT_LE(row->weights[j - row->firstKey], row->weights[other - row->firstKey]) << j;
-    auto c = attn::contrastKeys(*row, key, other);
+    for (int j = row.firstKey; j <= i; ++j) {
+        if (j != key) {
+            EXPECT_LE(row.weights[j - row.firstKey], row.weights[other - row.firstKey]) << j;
+        }
+    }
+    auto c = attn::contrastKeys(row, key, other);
     ASSERT_TRUE(c.ok()) << c.status().message;
-    auto a = attn::qkAttribution(model, *run, l, h, i, key), b = attn::qkAttribution(model, *run, l, h, i, other);
+    auto a = attn::qkAttribution(r.model, *r.run, l, h, i, key), b = attn::qkAttribution(r.model, *r.run, l, h, i, other);
     ASSERT_TRUE(a.ok() && b.ok());
     EXPECT_FLOAT_EQ(c->difference, a->score - b->score);
     EXPECT_TRUE(sums(c->keySide.sum(), c->difference)) << c->keySide.sum() << " vs " << c->difference;
     EXPECT_TRUE(sums(c->querySide.sum(), c->difference)) << c->querySide.sum() << " vs " << c->difference;
     EXPECT_LE((c->keySide - (a->keyComponents - b->keyComponents)).cwiseAbs().maxCoeff(), 1e-4);
     EXPECT_LE((c->querySide - (a->queryComponents - b->queryComponents)).cwiseAbs().maxCoeff(), 1e-4);
-    auto bad = attn::contrastKeys(*row, key, i + 1);
+    auto bad = attn::contrastKeys(row, key, i + 1);
     ASSERT_FALSE(bad.ok());
-    EXPECT_NE(bad.status().message.find("key 11 is not in query 10's row (keys " + std::to_string(row->firstKey) + "..10)"),
+    EXPECT_NE(bad.status().message.find("key 11 is not in query 10's row (keys " + std::to_string(row.firstKey) + "..10)"),
               std::string::npos) << bad.status().message;
-    attn::QkRow one = *row;  // a row of one key has no runner-up
+    attn::QkRow one = row;  // a row of one key has no runner-up
     one.weights.conservativeResize(1);
     one.scores.conservativeResize(1);
     EXPECT_EQ(attn::runnerUpKey(one, one.firstKey), -1);
@@ -566,6 +585,36 @@ TEST(QkAttributionGolden, SmolLM2SumRule)
     RealRun r;
     ASSERT_NO_FATAL_FAILURE(loadRealRun(ATTNSCOPE_SMOLLM2, r));
     expectSumRule(r, {0, 1, 15, 29});
+}
+
+// SmolLM2's composition scores (30 layers of 9 heads, d_model 576: the packed Grams are multiplied in chunks, the 261
+// writers and 108 readers of a block padded to tiles of 4, tiles that straddle two layers) for a few pairs against
+// dense M×M products in double (W^O, W^V, W^Q, W^K dequantized, γ folded).
+TEST(QkAttributionGolden, SmolLM2CompositionEqualsDenseProducts)
+{
+    if (!smolLM2Installed()) GTEST_SKIP() << ATTNSCOPE_SMOLLM2 << " is not installed (scripts/setup.sh)";
+    auto model = attn::loadDecoder(ATTNSCOPE_SMOLLM2);
+    ASSERT_TRUE(model.ok()) << model.status().message;
+    auto scores = attn::compositionScores(*model);
+    ASSERT_TRUE(scores.ok()) << scores.status().message;
+    const attn::DecoderConfig& c = model->config;
+    const int H = c.heads, D = c.headDim, G = c.heads / c.kvHeads;
+    auto weight = [&](const attn::WeightMatrix& w, const attn::DecoderLayer& L) {
+        return MatD(L.attnNormGamma.cast<double>().asDiagonal() * w.toMatrix().cast<double>());
+    };
+    for (auto [la, ha, lb, hb] : {std::tuple{16, 0, 18, 6}, {0, 0, 29, 8}, {5, 4, 6, 0}, {28, 8, 29, 8}, {3, 2, 17, 5}, {12, 7, 13, 3}}) {
+        const attn::DecoderLayer &A = model->layers[la], &B = model->layers[lb];
+        const MatD ov = weight(A.Wv, A).middleCols(ha / G * D, D) * A.Wo.toMatrix().cast<double>().middleRows(ha * D, D);
+        const MatD wq = weight(B.Wq, B).middleCols(hb * D, D), wk = weight(B.Wk, B).middleCols(hb / G * D, D);
+        const MatD qk = wq * wk.transpose();
+        const MatD ovB = weight(B.Wv, B).middleCols(hb / G * D, D) * B.Wo.toMatrix().cast<double>().middleRows(hb * D, D);
+        const int a = la * H + ha, b = lb * H + hb;
+        const std::string what = scores->names[a] + " → " + scores->names[b];
+        EXPECT_NEAR(scores->q(a, b), (ov * qk).norm() / (ov.norm() * qk.norm()), 1e-4) << what;
+        EXPECT_NEAR(scores->k(a, b), (ov * qk.transpose()).norm() / (ov.norm() * qk.norm()), 1e-4) << what;
+        EXPECT_NEAR(scores->v(a, b), (ov * ovB).norm() / (ov.norm() * ovB.norm()), 1e-4) << what;
+        EXPECT_EQ(scores->q(b, a), 0.0f) << what;
+    }
 }
 
 // Gemma 3 270M (Q4_K_M; when installed): QK-norm per head, post-norms, the embedding times √640, sliding layers
