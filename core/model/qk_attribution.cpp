@@ -774,43 +774,48 @@ constexpr int kReaderLayers = 4;
 
 // The inner products S(i, j) = ⟨A.row(i), B.row(j)⟩ of packed Grams, for every writer row i (A: rows × P) and the
 // reader rows j ≥ first(i) (B: cols × P; first(i) marks the readers of a layer above i's), added into S (double).
-// A and B have row counts that are multiples of 4 (rows of zeros pad them). The operands are deep (P = 166 176 at
+// A and B have row counts that are multiples of the tile's (rows of zeros pad them). The operands are deep (P = 166 176 at
 // SmolLM2) and narrow (a few hundred rows): Eigen's GEMM spent half its time copying them into its packed layout,
 // so this reads them in place: chunk by chunk of kChunk values (a chunk of B, 0.9 MB at SmolLM2, stays in the L2
-// cache while every writer tile passes over it), in tiles of 4 × 4 rows (16 SIMD accumulators); each chunk's float
+// cache while every writer tile passes over it), in tiles of kTileA × kTileB rows; each chunk's float
 // sums are added in double. A tile of writers stays on one thread through the chunks (a static schedule), so that
 // no two threads add into the same row of S.
 constexpr Eigen::Index kChunk = 2048;
+// The tile: 6 writers × 4 readers, 24 SIMD accumulators and 10 loads for 24 multiply-adds a step (4 × 4 took 8 for
+// 16, and the readers' loads from L2 were the limit).
+constexpr int kTileA = 6, kTileB = 4;
 template <class First>
 void packedInnerProducts(const Eigen::Ref<const Matrix>& A, const Eigen::Ref<const Matrix>& B, First first, MatD& S)
 {
     using Packet = Eigen::internal::packet_traits<float>::type;
     constexpr Eigen::Index kLanes = Eigen::internal::packet_traits<float>::size;
     const Eigen::Index rows = A.rows(), cols = B.rows(), P = A.cols();
-    assert(rows % 4 == 0 && cols % 4 == 0 && B.cols() == P);
-    const Eigen::Index tiles = rows / 4;
+    assert(rows % kTileA == 0 && cols % kTileB == 0 && B.cols() == P);
+    const Eigen::Index tiles = rows / kTileA;
 #pragma omp parallel
     for (Eigen::Index k0 = 0; k0 < P; k0 += kChunk) {
         const Eigen::Index k1 = std::min(P, k0 + kChunk), vec = k0 + (k1 - k0) / kLanes * kLanes;
 #pragma omp for schedule(static, 1) nowait
         for (Eigen::Index t = 0; t < tiles; ++t) {
-            const Eigen::Index i0 = 4 * t;
-            const float* a[4] = {A.row(i0).data(), A.row(i0 + 1).data(), A.row(i0 + 2).data(), A.row(i0 + 3).data()};
-            for (Eigen::Index j0 = first(i0) / 4 * 4; j0 < cols; j0 += 4) {
-                const float* b[4] = {B.row(j0).data(), B.row(j0 + 1).data(), B.row(j0 + 2).data(), B.row(j0 + 3).data()};
-                Packet acc[4][4];
-                for (int x = 0; x < 4; ++x)
-                    for (int y = 0; y < 4; ++y) acc[x][y] = Eigen::internal::pset1<Packet>(0.0f);
+            const Eigen::Index i0 = kTileA * t;
+            const float* a[kTileA];
+            for (int x = 0; x < kTileA; ++x) a[x] = A.row(i0 + x).data();
+            for (Eigen::Index j0 = first(i0) / kTileB * kTileB; j0 < cols; j0 += kTileB) {
+                const float* b[kTileB];
+                for (int y = 0; y < kTileB; ++y) b[y] = B.row(j0 + y).data();
+                Packet acc[kTileA][kTileB];
+                for (int x = 0; x < kTileA; ++x)
+                    for (int y = 0; y < kTileB; ++y) acc[x][y] = Eigen::internal::pset1<Packet>(0.0f);
                 for (Eigen::Index k = k0; k < vec; k += kLanes) {
-                    Packet bv[4];
-                    for (int y = 0; y < 4; ++y) bv[y] = Eigen::internal::ploadu<Packet>(b[y] + k);
-                    for (int x = 0; x < 4; ++x) {
+                    Packet bv[kTileB];
+                    for (int y = 0; y < kTileB; ++y) bv[y] = Eigen::internal::ploadu<Packet>(b[y] + k);
+                    for (int x = 0; x < kTileA; ++x) {
                         const Packet av = Eigen::internal::ploadu<Packet>(a[x] + k);
-                        for (int y = 0; y < 4; ++y) acc[x][y] = Eigen::internal::pmadd(av, bv[y], acc[x][y]);
+                        for (int y = 0; y < kTileB; ++y) acc[x][y] = Eigen::internal::pmadd(av, bv[y], acc[x][y]);
                     }
                 }
-                for (int x = 0; x < 4; ++x)
-                    for (int y = 0; y < 4; ++y) {
+                for (int x = 0; x < kTileA; ++x)
+                    for (int y = 0; y < kTileB; ++y) {
                         double sum = Eigen::internal::predux(acc[x][y]);
                         for (Eigen::Index k = vec; k < k1; ++k) sum += double(a[x][k]) * b[y][k];
                         S(i0 + x, j0 + y) += sum;
@@ -879,8 +884,9 @@ Expected<CompositionScores> compositionScores(const DecoderModel& model)
     MatD S;
     for (int a0 = 0; a0 < L - 1; a0 += chunk) {
         const int a1 = std::min(L - 1, a0 + chunk);  // writer layers a0 … a1−1
-        const auto padded = [](Eigen::Index r) { return (r + 3) / 4 * 4; };  // packedInnerProducts' tiles
-        writers.resize(padded(Eigen::Index(a1 - a0) * H), P);
+        // Rows of zeros pad the operands to packedInnerProducts' tiles.
+        const auto padded = [](Eigen::Index r, int tile) { return (r + tile - 1) / tile * tile; };
+        writers.resize(padded(Eigen::Index(a1 - a0) * H, kTileA), P);
         writers.bottomRows(writers.rows() - Eigen::Index(a1 - a0) * H).setZero();
         for (int a = a0; a < a1; ++a) {
             const DecoderLayer& layer = model.layers[static_cast<std::size_t>(a)];
@@ -896,14 +902,14 @@ Expected<CompositionScores> compositionScores(const DecoderModel& model)
         }
         for (int b0 = a0 + 1; b0 < L; b0 += kReaderLayers) {
             const int b1 = std::min(L, b0 + kReaderLayers);  // reader layers b0 … b1−1
-            readers.resize(padded(Eigen::Index(b1 - b0) * 3 * H), P);
+            readers.resize(padded(Eigen::Index(b1 - b0) * 3 * H, kTileB), P);
             readers.bottomRows(readers.rows() - Eigen::Index(b1 - b0) * 3 * H).setZero();
             for (int b = b0; b < b1; ++b)
                 readerGrams(model, b, layerNorm, ovNorm.data() + b * H, qkNorm.data() + b * H,
                             readers.middleRows(Eigen::Index(b - b0) * 3 * H, 3 * H));
             const int w1 = std::min(a1, b1 - 1);  // the chunk's writers below the block's last reader
             // Writer row i (layer a0 + i/H) needs the readers of layers above its own: from row (a + 1 − b0)·3H.
-            const Eigen::Index rows = padded(Eigen::Index(w1 - a0) * H);
+            const Eigen::Index rows = padded(Eigen::Index(w1 - a0) * H, kTileA);
             S.setZero(rows, readers.rows());
             packedInnerProducts(writers.topRows(rows), readers, [&](Eigen::Index i) {
                 return std::max<Eigen::Index>(0, Eigen::Index(a0 + i / H + 1 - b0) * 3 * H);
