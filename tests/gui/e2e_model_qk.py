@@ -12,7 +12,7 @@ The Dursley induction prompt of issue 35's "Done when": the induction head L18 H
    the key is then 0, and the top key-side component is another one.
    Save .npy under the matrix writes the whole component matrix (C×C float32, summing to the score) and its names.
 5. Close closes it.
-6. With --capped-model (the tiny Gemma 2: post-norms, QK sliding window and a score soft-cap), the panel decomposes
+6. With --capped-model (the tiny Gemma 2: post-norms, a sliding window and a score soft-cap), the panel decomposes
    the cell too: its score is the one before the soft-cap, and the capped score the softmax read is given beside it
    (cap·tanh(score / cap)).
 --shots DIR also saves the frames (PNG) at each step, for a person to look at.
