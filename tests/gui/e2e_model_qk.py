@@ -6,7 +6,8 @@ The Dursley induction prompt of issue 35's "Done when": the induction head L18 H
 1. The grid's thumbnail L18 H6 opens layer 18 in the chain view at head 6; a right-click on the weights map's cell
    (23, 11) offers "Why here?", which opens the panel.
 2. The panel's score, weight and top key-side component (from the test hooks' layout.json) are the command line's
-   (`attnscope model --qk-attribution 18:6:23:11`): the same core on the same run.
+   (`attnscope model --qk-attribution 18:6:23:11`): the same core on the same run. The row mode decomposes the
+   query's whole row (24 keys) and compares the cell's key with the runner-up.
 3. "remove from keys" on that component shows the patched pattern: the cell's weight falls (the stripe breaks).
 4. Back in the model view, ablating that head (the × of its thumbnail) updates the open panel: the head's part of
    the key is then 0, and the top key-side component is another one.
@@ -227,6 +228,16 @@ def run(app, a, cli):
         fail("the panel's top key-side component is %s, the command line's %s" % (q["top_key"], cli["top_key"]))
     print("panel: score %.4f, weight %.4f, top key-side component %s, as the command line" %
           (q["score"], q["weight"], q["top_key"]))
+    # 2b. The row mode: the query's whole row (every key it sees), the cell's key against the runner-up. Then off
+    # again (the later steps read the cell's own sections).
+    app.click("qk/row/toggle")
+    q = settled(app, lambda q: q.get("row") and q.get("row_keys") == QUERY + 1)
+    if not (0 <= q["row_other"] <= QUERY) or q["row_other"] == KEY:
+        fail("row mode: the key compared should be another key of the row, got %r" % q["row_other"])
+    shot(app, a, "3b_row")
+    print("row mode: %d keys, key %d compared with the runner-up key %d" % (q["row_keys"], KEY, q["row_other"]))
+    app.click("qk/row/toggle")
+    q = settled(app, lambda q: not q.get("row"))
     # 3. Remove it from the keys: the pattern changes, the cell's weight falls.
     top = q["top_key"]
     app.click("qk/remove/key/" + top)
