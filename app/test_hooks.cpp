@@ -50,11 +50,17 @@ void writeLayout(const AppState& state, const GlHeatmapRenderer& renderer, const
             q["patch_error"] = r.patchError;
             if (r.cell) {
                 q["score"] = r.cell->score;
+                if (r.cell->softcap > 0) q["capped_score"] = r.cell->cappedScore;
                 q["weight"] = r.cell->weight;
                 const std::vector<int> k = attn::strongestQkComponents(r.cell->keyComponents, 1);
                 const std::vector<int> qq = attn::strongestQkComponents(r.cell->queryComponents, 1);
                 if (!k.empty()) q["top_key"] = r.cell->components[static_cast<std::size_t>(k[0])];
                 if (!qq.empty()) q["top_query"] = r.cell->components[static_cast<std::size_t>(qq[0])];
+            }
+            q["row"] = md.qk.cell.row;
+            if (r.row) {
+                q["row_keys"] = r.row->scores.size();
+                q["row_other"] = md.qk.rowOther >= 0 ? md.qk.rowOther : attn::runnerUpKey(*r.row, md.qk.cell.key);
             }
             if (r.patch && r.of.query < r.patch->original.rows() && r.of.key < r.patch->original.cols()) {
                 q["patch_component"] = r.patch->component;

@@ -232,6 +232,11 @@ int addQkViews(const ModelOptionsCli& opt, const attn::DecoderModel& model, cons
                   {"score", cell->score}, {"weight", cell->weight}, {"scale", cell->scale},
                   {"query_components", sideJson(cell->queryComponents)}, {"key_components", sideJson(cell->keyComponents)},
                   {"pairs", std::move(pairs)}, {"matrix", matrixJson(cell->matrix)}, {"components", cell->components}};
+        // A soft-capped layer (Gemma 2): "score" (what the parts sum to) is before the cap; the softmax read this.
+        if (cell->softcap > 0) {
+            q["softcap"] = cell->softcap;
+            q["capped_score"] = cell->cappedScore;
+        }
         if (!opt.qkPatch.empty()) {
             const attn::QkSide side = opt.qkSide == "query" ? attn::QkSide::Query : attn::QkSide::Key;
             auto patch = attn::patchPattern(model, run, l, h, opt.qkPatch, side);

@@ -363,7 +363,7 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
         for (int r = 0; r < repeats; ++r) {
             auto t0 = Clock::now();
             auto cell = attn::qkAttribution(*model, run, ql, r % c.heads, n - 1, n - 2);
-            // A block the decomposition does not cover yet (QK-norm, post-norms: Gemma, Qwen3, OLMo 2): not timed,
+            // A run the decomposition refuses (Unsupported; every family is decomposed since issue 35): not timed,
             // the JSON says why (qk_unavailable).
             if (!cell && cell.status().code == attn::StatusCode::Unsupported) {
                 qkUnavailable = cell.status().message;

@@ -129,9 +129,14 @@ Figure buildQkFigure(const std::string& modelName, const attn::QkCell& cell, con
                   cell.head, cell.query, clipLabel(queryToken, kMaxLabelChars).c_str(), cell.key,
                   clipLabel(keyToken, kMaxLabelChars).c_str());
     f.title = clipLabel(line, kMaxTitleChars);
-    std::snprintf(line, sizeof line,
-                  "score %.3f (weight %.4f) = the sum of either side; earlier layers summed, those of the strongest "
-                  "components head by head", cell.score, cell.weight);
+    if (cell.softcap > 0)  // the soft-cap is not linear: the parts sum to the score before it
+        std::snprintf(line, sizeof line,
+                      "score before the soft-cap %.3f (capped %.3f, weight %.4f) = the sum of either side; earlier layers "
+                      "summed, those of the strongest components head by head", cell.score, cell.cappedScore, cell.weight);
+    else
+        std::snprintf(line, sizeof line,
+                      "score %.3f (weight %.4f) = the sum of either side; earlier layers summed, those of the strongest "
+                      "components head by head", cell.score, cell.weight);
     f.subtitle = line;
     f.columns = 3;
     f.sharedAxes = true;

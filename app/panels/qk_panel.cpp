@@ -395,14 +395,26 @@ void drawHeader(AppState& state)
     state.recordRect("qk/close", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     const bool current = r.of == c;
     if (current && r.cell) {
-        ImGui::Text("score %.3f   weight %.4f", r.cell->score, r.cell->weight);
+        const bool capped = r.cell->softcap > 0;
+        if (capped)  // a soft-cap is not linear: the bars sum to the score before it (docs/interp.md)
+            ImGui::Text("score before the soft-cap %.3f   capped %.3f   weight %.4f", r.cell->score, r.cell->cappedScore, r.cell->weight);
+        else
+            ImGui::Text("score %.3f   weight %.4f", r.cell->score, r.cell->weight);
         state.recordRect("qk/score", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
         const bool hovered = ImGui::IsItemHovered();
         ImGui::PushTextWrapPos(0);
-        ImGui::TextDisabled("Each side's bars below sum to the score. Click a head's name to open it; \"remove\" shows the "
-                            "head's pattern without that component.");
+        ImGui::TextDisabled(capped ? "Each side's bars below sum to the score before the soft-cap (the cap is not linear: "
+                                     "it is applied to the sum). Click a head's name to open it; \"remove\" shows the "
+                                     "head's pattern without that component."
+                                   : "Each side's bars below sum to the score. Click a head's name to open it; \"remove\" "
+                                     "shows the head's pattern without that component.");
         ImGui::PopTextWrapPos();
-        if (hovered)
+        if (hovered && capped)
+            ImGui::SetTooltip("score: scale · q·k as the run computed it (scale %.4f), before the layer's soft-cap %.0f·tanh(score "
+                              "/ %.0f), which gives the capped score the softmax read; weight: its softmax over the keys "
+                              "the query sees. The bars of each side sum to the score before the cap.",
+                              r.cell->scale, r.cell->softcap, r.cell->softcap);
+        else if (hovered)
             ImGui::SetTooltip("score: scale · q·k as the run computed it (scale %.4f); weight: its softmax over the keys the "
                               "query sees. The bars of each side sum to the score.", r.cell->scale);
     }
@@ -439,6 +451,73 @@ void drawHeader(AppState& state)
     }
 }
 
+// The row mode (why this key and not another): the cell's key against another key of the query's row (the
+// runner-up by weight unless a key of the list was clicked), each side's components by their part of the
+// difference of the two scores (core's contrastKeys), then the row's keys by weight with each one's strongest
+// key-side component; a click on a key compares with it.
+void drawRow(AppState& state)
+{
+    ModelState& m = state.model;
+    QkState& q = m.qk;
+    const QkResults& r = q.results;
+    bool on = q.cell.row;
+    if (ImGui::Checkbox("Row: why this key and not another", &on)) setQkRow(state, on);
+    state.recordRect("qk/row/toggle", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (!q.cell.row) return;
+    if (!(r.of == q.cell) || (!r.row && r.rowError.empty())) {
+        ImGui::TextDisabled("decomposing the query's row\u2026");
+        return;
+    }
+    if (!r.row) {
+        ImGui::TextColored(ImVec4(0.9f, 0.35f, 0.3f, 1), "%s", r.rowError.c_str());
+        return;
+    }
+    const attn::QkRow& row = *r.row;
+    const int key = q.cell.key, last = row.firstKey + static_cast<int>(row.scores.size()) - 1;
+    const int other = q.rowOther >= row.firstKey && q.rowOther <= last && q.rowOther != key ? q.rowOther : attn::runnerUpKey(row, key);
+    if (other < 0) {
+        ImGui::TextDisabled("the query sees this key alone");
+        return;
+    }
+    auto c = attn::contrastKeys(row, key, other);
+    if (!c) {
+        ImGui::TextColored(ImVec4(0.9f, 0.35f, 0.3f, 1), "%s", c.status().message.c_str());
+        return;
+    }
+    const Eigen::Index a = key - row.firstKey, b = other - row.firstKey;
+    ImGui::Text("key %d %s vs key %d %s%s: score %.3f vs %.3f (%+.3f), weight %.4f vs %.4f", key, tokenAt(m, key).c_str(), other,
+                tokenAt(m, other).c_str(), q.rowOther == other ? "" : " (the runner-up)", row.scores[a], row.scores[b],
+                c->difference, row.weights[a], row.weights[b]);
+    state.recordRect("qk/row/contrast", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    ImGui::TextDisabled("each side's parts sum to the difference %+.3f%s", c->difference, row.softcap > 0 ? " (before the soft-cap)" : "");
+    for (const auto& [label, values] : {std::pair<const char*, const attn::Vector*>{"key side", &c->keySide}, {"query side", &c->querySide}}) {
+        ImGui::TextUnformatted(label);
+        ImGui::Indent();
+        for (int t : attn::strongestQkComponents(*values, 5)) {
+            const float v = (*values)[t];
+            ImGui::TextColored(v >= 0 ? ImVec4(0.85f, 0.3f, 0.25f, 1) : ImVec4(0.3f, 0.45f, 0.9f, 1), "%+9.3f  %s", v,
+                               row.components[static_cast<std::size_t>(t)].c_str());
+        }
+        ImGui::Unindent();
+    }
+    // The keys by weight (at most 12), each with its strongest key-side component; a click compares with it.
+    std::vector<int> order(row.scores.size());
+    for (std::size_t t = 0; t < order.size(); ++t) order[t] = static_cast<int>(t);
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return row.weights[x] > row.weights[y]; });
+    order.resize(std::min<std::size_t>(order.size(), 12));
+    ImGui::TextDisabled("the row's keys by weight (click one to compare with it)");
+    for (int t : order) {
+        const int j = row.firstKey + t;
+        Eigen::Index top = 0;
+        row.keyComponents.row(t).cwiseAbs().maxCoeff(&top);
+        char line[200];
+        std::snprintf(line, sizeof line, "key %3d %-12s weight %.4f  score %8.3f  top %s %+.3f", j, tokenAt(m, j).c_str(),
+                      row.weights[t], row.scores[t], row.components[static_cast<std::size_t>(top)].c_str(), row.keyComponents(t, top));
+        if (ImGui::Selectable(line, j == other || j == key) && j != key) q.rowOther = j;
+        state.recordRect("qk/row/key/" + std::to_string(j), ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    }
+}
+
 void drawPanelBody(AppState& state)
 {
     ModelState& m = state.model;
@@ -451,6 +530,7 @@ void drawPanelBody(AppState& state)
     const bool stale = qkComputing(m);
     if (stale) ImGui::PushStyleVar(ImGuiStyleVar_Alpha, 0.6f);
     const attn::QkCell& cell = *r.cell;
+    drawRow(state);  // near the top: its toggle stays in view
     if (!r.of.patchComponent.empty()) {
         ImGui::Separator();
         drawPatch(state, r);

@@ -730,6 +730,7 @@ private:
         // Only the patch changed: the cell's decomposition stays, the pattern is patched.
         QkKey sameCell = key;
         sameCell.cell.patchComponent = m_qk.of.patchComponent;
+        sameCell.cell.row = m_qk.of.row;
         sameCell.cell.patchSide = m_qk.of.patchSide;
         job.cellKept = m_qkKey && *m_qkKey == sameCell && m_qk.cell.has_value();
         job.run = std::move(copy);
@@ -741,7 +742,7 @@ private:
         next.request = req.id;
         next.of = q;
         next.running = true;
-        next.steps = q.patchComponent.empty() ? 1 : 2;
+        next.steps = 1 + (q.patchComponent.empty() ? 0 : 1) + (q.row ? 1 : 0);
         if (job.cellKept) {
             next.cell = std::move(m_qk.cell);
             next.pairs = std::move(m_qk.pairs);
@@ -806,6 +807,16 @@ private:
                 if (patch) r.patch = std::move(*patch);
                 else r.patchError = patch.status().message;
                 r.step = 2;
+            });
+            if (!go) return;
+        }
+        if (q.row) {
+            if (cancelled()) return;
+            auto row = attn::qkAttributionRow(dm, job.run, q.layer, q.head, q.query);
+            const bool go = publish([&](QkResults& r) {
+                if (row) r.row = std::move(*row);
+                else r.rowError = row.status().message;
+                r.step = r.steps;
             });
             if (!go) return;
         }
@@ -1635,7 +1646,9 @@ void openQkCell(AppState& state, int layer, int head, int query, int key)
     ModelState& m = state.model;
     if (!m.isDecoder()) return;
     m.qk.open = true;
-    m.qk.cell = QkRequest{layer, head, query, key, {}, attn::QkSide::Key};
+    const bool row = m.qk.open && m.qk.cell.row;  // the row mode stays on from cell to cell
+    m.qk.cell = QkRequest{layer, head, query, key, {}, attn::QkSide::Key, row};
+    m.qk.rowOther = -1;
     m.qk.expanded.clear();
     m.qk.overwriteAsked = false;
     sendQk(m, "why L" + std::to_string(layer) + ".H" + std::to_string(head) + " attends from " + std::to_string(query) +
@@ -1659,6 +1672,15 @@ void setQkPatch(AppState& state, const std::string& component, attn::QkSide side
     m.qk.cell.patchSide = side;
     sendQk(m, component.empty() ? std::string("the pattern unpatched")
                                 : "removed " + component + " from the " + attn::toString(side) + " side");
+}
+
+void setQkRow(AppState& state, bool on)
+{
+    ModelState& m = state.model;
+    if (!m.qk.open || m.qk.cell.row == on) return;
+    m.qk.cell.row = on;
+    m.qk.rowOther = -1;
+    sendQk(m, on ? "the query's whole row" : "the cell alone");
 }
 
 void cancelQk(AppState& state)

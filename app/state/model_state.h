@@ -54,6 +54,8 @@ struct QkRequest {
     int layer = -1, head = 0, query = 0, key = 0;  // layer −1: none (the panel is closed)
     std::string patchComponent;                    // "" = no patch
     attn::QkSide patchSide = attn::QkSide::Key;
+    bool row = false;                              // also the query's whole row (attn::qkAttributionRow): why this key
+                                                   // and not another
     bool operator==(const QkRequest&) const = default;
 };
 
@@ -71,6 +73,8 @@ struct QkResults {
     std::optional<attn::PatternPatch> patch;
     std::string error;               // why the cell is not decomposed (a family the decomposition does not cover, a lazy run, …)
     std::string patchError;
+    std::optional<attn::QkRow> row;  // the query's row (QkRequest::row)
+    std::string rowError;
 };
 
 // The pairs the worker lists (the panel shows the first few; 50 as the command line's --qk-top default).
@@ -153,6 +157,7 @@ struct QkState {
     bool menuLines = false;          // the menu also offers "Show its lines" (the grid's thumbnails)
     // Save .npy: the C×C matrix with its component names.
     std::string exportPath = "qk_matrix.npy";
+    int rowOther = -1;               // the row mode's key compared with the cell's (−1: the runner-up)
     std::string exportStatus;
     bool overwriteAsked = false;
 };
@@ -390,6 +395,8 @@ void closeQk(AppState& state);
 // The head's pattern with `component` removed from the keys' or queries' side, beside the original; an empty
 // component drops the patch.
 void setQkPatch(AppState& state, const std::string& component, attn::QkSide side);
+// The row mode on or off: the worker also decomposes the query's whole row.
+void setQkRow(AppState& state, bool on);
 // Stops the decomposition under way (its results say so); retryQk computes it again.
 void cancelQk(AppState& state);
 void retryQk(AppState& state);

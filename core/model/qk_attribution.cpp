@@ -13,10 +13,13 @@
 #include "attnscope/qk_attribution.h"
 
 #include "decoder_family.h"
+#include "teams.h"  // teamThreads
 
+#include <Eigen/Cholesky>
 #include <Eigen/QR>
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <limits>
 
@@ -37,37 +40,28 @@ using VecD = Eigen::VectorXd;
 // so that Σ_c v_p^(c) + v_p^(bias) is the head's q_p (or k_p) as the forward computed it. Everything a family does
 // between the residual stream and the scores must be expressed here.
 struct FrozenQkMap {
-    MatD W;               // M×D: the norm's γ (LayerNorm: and its centring) folded into the head's columns of W^Q/W^K
-    VecD bias;            // D: β·W + b (LayerNorm's β, the projection's bias); zero when the layer has neither
+    MatD W;               // M×D: the pre-norm's γ (LayerNorm: and its centring) and the QK-norm's γ folded into the
+                          // head's columns of W^Q/W^K
+    VecD bias;            // D: (β·W + b)·diag(γ') (LayerNorm's β, the projection's bias, the QK-norm's γ'); zero when
+                          // the layer has neither
     bool hasBias = false;
-    VecD scale;           // n: s_p = 1/rms(x_p) (RMSNorm) or 1/σ(x_p) (LayerNorm) of this run's hidden[l]
+    VecD scale;           // n: s_p·s'_p: the pre-norm's 1/rms(x_p) (RMSNorm) or 1/σ(x_p) (LayerNorm) of this run's
+                          // hidden[l] (1 without pre-norms), times the QK-norm's s'_p (1 without QK-norm)
+    VecD biasScale;       // n: s'_p alone (the constant term is not normed by the pre-norm, but is by the QK-norm)
     std::vector<float> invFreq;  // D/2 RoPE inverse frequencies (empty: no rotation, GPT-2)
 };
 
 // The map of `side` of query head `head` of layer `layer` (its KV head's K for the key side). This is the function
-// a new family extends, reading the layer's configuration rather than the family's name where it can:
-//   QK-norm (Qwen3, OLMo2, Gemma 3): a per-position, per-head frozen scale and γ after the projection, i.e.
-//     W ← W·diag(s'_p γ'), bias ← bias·diag(s'_p γ') (s'_p from the run's own q/k before that norm);
+// a new family extends, reading the layer's configuration rather than the family's name:
+//   pre-norm (RMSNorm, LayerNorm; none in OLMo 2): its γ in W, its centring as W less its column means, its
+//     per-position scale s_p frozen from hidden[l];
+//   QK-norm (Qwen3, Gemma 3: over each head's D values; OLMo 2: over the whole H·D row), an RMSNorm after the
+//     projection: its γ' in W's columns and the bias, its per-position scale s'_p frozen from the run's own q/k
+//     before that norm (one scalar per row of what it norms, so q = Σ_c q^(c) stays exact);
 //   partial rotary (GPT-NeoX, Phi-3): invFreq for the rotated dimensions only (rotate() leaves the rest);
-//   a post-norm after the block (Gemma) changes the components (their share of what the block wrote, frozen at
-//     the post-norm's scale), not this map;
-//   a query pre-scale or logit soft-cap: the scale of the cell (a soft-cap is not linear: refuse it).
-// Whether the decomposition holds for this block as built (issue 33's families are not all decomposed yet): the
-// frozen map above covers pre-norms (RMSNorm, LayerNorm), projection biases, RoPE (partial, per-layer base) and
-// sliding windows. QK-norm, post-norms and a score soft-cap are not folded in yet: refused, naming the model's
-// part, rather than answered wrongly.
-static Status decomposable(const DecoderConfig& c, const char* what)
-{
-    std::string lacks;
-    if (c.qkNorm != QkNorm::None) lacks = "QK-norm";
-    else if (c.postNorms) lacks = "post-norms";
-    else if (!c.preNorms) lacks = "a block without pre-norms";
-    else if (c.attnSoftcap > 0) lacks = "a score soft-cap";
-    if (lacks.empty()) return Status::success();
-    return makeError(StatusCode::Unsupported, std::string(what) + " of " + c.architecture + " is not available yet: the frozen map does not fold in " +
-                                                  lacks + " (docs/interp.md)");
-}
-
+//   a post-norm after the block (Gemma, OLMo 2) changes the components (their share of what the block wrote,
+//     frozen at the post-norm's scale: componentsAt, ComponentProjector), not this map;
+//   a score soft-cap (Gemma 2) is not linear: the decomposition is of the pre-cap score (QkCell::softcap).
 FrozenQkMap frozenQkMap(const DecoderModel& model, const DecoderRun& run, int layer, int head, QkSide side)
 {
     const DecoderConfig& c = model.config;
@@ -86,9 +80,11 @@ FrozenQkMap frozenQkMap(const DecoderModel& model, const DecoderRun& run, int la
         for (int r = 0; r < M; ++r) raw(r, d) = column[static_cast<std::size_t>(r)];
     }
     f.W = raw;
-    for (int r = 0; r < M; ++r) f.W.row(r) *= double(L.attnNormGamma[r]);
-    // LayerNorm's centring (c − mean(c)) is linear: folded as W minus its column means.
-    if (layerNorm) f.W.rowwise() -= f.W.colwise().mean();
+    if (c.preNorms) {
+        for (int r = 0; r < M; ++r) f.W.row(r) *= double(L.attnNormGamma[r]);
+        // LayerNorm's centring (c − mean(c)) is linear: folded as W minus its column means.
+        if (layerNorm) f.W.rowwise() -= f.W.colwise().mean();
+    }
     f.bias = VecD::Zero(D);
     if (L.attnNormBeta.size() == M) {
         f.bias += raw.transpose() * L.attnNormBeta.cast<double>();
@@ -99,11 +95,32 @@ FrozenQkMap frozenQkMap(const DecoderModel& model, const DecoderRun& run, int la
         f.hasBias = true;
     }
     const Matrix& x = run.hidden[static_cast<std::size_t>(layer)];
-    f.scale.resize(x.rows());
-    for (Eigen::Index p = 0; p < x.rows(); ++p) {
-        const Eigen::VectorXd row = x.row(p).transpose().cast<double>();
-        const double var = layerNorm ? (row.array() - row.mean()).square().sum() / M : row.squaredNorm() / M;
-        f.scale[p] = 1.0 / std::sqrt(var + double(c.normEps));
+    f.scale = VecD::Ones(x.rows());
+    f.biasScale = VecD::Ones(x.rows());
+    if (c.preNorms)
+        for (Eigen::Index p = 0; p < x.rows(); ++p) {
+            const Eigen::VectorXd row = x.row(p).transpose().cast<double>();
+            const double var = layerNorm ? (row.array() - row.mean()).square().sum() / M : row.squaredNorm() / M;
+            f.scale[p] = 1.0 / std::sqrt(var + double(c.normEps));
+        }
+    const Vector& qkGamma = query ? L.qNormGamma : L.kNormGamma;
+    if (c.qkNorm != QkNorm::None && qkGamma.size() > 0) {
+        // What the QK-norm read in this run: the projection of the normed stream, plus the bias, as the forward
+        // computes it (attentionInputs), over the head's D values or the whole row.
+        Matrix normed, proj;
+        if (c.preNorms) normRows(c, x, L.attnNormGamma, L.attnNormBeta, normed);
+        product(c.preNorms ? normed : x, w, proj);
+        if (b.size() > 0) proj.rowwise() += b.transpose();
+        const bool whole = c.qkNorm == QkNorm::Whole;
+        for (Eigen::Index p = 0; p < x.rows(); ++p) {
+            const Eigen::VectorXd v = proj.row(p).segment(whole ? 0 : col0, whole ? proj.cols() : D).transpose().cast<double>();
+            const double s = 1.0 / std::sqrt(v.squaredNorm() / double(v.size()) + double(c.normEps));
+            f.scale[p] *= s;
+            f.biasScale[p] = s;
+        }
+        const VecD g = (whole ? qkGamma.segment(col0, D) : qkGamma.head(D)).cast<double>();
+        f.W = f.W * g.asDiagonal();
+        f.bias = f.bias.cwiseProduct(g);
     }
     if (c.rope) {
         // As the forward's RoPE (blocks.cpp, ropeRows): the layer's base, inverse frequencies in float over the
@@ -179,6 +196,12 @@ ComponentLayout layoutOf(const DecoderModel& m, int layer)
     return lay;
 }
 
+// A post-norm's frozen scale 1/rms(a) of one attention output row a (1×M), in double (as the pre-norm's).
+double postNormScale(const DecoderConfig& c, const Eigen::Ref<const Eigen::RowVectorXf>& a)
+{
+    return 1.0 / std::sqrt(a.cast<double>().squaredNorm() / double(a.size()) + double(c.normEps));
+}
+
 // The components of layer l's stream at position p, in M-space (the rows of everything but qk_bias; C − [1] × M).
 // Sums to hidden[l] row p (the mlp row is what the layer added beyond its attention's output). Float, as the run's
 // own numbers: the products of the components with the map are the double-precision part.
@@ -203,6 +226,14 @@ void componentsAt(const DecoderModel& m, const DecoderRun& run, const ComponentL
             out.row(lay.bias(k)) = L.bo.transpose();
             attn += out.row(lay.bias(k));
         }
+        if (L.postAttnNormGamma.size() > 0) {
+            // The post-norm frozen at this position's scale: each head's (and b^O's) share of what the block
+            // wrote, γ ⊙ part / rms(attention output).
+            const Eigen::RowVectorXf g = L.postAttnNormGamma.transpose() * static_cast<float>(postNormScale(m.config, attn));
+            out.middleRows(lay.head(k, 0), lay.heads).array().rowwise() *= g.array();
+            if (lay.outBias) out.row(lay.bias(k)).array() *= g.array();
+            attn.array() *= g.array();
+        }
         out.row(lay.mlp(k)) = run.hidden[static_cast<std::size_t>(k) + 1].row(p) - run.hidden[static_cast<std::size_t>(k)].row(p) - attn;
     }
 }
@@ -217,18 +248,19 @@ MatD sideAt(const DecoderModel& m, const DecoderRun& run, const ComponentLayout&
     const Matrix projected = comps * w;
     MatD v(lay.count(), f.W.cols());
     v.topRows(comps.rows()) = projected.cast<double>() * f.scale[p];
-    if (lay.qkBias) v.row(lay.qkBiasIndex()) = f.bias.transpose();
+    if (lay.qkBias) v.row(lay.qkBiasIndex()) = f.bias.transpose() * f.biasScale[p];
     rotate(f, p, v);
     return v;
 }
 
 // One side's vectors of one component at positions p0 … p0+count−1 (count×D): the row's and the patching's way
 // (W^O · W folded once per earlier layer: O(H·D·M·D) a layer, then O(D²) a position and head). The products in
-// float (as the run's), the scale, RoPE and everything after in double.
+// float (as the run's), the scale, RoPE and everything after in double. A layer with a post-norm folds its γ into
+// W^O·W and scales each position's heads (and b^O) by the post-norm's frozen 1/rms of that position.
 class ComponentProjector {
 public:
     ComponentProjector(const DecoderModel& m, const DecoderRun& run, const ComponentLayout& lay, const FrozenQkMap& f)
-        : m_model(m), m_run(run), m_lay(lay), m_map(f), m_w(f.W.cast<float>()), m_folded(static_cast<std::size_t>(lay.layer))
+        : m_model(m), m_run(run), m_lay(lay), m_map(f), m_w(f.W.cast<float>()), m_layers(static_cast<std::size_t>(lay.layer))
     {
     }
 
@@ -237,27 +269,36 @@ public:
         const int D = m_model.config.headDim;
         MatD v(count, D);
         if (m_lay.qkBias && c == m_lay.qkBiasIndex()) {
-            v.rowwise() = m_map.bias.transpose();
+            for (int t = 0; t < count; ++t) v.row(t) = m_map.bias.transpose() * m_map.biasScale[p0 + t];
         } else {
             Matrix f;
             if (c == 0) {
                 f.noalias() = m_run.hidden[0].middleRows(p0, count) * m_w;
             } else {
                 const int k = (c - 1) / m_lay.perLayer, r = (c - 1) % m_lay.perLayer;
-                const Matrix& y = folded(k);
+                const Folded& y = folded(k);
                 const Matrix& ctx = m_run.attention[static_cast<std::size_t>(k)].concat;
-                const DecoderLayer& L = m_model.layers[static_cast<std::size_t>(k)];
+                // The attention's parts at these positions (heads, b^O), post-normed where the layer is.
+                auto postNormed = [&](Matrix& part) {
+                    if (y.post.size() > 0)
+                        for (int t = 0; t < count; ++t) part.row(t) *= y.post[p0 + t];
+                };
                 if (r < m_lay.heads) {
-                    f.noalias() = ctx.block(p0, r * D, count, D) * y.middleRows(r * D, D);
+                    f.noalias() = ctx.block(p0, r * D, count, D) * y.wo.middleRows(r * D, D);
+                    postNormed(f);
                 } else if (m_lay.outBias && r == m_lay.heads) {
-                    f = (L.bo.transpose() * m_w).replicate(count, 1);
+                    f = y.bias.replicate(count, 1);
+                    postNormed(f);
                 } else {
                     // The feed-forward's share: what the layer added, less its attention's output.
+                    Matrix attnPart;
+                    attnPart.noalias() = ctx.middleRows(p0, count) * y.wo;
+                    if (m_lay.outBias) attnPart.rowwise() += y.bias;
+                    postNormed(attnPart);
                     const Matrix delta = m_run.hidden[static_cast<std::size_t>(k) + 1].middleRows(p0, count) -
                                          m_run.hidden[static_cast<std::size_t>(k)].middleRows(p0, count);
                     f.noalias() = delta * m_w;
-                    f.noalias() -= ctx.middleRows(p0, count) * y;
-                    if (m_lay.outBias) f.rowwise() -= L.bo.transpose() * m_w;
+                    f -= attnPart;
                 }
             }
             v = f.cast<double>();
@@ -268,13 +309,30 @@ public:
     }
 
 private:
-    // W^O of layer k · W (H·D × D), once.
-    const Matrix& folded(int k)
+    struct Folded {
+        Matrix wo;                 // H·D × D: W^O · diag(γ_post) · W (γ_post = 1 without a post-norm)
+        Eigen::RowVectorXf bias;   // D: b^O · diag(γ_post) · W (empty without b^O)
+        Vector post;               // n: the post-norm's 1/rms of each position's attention output; empty: none
+    };
+
+    // Layer k's W^O folded with the map once, and its post-norm's scales.
+    const Folded& folded(int k)
     {
-        Matrix& y = m_folded[static_cast<std::size_t>(k)];
-        if (y.size() == 0) {
-            Matrix tmp;
-            product(denseWo(m_model.layers[static_cast<std::size_t>(k)], tmp), m_w, y);
+        Folded& y = m_layers[static_cast<std::size_t>(k)];
+        if (y.wo.size() > 0) return y;
+        const DecoderLayer& L = m_model.layers[static_cast<std::size_t>(k)];
+        Matrix tmp;
+        const Matrix& wo = denseWo(L, tmp);
+        const bool post = L.postAttnNormGamma.size() > 0;
+        const Matrix w = post ? Matrix(L.postAttnNormGamma.asDiagonal() * m_w) : m_w;
+        product(wo, w, y.wo);
+        if (m_lay.outBias) y.bias = L.bo.transpose() * w;
+        if (post) {
+            Matrix out;
+            product(m_run.attention[static_cast<std::size_t>(k)].concat, wo, out);
+            if (m_lay.outBias) out.rowwise() += L.bo.transpose();
+            y.post.resize(out.rows());
+            for (Eigen::Index p = 0; p < out.rows(); ++p) y.post[p] = static_cast<float>(postNormScale(m_model.config, out.row(p)));
         }
         return y;
     }
@@ -284,7 +342,7 @@ private:
     const ComponentLayout& m_lay;
     const FrozenQkMap& m_map;
     Matrix m_w;  // the map's W in float
-    std::vector<Matrix> m_folded;
+    std::vector<Folded> m_layers;
 };
 
 } // namespace
@@ -292,20 +350,27 @@ private:
 
 using namespace detail;
 
+namespace {
+// "L3", "L3.mlp", "L3.H4": appended piece by piece, not "L" + …: GCC 12 warns falsely (-Wrestrict) on const char* +
+// string&& (as interp.cpp).
+std::string componentName(int k, const char* part = nullptr, int h = -1)
+{
+    std::string s(1, 'L');
+    s += std::to_string(k);
+    if (part == nullptr) return s;
+    s += '.';
+    s += part;
+    if (h >= 0) s += std::to_string(h);
+    return s;
+}
+} // namespace
+
 std::vector<std::string> qkComponentNames(const DecoderModel& model, int layer)
 {
     if (layer < 0 || layer >= model.config.layers || static_cast<int>(model.layers.size()) != model.config.layers) return {};
     const ComponentLayout lay = layoutOf(model, layer);
     std::vector<std::string> names(static_cast<std::size_t>(lay.count()));
-    // Appended piece by piece, not "L" + …: GCC 12 warns falsely (-Wrestrict) on const char* + string&& (as interp.cpp).
-    auto name = [](int k, const char* part, int h = -1) {
-        std::string s(1, 'L');
-        s += std::to_string(k);
-        s += '.';
-        s += part;
-        if (h >= 0) s += std::to_string(h);
-        return s;
-    };
+    auto name = [](int k, const char* part, int h = -1) { return componentName(k, part, h); };
     names[0] = "embed";
     for (int k = 0; k < layer; ++k) {
         for (int h = 0; h < lay.heads; ++h) names[static_cast<std::size_t>(lay.head(k, h))] = name(k, "H", h);
@@ -328,7 +393,6 @@ namespace {
 Status checkHead(const DecoderModel& model, const DecoderRun& run, int layer, int head)
 {
     const DecoderConfig& c = model.config;
-    ATTNSCOPE_RETURN_IF_ERROR(decomposable(c, "the score decomposition"));
     if (run.lazy)
         return makeError(StatusCode::Unsupported, "the run is lazy (a long text: no per-head contexts are kept); the "
                                                   "score decomposition needs a dense run");
@@ -369,6 +433,10 @@ Status checkPosition(const char* what, int pos, Eigen::Index n)
     return Status::success();
 }
 
+// The layer's score soft-cap as the attention core applies it (layerConfig), 0 = none; a score through it.
+float scoreSoftcap(const DecoderConfig& c, int layer) { return layerConfig(c, layer, Backend::Cpu).softcap; }
+float capped(double score, double cap) { return static_cast<float>(cap > 0 ? cap * std::tanh(score / cap) : score); }
+
 float runScore(const DecoderConfig& c, const DecoderRun& run, int layer, int head, int query, int key)
 {
     const AttentionResult& a = run.attention[static_cast<std::size_t>(layer)];
@@ -405,6 +473,8 @@ Expected<QkCell> qkAttribution(const DecoderModel& model, const DecoderRun& run,
     out.key = key;
     out.scale = static_cast<float>(scale);
     out.score = runScore(model.config, run, layer, head, query, key);
+    out.softcap = scoreSoftcap(model.config, layer);
+    out.cappedScore = capped(out.score, out.softcap);
     out.weight = run.weights[static_cast<std::size_t>(layer)][static_cast<std::size_t>(head)](query, key);
     out.components = qkComponentNames(model, layer);
     out.matrix = (scale * qv * kv.transpose()).cast<float>();
@@ -445,7 +515,9 @@ Expected<QkRow> qkAttributionRow(const DecoderModel& model, const DecoderRun& ru
     out.firstKey = first;
     out.scale = static_cast<float>(scale);
     out.components = qkComponentNames(model, layer);
+    out.softcap = scoreSoftcap(model.config, layer);
     out.scores.resize(keys);
+    out.cappedScores.resize(keys);
     out.weights.resize(keys);
     out.queryComponents.resize(keys, C);
     out.keyComponents.resize(keys, C);
@@ -456,11 +528,39 @@ Expected<QkRow> qkAttributionRow(const DecoderModel& model, const DecoderRun& ru
         out.queryComponents.row(t) = (scale * qv * k).transpose().cast<float>();
         out.keyComponents.row(t) = (scale * block * q).transpose().cast<float>();
         out.scores[t] = runScore(model.config, run, layer, head, query, first + t);
+        out.cappedScores[t] = capped(out.scores[t], out.softcap);
         out.weights[t] = w(query, first + t);
     }
     out.queryVectors = qv.cast<float>();
     out.keyVectors = kv.cast<float>();
     return out;
+}
+
+Expected<QkKeyContrast> contrastKeys(const QkRow& row, int key, int other)
+{
+    const int last = row.firstKey + static_cast<int>(row.scores.size()) - 1;
+    for (int j : {key, other})
+        if (j < row.firstKey || j > last)
+            return invalidArgument("key " + std::to_string(j) + " is not in query " + std::to_string(row.query) + "'s row (keys " +
+                                   std::to_string(row.firstKey) + ".." + std::to_string(last) + ")");
+    const Eigen::Index a = key - row.firstKey, b = other - row.firstKey;
+    QkKeyContrast out;
+    out.key = key;
+    out.other = other;
+    out.difference = row.scores[a] - row.scores[b];
+    out.keySide = (row.keyComponents.row(a) - row.keyComponents.row(b)).transpose();
+    out.querySide = (row.queryComponents.row(a) - row.queryComponents.row(b)).transpose();
+    return out;
+}
+
+int runnerUpKey(const QkRow& row, int key)
+{
+    int best = -1;
+    for (Eigen::Index t = 0; t < row.weights.size(); ++t) {
+        const int j = row.firstKey + static_cast<int>(t);
+        if (j != key && (best < 0 || row.weights[t] > row.weights[best - row.firstKey])) best = j;
+    }
+    return best;
 }
 
 std::vector<QkPair> strongestQkPairs(const QkCell& cell, int k)
@@ -535,7 +635,7 @@ QkGroups groupQkByLayer(const QkCell& cell, const std::vector<int>& expandedLaye
             g.members.back().push_back(c);
             continue;
         }
-        g.names.push_back(whole ? "L" + std::to_string(l) : name);
+        g.names.push_back(whole ? componentName(l) : name);
         g.layer.push_back(l);
         g.wholeLayer.push_back(whole);
         g.members.push_back({c});
@@ -588,7 +688,8 @@ Expected<PatternPatch> patchPattern(const DecoderModel& model, const DecoderRun&
     const AttentionResult& a = run.attention[static_cast<std::size_t>(layer)];
     MatD Q = a.Q.middleCols(head * D, D).cast<double>(), K = a.K.middleCols(g * D, D).cast<double>();
     (side == QkSide::Query ? Q : K) -= removed;
-    const MatD scores = double(a.scale) * Q * K.transpose();
+    MatD scores = double(a.scale) * Q * K.transpose();
+    if (const double cap = scoreSoftcap(cfg, layer); cap > 0) scores = cap * (scores.array() / cap).tanh();
     PatternPatch out;
     out.component = component;
     out.side = side;
@@ -611,48 +712,150 @@ Expected<PatternPatch> patchPattern(const DecoderModel& model, const DecoderRun&
 
 namespace {
 
-// The R of a thin QR of w (rows × D, rows ≥ D): wᵀw = RᵀR, so ‖X·wᵀ‖_F = ‖X·Rᵀ‖_F for any X.
+// An R (D×D) with RᵀR = wᵀw for w (rows × D, rows ≥ D), so that ‖X·wᵀ‖_F = ‖X·Rᵀ‖_F for any X: the Cholesky factor
+// of wᵀw, formed in double (that is all the norm needs: the product RᵀR, not R's own accuracy); a singular wᵀw (a
+// zeroed weight) falls back to the R of a thin QR. The Cholesky is ~5× faster than Eigen's Householder QR here.
 Matrix thinR(const Matrix& w)
 {
+    const Eigen::MatrixXd wd = w.cast<double>();
+    Eigen::MatrixXd gram = Eigen::MatrixXd::Zero(w.cols(), w.cols());
+    gram.selfadjointView<Eigen::Lower>().rankUpdate(wd.transpose());
+    const Eigen::LLT<Eigen::MatrixXd, Eigen::Lower> llt(gram);
+    if (llt.info() == Eigen::Success) return Matrix(llt.matrixU().toDenseMatrix().cast<float>());
     Eigen::HouseholderQR<Eigen::MatrixXf> qr(w);
-    const Eigen::Index D = w.cols();
-    return Matrix(qr.matrixQR().topRows(D).triangularView<Eigen::Upper>());
+    return Matrix(qr.matrixQR().topRows(w.cols()).triangularView<Eigen::Upper>());
 }
 
-// A reading weight (M × out) with its layer's attention-norm γ folded in, centred over d_model for LayerNorm.
-Matrix readingWeight(const WeightMatrix& w, const DecoderLayer& L, bool layerNorm)
+// A reading weight (M × out) with its layer's attention-norm γ folded in (none without pre-norms), centred over
+// d_model for LayerNorm, and a QK-norm's γ' on its columns (`qkGamma`: D, the same for every head, or one per
+// column; empty = none).
+Matrix readingWeight(const WeightMatrix& w, const DecoderLayer& L, bool layerNorm, const Vector& qkGamma = Vector())
 {
     Matrix r = w.toMatrix();
-    for (Eigen::Index i = 0; i < r.rows(); ++i) r.row(i) *= L.attnNormGamma[i];
+    if (L.attnNormGamma.size() == r.rows())
+        for (Eigen::Index i = 0; i < r.rows(); ++i) r.row(i) *= L.attnNormGamma[i];
     if (layerNorm) r.rowwise() -= r.colwise().mean();
+    if (qkGamma.size() > 0)
+        for (Eigen::Index j = 0; j < r.cols(); ++j) r.col(j) *= qkGamma[j % qkGamma.size()];
     return r;
 }
 
-// W^O (H·D × M) as a writer: each output row centred for LayerNorm (TransformerLens's center_writing_weights).
+// W^O (H·D × M) as a writer: its post-norm's γ on each output (Gemma, OLMo 2), each output row centred for
+// LayerNorm (TransformerLens's center_writing_weights).
 Matrix writingWeight(const DecoderLayer& L, bool layerNorm)
 {
     Matrix wo = L.Wo.toMatrix();
+    if (L.postAttnNormGamma.size() == wo.cols()) wo = wo * L.postAttnNormGamma.asDiagonal();
     if (layerNorm) wo.colwise() -= wo.rowwise().mean();
     return wo;
 }
 
 // The Gram matrix f·fᵀ of f (M × D) packed: its upper triangle row by row, the off-diagonal entries × `offDiagonal`.
 // ⟨packed(A, 1), packed(B, 2)⟩ = ⟨A, B⟩ for symmetric A and B (the M×M Frobenius inner product).
-// `g` is the caller's M×M buffer, reused: a fresh 1.3 MB matrix per Gram spent a quarter of the time in the kernel
-// zeroing new pages.
-void packGram(const Matrix& f, float offDiagonal, Eigen::MatrixXf& g, float* dst)
+// The triangle alone is computed (half the work of f·fᵀ), into a row-major buffer so that each packed row is a
+// contiguous copy. The buffer is the thread's, reused: a fresh 1.3 MB matrix per Gram spent a quarter of the time in
+// the kernel zeroing new pages.
+void packGram(const Matrix& f, float offDiagonal, float* dst)
 {
+    thread_local Matrix g;
     const Eigen::Index M = f.rows();
-    g.setZero(M, M);  // column-major: its upper triangle is what SYRK writes
-    g.selfadjointView<Eigen::Upper>().rankUpdate(f);  // half the work of f·fᵀ
-    for (Eigen::Index i = 0, at = 0; i < M; ++i) {
-        dst[at++] = g(i, i);
-        for (Eigen::Index j = i + 1; j < M; ++j) dst[at++] = offDiagonal * g(i, j);
+    g.resize(M, M);
+    g.triangularView<Eigen::Upper>() = f * f.transpose();
+    for (Eigen::Index i = 0, at = 0; i < M; at += M - i, ++i) {
+        Eigen::Map<Eigen::RowVectorXf>(dst + at, M - i) = g.row(i).tail(M - i) * offDiagonal;
+        dst[at] = g(i, i);
     }
 }
 
-// Bytes of packed writer Grams held at once (a chunk of writer layers); SmolLM2's 270 heads need 179 MB.
+// Bytes of packed writer Grams held at once (a chunk of writer layers); SmolLM2's 261 writers need 173 MB.
 constexpr double kGramBudgetBytes = 256.0 * 1024 * 1024;
+// Reader layers whose packed Grams are held at once (18 MB a layer at SmolLM2).
+constexpr int kReaderLayers = 4;
+
+// The inner products S(i, j) = ⟨A.row(i), B.row(j)⟩ of packed Grams, for every writer row i (A: rows × P) and the
+// reader rows j ≥ first(i) (B: cols × P; first(i) marks the readers of a layer above i's), added into S (double).
+// A and B have row counts that are multiples of the tile's (rows of zeros pad them). The operands are deep (P = 166 176 at
+// SmolLM2) and narrow (a few hundred rows): Eigen's GEMM spent half its time copying them into its packed layout,
+// so this reads them in place: chunk by chunk of kChunk values (a chunk of B, 0.9 MB at SmolLM2, stays in the L2
+// cache while every writer tile passes over it), in tiles of kTileA × kTileB rows; each chunk's float
+// sums are added in double. A tile of writers stays on one thread through the chunks (a static schedule), so that
+// no two threads add into the same row of S.
+constexpr Eigen::Index kChunk = 2048;
+// The tile: 6 writers × 4 readers, 24 SIMD accumulators and 10 loads for 24 multiply-adds a step (4 × 4 took 8 for
+// 16, and the readers' loads from L2 were the limit).
+constexpr int kTileA = 6, kTileB = 4;
+template <class First>
+void packedInnerProducts(const Eigen::Ref<const Matrix>& A, const Eigen::Ref<const Matrix>& B, First first, MatD& S)
+{
+    using Packet = Eigen::internal::packet_traits<float>::type;
+    constexpr Eigen::Index kLanes = Eigen::internal::packet_traits<float>::size;
+    const Eigen::Index rows = A.rows(), cols = B.rows(), P = A.cols();
+    assert(rows % kTileA == 0 && cols % kTileB == 0 && B.cols() == P);
+    const Eigen::Index tiles = rows / kTileA;
+#pragma omp parallel
+    for (Eigen::Index k0 = 0; k0 < P; k0 += kChunk) {
+        const Eigen::Index k1 = std::min(P, k0 + kChunk), vec = k0 + (k1 - k0) / kLanes * kLanes;
+#pragma omp for schedule(static, 1) nowait
+        for (Eigen::Index t = 0; t < tiles; ++t) {
+            const Eigen::Index i0 = kTileA * t;
+            const float* a[kTileA];
+            for (int x = 0; x < kTileA; ++x) a[x] = A.row(i0 + x).data();
+            for (Eigen::Index j0 = first(i0) / kTileB * kTileB; j0 < cols; j0 += kTileB) {
+                const float* b[kTileB];
+                for (int y = 0; y < kTileB; ++y) b[y] = B.row(j0 + y).data();
+                Packet acc[kTileA][kTileB];
+                for (int x = 0; x < kTileA; ++x)
+                    for (int y = 0; y < kTileB; ++y) acc[x][y] = Eigen::internal::pset1<Packet>(0.0f);
+                for (Eigen::Index k = k0; k < vec; k += kLanes) {
+                    Packet bv[kTileB];
+                    for (int y = 0; y < kTileB; ++y) bv[y] = Eigen::internal::ploadu<Packet>(b[y] + k);
+                    for (int x = 0; x < kTileA; ++x) {
+                        const Packet av = Eigen::internal::ploadu<Packet>(a[x] + k);
+                        for (int y = 0; y < kTileB; ++y) acc[x][y] = Eigen::internal::pmadd(av, bv[y], acc[x][y]);
+                    }
+                }
+                for (int x = 0; x < kTileA; ++x)
+                    for (int y = 0; y < kTileB; ++y) {
+                        double sum = Eigen::internal::predux(acc[x][y]);
+                        for (Eigen::Index k = vec; k < k1; ++k) sum += double(a[x][k]) * b[y][k];
+                        S(i0 + x, j0 + y) += sum;
+                    }
+            }
+        }
+    }
+}
+
+// The packed Grams of layer b's readers into rows (3H × P): the H query heads' Q, then K, then V maps, each X_B
+// of the formula below; their norms into qkNorm and ovNorm (H each). The R of a KV group's W^K (and W^V's, for
+// the writers) is shared by its heads: once a group.
+void readerGrams(const DecoderModel& model, int b, bool layerNorm, float* ovNorm, float* qkNorm, Eigen::Ref<Matrix> rows)
+{
+    const DecoderConfig& c = model.config;
+    const int H = c.heads, D = c.headDim, G = c.heads / std::max(1, c.kvHeads);
+    const DecoderLayer& layer = model.layers[static_cast<std::size_t>(b)];
+    const Matrix wq = readingWeight(layer.Wq, layer, layerNorm, layer.qNormGamma),
+                 wk = readingWeight(layer.Wk, layer, layerNorm, layer.kNormGamma),
+                 wv = readingWeight(layer.Wv, layer, layerNorm), wo = writingWeight(layer, layerNorm);
+    std::vector<Matrix> rk(static_cast<std::size_t>(H / G));
+    for (int g = 0; g < H / G; ++g) rk[static_cast<std::size_t>(g)] = thinR(wk.middleCols(g * D, D));
+    // The 3H Grams over the threads (each its own buffer): a third of the time at SmolLM2.
+#pragma omp parallel for schedule(dynamic)
+    for (int t = 0; t < 3 * H; ++t) {
+        const int h = t % H, g = h / G;
+        const auto q = wq.middleCols(h * D, D), k = wk.middleCols(g * D, D), v = wv.middleCols(g * D, D);
+        Matrix x;
+        if (t < H) {
+            x = q * rk[static_cast<std::size_t>(g)].transpose();
+            qkNorm[h] = x.norm();
+        } else if (t < 2 * H) {
+            x = k * thinR(q).transpose();
+        } else {
+            x = v * thinR(Matrix(wo.middleRows(h * D, D).transpose())).transpose();
+            ovNorm[h] = x.norm();  // = ‖W^V W^O‖ of the head (set again when it writes)
+        }
+        packGram(x, 2.0f, rows.row(t / H * H + h).data());
+    }
+}
 
 } // namespace
 
@@ -660,77 +863,70 @@ constexpr double kGramBudgetBytes = 256.0 * 1024 * 1024;
 //   ‖W_OV^A · X_B‖² = ⟨G_A, H_B⟩   with G_A = Ãᵀ_A Ã_A,  Ã_A = R_V(A)·W^O_A (D×M; R_V the R of A's KV group's
 //                                   W^V, so that ‖W_OV^A·X‖ = ‖Ã_A·X‖ for any X), and H_B = X_B X_Bᵀ
 // where X_B (M×D) is W^Q_B·R_K(B)ᵀ (Q), W^K_B·R_Q(B)ᵀ (K) or W^V_B·R_O(B)ᵀ (V) — each the reader's map with its
-// other factor replaced by the R of a thin QR, which keeps the norm. The pair's work is then one M(M+1)/2 inner
-// product (a GEMM of packed Grams: writers × readers) instead of a D×M×D product: M/D² of it (0.14 at SmolLM2).
+// other factor replaced by an R with the same RᵀR (thinR), which keeps the norm. The pair's work is then one
+// M(M+1)/2 inner product (a GEMM of packed Grams: writers × readers) instead of a D×M×D product: M/D² of it (0.14 at
+// SmolLM2).
 Expected<CompositionScores> compositionScores(const DecoderModel& model)
 {
     const DecoderConfig& c = model.config;
     const int L = c.layers, H = c.heads, D = c.headDim, M = c.hidden, G = c.heads / std::max(1, c.kvHeads);
     if (L < 1 || static_cast<int>(model.layers.size()) != L) return invalidArgument("composition: the model has no layers");
     if (M < D) return invalidArgument("composition: d_model " + std::to_string(M) + " is below the head width " + std::to_string(D));
-    if (Status s = decomposable(c, "composition"); !s.ok()) return s;
     const bool layerNorm = c.norm == NormKind::Layer;
     const Eigen::Index P = Eigen::Index(M) * (M + 1) / 2;
     CompositionScores out;
     for (int l = 0; l < L; ++l)
-        for (int h = 0; h < H; ++h) out.names.push_back("L" + std::to_string(l) + ".H" + std::to_string(h));
+        for (int h = 0; h < H; ++h) out.names.push_back(componentName(l, "H", h));
     out.q = out.k = out.v = Matrix::Zero(L * H, L * H);
     std::vector<float> ovNorm(static_cast<std::size_t>(L * H)), qkNorm(static_cast<std::size_t>(L * H));
     const int chunk = std::max(1, static_cast<int>(kGramBudgetBytes / (double(H) * double(P) * sizeof(float))));
-    Matrix writers, readers, S;
-    Eigen::MatrixXf gram;
+    Matrix writers, readers;
+    MatD S;
     for (int a0 = 0; a0 < L - 1; a0 += chunk) {
         const int a1 = std::min(L - 1, a0 + chunk);  // writer layers a0 … a1−1
-        writers.resize(Eigen::Index(a1 - a0) * H, P);
+        // Rows of zeros pad the operands to packedInnerProducts' tiles.
+        const auto padded = [](Eigen::Index r, int tile) { return (r + tile - 1) / tile * tile; };
+        writers.resize(padded(Eigen::Index(a1 - a0) * H, kTileA), P);
+        writers.bottomRows(writers.rows() - Eigen::Index(a1 - a0) * H).setZero();
         for (int a = a0; a < a1; ++a) {
             const DecoderLayer& layer = model.layers[static_cast<std::size_t>(a)];
             const Matrix wv = readingWeight(layer.Wv, layer, layerNorm), wo = writingWeight(layer, layerNorm);
+            std::vector<Matrix> rv(static_cast<std::size_t>(H / G));
+            for (int g = 0; g < H / G; ++g) rv[static_cast<std::size_t>(g)] = thinR(wv.middleCols(g * D, D));
+#pragma omp parallel for schedule(dynamic)
             for (int h = 0; h < H; ++h) {
-                const Matrix at = thinR(wv.middleCols((h / G) * D, D)) * wo.middleRows(h * D, D);  // Ã (D×M)
+                const Matrix at = rv[static_cast<std::size_t>(h / G)] * wo.middleRows(h * D, D);  // Ã (D×M)
                 ovNorm[static_cast<std::size_t>(a * H + h)] = at.norm();
-                packGram(Matrix(at.transpose()), 1.0f, gram, writers.row(Eigen::Index(a - a0) * H + h).data());
+                packGram(Matrix(at.transpose()), 1.0f, writers.row(Eigen::Index(a - a0) * H + h).data());
             }
         }
-        for (int b = a0 + 1; b < L; ++b) {
-            const DecoderLayer& layer = model.layers[static_cast<std::size_t>(b)];
-            const Matrix wq = readingWeight(layer.Wq, layer, layerNorm), wk = readingWeight(layer.Wk, layer, layerNorm),
-                         wv = readingWeight(layer.Wv, layer, layerNorm), wo = writingWeight(layer, layerNorm);
-            // Rows: the H readers' Q, then K, then V packed Grams.
-            readers.resize(3 * H, P);
-            for (int h = 0; h < H; ++h) {
-                const int g = h / G, B = b * H + h;
-                const auto q = wq.middleCols(h * D, D), k = wk.middleCols(g * D, D), v = wv.middleCols(g * D, D);
-                const Matrix xq = q * thinR(k).transpose(), xk = k * thinR(q).transpose(),
-                             xv = v * thinR(Matrix(wo.middleRows(h * D, D).transpose())).transpose();
-                qkNorm[static_cast<std::size_t>(B)] = xq.norm();
-                ovNorm[static_cast<std::size_t>(B)] = xv.norm();  // = ‖W^V W^O‖ of B (set again when B writes)
-                packGram(xq, 2.0f, gram, readers.row(h).data());
-                packGram(xk, 2.0f, gram, readers.row(H + h).data());
-                packGram(xv, 2.0f, gram, readers.row(2 * H + h).data());
-            }
-            const int w1 = std::min(a1, b);  // the chunk's writers below b
-            // S = writers' rows below b · readersᵀ, in blocks of writer rows over the threads (the rows are read in
-            // place: a copy of them for product() moved 2.6 GB at SmolLM2).
-            const Eigen::Index rows = Eigen::Index(w1 - a0) * H;
-            S.resize(rows, 3 * H);
-            // Four blocks: each block packs all of `readers` again, so few and large (two threads here).
-            const Eigen::Index kBlock = std::max<Eigen::Index>(1, (rows + 3) / 4);
-#pragma omp parallel for schedule(dynamic)
-            for (Eigen::Index r0 = 0; r0 < rows; r0 += kBlock) {
-                const Eigen::Index rr = std::min(kBlock, rows - r0);
-                S.middleRows(r0, rr).noalias() = writers.middleRows(r0, rr) * readers.transpose();
-            }
+        for (int b0 = a0 + 1; b0 < L; b0 += kReaderLayers) {
+            const int b1 = std::min(L, b0 + kReaderLayers);  // reader layers b0 … b1−1
+            readers.resize(padded(Eigen::Index(b1 - b0) * 3 * H, kTileB), P);
+            readers.bottomRows(readers.rows() - Eigen::Index(b1 - b0) * 3 * H).setZero();
+            for (int b = b0; b < b1; ++b)
+                readerGrams(model, b, layerNorm, ovNorm.data() + b * H, qkNorm.data() + b * H,
+                            readers.middleRows(Eigen::Index(b - b0) * 3 * H, 3 * H));
+            const int w1 = std::min(a1, b1 - 1);  // the chunk's writers below the block's last reader
+            // Writer row i (layer a0 + i/H) needs the readers of layers above its own: from row (a + 1 − b0)·3H.
+            const Eigen::Index rows = padded(Eigen::Index(w1 - a0) * H, kTileA);
+            S.setZero(rows, readers.rows());
+            packedInnerProducts(writers.topRows(rows), readers, [&](Eigen::Index i) {
+                return std::max<Eigen::Index>(0, Eigen::Index(a0 + i / H + 1 - b0) * 3 * H);
+            }, S);
             for (int A = a0 * H; A < w1 * H; ++A) {
                 const float ov = ovNorm[static_cast<std::size_t>(A)];
-                for (int h = 0; h < H; ++h) {
-                    const int B = b * H + h;
-                    const float qden = ov * qkNorm[static_cast<std::size_t>(B)], vden = ov * ovNorm[static_cast<std::size_t>(B)];
-                    // A sum of many terms may round below 0 where the product is (nearly) 0.
-                    auto root = [&](int col) { return std::sqrt(std::max(0.0f, S(A - a0 * H, col))); };
-                    out.q(A, B) = qden > 0 ? root(h) / qden : 0.0f;
-                    out.k(A, B) = qden > 0 ? root(H + h) / qden : 0.0f;
-                    out.v(A, B) = vden > 0 ? root(2 * H + h) / vden : 0.0f;
-                }
+                for (int b = std::max(b0, A / H + 1); b < b1; ++b)
+                    for (int h = 0; h < H; ++h) {
+                        const int B = b * H + h;
+                        const Eigen::Index col = Eigen::Index(b - b0) * 3 * H;
+                        const float qden = ov * qkNorm[static_cast<std::size_t>(B)], vden = ov * ovNorm[static_cast<std::size_t>(B)];
+                        // A sum of many terms may round below 0 where the product is (nearly) 0.
+                        auto root = [&](Eigen::Index at) { return static_cast<float>(std::sqrt(std::max(0.0, S(A - a0 * H, col + at)))); };
+                        out.q(A, B) = qden > 0 ? root(h) / qden : 0.0f;
+                        out.k(A, B) = qden > 0 ? root(H + h) / qden : 0.0f;
+                        out.v(A, B) = vden > 0 ? root(2 * H + h) / vden : 0.0f;
+                    }
             }
         }
     }

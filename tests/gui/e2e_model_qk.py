@@ -6,14 +6,16 @@ The Dursley induction prompt of issue 35's "Done when": the induction head L18 H
 1. The grid's thumbnail L18 H6 opens layer 18 in the chain view at head 6; a right-click on the weights map's cell
    (23, 11) offers "Why here?", which opens the panel.
 2. The panel's score, weight and top key-side component (from the test hooks' layout.json) are the command line's
-   (`attnscope model --qk-attribution 18:6:23:11`): the same core on the same run.
+   (`attnscope model --qk-attribution 18:6:23:11`): the same core on the same run. The row mode decomposes the
+   query's whole row (24 keys) and compares the cell's key with the runner-up.
 3. "remove from keys" on that component shows the patched pattern: the cell's weight falls (the stripe breaks).
 4. Back in the model view, ablating that head (the × of its thumbnail) updates the open panel: the head's part of
    the key is then 0, and the top key-side component is another one.
    Save .npy under the matrix writes the whole component matrix (C×C float32, summing to the score) and its names.
 5. Close closes it.
-6. With --refused-model (the tiny Gemma 2: post-norms and a soft-cap the decomposition does not cover), the panel
-   says so in one line (core's message) and the window goes on.
+6. With --capped-model (the tiny Gemma 2: post-norms, a sliding window and a score soft-cap), the panel decomposes
+   the cell too: its score is the one before the soft-cap, and the capped score the softmax read is given beside it
+   (cap·tanh(score / cap)).
 --shots DIR also saves the frames (PNG) at each step, for a person to look at.
 
 Every wait is on the app's state (layout.json), never on time alone.
@@ -41,7 +43,7 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--size", default="1280x800")
     ap.add_argument("--shots", default="")
-    ap.add_argument("--refused-model", default="")
+    ap.add_argument("--capped-model", default="")
     a = ap.parse_args()
     if not os.path.isfile(a.model):
         print("SmolLM2 not installed (scripts/setup.sh installs it): skipped")
@@ -49,8 +51,8 @@ def main():
     shutil.rmtree(a.work, ignore_errors=True)
     os.makedirs(a.work)
     a.exe, a.model = os.path.abspath(a.exe), os.path.abspath(a.model)
-    if a.refused_model:
-        a.refused_model = os.path.abspath(a.refused_model)
+    if a.capped_model:
+        a.capped_model = os.path.abspath(a.capped_model)
     cli = cli_cell(a)
     # Run in the work folder: Save .npy writes its default name there.
     app = Session([a.exe, "--model", a.model, "--model-text", TEXT, "--size", a.size, "--no-autosave", "--no-restore"],
@@ -59,17 +61,17 @@ def main():
         run(app, a, cli)
     finally:
         app.stop()
-    if a.refused_model:
-        app = Session([a.exe, "--model", a.refused_model, "--model-text", "the cat sat on the mat", "--size", a.size,
-                       "--no-autosave", "--no-restore"], os.path.join(a.work, "refused"))
+    if a.capped_model:
+        app = Session([a.exe, "--model", a.capped_model, "--model-text", "the cat sat on the mat", "--size", a.size,
+                       "--no-autosave", "--no-restore"], os.path.join(a.work, "capped"))
         try:
-            refused(app, a)
+            capped(app, a)
         finally:
             app.stop()
     print("PASS")
 
 
-def refused(app, a):
+def capped(app, a):
     app.wait_window(lambda l: l.get("model", {}).get("has_run"), "the first run")
     app.click("model/1/0")
     wait_for(lambda: (l := app.layout()) and "model/breadcrumb" in l["rects"], "layer 1 in the chain view")
@@ -79,10 +81,16 @@ def refused(app, a):
     right_click_at(app, int(x0 + (x1 - x0) * 1.5 / n), int(y0 + (y1 - y0) * 3.5 / n))
     app.click("qk/menu/why")
     q = wait_for(lambda: (q := qk(app)) and q["current"] and not q["computing"] and q, "the panel", timeout=60.0)
-    shot(app, a, "6_refused")
-    if "not available yet" not in q["error"] or "\n" in q["error"]:
-        fail("a family the decomposition does not cover: expected core's one-line refusal, got %r" % q["error"])
-    print("refused family: the panel says %r" % q["error"])
+    shot(app, a, "6_capped")
+    if q["error"]:
+        fail("Gemma 2 (post-norms, a soft-cap): expected the decomposition, got %r" % q["error"])
+    if "capped_score" not in q:
+        fail("a soft-capped layer: expected the capped score beside the score before the cap, got %r" % q)
+    cap = 5.0  # tiny_gemma2's attn_logit_softcapping
+    want = cap * np.tanh(q["score"] / cap)
+    if abs(q["capped_score"] - want) > 1e-4 * (1 + abs(want)):
+        fail("capped score %.6f, expected cap·tanh(score/cap) = %.6f" % (q["capped_score"], want))
+    print("capped family: score before the cap %.4f, capped %.4f" % (q["score"], q["capped_score"]))
 
 
 def cli_cell(a):
@@ -220,6 +228,16 @@ def run(app, a, cli):
         fail("the panel's top key-side component is %s, the command line's %s" % (q["top_key"], cli["top_key"]))
     print("panel: score %.4f, weight %.4f, top key-side component %s, as the command line" %
           (q["score"], q["weight"], q["top_key"]))
+    # 2b. The row mode: the query's whole row (every key it sees), the cell's key against the runner-up. Then off
+    # again (the later steps read the cell's own sections).
+    app.click("qk/row/toggle")
+    q = settled(app, lambda q: q.get("row") and q.get("row_keys") == QUERY + 1)
+    if not (0 <= q["row_other"] <= QUERY) or q["row_other"] == KEY:
+        fail("row mode: the key compared should be another key of the row, got %r" % q["row_other"])
+    shot(app, a, "3b_row")
+    print("row mode: %d keys, key %d compared with the runner-up key %d" % (q["row_keys"], KEY, q["row_other"]))
+    app.click("qk/row/toggle")
+    q = settled(app, lambda q: not q.get("row"))
     # 3. Remove it from the keys: the pattern changes, the cell's weight falls.
     top = q["top_key"]
     app.click("qk/remove/key/" + top)

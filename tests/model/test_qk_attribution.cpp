@@ -1,9 +1,9 @@
-// Why does this head attend here? (attnscope/qk_attribution.h, issue 35) on the tiny random gpt2 / llama / qwen2
-// fixtures: the sum rule, layer 0's components, a naive oracle (each component run alone through the layer's
+// Why does this head attend here? (attnscope/qk_attribution.h, issue 35) on every tiny random family (gpt2, llama,
+// qwen2, qwen3, gemma2, gemma3, gptneox, olmo2, phi3; directories and GGUFs): the sum rule, layer 0's components, a naive oracle (each component run alone through the layer's
 // frozen norm, Q and K projections and RoPE, written out here), the row against its cells, path patching against a
 // brute-force recompute, composition scores against dense M×M products in double, and bad input. On SmolLM2 (when
 // installed): the sum rule at early, middle and last layers, and the induction golden of
-// make_qk_attribution_goldens.py.
+// make_qk_attribution_goldens.py; on Gemma 3 270M (when installed) the sum rule and the oracle.
 // Tolerance of the sum rule: 1e-4·|score| + 1e-4 (the issue's); the decomposition is computed in double, the
 // run's score in float32 (its Q and K are float products over d_model, ~1e-6 relative).
 #include <attnscope/interp.h>
@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,61 +37,89 @@ const std::vector<int> kIds = {5, 17, 42, 99, 3, 250, 7, 64, 42, 99, 11};
 
 bool sums(float parts, float whole) { return std::abs(parts - whole) <= 1e-4f * std::abs(whole) + 1e-4f; }
 
+// The first key query i sees through layer l's window (0 without one).
+int firstKey(const attn::DecoderConfig& c, int l, int i)
+{
+    const int w = c.windowOf(l);
+    return w > 0 ? std::max(0, i - w + 1) : 0;
+}
+
 // The components of layer l's stream at position p, in M-space, the plain way: hidden[0], each earlier head's
-// context times its rows of W^O, b^O, and the rest of what the layer added.
+// context times its rows of W^O, b^O, and the rest of what the layer added. A post-norm after the attention (Gemma,
+// OLMo 2) is applied to each part at the scale of the whole attention output at p.
 std::vector<VecD> naiveComponents(const attn::DecoderModel& m, const attn::DecoderRun& run, int l, int p)
 {
-    const int H = m.config.heads, D = m.config.headDim;
+    const int H = m.config.heads, D = m.config.headDim, M = m.config.hidden;
     std::vector<VecD> out;
     out.push_back(run.hidden[0].row(p).transpose().cast<double>());
     for (int k = 0; k < l; ++k) {
         const attn::DecoderLayer& L = m.layers[static_cast<std::size_t>(k)];
         const MatD wo = L.Wo.toMatrix().cast<double>();
-        VecD attnOut = VecD::Zero(m.config.hidden);
-        for (int h = 0; h < H; ++h) {
-            const VecD v = wo.middleRows(h * D, D).transpose() * run.attention[k].concat.row(p).segment(h * D, D).transpose().cast<double>();
-            out.push_back(v);
-            attnOut += v;
+        std::vector<VecD> parts;
+        VecD attnOut = VecD::Zero(M);
+        for (int h = 0; h < H; ++h)
+            parts.push_back(wo.middleRows(h * D, D).transpose() * run.attention[k].concat.row(p).segment(h * D, D).transpose().cast<double>());
+        if (L.bo.size() > 0) parts.push_back(L.bo.cast<double>());
+        for (const VecD& v : parts) attnOut += v;
+        if (L.postAttnNormGamma.size() > 0) {
+            const double s = 1.0 / std::sqrt(attnOut.squaredNorm() / M + m.config.normEps);
+            for (VecD& v : parts) v = v.cwiseProduct(L.postAttnNormGamma.cast<double>()) * s;
+            attnOut = attnOut.cwiseProduct(L.postAttnNormGamma.cast<double>()) * s;
         }
-        if (L.bo.size() > 0) {
-            out.push_back(L.bo.cast<double>());
-            attnOut += out.back();
-        }
+        out.insert(out.end(), parts.begin(), parts.end());
         out.push_back((run.hidden[k + 1].row(p) - run.hidden[k].row(p)).transpose().cast<double>() - attnOut);
     }
     return out;
 }
 
-// One component through layer l's query or key side of head h, alone: the norm frozen at position p's scale, the
-// projection (no bias), RoPE at p. `bias` instead gives the constant term (β through W, plus the bias).
+// One component through layer l's query or key side of head h, alone, written out from the paper's equations:
+// the pre-norm (if any) frozen at position p's scale, the projection (no bias), the QK-norm (if any: γ' and the
+// scale s'_p of the whole q or k at p before it, per head or over the whole row), RoPE at p (the layer's base,
+// partial rotary). `bias` instead gives the constant term (β through W, plus the bias, through the QK-norm).
 VecD naiveSide(const attn::DecoderModel& m, const attn::DecoderRun& run, int l, int h, bool query, int p, const VecD& c, bool bias)
 {
     const attn::DecoderConfig& cfg = m.config;
     const attn::DecoderLayer& L = m.layers[static_cast<std::size_t>(l)];
     const int D = cfg.headDim, M = cfg.hidden;
-    const bool ln = cfg.family == attn::DecoderFamily::Gpt2;
+    const bool ln = cfg.norm == attn::NormKind::Layer;
     const VecD x = run.hidden[l].row(p).transpose().cast<double>();
-    const double s = ln ? 1.0 / std::sqrt((x.array() - x.mean()).square().sum() / M + cfg.normEps)
-                        : 1.0 / std::sqrt(x.squaredNorm() / M + cfg.normEps);
+    double s = 1;
+    VecD normed = x;
+    if (cfg.preNorms) {
+        s = ln ? 1.0 / std::sqrt((x.array() - x.mean()).square().sum() / M + cfg.normEps)
+               : 1.0 / std::sqrt(x.squaredNorm() / M + cfg.normEps);
+        normed = ((ln ? VecD(x.array() - x.mean()) : x) * s).cwiseProduct(L.attnNormGamma.cast<double>());
+        if (L.attnNormBeta.size() > 0) normed += L.attnNormBeta.cast<double>();
+    }
     const MatD W = (query ? L.Wq : L.Wk).toMatrix().cast<double>();
+    const Vector& b = query ? L.bq : L.bk;
     const int col = (query ? h : h / (cfg.heads / cfg.kvHeads)) * D;
     VecD v = VecD::Zero(D);
     if (bias) {
         if (L.attnNormBeta.size() > 0) v += W.middleCols(col, D).transpose() * L.attnNormBeta.cast<double>();
-        const Vector& b = query ? L.bq : L.bk;
         if (b.size() > 0) v += b.segment(col, D).cast<double>();
     } else {
         VecD n = c;
         if (ln) n.array() -= c.mean();
-        n = n.cwiseProduct(L.attnNormGamma.cast<double>()) * s;
+        if (cfg.preNorms) n = n.cwiseProduct(L.attnNormGamma.cast<double>()) * s;
         v = W.middleCols(col, D).transpose() * n;
     }
-    if (cfg.family == attn::DecoderFamily::Llama) {
+    const Vector& qkGamma = query ? L.qNormGamma : L.kNormGamma;
+    if (qkGamma.size() > 0) {
+        VecD whole = W.transpose() * normed;
+        if (b.size() > 0) whole += b.cast<double>();
+        const bool all = cfg.qkNorm == attn::QkNorm::Whole;
+        const VecD u = all ? whole : VecD(whole.segment(col, D));
+        const double s2 = 1.0 / std::sqrt(u.squaredNorm() / double(u.size()) + cfg.normEps);
+        v = v.cwiseProduct((all ? VecD(qkGamma.segment(col, D).cast<double>()) : VecD(qkGamma.cast<double>()))) * s2;
+    }
+    if (const int R = cfg.rotaryDims(); R > 0) {
+        EXPECT_TRUE(cfg.ropeFreqFactors.empty()) << "the oracle knows no Llama 3 factors";
         VecD r = v;
-        for (int i = 0; i < D / 2; ++i) {
-            const double angle = p * std::pow(double(cfg.ropeTheta), -2.0 * i / D);
-            r[i] = v[i] * std::cos(angle) - v[i + D / 2] * std::sin(angle);
-            r[i + D / 2] = v[i + D / 2] * std::cos(angle) + v[i] * std::sin(angle);
+        for (int i = 0; i < R / 2; ++i) {
+            const double angle = p * std::pow(double(cfg.ropeThetaOf(l)), -2.0 * i / R) / cfg.ropeScaleOf(l);
+            r[i] = v[i] * std::cos(angle) - v[i + R / 2] * std::sin(angle);
+            r[i + R / 2] = v[i + R / 2] * std::cos(angle) + v[i] * std::sin(angle);
         }
         v = r;
     }
@@ -118,7 +147,8 @@ TEST_P(Families, ComponentsSumToTheScore)
     ASSERT_TRUE(run.ok()) << run.status().message;
     for (int l = 0; l < model.config.layers; ++l)
         for (int h : {0, model.config.heads - 1})
-            for (auto [i, j] : {std::pair{0, 0}, {5, 2}, {10, 10}, {10, 0}, {8, 3}}) {
+            for (auto [i, key] : {std::pair{0, 0}, {5, 2}, {10, 10}, {10, 0}, {8, 3}}) {
+                const int j = std::max(key, firstKey(model.config, l, i));  // a sliding layer hides older keys
                 auto cell = attn::qkAttribution(model, *run, l, h, i, j);
                 ASSERT_TRUE(cell.ok()) << cell.status().message;
                 const std::string what = GetParam() + " L" + std::to_string(l) + " H" + std::to_string(h) + " (" +
@@ -129,6 +159,10 @@ TEST_P(Families, ComponentsSumToTheScore)
                 EXPECT_LE((Vector(cell->matrix.rowwise().sum()) - cell->queryComponents).cwiseAbs().maxCoeff(), 1e-5) << what;
                 EXPECT_LE((Vector(cell->matrix.colwise().sum().transpose()) - cell->keyComponents).cwiseAbs().maxCoeff(), 1e-5) << what;
                 EXPECT_FLOAT_EQ(cell->weight, run->weights[l][h](i, j)) << what;
+                // A soft-cap (Gemma 2) is outside the sum: the parts sum to the raw score, the capped one is beside it.
+                const float cap = model.config.attnSoftcap;
+                EXPECT_EQ(cell->softcap, cap) << what;
+                EXPECT_NEAR(cell->cappedScore, cap > 0 ? cap * std::tanh(cell->score / cap) : cell->score, 1e-6) << what;
                 ASSERT_EQ(cell->components.size(), static_cast<std::size_t>(cell->queryComponents.size()));
                 if (l == 1) {
                     // The ablated head L0.H1 wrote nothing.
@@ -143,15 +177,18 @@ TEST_P(Families, LayerZeroReadsOnlyTheEmbedding)
 {
     attn::DecoderModel model = load(GetParam());
     const std::vector<std::string> names = attn::qkComponentNames(model, 0);
-    // GPT-2 (LayerNorm β, Q/K biases) and Qwen2 (Q/K biases) have the layer's constant term; Llama none.
-    if (GetParam() == "llama") EXPECT_EQ(names, std::vector<std::string>{"embed"});
+    // GPT-2 and GPT-NeoX (LayerNorm β, Q/K biases) and Qwen2 (Q/K biases) have the layer's constant term; the others
+    // none. GPT-2 and GPT-NeoX have b^O.
+    const std::string f = GetParam();
+    const bool constant = f == "gpt2" || f == "gptneox" || f == "qwen2", outBias = f == "gpt2" || f == "gptneox";
+    if (!constant) EXPECT_EQ(names, std::vector<std::string>{"embed"});
     else EXPECT_EQ(names, (std::vector<std::string>{"embed", "L0.qk_bias"}));
     const std::vector<std::string> one = attn::qkComponentNames(model, 1);
     const int H = model.config.heads;
-    ASSERT_EQ(one.size(), names.size() + H + 1 + (GetParam() == "gpt2" ? 1 : 0));
+    ASSERT_EQ(one.size(), names.size() + H + 1 + (outBias ? 1 : 0));
     EXPECT_EQ(one[1], "L0.H0");
     EXPECT_EQ(one[static_cast<std::size_t>(H)], std::string("L0.H") + std::to_string(H - 1));
-    EXPECT_EQ(one[static_cast<std::size_t>(H) + 1], GetParam() == "gpt2" ? "L0.bias" : "L0.mlp");
+    EXPECT_EQ(one[static_cast<std::size_t>(H) + 1], outBias ? "L0.bias" : "L0.mlp");
     EXPECT_TRUE(attn::qkComponentNames(model, model.config.layers).empty());
 }
 
@@ -163,7 +200,8 @@ TEST_P(Families, EachComponentEqualsTheNaiveOracle)
     const int D = model.config.headDim;
     for (int l = 0; l < model.config.layers; ++l)
         for (int h = 0; h < model.config.heads; ++h)
-            for (auto [i, j] : {std::pair{9, 4}, {10, 1}, {3, 3}}) {
+            for (auto [i, key] : {std::pair{9, 4}, {10, 1}, {3, 3}}) {
+                const int j = std::max(key, firstKey(model.config, l, i));
                 const std::vector<VecD> qv = naiveVectors(model, *run, l, h, true, i), kv = naiveVectors(model, *run, l, h, false, j);
                 VecD q = VecD::Zero(D), k = VecD::Zero(D);
                 for (const VecD& v : qv) q += v;
@@ -175,7 +213,7 @@ TEST_P(Families, EachComponentEqualsTheNaiveOracle)
                 auto cell = attn::qkAttribution(model, *run, l, h, i, j);
                 ASSERT_TRUE(cell.ok());
                 ASSERT_EQ(qv.size(), static_cast<std::size_t>(cell->queryComponents.size()));
-                const double scale = 1.0 / std::sqrt(double(D));
+                const double scale = run->attention[l].scale;
                 for (std::size_t c = 0; c < qv.size(); ++c) {
                     const double wantQ = scale * qv[c].dot(k), wantK = scale * q.dot(kv[c]);
                     EXPECT_NEAR(cell->queryComponents[Eigen::Index(c)], wantQ, 1e-4 * (1 + std::abs(wantQ))) << GetParam() << " " << cell->components[c];
@@ -188,14 +226,31 @@ TEST_P(Families, EachComponentEqualsTheNaiveOracle)
             }
 }
 
+// A dense run of kIds on a family's fixture and the row of its last layer's head 1 at query `query`.
+struct RowRun {
+    attn::DecoderModel model;
+    std::optional<attn::DecoderRun> run;
+    std::optional<attn::QkRow> row;
+};
+void rowRun(const std::string& family, int query, RowRun& out)
+{
+    out.model = load(family);
+    auto run = attn::runDecoder(out.model, kIds);
+    ASSERT_TRUE(run.ok());
+    out.run = std::move(*run);
+    auto row = attn::qkAttributionRow(out.model, *out.run, out.model.config.layers - 1, 1, query);
+    ASSERT_TRUE(row.ok()) << row.status().message;
+    out.row = std::move(*row);
+}
+
 TEST_P(Families, TheRowEqualsItsCells)
 {
-    attn::DecoderModel model = load(GetParam());
-    auto run = attn::runDecoder(model, kIds);
-    ASSERT_TRUE(run.ok());
+    RowRun r;
+    ASSERT_NO_FATAL_FAILURE(rowRun(GetParam(), 9, r));
+    const attn::DecoderModel& model = r.model;
+    const auto& run = r.run;
+    const auto& row = r.row;
     const int l = model.config.layers - 1, h = 1, i = 9;
-    auto row = attn::qkAttributionRow(model, *run, l, h, i);
-    ASSERT_TRUE(row.ok()) << row.status().message;
     ASSERT_EQ(row->firstKey, 0);
     ASSERT_EQ(row->scores.size(), i + 1);
     for (int j = 0; j <= i; ++j) {
@@ -209,6 +264,41 @@ TEST_P(Families, TheRowEqualsItsCells)
         EXPECT_TRUE(sums(row->keyComponents.row(j).sum(), row->scores[j]));
     }
     EXPECT_EQ(row->matrix(i + 1).size(), 0);
+}
+
+// Why key j beats key j′ (the panel's row mode): the two sides of the contrast each sum to the difference of the
+// scores, equal the difference of the two cells' parts, and the runner-up is the row's heaviest other key.
+TEST_P(Families, KeyContrastSumsToTheScoreDifference)
+{
+    RowRun r;
+    ASSERT_NO_FATAL_FAILURE(rowRun(GetParam(), 10, r));
+    const int l = r.model.config.layers - 1, h = 1, i = 10;
+    const attn::QkRow& row = *r.row;
+    const int key = i - 1, other = attn::runnerUpKey(row, key);
+    ASSERT_GE(other, row.firstKey);
+    ASSERT_NE(other, key);
+    for (int j = row.firstKey; j <= i; ++j) {
+        if (j != key) {
+            EXPECT_LE(row.weights[j - row.firstKey], row.weights[other - row.firstKey]) << j;
+        }
+    }
+    auto c = attn::contrastKeys(row, key, other);
+    ASSERT_TRUE(c.ok()) << c.status().message;
+    auto a = attn::qkAttribution(r.model, *r.run, l, h, i, key), b = attn::qkAttribution(r.model, *r.run, l, h, i, other);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_FLOAT_EQ(c->difference, a->score - b->score);
+    EXPECT_TRUE(sums(c->keySide.sum(), c->difference)) << c->keySide.sum() << " vs " << c->difference;
+    EXPECT_TRUE(sums(c->querySide.sum(), c->difference)) << c->querySide.sum() << " vs " << c->difference;
+    EXPECT_LE((c->keySide - (a->keyComponents - b->keyComponents)).cwiseAbs().maxCoeff(), 1e-4);
+    EXPECT_LE((c->querySide - (a->queryComponents - b->queryComponents)).cwiseAbs().maxCoeff(), 1e-4);
+    auto bad = attn::contrastKeys(row, key, i + 1);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message.find("key 11 is not in query 10's row (keys " + std::to_string(row.firstKey) + "..10)"),
+              std::string::npos) << bad.status().message;
+    attn::QkRow one = row;  // a row of one key has no runner-up
+    one.weights.conservativeResize(1);
+    one.scores.conservativeResize(1);
+    EXPECT_EQ(attn::runnerUpKey(one, one.firstKey), -1);
 }
 
 TEST_P(Families, PathPatchingEqualsABruteForceRecompute)
@@ -237,11 +327,16 @@ TEST_P(Families, PathPatchingEqualsABruteForceRecompute)
                 K.row(p) = k.transpose();
             }
             Matrix want = Matrix::Zero(n, n);
+            const double cap = model.config.attnSoftcap;
             for (int i = 0; i < n; ++i) {
-                VecD s(i + 1);
-                for (int j = 0; j <= i; ++j) s[j] = Q.row(i).dot(K.row(j)) / std::sqrt(double(D));
+                const int first = firstKey(model.config, l, i);
+                VecD s(i + 1 - first);
+                for (int j = first; j <= i; ++j) {
+                    const double raw = Q.row(i).dot(K.row(j)) * run->attention[l].scale;
+                    s[j - first] = cap > 0 ? cap * std::tanh(raw / cap) : raw;
+                }
                 s = (s.array() - s.maxCoeff()).exp();
-                for (int j = 0; j <= i; ++j) want(i, j) = static_cast<float>(s[j] / s.sum());
+                for (int j = first; j <= i; ++j) want(i, j) = static_cast<float>(s[j - first] / s.sum());
             }
             const std::string what = GetParam() + " " + component + " " + attn::toString(side);
             EXPECT_LE((patch->patched - want).cwiseAbs().maxCoeff(), 1e-5) << what;
@@ -257,7 +352,8 @@ TEST_P(Families, PathPatchingEqualsABruteForceRecompute)
     (void)g;
 }
 
-// Composition scores the straightforward way: dense M×M W_OV and W_QK in double, γ folded, centred for LayerNorm.
+// Composition scores the straightforward way: dense M×M W_OV and W_QK in double, the norms' γ folded (the pre-norm's
+// on the rows, a QK-norm's on W^Q's and W^K's columns, a post-norm's on W^O's outputs), centred for LayerNorm.
 TEST_P(Families, CompositionScoresEqualDenseProducts)
 {
     attn::DecoderModel model = load(GetParam());
@@ -265,14 +361,22 @@ TEST_P(Families, CompositionScoresEqualDenseProducts)
     ASSERT_TRUE(scores.ok()) << scores.status().message;
     const attn::DecoderConfig& c = model.config;
     const int L = c.layers, H = c.heads, D = c.headDim, M = c.hidden, G = c.heads / c.kvHeads;
-    const bool ln = c.family == attn::DecoderFamily::Gpt2;
+    const bool ln = c.norm == attn::NormKind::Layer;
     const MatD P = ln ? MatD(MatD::Identity(M, M) - MatD::Constant(M, M, 1.0 / M)) : MatD(MatD::Identity(M, M));
     std::vector<MatD> ov, qk;
     for (int l = 0; l < L; ++l) {
         const attn::DecoderLayer& layer = model.layers[l];
-        const MatD gamma = layer.attnNormGamma.cast<double>().asDiagonal();
-        const MatD wq = P * gamma * layer.Wq.toMatrix().cast<double>(), wk = P * gamma * layer.Wk.toMatrix().cast<double>(),
-                   wv = P * gamma * layer.Wv.toMatrix().cast<double>(), wo = layer.Wo.toMatrix().cast<double>() * P;
+        const MatD gamma = c.preNorms ? MatD(layer.attnNormGamma.cast<double>().asDiagonal()) : MatD::Identity(M, M);
+        // A QK-norm's γ' as a diagonal over the projection's columns (per head: the same D values for every head).
+        auto qkDiag = [&](const attn::Vector& g, Eigen::Index cols) {
+            VecD d = VecD::Ones(cols);
+            for (Eigen::Index j = 0; j < cols && g.size() > 0; ++j) d[j] = g[j % g.size()];
+            return MatD(d.asDiagonal());
+        };
+        const MatD post = layer.postAttnNormGamma.size() > 0 ? MatD(layer.postAttnNormGamma.cast<double>().asDiagonal()) : MatD::Identity(M, M);
+        const MatD wq = P * gamma * layer.Wq.toMatrix().cast<double>() * qkDiag(layer.qNormGamma, layer.Wq.outputs()),
+                   wk = P * gamma * layer.Wk.toMatrix().cast<double>() * qkDiag(layer.kNormGamma, layer.Wk.outputs()),
+                   wv = P * gamma * layer.Wv.toMatrix().cast<double>(), wo = layer.Wo.toMatrix().cast<double>() * post * P;
         for (int h = 0; h < H; ++h) {
             const int g = h / G;
             ov.push_back(wv.middleCols(g * D, D) * wo.middleRows(h * D, D));
@@ -299,7 +403,11 @@ TEST_P(Families, CompositionScoresEqualDenseProducts)
     EXPECT_FLOAT_EQ(top[0].value, std::max({scores->q.maxCoeff(), scores->k.maxCoeff(), scores->v.maxCoeff()}));
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, Families, ::testing::Values("gpt2", "llama", "qwen2"));
+// Every tiny family: pre-norms with LayerNorm (gpt2, gptneox: also a parallel residual and partial rotary) or RMSNorm,
+// Q/K biases (qwen2), per-head QK-norm (qwen3, gemma3), whole-row QK-norm and post-norms only (olmo2), post-norms, a
+// soft-cap and sliding windows (gemma2), fused projections (phi3, gptneox).
+INSTANTIATE_TEST_SUITE_P(Tiny, Families, ::testing::Values("gpt2", "llama", "qwen2", "qwen3", "gemma2", "gemma3", "gptneox",
+                                                           "olmo2", "phi3"));
 
 // The window's helpers (issue 35's panel): the strongest pairs and components in order, and the matrix grouped by
 // layer still summing to the score; an expanded layer keeps its components one by one.
@@ -352,17 +460,22 @@ TEST_P(Families, GroupsPairsAndTopComponents)
     EXPECT_TRUE(attn::groupQkByLayer(attn::QkCell{}, {}).names.empty());
 }
 
-// The GGUF fixture (quantized views in place of dense weights) decomposes as its directory does.
-TEST(QkAttribution, GgufFixtureSumsToTheScore)
+// The GGUF fixtures (quantized views in place of dense weights, fused tensors as llama.cpp writes them) decompose as
+// their directories do: the sum rule at the last layer, and the row's parts of the same cell.
+TEST_P(Families, GgufFixtureSumsToTheScore)
 {
-    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama.gguf");
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_" + GetParam() + ".gguf");
     ASSERT_TRUE(model.ok()) << model.status().message;
     auto run = attn::runDecoder(*model, kIds);
     ASSERT_TRUE(run.ok());
-    auto cell = attn::qkAttribution(*model, *run, 1, 3, 10, 4);
-    ASSERT_TRUE(cell.ok());
-    EXPECT_TRUE(sums(cell->keyComponents.sum(), cell->score));
-    EXPECT_TRUE(sums(cell->queryComponents.sum(), cell->score));
+    const int l = model->config.layers - 1, j = std::max(4, firstKey(model->config, l, 10));
+    auto cell = attn::qkAttribution(*model, *run, l, 3, 10, j);
+    ASSERT_TRUE(cell.ok()) << cell.status().message;
+    EXPECT_TRUE(sums(cell->keyComponents.sum(), cell->score)) << cell->keyComponents.sum() << " vs " << cell->score;
+    EXPECT_TRUE(sums(cell->queryComponents.sum(), cell->score)) << cell->queryComponents.sum() << " vs " << cell->score;
+    auto row = attn::qkAttributionRow(*model, *run, l, 3, 10);
+    ASSERT_TRUE(row.ok()) << row.status().message;
+    EXPECT_LE((Vector(row->keyComponents.row(j - row->firstKey).transpose()) - cell->keyComponents).cwiseAbs().maxCoeff(), 1e-4);
     EXPECT_TRUE(attn::compositionScores(*model).ok());
 }
 
@@ -427,28 +540,115 @@ bool smolLM2Installed()
     return false;
 }
 
-// SmolLM2-135M-Instruct Q4_1: the sum rule at early, middle and last layers (30 layers: 0, 1, 15, 29).
-TEST(QkAttributionGolden, SmolLM2SumRule)
+// A real model's run of a short text (the model and run in `out`), and the sum rule at `layers`: cells with the last
+// query and the first key, the last query and a near key, a middle query and key 1 (moved into a sliding window);
+// layer 0's only component is the embedding.
+struct RealRun {
+    attn::DecoderModel model;
+    attn::DecoderRun run;
+    int n = 0;
+};
+void loadRealRun(const char* path, RealRun& out)
 {
-    if (!smolLM2Installed()) GTEST_SKIP() << ATTNSCOPE_SMOLLM2 << " is not installed (scripts/setup.sh)";
-    auto model = attn::loadDecoder(ATTNSCOPE_SMOLLM2);
+    auto model = attn::loadDecoder(path);
     ASSERT_TRUE(model.ok()) << model.status().message;
-    auto enc = attn::encodeForDecoder(*model, "The capital of France is Paris, and the capital of Italy is", false);
+    out.model = std::move(*model);
+    auto enc = attn::encodeForDecoder(out.model, "The capital of France is Paris, and the capital of Italy is", false);
     ASSERT_TRUE(enc.ok());
-    auto run = attn::runDecoder(*model, enc->ids);
+    auto run = attn::runDecoder(out.model, enc->ids);
     ASSERT_TRUE(run.ok());
-    const int n = static_cast<int>(enc->ids.size());
-    for (int l : {0, 1, 15, 29})
-        for (auto [h, i, j] : {std::tuple{0, n - 1, 0}, {4, n - 1, n - 3}, {8, n / 2, 1}}) {
-            auto cell = attn::qkAttribution(*model, *run, l, h, i, j);
+    out.run = std::move(*run);
+    out.n = static_cast<int>(enc->ids.size());
+}
+void expectSumRule(const RealRun& r, const std::vector<int>& layers)
+{
+    const int n = r.n;
+    for (int l : layers)
+        for (auto [h, i, j] : {std::tuple{0, n - 1, 0}, {4 % r.model.config.heads, n - 1, n - 3}, {1, n / 2, 1}}) {
+            j = std::max(j, firstKey(r.model.config, l, i));
+            auto cell = attn::qkAttribution(r.model, r.run, l, h, i, j);
             ASSERT_TRUE(cell.ok()) << cell.status().message;
-            const std::string what = "layer " + std::to_string(l) + ", head " + std::to_string(h);
+            const std::string what = "layer " + std::to_string(l) + ", head " + std::to_string(h) + " (" +
+                                     std::to_string(i) + "," + std::to_string(j) + ")";
             EXPECT_TRUE(sums(cell->queryComponents.sum(), cell->score)) << what << ": " << cell->queryComponents.sum() << " vs " << cell->score;
             EXPECT_TRUE(sums(cell->keyComponents.sum(), cell->score)) << what << ": " << cell->keyComponents.sum() << " vs " << cell->score;
             if (l == 0) {
                 EXPECT_EQ(cell->components, std::vector<std::string>{"embed"});
             }
         }
+}
+
+// SmolLM2-135M-Instruct Q4_1: the sum rule at early, middle and last layers (30 layers: 0, 1, 15, 29).
+TEST(QkAttributionGolden, SmolLM2SumRule)
+{
+    if (!smolLM2Installed()) GTEST_SKIP() << ATTNSCOPE_SMOLLM2 << " is not installed (scripts/setup.sh)";
+    RealRun r;
+    ASSERT_NO_FATAL_FAILURE(loadRealRun(ATTNSCOPE_SMOLLM2, r));
+    expectSumRule(r, {0, 1, 15, 29});
+}
+
+// SmolLM2's composition scores (30 layers of 9 heads, d_model 576: the packed Grams are multiplied in chunks, the 261
+// writers and 108 readers of a block padded to tiles of 4, tiles that straddle two layers) for a few pairs against
+// dense M×M products in double (W^O, W^V, W^Q, W^K dequantized, γ folded).
+TEST(QkAttributionGolden, SmolLM2CompositionEqualsDenseProducts)
+{
+    if (!smolLM2Installed()) GTEST_SKIP() << ATTNSCOPE_SMOLLM2 << " is not installed (scripts/setup.sh)";
+    auto model = attn::loadDecoder(ATTNSCOPE_SMOLLM2);
+    ASSERT_TRUE(model.ok()) << model.status().message;
+    auto scores = attn::compositionScores(*model);
+    ASSERT_TRUE(scores.ok()) << scores.status().message;
+    const attn::DecoderConfig& c = model->config;
+    const int H = c.heads, D = c.headDim, G = c.heads / c.kvHeads;
+    auto weight = [&](const attn::WeightMatrix& w, const attn::DecoderLayer& L) {
+        return MatD(L.attnNormGamma.cast<double>().asDiagonal() * w.toMatrix().cast<double>());
+    };
+    for (auto [la, ha, lb, hb] : {std::tuple{16, 0, 18, 6}, {0, 0, 29, 8}, {5, 4, 6, 0}, {28, 8, 29, 8}, {3, 2, 17, 5}, {12, 7, 13, 3}}) {
+        const attn::DecoderLayer &A = model->layers[la], &B = model->layers[lb];
+        const MatD ov = weight(A.Wv, A).middleCols(ha / G * D, D) * A.Wo.toMatrix().cast<double>().middleRows(ha * D, D);
+        const MatD wq = weight(B.Wq, B).middleCols(hb * D, D), wk = weight(B.Wk, B).middleCols(hb / G * D, D);
+        const MatD qk = wq * wk.transpose();
+        const MatD ovB = weight(B.Wv, B).middleCols(hb / G * D, D) * B.Wo.toMatrix().cast<double>().middleRows(hb * D, D);
+        const int a = la * H + ha, b = lb * H + hb;
+        const std::string what = scores->names[a] + " → " + scores->names[b];
+        EXPECT_NEAR(scores->q(a, b), (ov * qk).norm() / (ov.norm() * qk.norm()), 1e-4) << what;
+        EXPECT_NEAR(scores->k(a, b), (ov * qk.transpose()).norm() / (ov.norm() * qk.norm()), 1e-4) << what;
+        EXPECT_NEAR(scores->v(a, b), (ov * ovB).norm() / (ov.norm() * ovB.norm()), 1e-4) << what;
+        EXPECT_EQ(scores->q(b, a), 0.0f) << what;
+    }
+}
+
+// Gemma 3 270M (Q4_K_M; when installed): QK-norm per head, post-norms, the embedding times √640, sliding layers
+// beside global ones (every 6th). The sum rule at early, middle and last layers (18 layers: 0, 1, 5 (global), 9, 17),
+// and the naive oracle's parts (each component alone through the frozen norms, W^Q/W^K, the QK-norm and RoPE) for
+// every component of a layer-5 cell.
+TEST(QkAttributionGolden, Gemma3SumRuleAndOracle)
+{
+    if (FILE* f = std::fopen(ATTNSCOPE_GEMMA3, "rb")) std::fclose(f);
+    else GTEST_SKIP() << ATTNSCOPE_GEMMA3 << " is not installed (scripts/setup.sh)";
+    RealRun r;
+    ASSERT_NO_FATAL_FAILURE(loadRealRun(ATTNSCOPE_GEMMA3, r));
+    ASSERT_EQ(r.model.config.layers, 18);
+    expectSumRule(r, {0, 1, 5, 9, 17});
+    const attn::DecoderModel* model = &r.model;
+    const attn::DecoderRun* run = &r.run;
+    const int n = r.n;
+    // The oracle on layer 5's cell (query n − 1, key 2), head 2: its q and k are the run's, and each part matches.
+    const int l = 5, h = 2, i = n - 1, j = 2, D = model->config.headDim;
+    const std::vector<VecD> qv = naiveVectors(*model, *run, l, h, true, i), kv = naiveVectors(*model, *run, l, h, false, j);
+    VecD q = VecD::Zero(D), k = VecD::Zero(D);
+    for (const VecD& v : qv) q += v;
+    for (const VecD& v : kv) k += v;
+    const VecD runQ = run->attention[l].Q.row(i).segment(h * D, D).transpose().cast<double>();
+    // 1e-3 of the vector's size: the oracle's double against the run's float over 640-wide sums of quantized weights.
+    EXPECT_LE((q - runQ).cwiseAbs().maxCoeff(), 1e-3 * (1 + runQ.cwiseAbs().maxCoeff()));
+    auto cell = attn::qkAttribution(*model, *run, l, h, i, j);
+    ASSERT_TRUE(cell.ok());
+    const double scale = run->attention[l].scale;
+    for (std::size_t c = 0; c < qv.size(); ++c) {
+        const double want = scale * q.dot(kv[c]), wantQ = scale * qv[c].dot(k);
+        EXPECT_NEAR(cell->keyComponents[Eigen::Index(c)], want, 1e-3 * (1 + std::abs(want))) << cell->components[c];
+        EXPECT_NEAR(cell->queryComponents[Eigen::Index(c)], wantQ, 1e-3 * (1 + std::abs(wantQ))) << cell->components[c];
+    }
 }
 
 // The induction golden (make_qk_attribution_goldens.py: NumPy over gguf-py's dequantized weights): on the repeated

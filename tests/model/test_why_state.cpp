@@ -286,6 +286,30 @@ TEST_F(WhyMode, WhyHereIsTheCoresDecompositionOfTheShownRunAndFollowsIt)
     for (int i = 0; i < 2; ++i) win.frame();  // original and patched side by side
     EXPECT_EQ(state.rects.count("qk/patch/patched"), 1u);
 
+    // The row mode: the query's whole row is core's; the cell's key is compared with the runner-up, then with a
+    // key clicked in the row's list.
+    win.click("qk/row/toggle");
+    EXPECT_TRUE(state.model.qk.cell.row);
+    app::finishScans(state);
+    ASSERT_TRUE(r.row.has_value()) << r.rowError;
+    auto wantRow = attn::qkAttributionRow(oracle, run, 1, 2, n - 1);
+    ASSERT_TRUE(wantRow.ok());
+    ASSERT_EQ(r.row->scores.size(), wantRow->scores.size());
+    EXPECT_LE((r.row->keyComponents - wantRow->keyComponents).cwiseAbs().maxCoeff(), 1e-4f);
+    for (int i = 0; i < 2; ++i) win.frame();
+    EXPECT_EQ(state.rects.count("qk/row/contrast"), 1u);
+    EXPECT_EQ(state.model.qk.rowOther, -1);  // the runner-up
+    // Another key than the cell's and the runner-up: the heaviest of the rest (the list shows the 12 heaviest).
+    const int runnerUp = attn::runnerUpKey(*r.row, 2);
+    ASSERT_GE(runnerUp, 0);
+    int pick = -1;
+    for (int j = r.row->firstKey; j <= n - 1; ++j)
+        if (j != 2 && j != runnerUp && (pick < 0 || r.row->weights[j - r.row->firstKey] > r.row->weights[pick - r.row->firstKey])) pick = j;
+    ASSERT_GE(pick, 0);
+    ASSERT_EQ(state.rects.count("qk/row/key/" + std::to_string(pick)), 1u);
+    win.click("qk/row/key/" + std::to_string(pick));
+    EXPECT_EQ(state.model.qk.rowOther, pick);
+
     // An ablation of L0.H1: the panel's cell is recomputed on the new run, where that head wrote nothing.
     app::toggleAblation(state, 0, 1);
     app::finishScans(state);

@@ -15,7 +15,12 @@
 //   "Ll.qk_bias" of the head's own layer l: RoPE_i(β·W^Q_h + b^Q_h) on the query side, RoPE_j(β·W^K_g + b^K_g) on
 //                the key side (LayerNorm's β and the projections' biases: GPT-2, Qwen2; absent when both are 0),
 // and likewise k_j. RoPE is linear at a fixed position, so score(i, j) = scale · q_i·k_j = Σ_{c,c'} scale ·
-// q_i^(c)·k_j^(c') exactly (to float rounding). Every component list is the same on both sides, in this order:
+// q_i^(c)·k_j^(c') exactly (to float rounding). The other blocks freeze the same way (docs/interp.md): a QK-norm
+// (Qwen3, Gemma 3 per head, OLMo 2 over the whole row) is a per-position scale s'_p and γ' after the projection,
+// frozen from the run's own q and k; a post-norm after the attention (Gemma, OLMo 2) makes each head's component
+// its share γ ⊙ head_out / rms(attention output) of what the block wrote; a block without a pre-norm (OLMo 2) has
+// s_p = 1; a parallel residual (GPT-NeoX) changes nothing here. A score soft-cap (Gemma 2) is not linear: the parts
+// sum to the score before the cap (QkCell::score), and the capped score the softmax read is given beside it. Every component list is the same on both sides, in this order:
 // embed, L0.H0 … L0.H{H−1}, [L0.bias], L0.mlp, …, L{l−1}.mlp, [Ll.qk_bias].
 //
 // Runs: a dense run (a lazy run of a long text keeps no per-head contexts: Unsupported, run the text dense). A run
@@ -40,7 +45,10 @@ std::vector<std::string> qkComponentNames(const DecoderModel& model, int layer);
 // One cell (layer, head, query i, key j): where its score comes from.
 struct QkCell {
     int layer = 0, head = 0, query = 0, key = 0;
-    float score = 0;                      // the run's scaled q_i·k_j (what the parts sum to, to float rounding)
+    float score = 0;                      // the run's scaled q_i·k_j (what the parts sum to, to float rounding);
+                                          // with a soft-cap, the raw score before it
+    float cappedScore = 0;                // what the softmax read: softcap·tanh(score / softcap), or the score
+    float softcap = 0;                    // the layer's score soft-cap (Gemma 2: 50), 0 = none
     float weight = 0;                     // the run's softmax weight of the cell
     float scale = 0;                      // the factor applied to q·k (1/√D)
     std::vector<std::string> components;  // C names
@@ -91,7 +99,10 @@ struct QkRow {
     int firstKey = 0;                     // the first key the query sees (0 unless a sliding window hides some)
     float scale = 0;
     std::vector<std::string> components;  // C names
-    Vector scores, weights;               // keys = query − firstKey + 1: the run's score and weight of each key
+    float softcap = 0;                    // as QkCell::softcap (scores are before it)
+    Vector scores, weights;               // keys = query − firstKey + 1: the run's score (before a soft-cap) and
+                                          // weight of each key
+    Vector cappedScores;                  // keys: what the softmax read (= scores without a soft-cap)
     Matrix queryComponents;               // keys × C: row j − firstKey is scale · q_i^(c) · k_j
     Matrix keyComponents;                 // keys × C: scale · q_i · k_j^(c')
     Matrix queryVectors;                  // C×D: q_i^(c) (after the frozen norm, the projection and RoPE)
@@ -102,9 +113,25 @@ struct QkRow {
 // Errors as qkAttribution (the key is not asked).
 Expected<QkRow> qkAttributionRow(const DecoderModel& model, const DecoderRun& run, int layer, int head, int query);
 
+// Why key `key` beats key `other` (or loses to it) in a row: per component, its part of the difference of their
+// scores, on each side. Both sides sum to difference (to float rounding).
+struct QkKeyContrast {
+    int key = 0, other = 0;
+    float difference = 0;  // scores[key] − scores[other] (before a soft-cap)
+    Vector keySide;        // C: keyComponents(key) − keyComponents(other): what the keys' components give the same
+                           // query differently (a previous-token head writing into one key and not the other)
+    Vector querySide;      // C: queryComponents(key) − queryComponents(other): how much more each query-side
+                           // component matches the one key than the other
+};
+// InvalidArgument for a key outside the row ("key 3 is not in query 9's row (keys 6..9)").
+Expected<QkKeyContrast> contrastKeys(const QkRow& row, int key, int other);
+// The key of the row with the largest weight other than `key` (ties: the earlier key), −1 when the row has no other.
+int runnerUpKey(const QkRow& row, int key);
+
 // Path patching of a pattern: head (layer, head)'s whole n×n pattern recomputed with one component removed from
 // the keys' side only (every k_j loses k_j^(c)) or the queries' side only (every q_i loses q_i^(c)); the scores
-// are the scaled q·k of the rest, the softmax over the same keys (causal, the sliding window). The norms stay
+// are the scaled q·k of the rest (soft-capped where the layer is), the softmax over the same keys (causal, the
+// sliding window). The norms stay
 // frozen at the run's scale: this is the linear picture above, not a rerun of the layers below.
 enum class QkSide { Query, Key };
 const char* toString(QkSide side);  // "query", "key"
@@ -125,9 +152,11 @@ Expected<PatternPatch> patchPattern(const DecoderModel& model, const DecoderRun&
 // of a head (its KV group's W^V) and W_QK = W^Q·W^Kᵀ (its KV group's W^K), as M×M maps of row vectors,
 //   Q: ‖W_OV^A · W_QK^B‖_F / (‖W_OV^A‖_F ‖W_QK^B‖_F)
 //   K: ‖W_OV^A · (W_QK^B)ᵀ‖_F / (…)       V: ‖W_OV^A · W_OV^B‖_F / (‖W_OV^A‖_F ‖W_OV^B‖_F)
-// Norms folded in as TransformerLens's fold_ln does: each reading weight (W^Q, W^K, W^V) is diag(γ)·W of its
-// layer's attention norm; for LayerNorm (GPT-2) the reading weights are also centred over d_model and W^O's
-// outputs centred (center_writing_weights). Quantized weights are dequantized one layer at a time.
+// Norms folded in as TransformerLens's fold_ln does (their γ, not their per-position scales, which belong to a run):
+// each reading weight (W^Q, W^K, W^V) is diag(γ)·W of its layer's attention norm (none without pre-norms: OLMo 2);
+// W^Q and W^K also times the QK-norm's γ' on their columns; W^O times its post-norm's γ on its outputs (Gemma,
+// OLMo 2); for LayerNorm (GPT-2, GPT-NeoX) the reading weights are also centred over d_model and W^O's outputs
+// centred (center_writing_weights). Quantized weights are dequantized one layer at a time.
 struct CompositionScores {
     std::vector<std::string> names;  // L·H: "L3.H4", row/column index l·H + h
     Matrix q, k, v;                  // (L·H)×(L·H): row = writer A, column = reader B; 0 unless layer(A) < layer(B)
