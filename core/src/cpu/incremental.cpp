@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 
 namespace attn::cpu::fast {
 namespace {
@@ -412,3 +413,14 @@ bool tryIncremental(const AttentionInput& in, const AttentionConfig& cfg, const 
 }
 
 } // namespace attn::cpu::fast
+
+namespace attn {
+
+void copyResult(const AttentionResult& from, AttentionResult& to)
+{
+    if (&from == &to) return;
+    to = from;  // the matrices (their buffers reused when the shapes match); the cache is dropped
+    if (from.cache.state) to.cache.state = std::make_shared<IncrementalState>(*from.cache.state);
+}
+
+} // namespace attn
