@@ -804,7 +804,9 @@ void Document::startWorker(ComputeFn fn)
                 const auto t0 = std::chrono::steady_clock::now();
                 m_workerRanges = computeResultRanges(out, m_jobRangeOptions);
                 m_workerRanges.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+                const auto t1 = std::chrono::steady_clock::now();
                 m_workerPooled = poolParts(out, m_jobPoolWanted, poolThreads());
+                m_workerPoolMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
             } else {
                 m_workerPooled.clear();
             }
@@ -860,6 +862,7 @@ bool Document::recomputeIfNeeded()
             if (f->status.ok()) {
                 std::swap(m_ranges, m_workerRanges);
                 std::swap(m_pooled, m_workerPooled);
+                m_poolMs = m_workerPoolMs;
                 if (m_ranges.options != m_rangeOptions) m_ranges = computeResultRanges(m_result, m_rangeOptions);
             }
             showFinished(f->status, f->revision, m_submittedShape, f->ms);

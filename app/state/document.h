@@ -172,6 +172,8 @@ public:
     // A frame drew `part` of `source` pooled: the worker pools that part of the results it computes next (a
     // source that is not one of result()'s matrices is ignored). Requests last until the next job is submitted.
     void wantPooled(const attn::Matrix* source, const PoolPart& part);
+    // Milliseconds the worker took to pool the shown result's parts (0 without a worker; bench --gui reports it).
+    double pooledMs() const { return m_poolMs; }
     void markDirty() { m_dirty = true; ++m_revision; }
     // The last good result (empty before the first success), in the session's layout.
     const attn::AttentionResult& result() const { return m_result; }
@@ -236,6 +238,7 @@ private:
     PoolRequests m_jobPoolWanted;    // of the submitted job (read by the worker while it runs)
     PooledParts m_pooled;            // of m_result
     PooledParts m_workerPooled;      // of the worker's buffer (written by the worker while it runs)
+    double m_poolMs = 0, m_workerPoolMs = 0;  // time the worker took to pool them (of m_result, of its buffer)
     std::unique_ptr<ComputeWorker> m_worker;
     bool m_awaiting = false;         // a job was submitted and its outcome is not shown yet
     ShapeKey m_submittedShape{};
