@@ -802,7 +802,7 @@ void Document::startWorker(ComputeFn fn)
             const attn::Status st = inner ? inner(in, cfg, out) : attn::compute(in, cfg, out);
             if (st.ok()) {
                 const auto t0 = std::chrono::steady_clock::now();
-                m_workerRanges = computeResultRanges(out, m_jobRangeOptions);
+                m_workerRanges = computeResultRanges(out, m_jobRangeOptions, &m_jobPrevRanges);
                 m_workerRanges.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
                 const auto t1 = std::chrono::steady_clock::now();
                 m_workerPooled = poolParts(out, m_jobPoolWanted, poolThreads());
@@ -873,6 +873,7 @@ bool Document::recomputeIfNeeded()
             m_awaiting = true;
             m_submittedShape = shapeKey();
             m_jobRangeOptions = m_rangeOptions;
+            m_jobPrevRanges = m_ranges;  // a copy: the frames keep reading m_ranges
             m_jobPoolWanted = std::move(m_poolWanted);
             m_poolWanted.clear();
             attn::AttentionConfig cfg = m_session.config;

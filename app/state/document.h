@@ -232,6 +232,7 @@ private:
     double m_resultMs = 0;
     RangeOptions m_rangeOptions;     // what the panels asked for (main thread)
     RangeOptions m_jobRangeOptions;  // the options of the submitted job (read by the worker while it runs)
+    ResultRanges m_jobPrevRanges;    // the shown result's ranges at submit (the job's may start from them)
     ResultRanges m_ranges;           // of m_result
     ResultRanges m_workerRanges;     // of the worker's buffer (written by the worker while it runs)
     PoolRequests m_poolWanted;       // asked for by the frames since the last submit (main thread)

@@ -5,6 +5,7 @@
 // originals, which is below what a heatmap reader can see. RdBu is the ColorBrewer-style diverging map
 // (blue for negative, white at 0, red for positive).
 #include "attnscope/colormap.h"
+#include "attnscope/result_change.h"
 
 #include <algorithm>
 #include <cmath>
@@ -125,13 +126,25 @@ void rangeOf(const float* p, const std::uint8_t* mk, std::ptrdiff_t n, float& lo
 
 } // namespace
 
+void extendFiniteRange(const float* p, const std::uint8_t* mask, std::ptrdiff_t n, float& lo, float& hi, int& nonFinite)
+{
+    rangeOf(p, mask, n, lo, hi, nonFinite);
+}
+
 DisplayRange displayRange(const Matrix& m, const MaskMatrix* mask, bool symmetric)
 {
-    DisplayRange r;
     // Same shape and storage order (both row-major): value k and flag k belong to the same cell.
     const bool useMask = mask && mask->size() == m.size() && mask->rows() == m.rows();
     float lo = INFINITY, hi = -INFINITY;
-    rangeOf(m.data(), useMask ? mask->data() : nullptr, m.size(), lo, hi, r.nonFinite);
+    int nonFinite = 0;
+    rangeOf(m.data(), useMask ? mask->data() : nullptr, m.size(), lo, hi, nonFinite);
+    return rangeFromMinMax(lo, hi, nonFinite, symmetric);
+}
+
+DisplayRange rangeFromMinMax(float lo, float hi, int nonFinite, bool symmetric)
+{
+    DisplayRange r;
+    r.nonFinite = nonFinite;
     if (lo > hi) {  // nothing finite and unmasked
         r.lo = symmetric ? -1.0f : 0.0f;
         r.hi = 1.0f;
