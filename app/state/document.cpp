@@ -10,6 +10,7 @@
 #include "messages.h"
 
 #include <attnscope/layout.h>
+#include <attnscope/result_change.h>
 
 #include <algorithm>
 #include <cassert>
@@ -802,7 +803,12 @@ void Document::startWorker(ComputeFn fn)
             const attn::Status st = inner ? inner(in, cfg, out) : attn::compute(in, cfg, out);
             if (st.ok()) {
                 const auto t0 = std::chrono::steady_clock::now();
-                m_workerRanges = computeResultRanges(out, m_jobRangeOptions, &m_jobPrevRanges);
+                // The buffer computed into held the result shown before the one now shown (its ranges are
+                // m_workerRanges since take()'s swap) or a copy of the one now shown (m_jobPrevRanges): the
+                // one whose serial the change names serves as the base (none: a full scan).
+                const attn::ResultChange* ch = attn::resultChange(out);
+                const ResultRanges* prev = ch && ch->base == m_workerRanges.serial ? &m_workerRanges : &m_jobPrevRanges;
+                m_workerRanges = computeResultRanges(out, m_jobRangeOptions, prev);
                 m_workerRanges.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
                 const auto t1 = std::chrono::steady_clock::now();
                 m_workerPooled = poolParts(out, m_jobPoolWanted, poolThreads());

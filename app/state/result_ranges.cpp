@@ -10,22 +10,28 @@ namespace app {
 
 namespace {
 
-// Line l of the map (length n), its mask flags (null: none).
+// Line l of the map (length n), its mask flags (null: none). In chunks, so that where the min and max sit is
+// found by a second look at one chunk each, not at the line.
 void scanLine(const float* p, const std::uint8_t* mk, Eigen::Index n, LineRanges& L, std::size_t l)
 {
+    constexpr Eigen::Index kChunk = 256;
     float lo = INFINITY, hi = -INFINITY;
-    int nonFinite = 0;
-    attn::extendFiniteRange(p, mk, n, lo, hi, nonFinite);
-    L.nonFinite += nonFinite;
+    Eigen::Index loC = -1, hiC = -1;
+    for (Eigen::Index c0 = 0; c0 < n; c0 += kChunk) {
+        float clo = INFINITY, chi = -INFINITY;
+        attn::extendFiniteRange(p + c0, mk ? mk + c0 : nullptr, std::min(kChunk, n - c0), clo, chi, L.nonFinite);
+        if (clo < lo) lo = clo, loC = c0;
+        if (chi > hi) hi = chi, hiC = c0;
+    }
     L.lo[l] = lo;
     L.hi[l] = hi;
-    L.loAt[l] = L.hiAt[l] = -1;
-    if (lo > hi) return;
-    for (Eigen::Index k = 0; k < n && (L.loAt[l] < 0 || L.hiAt[l] < 0); ++k) {
-        if (mk && mk[k]) continue;
-        if (L.loAt[l] < 0 && p[k] == lo) L.loAt[l] = int(k);
-        if (L.hiAt[l] < 0 && p[k] == hi) L.hiAt[l] = int(k);
-    }
+    auto find = [&](Eigen::Index c0, float v) {
+        for (Eigen::Index k = c0; k < std::min(c0 + kChunk, n); ++k)
+            if (p[k] == v && !(mk && mk[k])) return int(k);
+        return -1;
+    };
+    L.loAt[l] = loC < 0 ? -1 : find(loC, lo);
+    L.hiAt[l] = hiC < 0 ? -1 : find(hiC, hi);
 }
 
 const std::uint8_t* maskOf(const attn::Matrix& m, const attn::MaskMatrix& mask)
