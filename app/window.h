@@ -36,6 +36,8 @@ int runWindow(const WindowOptions& opt);
 // filled (host uploads vs device fills); and the frame times while a decoder's forward of `modelTokens` tokens
 // runs on the model worker (SmolLM2 when installed, else the tiny test model, cut at its context). Prints a
 // small table (or JSON); returns an exit code.
-int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens);
+struct Bounds;  // cli/bench_bounds.h
+// `bounds` (cli/bench_bounds.h, measured by the caller) are printed beside the edit's figures.
+int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens, const Bounds& bounds);
 
 } // namespace app

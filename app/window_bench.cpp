@@ -7,6 +7,7 @@
 #include "panels/panels.h"
 #include "panels/style.h"
 #include "platform/platform.h"
+#include "cli/bench_bounds.h"
 #include "render/heatmap_gl.h"
 #include "state/app_state.h"
 #include "state/model_state.h"
@@ -77,7 +78,7 @@ std::string benchDecoderPath()
 
 } // namespace
 
-int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens)
+int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens, const Bounds& bounds)
 {
     Platform platform;
     PlatformOptions po;
@@ -194,6 +195,31 @@ int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens)
     // (compute_worker.h), and the first edit computes into memory that is already mapped.
     state.doc.waitForWorkerIdle();
     const Drag drag4096 = drag(3);
+    // The last edit's job on the worker, in parts: the compute, the colour ranges, the pooled parts of the maps on
+    // screen; and the bound of the work it had left (one X cell: its token's Q/K/V row, one score row and column a
+    // head, every weight rescaled (read + write), the output row corrections, concat·W^O (a full product); then
+    // the ranges read every score, weight and mask flag, and the pooling reads the maps it pools).
+    struct EditJob {
+        double ms = 0, computeMs = 0, rangesMs = 0, poolMs = 0, bytes = 0, flops = 0, boundMs = 0;
+        bool incremental = false;
+        int scoresUpdated = 0;  // heads whose scores' range was updated from the changed rows/columns
+    } job4096;
+    {
+        const attn::AttentionResult& r = state.doc.result();
+        job4096.ms = state.doc.resultComputeMs();
+        job4096.rangesMs = state.doc.ranges().ms;
+        job4096.poolMs = state.doc.pooledMs();
+        job4096.computeMs = job4096.ms - job4096.rangesMs - job4096.poolMs;
+        job4096.incremental = r.incremental;
+        job4096.scoresUpdated = state.doc.ranges().scoresUpdated;
+        const double H = double(r.heads.size()), T = double(r.heads.empty() ? 0 : r.heads[0].weights.rows()),
+                     S = double(r.heads.empty() ? 0 : r.heads[0].weights.cols());
+        const double pooledValues = H * T * S + T * S;  // the heads grid's thumbnails and the current head's weights
+        job4096.bytes = H * T * S * (2 * 4 + 4 + 4 + 1) + pooledValues * 4;
+        job4096.flops = 2.0 * double(r.concat.rows()) * double(r.concat.cols()) * double(r.output.cols());
+        if (bounds.memGBs > 0 && bounds.sgemmGflops > 0)
+            job4096.boundMs = job4096.bytes / (bounds.memGBs * 1e6) + job4096.flops / (bounds.sgemmGflops * 1e6);
+    }
     // 4. Every panel, nothing changing: n=4096 (above) against n=64, d_model=64, h=4, side by side.
     AppState small;
     small.autosave = false;
@@ -249,7 +275,18 @@ int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens)
         j["n4096"] = {{"compute_ms", compute4096},
                       {"display_ranges_ms", ranges4096},
                       {"frame_ms_while_computing", toJson(busy4096, true)},
-                      {"edit_to_picture_ms", toJson(lat4096, false)}};
+                      {"edit_to_picture_ms", toJson(lat4096, false)},
+                      {"edit_job", {{"ms", job4096.ms},
+                                    {"compute_ms", job4096.computeMs},
+                                    {"display_ranges_ms", job4096.rangesMs},
+                                    {"pooling_ms", job4096.poolMs},
+                                    {"incremental", job4096.incremental},
+                                    {"score_ranges_updated_heads", job4096.scoresUpdated},
+                                    {"bytes", job4096.bytes},
+                                    {"flops", job4096.flops},
+                                    {"bound_ms", job4096.boundMs},
+                                    {"over_bound", job4096.boundMs > 0 ? job4096.ms / job4096.boundMs : 0.0}}}};
+        j["bounds"] = {{"sgemm_gflops", bounds.sgemmGflops}, {"memory_gbs", bounds.memGBs}};
         j["n64"] = {{"frame_ms", toJson(frame64, false)}, {"edit_to_picture_ms", toJson(lat64, false)}};
         j["all_panels_frame_ms"] = {{"n4096", toJson(steady4096, true)}, {"n64", toJson(steady64, true)},
                                     {"ratio_n4096_to_n64", ratio}};
@@ -275,6 +312,10 @@ int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens)
         std::printf("n=4096 d_model=512 h=8 (compute %.1f ms, then colour ranges %.1f ms): frames while computing median %.1f "
                     "p95 %.1f max %.1f ms\n",
                     compute4096, ranges4096, busy4096.median, busy4096.p95, busy4096.max);
+        std::printf("n=4096 last edit's job: %.1f ms (compute %.1f%s, colour ranges %.1f (scores of %d heads updated), pooling %.1f); bound %.1f ms "
+                    "(%.2f GB at %.1f GB/s, %.2f GFLOP at %.1f GFLOP/s)\n",
+                    job4096.ms, job4096.computeMs, job4096.incremental ? " incremental" : " full", job4096.rangesMs, job4096.scoresUpdated, job4096.poolMs,
+                    job4096.boundMs, job4096.bytes * 1e-9, bounds.memGBs, job4096.flops * 1e-9, bounds.sgemmGflops);
         std::printf("every panel, nothing changing: n=4096 median %.2f ms, n=64 median %.2f ms: ratio %.2f\n", steady4096.median,
                     steady64.median, ratio);
         if (!forwardError.empty())

@@ -1,6 +1,7 @@
 #include "cli/cli_window.h"
 
 #include "cli/backend_option.h"
+#include "cli/bench_bounds.h"
 #include "cli/cli.h"
 #include "state/app_state.h"
 #include "state/model_state.h"
@@ -120,7 +121,7 @@ int runGuiBenchFromCli(const CLI::App& root, const WindowCli& cli)
     bool json = cli.benchJson;
     if (const CLI::App* bench = root.get_subcommand("bench"))
         if (const CLI::Option* o = bench->get_option_no_throw("--json"); o && o->count() > 0) json = true;
-    return runGuiBench(cli.benchFrames, backend, json, cli.benchModelTokens);
+    return runGuiBench(cli.benchFrames, backend, json, cli.benchModelTokens, measureBounds());
 }
 
 } // namespace app

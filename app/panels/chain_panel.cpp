@@ -564,7 +564,11 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
         }
     }
     const float top = ImGui::GetCursorScreenPos().y;
+    // A fitted map's pooled picture comes with the result from the worker; what this frame pooled is asked of
+    // the next results (state/pooled_parts.h).
+    spec.prepooled = [&state, source = spec.src.values](const PoolPart& p) { return state.doc.prepooled(source, p); };
     const HeatmapHit hit = drawHeatmap(spec);
+    if (!hit.pooled.empty()) state.doc.wantPooled(spec.src.values, hit.pooled);
     state.recordRect("heatmap/" + rectName, hit.cellsMin, hit.cellsMax);
     if (fz.fitted) state.recordRect("mapbox/" + rectName, hit.viewMin, hit.viewMax);
     noteHover(state, spec, hit);
@@ -782,13 +786,23 @@ void drawHeadsGridRow(AppState& state, float cell)
         v.gridPooled.clear();
         for (int h = 0; h < H; ++h) {
             const attn::Matrix& w = weightsShown(state, h);
-            v.gridPooled.push_back(attn::poolMax(w, std::min<Eigen::Index>(w.rows(), kGridThumbMax),
-                                                 std::min<Eigen::Index>(w.cols(), kGridThumbMax)));
+            const PoolPart part{0, 0, int(w.rows()), int(w.cols()), int(std::min<Eigen::Index>(w.rows(), kGridThumbMax)),
+                                int(std::min<Eigen::Index>(w.cols(), kGridThumbMax))};
+            // Pooled with the result on the worker when an earlier frame asked for it (state/pooled_parts.h).
+            const attn::Matrix* ready = state.doc.prepooled(&w, part);
+            v.gridPooled.push_back(ready ? *ready : attn::poolMax(w, part.outRows, part.outCols));
         }
         v.gridPooledStamp = generationOf(state, HeatmapKind::Weights);
         v.gridPooledSide = kGridThumbMax;
     }
-    if (pooled) g.cellPx = 1.0f;
+    if (pooled) {
+        g.cellPx = 1.0f;
+        for (int h = 0; h < H; ++h) {
+            const attn::Matrix& w = weightsShown(state, h);
+            state.doc.wantPooled(&w, PoolPart{0, 0, int(w.rows()), int(w.cols()), int(std::min<Eigen::Index>(w.rows(), kGridThumbMax)),
+                                              int(std::min<Eigen::Index>(w.cols(), kGridThumbMax))});
+        }
+    }
     for (int h = 0; h < H; ++h) {
         const attn::HeadResult& hr = r.heads[static_cast<std::size_t>(h)];
         HeadsGridItem it;

@@ -112,25 +112,27 @@ void drawOverview(ImVec2 full, ImVec2 bands, const HeatmapSpec& spec)
 
 // The visible part of a fitted map whose cells are under a pixel, max-pooled to one value a pixel (attn::poolMax,
 // core's: each value the largest of its block, so one sharp weight stays visible), kept per map key while the
-// map's data (generation), the part and the pixels are the same: a still map pools once, not every frame.
+// map's data (generation), the part and the pixels are the same: a still map pools once, not every frame. A new
+// result's part comes ready from the worker (spec.prepooled) when the frames asked for it; the frame pools
+// only a part nobody pooled yet (the first result, a zoom or pan).
 struct PooledPart {
     std::uint64_t sourceGeneration = 0;
-    int r0 = 0, c0 = 0, rows = 0, cols = 0, outRows = 0, outCols = 0;
+    PoolPart part;
     attn::Matrix values;
     std::uint64_t generation = 0;  // unique in the process (the renderer's texture key is the map's key + "/pooled")
 };
 
-const PooledPart& pooledPart(const std::string& key, const HeatmapSource& src, int r0, int c0, int rows, int cols,
-                             int outRows, int outCols)
+const PooledPart& pooledPart(const std::string& key, const HeatmapSource& src, const PoolPart& part,
+                             const std::function<const attn::Matrix*(const PoolPart&)>& prepooled)
 {
     static std::map<std::string, PooledPart> parts;
     static std::atomic<std::uint64_t> next{1};
     PooledPart& p = parts[key];
-    if (p.generation == 0 || p.sourceGeneration != src.generation || p.r0 != r0 || p.c0 != c0 || p.rows != rows ||
-        p.cols != cols || p.outRows != outRows || p.outCols != outCols) {
-        p.values = attn::poolMax(src.values->block(r0, c0, rows, cols), outRows, outCols);
+    if (p.generation == 0 || p.sourceGeneration != src.generation || p.part != part) {
+        if (const attn::Matrix* ready = prepooled ? prepooled(part) : nullptr) p.values = *ready;
+        else p.values = attn::poolMax(src.values->block(part.r0, part.c0, part.rows, part.cols), part.outRows, part.outCols);
         p.sourceGeneration = src.generation;
-        p.r0 = r0, p.c0 = c0, p.rows = rows, p.cols = cols, p.outRows = outRows, p.outCols = outCols;
+        p.part = part;
         p.generation = next.fetch_add(1);
     }
     return p;
@@ -293,7 +295,8 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
     if (cell < 1.0f && vr1 > vr0 && vc1 > vc0) {
         const int outR = std::clamp(static_cast<int>(std::ceil(float(vr1 - vr0) * cell)), 1, vr1 - vr0);
         const int outC = std::clamp(static_cast<int>(std::ceil(float(vc1 - vc0) * cell)), 1, vc1 - vc0);
-        const PooledPart& part = pooledPart(spec.key, spec.src, vr0, vc0, vr1 - vr0, vc1 - vc0, outR, outC);
+        hit.pooled = PoolPart{vr0, vc0, vr1 - vr0, vc1 - vc0, outR, outC};
+        const PooledPart& part = pooledPart(spec.key, spec.src, hit.pooled, spec.prepooled);
         HeatmapSource ps = spec.src;
         ps.values = &part.values;
         ps.mask = nullptr;  // masked weights are 0 and masked scores not finite: the maxima show them as such

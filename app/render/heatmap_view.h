@@ -10,9 +10,12 @@
 #include <attnscope/device_interop.h>
 #include <attnscope/types.h>
 
+#include "state/pooled_parts.h"
+
 #include <imgui.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -81,6 +84,9 @@ struct HeatmapSpec {
     // its box, the plain wheel zooms it (reported in zoomWheel, Ctrl+wheel too), Shift+wheel pans across, and
     // cells under a pixel are drawn from the visible part max-pooled to one value a pixel (attn::poolMax).
     bool wheelZooms = false;
+    // Parts of src.values pooled ahead of the frame (Document::prepooled): when src.generation is new and this
+    // returns values for the part the frame draws pooled, they are drawn instead of pooling in the frame.
+    std::function<const attn::Matrix*(const PoolPart&)> prepooled;
 };
 
 struct HeatmapHit {
@@ -93,6 +99,7 @@ struct HeatmapHit {
     ImVec2 mouseInCells;           // the pointer's position from the cells' top-left (cellsMin), pixels
     ImVec2 viewMin, viewMax;       // the box the cells show in (= the cells when the map does not scroll)
     ImVec2 cellsMin, cellsMax;     // screen rectangle of the cells (labels excluded)
+    PoolPart pooled;               // the part of the map drawn max-pooled this frame (empty when not pooled)
 };
 
 // Draws the heatmap at the cursor (labels included) and reports interaction.

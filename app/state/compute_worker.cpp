@@ -52,6 +52,7 @@ ComputeWorker::~ComputeWorker()
         m_stop = true;
         m_pending.reset();
         m_reshape.reset();
+        m_copyFrom = nullptr;
     }
     m_cv.notify_all();
     m_thread.join();
@@ -79,7 +80,10 @@ std::optional<ComputeWorker::Finished> ComputeWorker::take(attn::AttentionResult
             std::swap(shown, m_buffer);
             // A CPU result only: a device result's matrices are the backend's business.
             Shapes want = shapesOf(shown);
-            if (shown.backend == attn::Backend::Cpu && want != shapesOf(m_buffer)) m_reshape = std::move(want);
+            if (shown.backend == attn::Backend::Cpu && want != shapesOf(m_buffer)) {
+                m_reshape = std::move(want);
+                m_copyFrom = &shown;
+            }
         }
     }
     m_cv.notify_all();  // the worker may start the next job
@@ -126,10 +130,14 @@ void ComputeWorker::run()
         if (m_stop) return;
         if (m_reshape) {  // set by take(), so no finished result waits: m_buffer is the worker's
             const Shapes shapes = std::move(*m_reshape);
+            const attn::AttentionResult* from = m_copyFrom;
             m_reshape.reset();
+            m_copyFrom = nullptr;
             m_reshaping = true;
             lock.unlock();
-            reshapeAndTouch(m_buffer, shapes);
+            // The result taken, unchanged until the next take(), which cannot come before this job's end.
+            if (from && shapesOf(*from) == shapes) attn::copyResult(*from, m_buffer);
+            else reshapeAndTouch(m_buffer, shapes);
             lock.lock();
             m_reshaping = false;
             m_cv.notify_all();

@@ -10,9 +10,13 @@
 // The worker does not start a new job until the finished one is taken: the caller takes it on its next frame.
 //
 // When the result taken has other shapes than the buffer the caller gave back (a new session, other sizes),
-// the worker resizes that buffer to the new shapes and touches its memory right away, while the new result is
-// on screen: the first edit then computes into memory that is already there. At n=4096, h=8 a buffer is
-// 1.2 GB, and first touching it took longer than the compute (page faults were a quarter of `bench --gui`).
+// the worker makes that buffer a copy of the result taken (attn::copyResult, with its snapshot of the inputs)
+// right away, while the new result is on screen: the first edit then computes into memory that is already
+// there, and incrementally (only what the edit reaches) rather than from nothing. At n=4096, h=8 a buffer is
+// 1.2 GB: first touching it took longer than the compute (page faults were a quarter of `bench --gui`), and
+// a full compute into it made the first edit after a load cost 1.3 s instead of the incremental ~0.2 s.
+// The copy reads the caller's `shown` on the worker's thread: the caller must leave it unchanged until the
+// next take() (reading it is fine), which a Document does (only take() replaces its result).
 #pragma once
 
 #include <attnscope/attention.h>
@@ -86,6 +90,7 @@ private:
     bool m_stop = false;
     std::optional<Finished> m_finished;  // set while m_buffer holds a finished, untaken result
     std::optional<Shapes> m_reshape;     // shapes to give m_buffer before the next job (set by take())
+    const attn::AttentionResult* m_copyFrom = nullptr;  // the result taken, copied into m_buffer with m_reshape
     bool m_reshaping = false;
     attn::AttentionResult m_buffer;      // the worker's result buffer (only the worker touches it while running)
     std::chrono::steady_clock::time_point m_started;

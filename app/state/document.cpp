@@ -10,12 +10,14 @@
 #include "messages.h"
 
 #include <attnscope/layout.h>
+#include <attnscope/result_change.h>
 
 #include <algorithm>
 #include <cassert>
 #include <chrono>
 #include <cmath>
 #include <random>
+#include <thread>
 
 namespace app {
 // -----------------------------------------------------------------------------------------------------
@@ -766,6 +768,10 @@ void Document::setPresent(MatrixId id, bool on)
 
 namespace {
 
+// Threads that pool a result's parts on the worker (the cores, at most 4: a frame's parts are a few maps). The
+// compute itself runs on the cores too, but not at the same time (pooling follows it).
+int poolThreads() { return int(std::clamp(std::thread::hardware_concurrency(), 1u, 4u)); }
+
 // What every compute runs.
 attn::Status computeCanonical(attn::AttentionInput& in, const attn::AttentionConfig& cfg, attn::AttentionResult& out)
 {
@@ -788,16 +794,27 @@ Document::ShapeKey Document::shapeKey() const
 void Document::startWorker(ComputeFn fn)
 {
     // The worker transposes for the Column layout (the caller's fn sees the inputs as core gets them), then
-    // computes, then the result's colour ranges: all off the frame loop. m_jobRangeOptions and
-    // m_workerRanges are touched by the worker only while its job runs, by take() only when none runs.
+    // computes, then the result's colour ranges and the pooled parts its maps' views asked for: all off the
+    // frame loop. m_jobRangeOptions, m_workerRanges, m_jobPoolWanted and m_workerPooled are touched by the
+    // worker only while its job runs, by take() only when none runs.
     m_worker = std::make_unique<ComputeWorker>(
         [this, inner = std::move(fn)](attn::AttentionInput& in, const attn::AttentionConfig& cfg, attn::AttentionResult& out) {
             attn::restateInput(in, attn::Layout::Row, cfg.layout);  // stored as token rows
             const attn::Status st = inner ? inner(in, cfg, out) : attn::compute(in, cfg, out);
             if (st.ok()) {
                 const auto t0 = std::chrono::steady_clock::now();
-                m_workerRanges = computeResultRanges(out, m_jobRangeOptions);
+                // The buffer computed into held the result shown before the one now shown (its ranges are
+                // m_workerRanges since take()'s swap) or a copy of the one now shown (m_jobPrevRanges): the
+                // one whose serial the change names serves as the base (none: a full scan).
+                const attn::ResultChange* ch = attn::resultChange(out);
+                const ResultRanges* prev = ch && ch->base == m_workerRanges.serial ? &m_workerRanges : &m_jobPrevRanges;
+                m_workerRanges = computeResultRanges(out, m_jobRangeOptions, prev);
                 m_workerRanges.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+                const auto t1 = std::chrono::steady_clock::now();
+                m_workerPooled = poolParts(out, m_jobPoolWanted, poolThreads());
+                m_workerPoolMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
+            } else {
+                m_workerPooled.clear();
             }
             return st;
         });
@@ -807,6 +824,22 @@ void Document::setRangeOptions(const RangeOptions& o)
 {
     m_rangeOptions = o;
     if (m_hasResult && (!m_ranges.valid || m_ranges.options != o)) m_ranges = computeResultRanges(m_result, o);
+}
+
+const attn::Matrix* Document::prepooled(const attn::Matrix* source, const PoolPart& part) const
+{
+    const int slot = resultSlot(m_result, source);
+    return slot >= 0 ? findPooled(m_pooled, slot, part) : nullptr;
+}
+
+void Document::wantPooled(const attn::Matrix* source, const PoolPart& part)
+{
+    // Only with a worker: without one the frame computes, and pools, anyway.
+    if (!m_worker || part.empty()) return;
+    // At most a few dozen maps are on screen at once; the cap keeps a bug from growing the list without bound.
+    constexpr std::size_t kMaxPoolRequests = 64;
+    if (const int slot = resultSlot(m_result, source); slot >= 0 && m_poolWanted.size() < kMaxPoolRequests)
+        addPoolRequest(m_poolWanted, slot, part);
 }
 
 void Document::showFinished(const attn::Status& st, std::uint64_t revision, const ShapeKey& shape, double ms)
@@ -834,6 +867,8 @@ bool Document::recomputeIfNeeded()
             m_awaiting = false;
             if (f->status.ok()) {
                 std::swap(m_ranges, m_workerRanges);
+                std::swap(m_pooled, m_workerPooled);
+                m_poolMs = m_workerPoolMs;
                 if (m_ranges.options != m_rangeOptions) m_ranges = computeResultRanges(m_result, m_rangeOptions);
             }
             showFinished(f->status, f->revision, m_submittedShape, f->ms);
@@ -844,6 +879,9 @@ bool Document::recomputeIfNeeded()
             m_awaiting = true;
             m_submittedShape = shapeKey();
             m_jobRangeOptions = m_rangeOptions;
+            m_jobPrevRanges = m_ranges;  // a copy: the frames keep reading m_ranges
+            m_jobPoolWanted = std::move(m_poolWanted);
+            m_poolWanted.clear();
             attn::AttentionConfig cfg = m_session.config;
             cfg.backend = backend;
             m_worker->submit(m_session.input, cfg, m_revision);
@@ -861,6 +899,7 @@ bool Document::recomputeIfNeeded()
     if (st.ok()) {
         std::swap(m_result, m_scratch);
         m_ranges = computeResultRanges(m_result, m_rangeOptions);
+        m_pooled.clear();
     }
     showFinished(st, m_revision, shapeKey(), ms);
     return true;

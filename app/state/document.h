@@ -7,6 +7,7 @@
 #pragma once
 
 #include "state/compute_worker.h"
+#include "state/pooled_parts.h"
 #include "state/result_ranges.h"
 
 #include <attnscope/matrix_names.h>
@@ -165,6 +166,14 @@ public:
     // one); changing the options recomputes them for the shown result now.
     void setRangeOptions(const RangeOptions& o);
     const ResultRanges& ranges() const { return m_ranges; }
+    // Pooled parts of the shown result's maps, made on the worker with it (pooled_parts.h): `part` of `source`
+    // (one of result()'s matrices) pooled, or null when it was not.
+    const attn::Matrix* prepooled(const attn::Matrix* source, const PoolPart& part) const;
+    // A frame drew `part` of `source` pooled: the worker pools that part of the results it computes next (a
+    // source that is not one of result()'s matrices is ignored). Requests last until the next job is submitted.
+    void wantPooled(const attn::Matrix* source, const PoolPart& part);
+    // Milliseconds the worker took to pool the shown result's parts (0 without a worker; bench --gui reports it).
+    double pooledMs() const { return m_poolMs; }
     void markDirty() { m_dirty = true; ++m_revision; }
     // The last good result (empty before the first success), in the session's layout.
     const attn::AttentionResult& result() const { return m_result; }
@@ -223,8 +232,14 @@ private:
     double m_resultMs = 0;
     RangeOptions m_rangeOptions;     // what the panels asked for (main thread)
     RangeOptions m_jobRangeOptions;  // the options of the submitted job (read by the worker while it runs)
+    ResultRanges m_jobPrevRanges;    // the shown result's ranges at submit (the job's may start from them)
     ResultRanges m_ranges;           // of m_result
     ResultRanges m_workerRanges;     // of the worker's buffer (written by the worker while it runs)
+    PoolRequests m_poolWanted;       // asked for by the frames since the last submit (main thread)
+    PoolRequests m_jobPoolWanted;    // of the submitted job (read by the worker while it runs)
+    PooledParts m_pooled;            // of m_result
+    PooledParts m_workerPooled;      // of the worker's buffer (written by the worker while it runs)
+    double m_poolMs = 0, m_workerPoolMs = 0;  // time the worker took to pool them (of m_result, of its buffer)
     std::unique_ptr<ComputeWorker> m_worker;
     bool m_awaiting = false;         // a job was submitted and its outcome is not shown yet
     ShapeKey m_submittedShape{};

@@ -1,10 +1,112 @@
 #include "state/result_ranges.h"
 
+#include <attnscope/result_change.h>
+
 #include <algorithm>
+#include <cmath>
+#include <thread>
 
 namespace app {
 
-ResultRanges computeResultRanges(const attn::AttentionResult& r, const RangeOptions& o)
+namespace {
+
+// Line l of the map (length n), its mask flags (null: none). In chunks, so that where the min and max sit is
+// found by a second look at one chunk each, not at the line.
+void scanLine(const float* p, const std::uint8_t* mk, Eigen::Index n, LineRanges& L, std::size_t l)
+{
+    constexpr Eigen::Index kChunk = 256;
+    float lo = INFINITY, hi = -INFINITY;
+    Eigen::Index loC = -1, hiC = -1;
+    for (Eigen::Index c0 = 0; c0 < n; c0 += kChunk) {
+        float clo = INFINITY, chi = -INFINITY;
+        attn::extendFiniteRange(p + c0, mk ? mk + c0 : nullptr, std::min(kChunk, n - c0), clo, chi, L.nonFinite);
+        if (clo < lo) lo = clo, loC = c0;
+        if (chi > hi) hi = chi, hiC = c0;
+    }
+    L.lo[l] = lo;
+    L.hi[l] = hi;
+    auto find = [&](Eigen::Index c0, float v) {
+        for (Eigen::Index k = c0; k < std::min(c0 + kChunk, n); ++k)
+            if (p[k] == v && !(mk && mk[k])) return int(k);
+        return -1;
+    };
+    L.loAt[l] = loC < 0 ? -1 : find(loC, lo);
+    L.hiAt[l] = hiC < 0 ? -1 : find(hiC, hi);
+}
+
+const std::uint8_t* maskOf(const attn::Matrix& m, const attn::MaskMatrix& mask)
+{
+    // Same shape and storage order: value k and flag k belong to the same cell (as attn::displayRange).
+    return mask.size() == m.size() && mask.rows() == m.rows() && mask.size() ? mask.data() : nullptr;
+}
+
+void scanAll(const attn::Matrix& m, const attn::MaskMatrix& mask, LineRanges& L)
+{
+    const std::size_t lines = std::size_t(m.rows());
+    L.lo.assign(lines, INFINITY);
+    L.hi.assign(lines, -INFINITY);
+    L.loAt.assign(lines, -1);
+    L.hiAt.assign(lines, -1);
+    L.nonFinite = 0;
+    const std::uint8_t* mk = maskOf(m, mask);
+    for (std::size_t l = 0; l < lines; ++l)
+        scanLine(m.data() + l * std::size_t(m.cols()), mk ? mk + l * std::size_t(m.cols()) : nullptr, m.cols(), L, l);
+}
+
+// L (prev's lines) brought up to date after lines `lines` changed whole and every other line at positions
+// `at`. False where it cannot (a non-finite value): the caller scans the map whole.
+bool updateLines(const attn::Matrix& m, const attn::MaskMatrix& mask, const std::vector<int>& lines,
+                 const std::vector<int>& at, LineRanges& L)
+{
+    const std::size_t rows = std::size_t(m.rows()), n = std::size_t(m.cols());
+    if (L.lo.size() != rows || L.nonFinite) return false;
+    const std::uint8_t* mk = maskOf(m, mask);
+    std::vector<char> whole(rows, 0);
+    for (int l : lines) {
+        if (l < 0 || std::size_t(l) >= rows) return false;
+        whole[std::size_t(l)] = 1;
+    }
+    for (int j : at)
+        if (j < 0 || std::size_t(j) >= n) return false;
+    for (std::size_t l = 0; l < rows; ++l) {
+        const float* p = m.data() + l * n;
+        const std::uint8_t* f = mk ? mk + l * n : nullptr;
+        if (!whole[l]) {
+            for (int j : at) {
+                if (f && f[j]) continue;  // masked before and after (the mask did not change)
+                const float v = p[j];
+                if (!std::isfinite(v)) return false;
+                // The old extreme sat here and moved inward: the line's new one may be anywhere in it.
+                if ((j == L.hiAt[l] && v < L.hi[l]) || (j == L.loAt[l] && v > L.lo[l])) {
+                    whole[l] = 1;
+                    break;
+                }
+                if (v > L.hi[l] || L.hiAt[l] < 0) L.hi[l] = v, L.hiAt[l] = j;
+                if (v < L.lo[l] || L.loAt[l] < 0) L.lo[l] = v, L.loAt[l] = j;
+            }
+        }
+        if (whole[l]) {
+            scanLine(p, f, Eigen::Index(n), L, l);
+            if (L.nonFinite) return false;
+        }
+    }
+    return true;
+}
+
+attn::DisplayRange rangeOfLines(const LineRanges& L, bool symmetric)
+{
+    float lo = INFINITY, hi = -INFINITY;
+    for (std::size_t l = 0; l < L.lo.size(); ++l)
+        if (L.loAt[l] >= 0) {
+            lo = std::min(lo, L.lo[l]);
+            hi = std::max(hi, L.hi[l]);
+        }
+    return attn::rangeFromMinMax(lo, hi, L.nonFinite, symmetric);
+}
+
+} // namespace
+
+ResultRanges computeResultRanges(const attn::AttentionResult& r, const RangeOptions& o, const ResultRanges* prev)
 {
     ResultRanges g;
     g.options = o;
@@ -14,11 +116,46 @@ ResultRanges computeResultRanges(const attn::AttentionResult& r, const RangeOpti
     g.v = attn::displayRange(r.V, nullptr, o.projection);
     g.concat = attn::displayRange(r.concat, nullptr, o.output);
     g.output = attn::displayRange(r.output, nullptr, o.output);
-    for (const attn::HeadResult& h : r.heads) {
-        g.scores.push_back(attn::displayRange(h.scores, &h.masked, o.scores));
-        g.weights.push_back(attn::displayRange(h.weights, &h.masked, o.weights));
-        g.headOut.push_back(attn::displayRange(h.output, nullptr, o.output));
-    }
+    const std::size_t H = r.heads.size();
+    g.scores.resize(H);
+    g.weights.resize(H);
+    g.headOut.resize(H);
+    g.scoreLines.resize(H);
+    const attn::ResultChange* change = attn::resultChange(r);
+    g.serial = change ? change->serial : 0;
+    // The rows of the stored scores are queries in Row layout, keys in Column layout.
+    const bool row = r.layout == attn::Layout::Row;
+    static const std::vector<int> none;
+    const std::vector<int>& lines = !change ? none : row ? change->queries : change->keys;
+    const std::vector<int>& at = !change ? none : row ? change->keys : change->queries;
+    const bool fromPrev = prev && change && !change->all && prev->serial != 0 && change->base == prev->serial &&
+                          prev->scoreLines.size() == H && change->headAll.size() == H;
+    std::vector<char> updated(H, 0);
+    auto heads = [&](std::size_t first, std::size_t step) {
+        for (std::size_t k = first; k < H; k += step) {
+            const attn::HeadResult& h = r.heads[k];
+            LineRanges& L = g.scoreLines[k];
+            if (fromPrev && !change->headAll[k]) {
+                L = prev->scoreLines[k];
+                updated[k] = updateLines(h.scores, h.masked, lines, at, L);
+            }
+            if (!updated[k]) scanAll(h.scores, h.masked, L);
+            g.scores[k] = rangeOfLines(L, o.scores);
+            g.weights[k] = attn::displayRange(h.weights, &h.masked, o.weights);
+            g.headOut[k] = attn::displayRange(h.output, nullptr, o.output);
+        }
+    };
+    // Heads are independent: large results scan them on a few threads (at n=4096, h=8, 268 M values: the scan
+    // is bound by memory, which one core does not saturate). Small ones stay on this thread (a thread's start
+    // costs more than their scan).
+    constexpr std::size_t kThreadedValues = std::size_t(1) << 22;
+    const std::size_t values = H ? H * std::size_t(r.heads[0].weights.size()) : 0;
+    const std::size_t n = values >= kThreadedValues ? std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, std::min<std::size_t>(4, H)) : 1;
+    std::vector<std::thread> team;
+    for (std::size_t t = 1; t < n; ++t) team.emplace_back(heads, t, n);
+    heads(0, n);
+    for (std::thread& t : team) t.join();
+    g.scoresUpdated = int(std::count(updated.begin(), updated.end(), 1));
     if (o.shared && r.heads.size() > 1) {
         const attn::DisplayRange a = attn::unionRange(g.scores, o.scores);
         const attn::DisplayRange b = attn::unionRange(g.weights, o.weights);

@@ -22,15 +22,31 @@ struct RangeOptions {
     bool operator!=(const RangeOptions& o) const { return !(*this == o); }
 };
 
+// The min and max of each stored line (row of the Matrix) of one head's scores, over its finite unmasked
+// values, and where in the line they are (-1: the line has none): what an incremental range starts from.
+struct LineRanges {
+    std::vector<float> lo, hi;
+    std::vector<int> loAt, hiAt;
+    int nonFinite = 0;  // in the whole map (a map with any is scanned whole next time)
+};
+
 struct ResultRanges {
     RangeOptions options;
     bool valid = false;  // computed for a result
     double ms = 0;       // time taken to compute them on the worker (bench --gui reports it)
     attn::DisplayRange q, k, v, concat, output;
     std::vector<attn::DisplayRange> scores, weights, headOut;  // per head (all equal when options.shared)
+    // The scores' per-line ranges (per head) and the result they describe (attn::ResultChange::serial; 0: none).
+    std::vector<LineRanges> scoreLines;
+    std::uint64_t serial = 0;
+    int scoresUpdated = 0;  // heads whose scores' range came from `prev` and the changed rows/columns
 };
 
-// Every range of `r` under `o` (masked entries are left out of the scores' and weights' ranges).
-ResultRanges computeResultRanges(const attn::AttentionResult& r, const RangeOptions& o);
+// Every range of `r` under `o` (masked entries are left out of the scores' and weights' ranges). With `prev`,
+// the ranges of the result `r` was updated from (attn::resultChange(r)->base == prev->serial), a head whose
+// scores changed only in some rows and columns (attn::ResultChange) has its scores' range from prev's and those alone:
+// only the lines that changed are scanned, and the others' changed cells; a line whose old min or max sat in
+// a changed cell that moved inward is scanned whole, so the range is the one a full scan gives.
+ResultRanges computeResultRanges(const attn::AttentionResult& r, const RangeOptions& o, const ResultRanges* prev = nullptr);
 
 } // namespace app

@@ -5,6 +5,7 @@
 #include "state/compute_worker.h"
 #include "state/document.h"
 
+#include <attnscope/colormap.h>
 #include <attnscope/preset_io.h>
 
 #include <gtest/gtest.h>
@@ -215,13 +216,16 @@ TEST(ComputeWorker, TheBufferGivenBackTakesTheNewShapes)
     EXPECT_EQ(shown.heads[0].weights.rows(), 9);
     EXPECT_NE(small.X.rows(), 9);
     EXPECT_TRUE(w.bufferShapedLike(shown));  // it held the smaller result before
-    // The next compute lands in the reshaped buffer and equals a compute of its own.
+    // The next compute lands in the reshaped buffer, which is a copy of the result shown (with its snapshot of
+    // the inputs): it is an incremental one, and equals a compute of its own.
     large.X(2, 1) += 0.5f;
     shownAfter(large, shown);
+    EXPECT_TRUE(shown.incremental);
     attn::AttentionResult want;
     ASSERT_TRUE(attn::compute(large, cfg, want).ok());
-    EXPECT_EQ(shown.output, want.output);
-    for (std::size_t h = 0; h < shown.heads.size(); ++h) EXPECT_EQ(shown.heads[h].weights, want.heads[h].weights);
+    // Incremental and full differ by float rounding only (test_incremental.cpp bounds it at 1e-5).
+    EXPECT_TRUE(shown.output.isApprox(want.output, 1e-5f));
+    for (std::size_t h = 0; h < shown.heads.size(); ++h) EXPECT_TRUE(shown.heads[h].weights.isApprox(want.heads[h].weights, 1e-5f));
 }
 
 TEST(ComputeWorker, ErrorKeepsTheLastResult)
@@ -262,6 +266,63 @@ TEST(ComputeWorker, ColumnLayoutGivesTheSameResultAsComputingInPlace)
     ASSERT_EQ(onWorker.result().heads.size(), inPlace.result().heads.size());
     EXPECT_TRUE(onWorker.result().heads[0].weights == inPlace.result().heads[0].weights);
     EXPECT_EQ(onWorker.ranges().weights.size(), inPlace.ranges().weights.size());
+}
+
+// A part a frame drew pooled is pooled by the worker with the next result: the values equal poolMax of that
+// result's matrix, a part nobody asked for is not there, and the request lasts one job (the frames ask again).
+TEST(ComputeWorker, PartsTheFramesPooledComeWithTheNextResult)
+{
+    app::Document d;
+    d.setSession(seed000(), "");
+    d.startWorker();
+    d.waitForCompute();
+    const attn::Matrix& w0 = d.result().heads[0].weights;
+    const app::PoolPart whole{0, 0, int(w0.rows()), int(w0.cols()), 2, 2};
+    const app::PoolPart corner{1, 1, int(w0.rows()) - 1, int(w0.cols()) - 1, 1, 2};
+    EXPECT_EQ(d.prepooled(&w0, whole), nullptr);  // nothing asked for yet
+    d.wantPooled(&w0, whole);
+    d.wantPooled(&w0, corner);
+    const app::PoolPart tooLarge{0, 0, 1000, 1000, 2, 2};
+    d.wantPooled(&w0, tooLarge);                // outside the map: left out, no crash
+    d.wantPooled(&d.session().input.X, whole);  // not a result matrix: ignored
+    d.beginGesture();
+    d.setCellInGesture(app::MatrixId::X, 0, 0, 2.5f);
+    d.waitForCompute();
+    const attn::Matrix& w = d.result().heads[0].weights;
+    const attn::Matrix* a = d.prepooled(&w, whole);
+    const attn::Matrix* b = d.prepooled(&w, corner);
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(*a, attn::poolMax(w, 2, 2));
+    EXPECT_EQ(*b, attn::poolMax(w.block(1, 1, w.rows() - 1, w.cols() - 1), 1, 2));
+    EXPECT_EQ(d.prepooled(&d.result().heads[0].scores, whole), nullptr);
+    EXPECT_EQ(d.prepooled(&d.session().input.X, whole), nullptr);
+    EXPECT_EQ(d.prepooled(&w, tooLarge), nullptr);
+    // Nobody drew it since the last submit: the next result comes without it.
+    d.setCellInGesture(app::MatrixId::X, 0, 0, 3.5f);
+    d.waitForCompute();
+    EXPECT_EQ(d.prepooled(&d.result().heads[0].weights, whole), nullptr);
+}
+
+// Every float matrix of a result has a slot that names it back; other matrices have none.
+TEST(ComputeWorker, ResultSlotsNameTheirMatrices)
+{
+    const attn::Session s = seed000();
+    attn::AttentionResult r;
+    ASSERT_TRUE(attn::compute(s.input, s.config, r).ok());
+    std::vector<const attn::Matrix*> all = {&r.Q, &r.K, &r.V, &r.concat, &r.output};
+    for (const attn::HeadResult& h : r.heads)
+        for (const attn::Matrix* m : {&h.Q, &h.K, &h.V, &h.scores, &h.weights, &h.output}) all.push_back(m);
+    for (const attn::Matrix* m : all) {
+        const int slot = app::resultSlot(r, m);
+        ASSERT_GE(slot, 0);
+        EXPECT_EQ(app::resultMatrixAt(r, slot), m);
+    }
+    EXPECT_EQ(app::resultSlot(r, &s.input.X), -1);
+    EXPECT_EQ(app::resultSlot(r, nullptr), -1);
+    EXPECT_EQ(app::resultMatrixAt(r, -1), nullptr);
+    EXPECT_EQ(app::resultMatrixAt(r, 5 + 7 * int(r.heads.size())), nullptr);
+    EXPECT_EQ(app::resultMatrixAt(r, 5 + 4), nullptr);  // a head's mask: bytes, never pooled
 }
 
 TEST(BackgroundSaver, WritesOffTheCallerAndReportsFailures)

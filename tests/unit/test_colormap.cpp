@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <initializer_list>
 #include <random>
@@ -186,6 +188,35 @@ TEST(Colormap, PoolMaxKeepsEachBlocksLargestEntry)
     EXPECT_EQ(poolMax(Matrix(), 3, 3).size(), 0);
     Matrix nan = Matrix::Constant(2, 2, std::nanf(""));
     EXPECT_TRUE(std::isnan(poolMax(nan, 1, 1)(0, 0)));
+}
+
+// poolMax against the rule written out block by block (the largest finite value; NaN for a block with none), on
+// random maps with ±inf, NaN and whole non-finite blocks, for block shapes that do and do not divide the map.
+TEST(Colormap, PoolMaxMatchesTheBlockRule)
+{
+    std::mt19937 rng(36);
+    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+    for (const auto& [R, C, rows, cols] : {std::array<int, 4>{37, 53, 5, 7}, {64, 64, 8, 8}, {100, 9, 33, 4}, {7, 300, 7, 96}, {1, 5, 1, 2}}) {
+        Matrix m(R, C);
+        for (int i = 0; i < R; ++i)
+            for (int j = 0; j < C; ++j) {
+                const int pick = int(rng() % 50);
+                m(i, j) = pick == 0 ? INFINITY : pick == 1 ? -INFINITY : pick == 2 ? std::nanf("") : u(rng);
+            }
+        m.topLeftCorner(std::min(R, 3), std::min(C, 3)).setConstant(-INFINITY);  // a block with no finite value
+        const Matrix p = poolMax(m, rows, cols);
+        ASSERT_EQ(p.rows(), rows);
+        ASSERT_EQ(p.cols(), cols);
+        for (int r = 0; r < rows; ++r)
+            for (int c = 0; c < cols; ++c) {
+                float best = NAN;
+                for (int i = r * R / rows; i < (r + 1) * R / rows; ++i)
+                    for (int j = c * C / cols; j < (c + 1) * C / cols; ++j)
+                        if (std::isfinite(m(i, j)) && (std::isnan(best) || m(i, j) > best)) best = m(i, j);
+                if (std::isnan(best)) EXPECT_TRUE(std::isnan(p(r, c))) << R << "x" << C << " block " << r << "," << c;
+                else EXPECT_EQ(p(r, c), best) << R << "x" << C << " block " << r << "," << c;
+            }
+    }
 }
 
 } // namespace

@@ -4,6 +4,7 @@
 #include "test_util.h"
 
 #include <attnscope/attention.h>
+#include <attnscope/layout.h>
 
 #include <gtest/gtest.h>
 
@@ -276,6 +277,42 @@ TEST(Fallback, AReferenceOrCopiedResultStartsOver)
     ASSERT_TRUE(compute(s.in, s.cfg, s.r).ok());
     EXPECT_FALSE(s.r.incremental);
     EXPECT_TRUE(sameResult(s.r, full(s.in, s.cfg)));
+}
+
+// copyResult carries the snapshot: the copy's next compute is incremental and exact, the original and the copy
+// then go their own ways (no shared state), in both layouts with a causal mask and key padding.
+TEST(Fallback, CopyResultKeepsTheSnapshot)
+{
+    for (Layout layout : {Layout::Row, Layout::Column}) {
+        Computed s = computed();
+        if (layout == Layout::Column) {
+            s.cfg.layout = Layout::Column;
+            restateInput(s.in, Layout::Row, Layout::Column);
+            ASSERT_TRUE(compute(s.in, s.cfg, s.r).ok());
+        }
+        s.in.mask.keyPadding.assign(20, 0);
+        s.in.mask.keyPadding[7] = 1;
+        ASSERT_TRUE(compute(s.in, s.cfg, s.r).ok());
+        AttentionResult copy;
+        copyResult(s.r, copy);
+        ASSERT_TRUE(sameResult(copy, s.r));
+        AttentionInput a = s.in, b = s.in;
+        // One token's cell each (Column: tokens are columns of X).
+        (layout == Layout::Row ? a.X(2, 3) : a.X(3, 2)) += 0.75f;
+        (layout == Layout::Row ? b.X(5, 1) : b.X(1, 5)) -= 0.5f;
+        ASSERT_TRUE(compute(a, s.cfg, copy).ok());
+        EXPECT_TRUE(copy.incremental) << toString(layout);
+        EXPECT_TRUE(sameResult(copy, full(a, s.cfg))) << toString(layout);
+        ASSERT_TRUE(compute(b, s.cfg, s.r).ok());
+        EXPECT_TRUE(s.r.incremental) << toString(layout);
+        EXPECT_TRUE(sameResult(s.r, full(b, s.cfg))) << toString(layout);
+        // The copy, several edits behind b now, catches up from its own snapshot.
+        ASSERT_TRUE(compute(b, s.cfg, copy).ok());
+        EXPECT_TRUE(copy.incremental) << toString(layout);
+        EXPECT_TRUE(sameResult(copy, full(b, s.cfg))) << toString(layout);
+        copyResult(copy, copy);  // onto itself: nothing changes
+        EXPECT_TRUE(sameResult(copy, full(b, s.cfg)));
+    }
 }
 
 TEST(Fallback, AdditiveScoreIsAlwaysFull)

@@ -59,6 +59,11 @@ Status compute(const AttentionInput& in, const AttentionConfig& cfg, AttentionRe
 // Convenience: a fresh result.
 Expected<AttentionResult> compute(const AttentionInput& in, const AttentionConfig& cfg);
 
+// Copies `from` into `to` (reusing to's buffers where the shapes match), with the snapshot of the inputs the
+// fast CPU path keeps: the next incremental compute into `to` updates it as it would have updated `from`. (A
+// plain copy drops the snapshot, so that two results never share one: its next compute is a full one.)
+void copyResult(const AttentionResult& from, AttentionResult& to);
+
 // Backends ---------------------------------------------------------------------------------------------
 
 // Backends built into this binary and usable now (Cpu always; Cuda when built and a device is present).

@@ -523,6 +523,10 @@ Status computeEigen(const AttentionInput& in, const AttentionConfig& cfg, const 
     if (!out.cache.state) out.cache.state = std::make_shared<IncrementalState>();
     IncrementalState& st = *out.cache.state;
     st.valid = false;
+    const std::uint64_t base = st.change.serial;
+    st.change = ResultChange{};  // everything
+    st.change.base = base;
+    st.change.serial = nextResultSerial();
     st.rowMax.resize(std::size_t(d.H) * std::size_t(d.T));
     st.rowSum.resize(std::size_t(d.H) * std::size_t(d.T));
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "attnscope/attention.h"
+#include "attnscope/result_change.h"
 
 #include <chrono>
 #include <cstdint>
@@ -26,7 +27,11 @@ struct IncrementalState {
     // scores (masked ones taking the fill). rowMax is the row's maximum after a full compute and at least
     // every live score after an incremental one. rowSum = 0 marks a fully masked row (all weights 0).
     std::vector<float> rowMax, rowSum;
+    ResultChange change;  // what the last compute changed (attn::resultChange)
 };
+
+// A fresh AttentionResult serial (ResultChange::serial) for each compute on the fast path.
+std::uint64_t nextResultSerial();
 
 namespace cpu::fast {
 

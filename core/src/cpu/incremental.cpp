@@ -17,11 +17,13 @@
 // recomputed from their scores instead.
 #include "fast_path.h"
 
+#include <atomic>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 
 namespace attn::cpu::fast {
 namespace {
@@ -351,7 +353,19 @@ bool tryIncrementalT(const AttentionInput& in, const AttentionConfig& cfg, const
     Change ch;
     if (!diff(in, st, cfg, d, ch)) return false;
     out.incremental = true;
-    if (!ch.any()) return true;
+    auto tell = [&] {  // what changed, for the caller (attn::resultChange)
+        ResultChange& c = st.change;
+        c.all = false;
+        c.base = c.serial;
+        c.serial = nextResultSerial();
+        c.queries = ch.rowsQ;
+        c.keys = ch.rowsKV;
+        c.headAll = ch.headDirty;
+    };
+    if (!ch.any()) {
+        tell();
+        return true;
+    }
 
     auto t0 = Clock::now();
     // Old V rows of the changed keys (all KV heads), for the output correction.
@@ -395,6 +409,7 @@ bool tryIncrementalT(const AttentionInput& in, const AttentionConfig& cfg, const
     out.timings.output = msSince(t0);
     if (!allFinite(out.output)) return false;  // the full compute reports where
     snapshot(in, cfg, d, st);
+    tell();
     return true;
 }
 
@@ -412,3 +427,25 @@ bool tryIncremental(const AttentionInput& in, const AttentionConfig& cfg, const 
 }
 
 } // namespace attn::cpu::fast
+
+namespace attn {
+
+std::uint64_t nextResultSerial()
+{
+    static std::atomic<std::uint64_t> serials{0};
+    return ++serials;
+}
+
+const ResultChange* resultChange(const AttentionResult& r)
+{
+    return r.cache.state && r.cache.state->valid ? &r.cache.state->change : nullptr;
+}
+
+void copyResult(const AttentionResult& from, AttentionResult& to)
+{
+    if (&from == &to) return;
+    to = from;  // the matrices (their buffers reused when the shapes match); the cache is dropped
+    if (from.cache.state) to.cache.state = std::make_shared<IncrementalState>(*from.cache.state);
+}
+
+} // namespace attn
