@@ -49,6 +49,7 @@ struct FrozenQkMap {
                           // hidden[l] (1 without pre-norms), times the QK-norm's s'_p (1 without QK-norm)
     VecD biasScale;       // n: s'_p alone (the constant term is not normed by the pre-norm, but is by the QK-norm)
     std::vector<float> invFreq;  // D/2 RoPE inverse frequencies (empty: no rotation, GPT-2)
+    float ropeScale = 1;         // cos and sin times this (LongRoPE's attention factor; 1 otherwise)
 };
 
 // The map of `side` of query head `head` of layer `layer` (its KV head's K for the key side). This is the function
@@ -125,13 +126,16 @@ FrozenQkMap frozenQkMap(const DecoderModel& model, const DecoderRun& run, int la
     if (c.rope) {
         // As the forward's RoPE (blocks.cpp, ropeRows): the layer's base, inverse frequencies in float over the
         // rotated dimensions (partial rotary: the first R of D; rotate() pairs i with i + R/2 and leaves the rest),
-        // Llama 3's factors and the linear scaling divided out.
+        // Llama 3's or LongRoPE's factors (LongRoPE's set for this run's length, as the forward picks it, and its
+        // attention factor on cos and sin) and the linear scaling divided out.
         const int R = c.rotaryDims();
         const float linear = c.ropeScaleOf(layer);
+        const std::vector<float>& factors = c.ropeFactorsFor(long(run.hidden[static_cast<std::size_t>(layer)].rows()));
+        f.ropeScale = c.longRope() ? c.ropeAttnFactor : 1.0f;
         f.invFreq.resize(static_cast<std::size_t>(R / 2));
         for (int i = 0; i < R / 2; ++i) {
             float v = static_cast<float>(1.0 / std::pow(double(c.ropeThetaOf(layer)), double(2 * i) / R));
-            if (!c.ropeFreqFactors.empty() && i < static_cast<int>(c.ropeFreqFactors.size())) v /= c.ropeFreqFactors[static_cast<std::size_t>(i)];
+            if (i < static_cast<int>(factors.size())) v /= factors[static_cast<std::size_t>(i)];
             if (linear != 1.0f) v /= linear;
             f.invFreq[static_cast<std::size_t>(i)] = v;
         }
@@ -146,7 +150,12 @@ void rotate(const FrozenQkMap& f, int pos, Eigen::Ref<MatD> rows)
     const Eigen::Index half = static_cast<Eigen::Index>(f.invFreq.size());
     for (Eigen::Index i = 0; i < half; ++i) {
         const float angle = static_cast<float>(pos) * f.invFreq[static_cast<std::size_t>(i)];
-        const double cs = static_cast<float>(std::cos(double(angle))), sn = static_cast<float>(std::sin(double(angle)));
+        float csf = static_cast<float>(std::cos(double(angle))), snf = static_cast<float>(std::sin(double(angle)));
+        if (f.ropeScale != 1.0f) {
+            csf *= f.ropeScale;
+            snf *= f.ropeScale;
+        }
+        const double cs = csf, sn = snf;
         for (Eigen::Index r = 0; r < rows.rows(); ++r) {
             const double a = rows(r, i), b = rows(r, i + half);
             rows(r, i) = a * cs - b * sn;

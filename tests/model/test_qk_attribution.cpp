@@ -115,11 +115,17 @@ VecD naiveSide(const attn::DecoderModel& m, const attn::DecoderRun& run, int l, 
     }
     if (const int R = cfg.rotaryDims(); R > 0) {
         EXPECT_TRUE(cfg.ropeFreqFactors.empty()) << "the oracle knows no Llama 3 factors";
+        // LongRoPE (Phi-3 128k): the set for the run's length divides the frequencies, cos and sin times its factor.
+        const long n = long(run.hidden[0].rows());
+        const std::vector<float> none;
+        const std::vector<float>& factors = cfg.longRope() ? cfg.ropeFactorsFor(n) : none;
+        const double m = cfg.longRope() ? cfg.ropeAttnFactor : 1.0;
         VecD r = v;
         for (int i = 0; i < R / 2; ++i) {
-            const double angle = p * std::pow(double(cfg.ropeThetaOf(l)), -2.0 * i / R) / cfg.ropeScaleOf(l);
-            r[i] = v[i] * std::cos(angle) - v[i + R / 2] * std::sin(angle);
-            r[i + R / 2] = v[i + R / 2] * std::cos(angle) + v[i] * std::sin(angle);
+            double angle = p * std::pow(double(cfg.ropeThetaOf(l)), -2.0 * i / R) / cfg.ropeScaleOf(l);
+            if (i < int(factors.size())) angle /= factors[std::size_t(i)];
+            r[i] = m * (v[i] * std::cos(angle) - v[i + R / 2] * std::sin(angle));
+            r[i + R / 2] = m * (v[i + R / 2] * std::cos(angle) + v[i] * std::sin(angle));
         }
         v = r;
     }
@@ -405,9 +411,10 @@ TEST_P(Families, CompositionScoresEqualDenseProducts)
 
 // Every tiny family: pre-norms with LayerNorm (gpt2, gptneox: also a parallel residual and partial rotary) or RMSNorm,
 // Q/K biases (qwen2), per-head QK-norm (qwen3, gemma3), whole-row QK-norm and post-norms only (olmo2), post-norms, a
-// soft-cap and sliding windows (gemma2), fused projections (phi3, gptneox).
+// soft-cap and sliding windows (gemma2), fused projections (phi3, gptneox), LongRoPE's factors and attention factor
+// (phi3_longrope).
 INSTANTIATE_TEST_SUITE_P(Tiny, Families, ::testing::Values("gpt2", "llama", "qwen2", "qwen3", "gemma2", "gemma3", "gptneox",
-                                                           "olmo2", "phi3"));
+                                                           "olmo2", "phi3", "phi3_longrope"));
 
 // The window's helpers (issue 35's panel): the strongest pairs and components in order, and the matrix grouped by
 // layer still summing to the score; an expanded layer keeps its components one by one.
