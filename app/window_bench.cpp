@@ -198,7 +198,8 @@ int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens, c
     // The last edit's job on the worker, in parts: the compute, the colour ranges, the pooled parts of the maps on
     // screen; and the bound of the work it had left (one X cell: its token's Q/K/V row, one score row and column a
     // head, every weight rescaled (read + write), the output row corrections, concat·W^O (a full product); then
-    // the ranges read every score, weight and mask flag, and the pooling reads the maps it pools).
+    // the ranges read the scores, weights and mask flags of the heads they scan whole (none where they are
+    // updated from the changed cells), and the pooling reads the maps it pools).
     struct EditJob {
         double ms = 0, computeMs = 0, rangesMs = 0, poolMs = 0, bytes = 0, flops = 0, boundMs = 0;
         bool incremental = false;
@@ -216,7 +217,10 @@ int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens, c
         const double H = double(r.heads.size()), T = double(r.heads.empty() ? 0 : r.heads[0].weights.rows()),
                      S = double(r.heads.empty() ? 0 : r.heads[0].weights.cols());
         const double pooledValues = H * T * S + T * S;  // the heads grid's thumbnails and the current head's weights
-        job4096.bytes = H * T * S * (2 * 4 + 4 + 4 + 1) + pooledValues * 4;
+        // The ranges of a head scanned whole read its scores (or weights) and half the mask flags' bytes each;
+        // a head's range updated from the changed cells reads next to nothing.
+        const double scanned = 2 * H - double(job4096.scoresUpdated) - double(job4096.weightsUpdated);
+        job4096.bytes = H * T * S * 2 * 4 + scanned * T * S * 4.5 + pooledValues * 4;
         job4096.flops = 2.0 * double(r.concat.rows()) * double(r.concat.cols()) * double(r.output.cols());
         if (bounds.memGBs > 0 && bounds.sgemmGflops > 0)
             job4096.boundMs = job4096.bytes / (bounds.memGBs * 1e6) + job4096.flops / (bounds.sgemmGflops * 1e6);
