@@ -198,11 +198,12 @@ int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens, c
     // The last edit's job on the worker, in parts: the compute, the colour ranges, the pooled parts of the maps on
     // screen; and the bound of the work it had left (one X cell: its token's Q/K/V row, one score row and column a
     // head, every weight rescaled (read + write), the output row corrections, concat·W^O (a full product); then
-    // the ranges read every score, weight and mask flag, and the pooling reads the maps it pools).
+    // the ranges read the scores, weights and mask flags of the heads they scan whole (none where they are
+    // updated from the changed cells), and the pooling reads the maps it pools).
     struct EditJob {
         double ms = 0, computeMs = 0, rangesMs = 0, poolMs = 0, bytes = 0, flops = 0, boundMs = 0;
         bool incremental = false;
-        int scoresUpdated = 0;  // heads whose scores' range was updated from the changed rows/columns
+        int scoresUpdated = 0, weightsUpdated = 0;  // heads whose range was updated from what changed
     } job4096;
     {
         const attn::AttentionResult& r = state.doc.result();
@@ -212,10 +213,14 @@ int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens, c
         job4096.computeMs = job4096.ms - job4096.rangesMs - job4096.poolMs;
         job4096.incremental = r.incremental;
         job4096.scoresUpdated = state.doc.ranges().scoresUpdated;
+        job4096.weightsUpdated = state.doc.ranges().weightsUpdated;
         const double H = double(r.heads.size()), T = double(r.heads.empty() ? 0 : r.heads[0].weights.rows()),
                      S = double(r.heads.empty() ? 0 : r.heads[0].weights.cols());
         const double pooledValues = H * T * S + T * S;  // the heads grid's thumbnails and the current head's weights
-        job4096.bytes = H * T * S * (2 * 4 + 4 + 4 + 1) + pooledValues * 4;
+        // The ranges of a head scanned whole read its scores (or weights) and half the mask flags' bytes each;
+        // a head's range updated from the changed cells reads next to nothing.
+        const double scanned = 2 * H - double(job4096.scoresUpdated) - double(job4096.weightsUpdated);
+        job4096.bytes = H * T * S * 2 * 4 + scanned * T * S * 4.5 + pooledValues * 4;
         job4096.flops = 2.0 * double(r.concat.rows()) * double(r.concat.cols()) * double(r.output.cols());
         if (bounds.memGBs > 0 && bounds.sgemmGflops > 0)
             job4096.boundMs = job4096.bytes / (bounds.memGBs * 1e6) + job4096.flops / (bounds.sgemmGflops * 1e6);
@@ -282,6 +287,7 @@ int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens, c
                                     {"pooling_ms", job4096.poolMs},
                                     {"incremental", job4096.incremental},
                                     {"score_ranges_updated_heads", job4096.scoresUpdated},
+                                    {"weight_ranges_updated_heads", job4096.weightsUpdated},
                                     {"bytes", job4096.bytes},
                                     {"flops", job4096.flops},
                                     {"bound_ms", job4096.boundMs},
@@ -312,9 +318,9 @@ int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens, c
         std::printf("n=4096 d_model=512 h=8 (compute %.1f ms, then colour ranges %.1f ms): frames while computing median %.1f "
                     "p95 %.1f max %.1f ms\n",
                     compute4096, ranges4096, busy4096.median, busy4096.p95, busy4096.max);
-        std::printf("n=4096 last edit's job: %.1f ms (compute %.1f%s, colour ranges %.1f (scores of %d heads updated), pooling %.1f); bound %.1f ms "
+        std::printf("n=4096 last edit's job: %.1f ms (compute %.1f%s, colour ranges %.1f (scores of %d heads updated, weights of %d), pooling %.1f); bound %.1f ms "
                     "(%.2f GB at %.1f GB/s, %.2f GFLOP at %.1f GFLOP/s)\n",
-                    job4096.ms, job4096.computeMs, job4096.incremental ? " incremental" : " full", job4096.rangesMs, job4096.scoresUpdated, job4096.poolMs,
+                    job4096.ms, job4096.computeMs, job4096.incremental ? " incremental" : " full", job4096.rangesMs, job4096.scoresUpdated, job4096.weightsUpdated, job4096.poolMs,
                     job4096.boundMs, job4096.bytes * 1e-9, bounds.memGBs, job4096.flops * 1e-9, bounds.sgemmGflops);
         std::printf("every panel, nothing changing: n=4096 median %.2f ms, n=64 median %.2f ms: ratio %.2f\n", steady4096.median,
                     steady64.median, ratio);

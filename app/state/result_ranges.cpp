@@ -55,8 +55,9 @@ void scanAll(const attn::Matrix& m, const attn::MaskMatrix& mask, LineRanges& L)
 
 // L (prev's lines) brought up to date after lines `lines` changed whole and every other line at positions
 // `at`. False where it cannot (a non-finite value): the caller scans the map whole.
+// With `scale`, every value of line l not at `at` was multiplied by scale[l] first (NaN: the line changed whole).
 bool updateLines(const attn::Matrix& m, const attn::MaskMatrix& mask, const std::vector<int>& lines,
-                 const std::vector<int>& at, LineRanges& L)
+                 const std::vector<int>& at, const float* scale, LineRanges& L)
 {
     const std::size_t rows = std::size_t(m.rows()), n = std::size_t(m.cols());
     if (L.lo.size() != rows || L.nonFinite) return false;
@@ -71,6 +72,15 @@ bool updateLines(const attn::Matrix& m, const attn::MaskMatrix& mask, const std:
     for (std::size_t l = 0; l < rows; ++l) {
         const float* p = m.data() + l * n;
         const std::uint8_t* f = mk ? mk + l * n : nullptr;
+        if (!whole[l] && scale && scale[l] != 1.0f) {
+            const float c = scale[l];
+            if (!(c > 0.0f) || !std::isfinite(c)) {
+                whole[l] = 1;
+            } else if (L.loAt[l] >= 0) {  // the same float products as the values' (x·c keeps the order for c > 0)
+                L.lo[l] *= c;
+                L.hi[l] *= c;
+            }
+        }
         if (!whole[l]) {
             for (int j : at) {
                 if (f && f[j]) continue;  // masked before and after (the mask did not change)
@@ -121,6 +131,7 @@ ResultRanges computeResultRanges(const attn::AttentionResult& r, const RangeOpti
     g.weights.resize(H);
     g.headOut.resize(H);
     g.scoreLines.resize(H);
+    g.weightLines.resize(H);
     const attn::ResultChange* change = attn::resultChange(r);
     g.serial = change ? change->serial : 0;
     // The rows of the stored scores are queries in Row layout, keys in Column layout.
@@ -130,18 +141,25 @@ ResultRanges computeResultRanges(const attn::AttentionResult& r, const RangeOpti
     const std::vector<int>& at = !change ? none : row ? change->keys : change->queries;
     const bool fromPrev = prev && change && !change->all && prev->serial != 0 && change->base == prev->serial &&
                           prev->scoreLines.size() == H && change->headAll.size() == H;
-    std::vector<char> updated(H, 0);
+    std::vector<char> updated(H, 0), wUpdated(H, 0);
     auto heads = [&](std::size_t first, std::size_t step) {
         for (std::size_t k = first; k < H; k += step) {
             const attn::HeadResult& h = r.heads[k];
             LineRanges& L = g.scoreLines[k];
             if (fromPrev && !change->headAll[k]) {
                 L = prev->scoreLines[k];
-                updated[k] = updateLines(h.scores, h.masked, lines, at, L);
+                updated[k] = updateLines(h.scores, h.masked, lines, at, nullptr, L);
             }
             if (!updated[k]) scanAll(h.scores, h.masked, L);
             g.scores[k] = rangeOfLines(L, o.scores);
-            g.weights[k] = attn::displayRange(h.weights, &h.masked, o.weights);
+            LineRanges& W = g.weightLines[k];
+            if (row && fromPrev && !change->headAll[k] && prev->weightLines.size() == H &&
+                change->rowScale.size() == H * std::size_t(h.weights.rows())) {
+                W = prev->weightLines[k];
+                wUpdated[k] = updateLines(h.weights, h.masked, lines, at, change->rowScale.data() + k * std::size_t(h.weights.rows()), W);
+            }
+            if (!wUpdated[k]) scanAll(h.weights, h.masked, W);
+            g.weights[k] = rangeOfLines(W, o.weights);
             g.headOut[k] = attn::displayRange(h.output, nullptr, o.output);
         }
     };
@@ -156,6 +174,7 @@ ResultRanges computeResultRanges(const attn::AttentionResult& r, const RangeOpti
     heads(0, n);
     for (std::thread& t : team) t.join();
     g.scoresUpdated = int(std::count(updated.begin(), updated.end(), 1));
+    g.weightsUpdated = int(std::count(wUpdated.begin(), wUpdated.end(), 1));
     if (o.shared && r.heads.size() > 1) {
         const attn::DisplayRange a = attn::unionRange(g.scores, o.scores);
         const attn::DisplayRange b = attn::unionRange(g.weights, o.weights);

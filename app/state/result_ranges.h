@@ -37,16 +37,19 @@ struct ResultRanges {
     attn::DisplayRange q, k, v, concat, output;
     std::vector<attn::DisplayRange> scores, weights, headOut;  // per head (all equal when options.shared)
     // The scores' per-line ranges (per head) and the result they describe (attn::ResultChange::serial; 0: none).
-    std::vector<LineRanges> scoreLines;
+    std::vector<LineRanges> scoreLines, weightLines;
     std::uint64_t serial = 0;
-    int scoresUpdated = 0;  // heads whose scores' range came from `prev` and the changed rows/columns
+    int scoresUpdated = 0;   // heads whose scores' range came from `prev` and the changed rows/columns
+    int weightsUpdated = 0;  // heads whose weights' range came from `prev`, the rows' scales and the changed keys
 };
 
 // Every range of `r` under `o` (masked entries are left out of the scores' and weights' ranges). With `prev`,
 // the ranges of the result `r` was updated from (attn::resultChange(r)->base == prev->serial), a head whose
 // scores changed only in some rows and columns (attn::ResultChange) has its scores' range from prev's and those alone:
 // only the lines that changed are scanned, and the others' changed cells; a line whose old min or max sat in
-// a changed cell that moved inward is scanned whole, so the range is the one a full scan gives.
+// a changed cell that moved inward is scanned whole, so the range is the one a full scan gives. In Row layout
+// the weights' range likewise: a rescaled row's min and max are the old ones times its scale (a float product
+// keeps the order), then its changed keys as above; a recomputed row is scanned whole.
 ResultRanges computeResultRanges(const attn::AttentionResult& r, const RangeOptions& o, const ResultRanges* prev = nullptr);
 
 } // namespace app

@@ -1,5 +1,6 @@
 // The window's colour ranges (state/result_ranges.h): after an incremental compute the scores' range of a head
-// is updated from the previous ranges and the changed rows and columns alone; it must equal the full scan of
+// is updated from the previous ranges and the changed rows and columns alone (the weights' from the rows'
+// scales and the changed keys, in Row layout); each must equal the full scan of
 // the result (the oracle) after any edit, with masks, in both layouts, and wherever the old min or max sat.
 #include "state/result_ranges.h"
 
@@ -100,7 +101,7 @@ TEST_P(IncrementalRanges, EqualFullScanAfterRandomEdits)
     }
     std::mt19937 rng(23);
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    int updated = 0, inward = 0;
+    int updated = 0, weightsUpdated = 0, inward = 0;
     const int edits = 300;
     for (int e = 0; e < edits; ++e) {
         const int kind = std::uniform_int_distribution<int>(0, 7)(rng);
@@ -142,11 +143,15 @@ TEST_P(IncrementalRanges, EqualFullScanAfterRandomEdits)
                                app::computeResultRanges(buffers[b], app::RangeOptions{})))
             << "edit " << e << " (" << what << "), shared";
         updated += next.scoresUpdated;
+        weightsUpdated += next.weightsUpdated;
         ranges[b] = std::move(next);
     }
     EXPECT_GT(inward, 0);
     // Most edits leave some head clean (a W^Q cell dirties one of 3), so most heads' ranges were updated.
     EXPECT_GT(updated, edits);
+    // The weights' range is updated in Row layout (a row's scale applies to a contiguous line), scanned in Column.
+    if (layout == Layout::Row) EXPECT_GT(weightsUpdated, edits);
+    else EXPECT_EQ(weightsUpdated, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(LayoutsMasksModes, IncrementalRanges,

@@ -12,13 +12,18 @@
 namespace attn {
 
 // Against the result whose serial is `base`: everything (all), or, in row semantics, the queries and keys whose
-// rows changed (a head not marked in headAll changed its scores in those rows and columns only). serial: the
+// rows changed (a head not marked in headAll changed its scores in those rows and columns only, its weights as
+// rowScale says). serial: the
 // identity of the values the result holds now (a fresh number each compute; a copy by attn::copyResult keeps it).
 struct ResultChange {
     bool all = true;
     std::uint64_t base = 0, serial = 0;
     std::vector<int> queries, keys;
     std::vector<char> headAll;
+    // Per head h and query i (index h·T + i), for a head not changed whole: the float every weight of row i
+    // was multiplied by (1: untouched), the weights at the changed keys being new values; NaN where the row
+    // was recomputed. (Empty: not known.)
+    std::vector<float> rowScale;
 };
 
 // The fast CPU path's account of the last compute into r; null where there is none (another path, a plain copy):

@@ -293,6 +293,9 @@ bool updateHead(const AttentionInput& in, const AttentionConfig& cfg, const Dims
         rowSum[i] = float(z1);
         scaleOf[i] = float(double(z0) * e / z1);
     }
+    float* rowScale = st.change.rowScale.data() + std::ptrdiff_t(h) * T;  // for attn::resultChange
+    for (int i = first; i < T; ++i)
+        if (how[std::size_t(i)]) rowScale[i] = how[std::size_t(i)] == 1 ? scaleOf[i] : std::numeric_limits<float>::quiet_NaN();
     // In storage order: a Row session scales each row (contiguous), a Column session each key's line of
     // queries by the vector of row scales (contiguous too).
     if constexpr (Order == Eigen::RowMajor) {
@@ -353,6 +356,7 @@ bool tryIncrementalT(const AttentionInput& in, const AttentionConfig& cfg, const
     Change ch;
     if (!diff(in, st, cfg, d, ch)) return false;
     out.incremental = true;
+    st.change.rowScale.assign(std::size_t(d.H) * std::size_t(d.T), 1.0f);  // updateHead writes its rows'
     auto tell = [&] {  // what changed, for the caller (attn::resultChange)
         ResultChange& c = st.change;
         c.all = false;
