@@ -115,7 +115,21 @@ std::vector<Case> cases()
     return out;
 }
 
-class DecoderDevice : public ::testing::TestWithParam<Case> {};
+// Each case's model (a load that fails fails the test) and the options of both paths.
+class DecoderDevice : public ::testing::TestWithParam<Case> {
+protected:
+    void SetUp() override
+    {
+        auto loaded = attn::loadDecoder(GetParam().path);
+        ASSERT_TRUE(loaded.ok()) << loaded.status().message;
+        model = std::move(*loaded);
+        L = model.config.layers;
+        dev.backend = attn::Backend::Cuda;
+    }
+    attn::DecoderModel model;
+    int L = 0;
+    attn::DecoderOptions dev, cpu;
+};
 
 // 9 tokens: past the tiny Gemmas' window of 4, so their sliding layers mask.
 const std::vector<int> kIds = {5, 17, 42, 99, 3, 250, 7, 64, 128};
@@ -123,47 +137,42 @@ const std::vector<int> kIds = {5, 17, 42, 99, 3, 250, 7, 64, 128};
 TEST_P(DecoderDevice, EqualsTheCpu)
 {
     const Case& tc = GetParam();
-    auto model = attn::loadDecoder(tc.path);
-    ASSERT_TRUE(model.ok()) << model.status().message;
-    const int L = model->config.layers;
-    attn::DecoderOptions dev, cpu;
-    dev.backend = attn::Backend::Cuda;
 
     // A whole forward.
-    auto d = attn::runDecoder(*model, kIds, dev);
-    auto c = attn::runDecoder(*model, kIds, cpu);
+    auto d = attn::runDecoder(model, kIds, dev);
+    auto c = attn::runDecoder(model, kIds, cpu);
     ASSERT_TRUE(d.ok()) << tc.name << ": " << d.status().message;
     ASSERT_TRUE(c.ok()) << tc.name << ": " << c.status().message;
     expectOnTheDevice(*d, tc.name + " forward");
     EXPECT_EQ(c->backend, attn::Backend::Cpu);
     EXPECT_GT(d->deviceTimings.bytesBack, 0.0);
-    expectSameDenseRun(*model, *d, *c, tc.name + " forward");
+    expectSameDenseRun(model, *d, *c, tc.name + " forward");
 
     // An ablation recomputed from the last layer (its head 1 zeroed), against a CPU forward with it.
     d->ablated = {{L - 1, 1}};
-    ASSERT_TRUE(attn::recomputeDecoderFrom(*model, L - 1, *d, attn::Backend::Cuda).ok());
+    ASSERT_TRUE(attn::recomputeDecoderFrom(model, L - 1, *d, attn::Backend::Cuda).ok());
     attn::DecoderOptions ablated = cpu;
     ablated.ablate = {{L - 1, 1}};
-    auto ca = attn::runDecoder(*model, kIds, ablated);
+    auto ca = attn::runDecoder(model, kIds, ablated);
     ASSERT_TRUE(ca.ok());
     expectOnTheDevice(*d, tc.name + " ablated");
-    expectSameDenseRun(*model, *d, *ca, tc.name + " ablated");
+    expectSameDenseRun(model, *d, *ca, tc.name + " ablated");
     EXPECT_GT((d->lastLogits - c->lastLogits).cwiseAbs().maxCoeff(), 1e-5) << tc.name << ": the ablation changed nothing";
 
     // Tokens appended on the device (one, then two) equal a whole CPU forward over the longer text.
-    auto g = attn::runDecoder(*model, std::vector<int>(kIds.begin(), kIds.begin() + 6), dev);
+    auto g = attn::runDecoder(model, std::vector<int>(kIds.begin(), kIds.begin() + 6), dev);
     ASSERT_TRUE(g.ok()) << g.status().message;
-    ASSERT_TRUE(attn::appendTokens(*model, {kIds[6]}, *g, attn::Backend::Cuda).ok());
-    ASSERT_TRUE(attn::appendTokens(*model, {kIds[7], kIds[8]}, *g, attn::Backend::Cuda).ok());
+    ASSERT_TRUE(attn::appendTokens(model, {kIds[6]}, *g, attn::Backend::Cuda).ok());
+    ASSERT_TRUE(attn::appendTokens(model, {kIds[7], kIds[8]}, *g, attn::Backend::Cuda).ok());
     expectOnTheDevice(*g, tc.name + " appended");
-    expectSameDenseRun(*model, *g, *c, tc.name + " appended");
+    expectSameDenseRun(model, *g, *c, tc.name + " appended");
     if (!tc.full) return;
 
     // Recompute from layer 0 with the surprise deferred, then its second phase (on the CPU).
-    ASSERT_TRUE(attn::recomputeDecoderFrom(*model, 0, *g, attn::Backend::Cuda, attn::SurpriseUpdate::Deferred).ok());
+    ASSERT_TRUE(attn::recomputeDecoderFrom(model, 0, *g, attn::Backend::Cuda, attn::SurpriseUpdate::Deferred).ok());
     EXPECT_TRUE(g->surpriseStale);
-    ASSERT_TRUE(attn::updateDecoderSurprise(*model, *g).ok());
-    expectSameDenseRun(*model, *g, *c, tc.name + " deferred surprise");
+    ASSERT_TRUE(attn::updateDecoderSurprise(model, *g).ok());
+    expectSameDenseRun(model, *g, *c, tc.name + " deferred surprise");
 
     // Pinned Q, K, V (the chain view's edit): layer 0's halved, on both paths.
     for (attn::DecoderRun* r : {&*g, &*c}) {
@@ -172,23 +181,23 @@ TEST_P(DecoderDevice, EqualsTheCpu)
         r->pinned.K = c->attention[0].K;
         r->pinned.V = c->attention[0].V * 0.5f;
     }
-    ASSERT_TRUE(attn::recomputeDecoderFrom(*model, 0, *g, attn::Backend::Cuda).ok());
-    ASSERT_TRUE(attn::recomputeDecoderFrom(*model, 0, *c, attn::Backend::Cpu).ok());
+    ASSERT_TRUE(attn::recomputeDecoderFrom(model, 0, *g, attn::Backend::Cuda).ok());
+    ASSERT_TRUE(attn::recomputeDecoderFrom(model, 0, *c, attn::Backend::Cpu).ok());
     expectOnTheDevice(*g, tc.name + " pinned");
-    expectSameDenseRun(*model, *g, *c, tc.name + " pinned");
+    expectSameDenseRun(model, *g, *c, tc.name + " pinned");
 
     // Auto uses the device when there is one.
     attn::DecoderOptions autoOptions;
     autoOptions.backend = attn::Backend::Auto;
-    auto au = attn::runDecoder(*model, kIds, autoOptions);
+    auto au = attn::runDecoder(model, kIds, autoOptions);
     ASSERT_TRUE(au.ok()) << au.status().message;
     expectOnTheDevice(*au, tc.name + " auto");
 
     // A lazy run: Q, K, V and the log-sum-exp per layer (what LazyMaps rebuilds tiles from), no maps.
     attn::DecoderOptions lazyDev = dev, lazyCpu = cpu;
     lazyDev.lazy = lazyCpu.lazy = true;
-    auto ld = attn::runDecoder(*model, kIds, lazyDev);
-    auto lc = attn::runDecoder(*model, kIds, lazyCpu);
+    auto ld = attn::runDecoder(model, kIds, lazyDev);
+    auto lc = attn::runDecoder(model, kIds, lazyCpu);
     ASSERT_TRUE(ld.ok()) << ld.status().message;
     ASSERT_TRUE(lc.ok()) << lc.status().message;
     expectOnTheDevice(*ld, tc.name + " lazy");
@@ -205,25 +214,25 @@ TEST_P(DecoderDevice, EqualsTheCpu)
     }
     expectSamePredictions(*ld, *lc, tc.name + " lazy");
     // The lazy maps rebuilt from the device's statistics equal the dense CPU run's weights.
-    const auto maps = attn::decoderMaps(*model, *ld);
-    auto dense = attn::runDecoder(*model, kIds, cpu);
+    const auto maps = attn::decoderMaps(model, *ld);
+    auto dense = attn::runDecoder(model, kIds, cpu);
     ASSERT_TRUE(dense.ok());
-    for (int h = 0; h < model->config.heads; ++h) {
+    for (int h = 0; h < model.config.heads; ++h) {
         attn::Matrix w;
         ASSERT_TRUE(maps->whole(attn::MapKind::Weights, L - 1, h, w).ok());
         EXPECT_LE(maxAbsDiff(w, dense->weights[std::size_t(L - 1)][std::size_t(h)].toMatrix()), kWeightTol) << tc.name << " lazy weights head " << h;
     }
     // An append to the lazy run on the device.
-    ASSERT_TRUE(attn::appendTokens(*model, {11}, *ld, attn::Backend::Cuda).ok());
+    ASSERT_TRUE(attn::appendTokens(model, {11}, *ld, attn::Backend::Cuda).ok());
     std::vector<int> longer = kIds;
     longer.push_back(11);
-    auto lc2 = attn::runDecoder(*model, longer, lazyCpu);
+    auto lc2 = attn::runDecoder(model, longer, lazyCpu);
     ASSERT_TRUE(lc2.ok());
     expectSamePredictions(*ld, *lc2, tc.name + " lazy appended");
     // And one on the CPU, into the spare rows the device's lazy layers came back with (LazyLayer::adopt).
-    auto lp = attn::runDecoder(*model, kIds, lazyDev);
+    auto lp = attn::runDecoder(model, kIds, lazyDev);
     ASSERT_TRUE(lp.ok()) << lp.status().message;
-    ASSERT_TRUE(attn::appendTokens(*model, {11}, *lp, attn::Backend::Cpu).ok());
+    ASSERT_TRUE(attn::appendTokens(model, {11}, *lp, attn::Backend::Cpu).ok());
     expectSamePredictions(*lp, *lc2, tc.name + " lazy appended on the CPU");
     for (int l = 0; l < L; ++l) {
         const attn::LazyLayer &a = *lp->lazyLayers[std::size_t(l)], &b = *lc2->lazyLayers[std::size_t(l)];
@@ -238,14 +247,9 @@ TEST_P(DecoderDevice, EqualsTheCpu)
 TEST_P(DecoderDevice, ScansEqualTheCpu)
 {
     const Case& tc = GetParam();
-    auto model = attn::loadDecoder(tc.path);
-    ASSERT_TRUE(model.ok()) << model.status().message;
-    const int L = model->config.layers;
-    attn::DecoderOptions dev, cpu;
-    dev.backend = attn::Backend::Cuda;
     dev.ablate = cpu.ablate = {{L - 1, 0}};
-    auto d = attn::runDecoder(*model, kIds, dev);
-    auto c = attn::runDecoder(*model, kIds, cpu);
+    auto d = attn::runDecoder(model, kIds, dev);
+    auto c = attn::runDecoder(model, kIds, cpu);
     ASSERT_TRUE(d.ok()) << d.status().message;
     ASSERT_TRUE(c.ok()) << c.status().message;
     expectOnTheDevice(*d, tc.name + " scan run");
@@ -253,8 +257,8 @@ TEST_P(DecoderDevice, ScansEqualTheCpu)
     c->lastLogits.maxCoeff(&target);
     attn::Matrix onDevice, onCpu;
     std::vector<int> order;
-    ASSERT_TRUE(attn::headImportance(*model, *d, int(target), onDevice, [&](int l) { order.push_back(l); return true; }).ok());
-    ASSERT_TRUE(attn::headImportance(*model, *c, int(target), onCpu).ok());
+    ASSERT_TRUE(attn::headImportance(model, *d, int(target), onDevice, [&](int l) { order.push_back(l); return true; }).ok());
+    ASSERT_TRUE(attn::headImportance(model, *c, int(target), onCpu).ok());
     EXPECT_FALSE(onDevice.hasNaN()) << tc.name;
     EXPECT_EQ(onDevice(L - 1, 0), 0.0f) << tc.name << ": the run's own ablation changes nothing";
     EXPECT_CLOSE(onDevice, onCpu, kLogitTol, tc.name + " head importance");
@@ -270,10 +274,10 @@ TEST_P(DecoderDevice, ScansEqualTheCpu)
             r->pinned.K = c->attention[std::size_t(L - 1)].K;
             r->pinned.V = c->attention[std::size_t(L - 1)].V;
         }
-        ASSERT_TRUE(attn::recomputeDecoderFrom(*model, L - 1, *d, attn::Backend::Cuda).ok());
-        ASSERT_TRUE(attn::recomputeDecoderFrom(*model, L - 1, *c, attn::Backend::Cpu).ok());
-        ASSERT_TRUE(attn::headImportance(*model, *d, int(target), onDevice).ok());
-        ASSERT_TRUE(attn::headImportance(*model, *c, int(target), onCpu).ok());
+        ASSERT_TRUE(attn::recomputeDecoderFrom(model, L - 1, *d, attn::Backend::Cuda).ok());
+        ASSERT_TRUE(attn::recomputeDecoderFrom(model, L - 1, *c, attn::Backend::Cpu).ok());
+        ASSERT_TRUE(attn::headImportance(model, *d, int(target), onDevice).ok());
+        ASSERT_TRUE(attn::headImportance(model, *c, int(target), onCpu).ok());
         EXPECT_CLOSE(onDevice, onCpu, kLogitTol, tc.name + " head importance, pinned layer");
     }
     if (!tc.full) return;
@@ -283,15 +287,15 @@ TEST_P(DecoderDevice, ScansEqualTheCpu)
     corruptIds[2] = 77;
     dev.ablate.clear();
     cpu.ablate.clear();
-    auto dClean = attn::runDecoder(*model, kIds, dev), dCorrupt = attn::runDecoder(*model, corruptIds, dev);
-    auto cClean = attn::runDecoder(*model, kIds, cpu), cCorrupt = attn::runDecoder(*model, corruptIds, cpu);
+    auto dClean = attn::runDecoder(model, kIds, dev), dCorrupt = attn::runDecoder(model, corruptIds, dev);
+    auto cClean = attn::runDecoder(model, kIds, cpu), cCorrupt = attn::runDecoder(model, corruptIds, cpu);
     ASSERT_TRUE(dClean.ok() && dCorrupt.ok() && cClean.ok() && cCorrupt.ok());
     Eigen::Index a = 0, b = 0;
     cClean->lastLogits.maxCoeff(&a);
     cCorrupt->lastLogits.maxCoeff(&b);
     if (a == b) b = (a + 1) % cClean->lastLogits.size();
-    ASSERT_TRUE(attn::activationPatching(*model, *dClean, *dCorrupt, int(a), int(b), onDevice).ok());
-    ASSERT_TRUE(attn::activationPatching(*model, *cClean, *cCorrupt, int(a), int(b), onCpu).ok());
+    ASSERT_TRUE(attn::activationPatching(model, *dClean, *dCorrupt, int(a), int(b), onDevice).ok());
+    ASSERT_TRUE(attn::activationPatching(model, *cClean, *cCorrupt, int(a), int(b), onCpu).ok());
     EXPECT_FALSE(onDevice.hasNaN()) << tc.name;
     EXPECT_CLOSE(onDevice, onCpu, kLogitTol, tc.name + " activation patching");
 }
