@@ -271,10 +271,20 @@ float dotQ4_K(const std::uint8_t* row, const float* x, const float* sums, std::i
 
 // block_q6_K: 128 bytes of low nibbles, 64 bytes of high 2 bits, int8 scales[16], half d. Element 128·h + r:
 // low = nibble r/64 of ql[64h + r%64], high = bits 2·(r/32) of qh[32h + r%32]; y = (d·scale[r/16 + 8h])·(q − 32).
+// The 32 quants q − 32 (−32…31) of elements 128·h + 32·c … +31 of a block_q6_K: low nibbles from ql, the high two
+// bits from hv (the 32 bytes qh[32h …]).
+inline __m256i q6Quants(const std::uint8_t* ql, __m256i hv, int h, int c)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
+    const __m256i lv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h + 32 * (c % 2)));
+    const __m256i lo = _mm256_and_si256(c < 2 ? lv : _mm256_srli_epi16(lv, 4), m4);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hv, 2 * c), m2);
+    return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), k32);
+}
+
 float dotQ6_K(const std::uint8_t* row, const float* x, const float*, std::int64_t in)
 {
     __m256 acc = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
     for (std::int64_t b = 0; b < in / 256; ++b, row += 210, x += 256) {
         const std::uint8_t* ql = row;
         const std::uint8_t* qh = row + 128;
@@ -283,10 +293,7 @@ float dotQ6_K(const std::uint8_t* row, const float* x, const float*, std::int64_
         for (int h = 0; h < 2; ++h) {
             const __m256i hv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + 32 * h));
             for (int c = 0; c < 4; ++c) {  // 32 elements r = 32c … 32c+31 of this half
-                const __m256i lv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h + 32 * (c % 2)));
-                const __m256i lo = _mm256_and_si256(c < 2 ? lv : _mm256_srli_epi16(lv, 4), m4);
-                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hv, 2 * c), m2);
-                const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), k32);
+                const __m256i q = q6Quants(ql, hv, h, c);
                 const float* xs = x + 128 * h + 32 * c;
                 const __m128i q0 = _mm256_castsi256_si128(q), q1 = _mm256_extracti128_si256(q, 1);
                 const __m256 first = _mm256_fmadd_ps(i8ToPs(_mm_srli_si128(q0, 8)), _mm256_loadu_ps(xs + 8),
@@ -449,7 +456,6 @@ void rowQ4_K(const std::uint8_t* row, float* y, std::int64_t in)
 // block_q6_K (as dotQ6_K): 32 elements at a time, q − 32 in −32…31, a scale per 16.
 void rowQ6_K(const std::uint8_t* row, float* y, std::int64_t in)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
     for (std::int64_t b = 0; b < in / 256; ++b, row += 210, y += 256) {
         const std::uint8_t* ql = row;
         const std::uint8_t* qh = row + 128;
@@ -458,10 +464,7 @@ void rowQ6_K(const std::uint8_t* row, float* y, std::int64_t in)
         for (int h = 0; h < 2; ++h) {
             const __m256i hv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + 32 * h));
             for (int c = 0; c < 4; ++c) {
-                const __m256i lv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h + 32 * (c % 2)));
-                const __m256i lo = _mm256_and_si256(c < 2 ? lv : _mm256_srli_epi16(lv, 4), m4);
-                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hv, 2 * c), m2);
-                const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), k32);
+                const __m256i q = q6Quants(ql, hv, h, c);
                 const __m128i q0 = _mm256_castsi256_si128(q), q1 = _mm256_extracti128_si256(q, 1);
                 const int s = 8 * h + 2 * c;
                 const __m256 d0 = _mm256_set1_ps(d * float(scales[s])), d1 = _mm256_set1_ps(d * float(scales[s + 1]));
