@@ -282,10 +282,12 @@ inline __m256i q6Quants(const std::uint8_t* ql, __m256i hv, int h, int c)
     return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), k32);
 }
 
-float dotQ6_K(const std::uint8_t* row, const float* x, const float*, std::int64_t in)
+// Walks a row of block_q6_K: f(at, s, q, d0, d1) for each 32 elements at … at+31 of the row, q their quants
+// (q6Quants), d0 and d1 the scales of their two halves of 16 (the block's d times sub-scales s and s + 1).
+template <class F>
+inline void forEachQ6Chunk(const std::uint8_t* row, std::int64_t in, F&& f)
 {
-    __m256 acc = _mm256_setzero_ps();
-    for (std::int64_t b = 0; b < in / 256; ++b, row += 210, x += 256) {
+    for (std::int64_t b = 0; b < in / 256; ++b, row += 210) {
         const std::uint8_t* ql = row;
         const std::uint8_t* qh = row + 128;
         const auto* scales = reinterpret_cast<const std::int8_t*>(row + 192);
@@ -293,19 +295,27 @@ float dotQ6_K(const std::uint8_t* row, const float* x, const float*, std::int64_
         for (int h = 0; h < 2; ++h) {
             const __m256i hv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + 32 * h));
             for (int c = 0; c < 4; ++c) {  // 32 elements r = 32c … 32c+31 of this half
-                const __m256i q = q6Quants(ql, hv, h, c);
-                const float* xs = x + 128 * h + 32 * c;
-                const __m128i q0 = _mm256_castsi256_si128(q), q1 = _mm256_extracti128_si256(q, 1);
-                const __m256 first = _mm256_fmadd_ps(i8ToPs(_mm_srli_si128(q0, 8)), _mm256_loadu_ps(xs + 8),
-                                                     _mm256_mul_ps(i8ToPs(q0), _mm256_loadu_ps(xs)));
-                const __m256 second = _mm256_fmadd_ps(i8ToPs(_mm_srli_si128(q1, 8)), _mm256_loadu_ps(xs + 24),
-                                                      _mm256_mul_ps(i8ToPs(q1), _mm256_loadu_ps(xs + 16)));
                 const int s = 8 * h + 2 * c;
-                acc = _mm256_fmadd_ps(_mm256_set1_ps(d * float(scales[s])), first, acc);
-                acc = _mm256_fmadd_ps(_mm256_set1_ps(d * float(scales[s + 1])), second, acc);
+                f(256 * b + 128 * h + 32 * c, q6Quants(ql, hv, h, c), _mm256_set1_ps(d * float(scales[s])),
+                  _mm256_set1_ps(d * float(scales[s + 1])));
             }
         }
     }
+}
+
+float dotQ6_K(const std::uint8_t* row, const float* x, const float*, std::int64_t in)
+{
+    __m256 acc = _mm256_setzero_ps();
+    forEachQ6Chunk(row, in, [&](std::int64_t at, __m256i q, __m256 d0, __m256 d1) {
+        const float* xs = x + at;
+        const __m128i q0 = _mm256_castsi256_si128(q), q1 = _mm256_extracti128_si256(q, 1);
+        const __m256 first = _mm256_fmadd_ps(i8ToPs(_mm_srli_si128(q0, 8)), _mm256_loadu_ps(xs + 8),
+                                             _mm256_mul_ps(i8ToPs(q0), _mm256_loadu_ps(xs)));
+        const __m256 second = _mm256_fmadd_ps(i8ToPs(_mm_srli_si128(q1, 8)), _mm256_loadu_ps(xs + 24),
+                                              _mm256_mul_ps(i8ToPs(q1), _mm256_loadu_ps(xs + 16)));
+        acc = _mm256_fmadd_ps(d0, first, acc);
+        acc = _mm256_fmadd_ps(d1, second, acc);
+    });
     return hsum(acc);
 }
 
@@ -456,26 +466,14 @@ void rowQ4_K(const std::uint8_t* row, float* y, std::int64_t in)
 // block_q6_K (as dotQ6_K): 32 elements at a time, q − 32 in −32…31, a scale per 16.
 void rowQ6_K(const std::uint8_t* row, float* y, std::int64_t in)
 {
-    for (std::int64_t b = 0; b < in / 256; ++b, row += 210, y += 256) {
-        const std::uint8_t* ql = row;
-        const std::uint8_t* qh = row + 128;
-        const auto* scales = reinterpret_cast<const std::int8_t*>(row + 192);
-        const float d = halfAt(row + 208);
-        for (int h = 0; h < 2; ++h) {
-            const __m256i hv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + 32 * h));
-            for (int c = 0; c < 4; ++c) {
-                const __m256i q = q6Quants(ql, hv, h, c);
-                const __m128i q0 = _mm256_castsi256_si128(q), q1 = _mm256_extracti128_si256(q, 1);
-                const int s = 8 * h + 2 * c;
-                const __m256 d0 = _mm256_set1_ps(d * float(scales[s])), d1 = _mm256_set1_ps(d * float(scales[s + 1]));
-                float* out = y + 128 * h + 32 * c;
-                _mm256_storeu_ps(out, _mm256_mul_ps(i8ToPs(q0), d0));
-                _mm256_storeu_ps(out + 8, _mm256_mul_ps(i8ToPs(_mm_srli_si128(q0, 8)), d0));
-                _mm256_storeu_ps(out + 16, _mm256_mul_ps(i8ToPs(q1), d1));
-                _mm256_storeu_ps(out + 24, _mm256_mul_ps(i8ToPs(_mm_srli_si128(q1, 8)), d1));
-            }
-        }
-    }
+    forEachQ6Chunk(row, in, [y](std::int64_t at, __m256i q, __m256 d0, __m256 d1) {
+        const __m128i q0 = _mm256_castsi256_si128(q), q1 = _mm256_extracti128_si256(q, 1);
+        float* out = y + at;
+        _mm256_storeu_ps(out, _mm256_mul_ps(i8ToPs(q0), d0));
+        _mm256_storeu_ps(out + 8, _mm256_mul_ps(i8ToPs(_mm_srli_si128(q0, 8)), d0));
+        _mm256_storeu_ps(out + 16, _mm256_mul_ps(i8ToPs(q1), d1));
+        _mm256_storeu_ps(out + 24, _mm256_mul_ps(i8ToPs(_mm_srli_si128(q1, 8)), d1));
+    });
 }
 
 void rowF16(const std::uint8_t* row, float* y, std::int64_t in)
