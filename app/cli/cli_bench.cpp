@@ -290,6 +290,11 @@ nlohmann::ordered_json pathJson(const Sample& s, const Work* w)
             j["phases_ms"]["checks"] = p.checks;
             j["kernels_ms"] = kernelsMs(p);
             j["copies_ms"] = p.copies;
+            // The copies in parts, so that the link's share and the host's can be told apart.
+            j["copies_parts_ms"] = {{"upload", p.copyParts.upload},
+                                    {"download", p.copyParts.download},
+                                    {"maps", p.copyParts.maps},
+                                    {"host", p.copyParts.host}};
             j["maps_on_device"] = s.mapsOnDevice;
         }
         if (w)
@@ -548,6 +553,11 @@ int runBench(const BenchOptions& o)
                         gpu.phases.copies);
             std::printf("cuda, maps on device: %.2f ms (kernels %.2f ms, copies %.2f ms)\n", gpuKept.medianMs,
                         kernelsMs(gpuKept.phases), gpuKept.phases.copies);
+            for (const Sample* g : {&gpu, &gpuKept}) {
+                const attn::PhaseTimings::CopyParts& c = g->phases.copyParts;
+                std::printf("  copies of %s: upload %.2f, Q/K/V/concat/output %.2f, maps and mask %.2f, host views %.2f ms\n",
+                            g == &gpu ? "maps copied" : "maps on device", c.upload, c.download, c.maps, c.host);
+            }
         } else {
             std::printf("\nGPU bounds not measured: %s\n", gpuBoundsError.c_str());
         }

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -270,6 +271,28 @@ Status downloadMaps(Workspace& ws, const std::vector<MapPiece>& pieces)
     return failed;
 }
 
+// fn(h) for every head h, on up to one host thread per hardware thread (the calling one among them): the per-head
+// copies of a result (its views of Q, K, V and the concat, and its mask: T×S bytes a head) are independent and
+// bound by the host's memory, which one thread does not saturate (host_memcpy_gbs in the GPU bounds is measured
+// on every thread). Without threads to be had, the calling thread does them all.
+template <class Fn>
+void forEachHead(int heads, const Fn& fn)
+{
+    const int threads = std::min(heads, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    std::atomic<int> next{0};
+    auto work = [&] {
+        for (int h = next++; h < heads; h = next++) fn(h);
+    };
+    std::vector<std::thread> pool;
+    try {
+        for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+    } catch (const std::system_error&) {
+        // Fewer threads than asked: the ones started and this one share the heads.
+    }
+    work();
+    for (std::thread& t : pool) t.join();
+}
+
 double elapsedMs(cudaEvent_t a, cudaEvent_t b)
 {
     float ms = 0;
@@ -288,9 +311,8 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     const bool additive = cfg.score == Score::Additive;
     const bool hasWo = in.Wo.size() > 0;
     const bool anyMask = in.mask.any();
-    // With the maps on the device the mask is built there too (buildMaskKernel), from its parts: the host then does
-    // nothing per cell. Otherwise every HeadResult needs it on the host anyway, and it is built there once.
-    const bool maskOnDevice = anyMask && cfg.mapsOnDevice;
+    // The mask is built on the device (buildMaskKernel) from its parts, so the host does nothing per cell to make
+    // it; a result whose maps come back gets it downloaded once, then copied to every head on host threads.
     const bool fullyMaskedRule = anyMask && std::isinf(in.mask.fill);
     cudaStream_t stream = ws.stream();
     cublasHandle_t blas = ws.blas();
@@ -309,30 +331,10 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
         bytes += f * (in.Wo.size() + std::size_t(T) * wc + (hasWo ? std::size_t(T) * O : 0));     // W^O, concat, output
         if (additive)
             bytes += f * ((std::size_t(H) * T + std::size_t(Hkv) * S) * A + in.additive.Aq.size() + in.additive.Ak.size());
-        if (maskOnDevice) bytes += std::size_t(in.mask.custom.size()) + S + 2 * sizeof(int) * std::size_t(T);  // its parts
+        if (anyMask) bytes += std::size_t(in.mask.custom.size()) + S + 2 * sizeof(int) * std::size_t(T);  // its parts
         ATTNSCOPE_RETURN_IF_ERROR(ws.checkFits(bytes, std::to_string(H) + " head(s) × " + std::to_string(T) + " queries × " +
                                                      std::to_string(S) + " keys"));
     }
-
-    // The mask, once for all heads, built by the same function as the CPU paths (query-major), then put in
-    // the session's orientation (Column: transposed; Row: as built, no copy) so that each head's `masked` is a
-    // plain copy and the softmax reads it in the scores' order. A result whose maps stay on the device keeps no
-    // per-head mask on the host, so with no mask nothing T×S is made there.
-    MaskMatrix maskRow, maskCol;
-    if (anyMask && !maskOnDevice) {
-        if (st.col) {
-            const MaskMatrix customRow = in.mask.custom.transpose();
-            buildMaskRowMajor(in.mask, customRow, T, S, maskRow);
-            maskCol = maskRow.transpose();
-        } else {
-            buildMaskRowMajor(in.mask, in.mask.custom, T, S, maskRow);
-        }
-    } else if (!cfg.mapsOnDevice) {
-        MaskMatrix& none = st.col ? maskCol : maskRow;
-        st.resize(none, T, S);
-        none.setZero();
-    }
-    const MaskMatrix& maskStored = st.col ? maskCol : maskRow;
 
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(0), stream));
     // [upload]
@@ -381,7 +383,7 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
         ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Wvec, in.additive.wv.data(), in.additive.wv.size(), dWvec));
     }
     int* dKeyOpen = nullptr;
-    if (maskOnDevice) {
+    if (anyMask) {
         // The custom mask is already in the scores' storage order (Row T×S, Column S×T, row-major), the one
         // buildMaskKernel indexes; one valid length per query (a single value applies to all).
         const std::uint8_t* dPad = nullptr;
@@ -409,8 +411,6 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
         ATTNSCOPE_CUDA_TRY(launchBuildMask(dMask, T, S, st.col, in.mask.causal, dPad, dLens, dCustom, dKeyOpen, stream));
         // `lens` may go out of scope now: a cudaMemcpyAsync from pageable memory returns once its source has been
         // staged (CUDA runtime API, "API synchronization behavior").
-    } else if (anyMask) {
-        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Mask, maskStored.data(), maskStored.size(), dMask));
     }
     float *dScores = nullptr, *dWeights = nullptr, *dConcat = nullptr, *dOutput = nullptr;
     ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Scores, TS * H, dScores));
@@ -497,7 +497,9 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
 
     // [download] Q, K, V, the concat and the output (small: tokens × widths) straight into the result's buffers
     // (Eigen's resize keeps them when the shape is unchanged); the per-head T×S maps either stay on the device
-    // (cfg.mapsOnDevice) or come back through pinned staging buffers (downloadMaps).
+    // (cfg.mapsOnDevice) or come back through pinned staging buffers (downloadMaps), and with them the mask, once.
+    // Each part is timed on the host clock (the downloads are synchronous): PhaseTimings::copyParts.
+    const auto tDownload = Clock::now();
     if (direct) {
         out.Q = in.Q;
         out.K = in.K;
@@ -518,10 +520,11 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     }
     out.mapsOnDevice = cfg.mapsOnDevice;
     std::vector<int> keyOpen;
-    if (maskOnDevice && fullyMaskedRule) {
+    if (fullyMaskedRule) {
         keyOpen.resize(std::size_t(T));
         ATTNSCOPE_RETURN_IF_ERROR(download(ws, keyOpen.data(), static_cast<const int*>(dKeyOpen), keyOpen.size()));
     }
+    const auto tMaps = Clock::now();
     if (cfg.mapsOnDevice) {
         for (HeadResult& r : out.heads) {
             r.scores.resize(0, 0);
@@ -535,30 +538,29 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
             HeadResult& r = out.heads[h];
             st.resize(r.scores, T, S);
             st.resize(r.weights, T, S);
+            st.resize(r.masked, T, S);
             pieces.push_back({r.scores.data(), dScores + h * TS, TS});
             pieces.push_back({r.weights.data(), dWeights + h * TS, TS});
         }
         ATTNSCOPE_RETURN_IF_ERROR(downloadMaps(ws, pieces));
+        // The mask as the softmax read it (the scores' storage order, as HeadResult::masked stores it), into the
+        // first head; the others get copies below.
+        if (anyMask) ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.heads[0].masked.data(), dMask, TS));
     }
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(8), stream));
     ATTNSCOPE_CUDA_TRY(cudaEventSynchronize(ws.event(8)));
     // Kernel execution errors (e.g. an illegal address) surface at the first synchronising call.
     ATTNSCOPE_CUDA_TRY(cudaGetLastError());
 
-    // Per-head views and flags, on the host (copies, counted with the transfers).
-    const auto t0 = Clock::now();
+    // Per-head views and flags, on the host (copies, counted with the transfers), one head per host thread.
+    const auto tHost = Clock::now();
     if (!hasWo) out.output = out.concat;
     // A query is fully masked when fill is -inf and every one of its keys is masked: exactly when the
     // softmax kernel's running maximum stays -inf (scores are finite), i.e. when it wrote a zero row.
     std::vector<int> fullyMasked;
-    if (maskOnDevice && fullyMaskedRule) {
-        for (int i = 0; i < T; ++i)
-            if (!keyOpen[std::size_t(i)]) fullyMasked.push_back(i);
-    } else if (fullyMaskedRule) {
-        for (int i = 0; i < T; ++i)
-            if ((maskRow.row(i).array() != 0).all()) fullyMasked.push_back(i);
-    }
-    for (int h = 0; h < H; ++h) {
+    for (int i = 0; i < static_cast<int>(keyOpen.size()); ++i)
+        if (!keyOpen[std::size_t(i)]) fullyMasked.push_back(i);
+    forEachHead(H, [&](int h) {
         HeadResult& r = out.heads[h];
         if (st.col) {
             r.Q = out.Q.middleRows(h * d.dq, d.dq);
@@ -572,11 +574,16 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
             r.output = out.concat.middleCols(h * d.dv, d.dv);
         }
         // Every head has the same mask: HeadResult's contract still wants it per head (the views, figures,
-        // ranges and exports read it there), so it is copied from the one built above, never rebuilt.
-        if (!cfg.mapsOnDevice) r.masked = maskStored;
+        // ranges and exports read it there), so it is copied from the first head's, never rebuilt; with no mask
+        // it is all zeros.
+        if (!cfg.mapsOnDevice) {
+            if (!anyMask) r.masked.setZero();
+            else if (h > 0) std::memcpy(r.masked.data(), out.heads[0].masked.data(), TS);
+        }
         r.fullyMaskedQueries = fullyMasked;
-    }
-    const double hostMs = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    });
+    const auto tEnd = Clock::now();
+    auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
 
     PhaseTimings& tm = out.timings;
     tm.projections = elapsedMs(ws.event(1), ws.event(2));
@@ -585,7 +592,12 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     tm.pv = elapsedMs(ws.event(4), ws.event(5));
     tm.output = elapsedMs(ws.event(5), ws.event(6));
     tm.checks = elapsedMs(ws.event(6), ws.event(7));
-    tm.copies = elapsedMs(ws.event(0), ws.event(1)) + elapsedMs(ws.event(7), ws.event(8)) + hostMs;
+    tm.copyParts.upload = elapsedMs(ws.event(0), ws.event(1));
+    tm.copyParts.download = ms(tDownload, tMaps);
+    // With the maps on the device nothing T×S comes back: the heads' emptied buffers count as host work.
+    tm.copyParts.maps = cfg.mapsOnDevice ? 0.0 : ms(tMaps, tHost);
+    tm.copyParts.host = cfg.mapsOnDevice ? ms(tMaps, tEnd) : ms(tHost, tEnd);
+    tm.copies = tm.copyParts.upload + tm.copyParts.download + tm.copyParts.maps + tm.copyParts.host;
     return {};
 }
 

@@ -425,6 +425,20 @@ TEST(Parity, PublicComputeUsesTheGpuWithTheSameWarningsAndTimings)
     EXPECT_GT(t.pv, 0);
     EXPECT_GT(t.copies, 0);
     EXPECT_GE(t.total, t.projections + t.scores + t.softmax + t.pv);
+    // The copies in parts (bench's copies_parts_ms): they add up to the phase, the maps and the mask came back,
+    // and a result whose maps stay on the device brings none back.
+    const PhaseTimings::CopyParts& c = t.copyParts;
+    EXPECT_DOUBLE_EQ(t.copies, c.upload + c.download + c.maps + c.host);
+    EXPECT_GT(c.upload, 0);
+    EXPECT_GT(c.download, 0);
+    EXPECT_GT(c.maps, 0);
+    cfg.backend = Backend::Cuda;
+    cfg.mapsOnDevice = true;
+    Expected<AttentionResult> kept = compute(in, cfg);
+    ASSERT_TRUE(kept.ok()) << kept.status().message;
+    ASSERT_TRUE(kept->mapsOnDevice);
+    EXPECT_EQ(kept->timings.copyParts.maps, 0.0);
+    EXPECT_GT(kept->timings.copyParts.download, 0);
 }
 
 // ---- Maps kept on the device (AttentionConfig::mapsOnDevice, attnscope/device_maps.h) -------------------------

@@ -128,7 +128,13 @@ struct PhaseTimings {
     double softmax = 0;      // masking + softmax
     double pv = 0;           // weights · V per head
     double output = 0;       // concat · Wo (+ bo)
-    double copies = 0;       // host↔device transfers (GPU backends)
+    double copies = 0;       // host↔device transfers (GPU backends): the sum of copyParts
+    struct CopyParts {
+        double upload = 0;    // inputs and weights to the device
+        double download = 0;  // Q, K, V, the concat and the output (tokens × widths) back to the host
+        double maps = 0;      // every head's scores and weights and the mask (0 when the maps stay on the device)
+        double host = 0;      // host work on what came back: each head's views of Q, K, V, output, and its mask
+    } copyParts;
     double checks = 0;       // the finiteness check of a device result, run on the device (GPU backends)
     double total = 0;        // the whole compute() call, validation included
     // Phases run by a thread team (the CPU heads) report the team's summed thread time divided by its size,
