@@ -103,6 +103,108 @@ bool updateLines(const attn::Matrix& m, const attn::MaskMatrix& mask, const std:
     return true;
 }
 
+// Column layout's weights: the lines are the stored columns (queries), each of which a softmax rescale multiplies
+// by one factor. Scanned in storage order, a row at a time, each column's min and max carried along (the
+// comparisons are selects, so the loop over a row vectorises).
+void scanAllColumns(const attn::Matrix& m, const attn::MaskMatrix& mask, LineRanges& L)
+{
+    const Eigen::Index rows = m.rows(), cols = m.cols();
+    L.lo.assign(std::size_t(cols), INFINITY);
+    L.hi.assign(std::size_t(cols), -INFINITY);
+    L.loAt.assign(std::size_t(cols), -1);
+    L.hiAt.assign(std::size_t(cols), -1);
+    int nonFinite = 0;
+    const std::uint8_t* mk = maskOf(m, mask);
+    float* lo = L.lo.data();
+    float* hi = L.hi.data();
+    int* loAt = L.loAt.data();
+    int* hiAt = L.hiAt.data();
+    for (Eigen::Index r = 0; r < rows; ++r) {
+        const float* p = m.data() + r * cols;
+        const std::uint8_t* f = mk ? mk + r * cols : nullptr;
+        const int at = int(r);
+        for (Eigen::Index c = 0; c < cols; ++c) {
+            const float v = p[c];
+            const bool open = !(f && f[c]);
+            const bool finite = v - v == 0.0f;  // false for ±inf and NaN
+            nonFinite += open && !finite;
+            const bool below = open && finite && v < lo[c], above = open && finite && v > hi[c];
+            lo[c] = below ? v : lo[c];
+            loAt[c] = below ? at : loAt[c];
+            hi[c] = above ? v : hi[c];
+            hiAt[c] = above ? at : hiAt[c];
+        }
+    }
+    L.nonFinite = nonFinite;
+}
+
+// Column j of m (strided): its min and max and where (updateColumns' rescans of a few columns).
+void scanColumn(const attn::Matrix& m, const std::uint8_t* mk, Eigen::Index j, LineRanges& L)
+{
+    const std::size_t c = std::size_t(j);
+    L.lo[c] = INFINITY, L.hi[c] = -INFINITY, L.loAt[c] = -1, L.hiAt[c] = -1;
+    for (Eigen::Index r = 0; r < m.rows(); ++r) {
+        const std::size_t k = std::size_t(r * m.cols() + j);
+        if (mk && mk[k]) continue;
+        const float v = m.data()[k];
+        if (!std::isfinite(v)) {
+            ++L.nonFinite;
+            continue;
+        }
+        if (v < L.lo[c]) L.lo[c] = v, L.loAt[c] = int(r);
+        if (v > L.hi[c]) L.hi[c] = v, L.hiAt[c] = int(r);
+    }
+}
+
+// updateLines for Column layout's weights, whose lines are m's columns (queries): columns `whole` changed whole,
+// every other column was multiplied by scale[column] and then changed at the stored rows (keys) `at`. False where
+// it cannot (a non-finite value): the caller scans the map whole.
+bool updateColumns(const attn::Matrix& m, const attn::MaskMatrix& mask, const std::vector<int>& whole,
+                   const std::vector<int>& at, const float* scale, LineRanges& L)
+{
+    const Eigen::Index rows = m.rows(), cols = m.cols();
+    if (L.lo.size() != std::size_t(cols) || L.nonFinite) return false;
+    const std::uint8_t* mk = maskOf(m, mask);
+    std::vector<char> rescan(std::size_t(cols), 0);
+    for (int j : whole) {
+        if (j < 0 || j >= cols) return false;
+        rescan[std::size_t(j)] = 1;
+    }
+    for (int r : at)
+        if (r < 0 || r >= rows) return false;
+    for (Eigen::Index j = 0; j < cols; ++j) {
+        const std::size_t c = std::size_t(j);
+        if (rescan[c] || scale[c] == 1.0f) continue;
+        if (!(scale[c] > 0.0f) || !std::isfinite(scale[c])) rescan[c] = 1;
+        else if (L.loAt[c] >= 0) L.lo[c] *= scale[c], L.hi[c] *= scale[c];  // x·c keeps the order for c > 0
+    }
+    for (int r : at) {  // a changed key: a row of m, read in storage order
+        const float* p = m.data() + std::size_t(r) * std::size_t(cols);
+        const std::uint8_t* f = mk ? mk + std::size_t(r) * std::size_t(cols) : nullptr;
+        for (Eigen::Index j = 0; j < cols; ++j) {
+            const std::size_t c = std::size_t(j);
+            if (rescan[c] || (f && f[j])) continue;
+            const float v = p[j];
+            if (!std::isfinite(v)) return false;
+            if ((r == L.hiAt[c] && v < L.hi[c]) || (r == L.loAt[c] && v > L.lo[c])) {
+                rescan[c] = 1;  // the old extreme sat here and moved inward
+                continue;
+            }
+            if (v > L.hi[c] || L.hiAt[c] < 0) L.hi[c] = v, L.hiAt[c] = r;
+            if (v < L.lo[c] || L.loAt[c] < 0) L.lo[c] = v, L.loAt[c] = r;
+        }
+    }
+    // A column is rows values a cache line apart: past a few dozen of them the caller's one pass over the map in
+    // storage order costs less.
+    if (std::count(rescan.begin(), rescan.end(), 1) > 64) return false;
+    for (Eigen::Index j = 0; j < cols; ++j)
+        if (rescan[std::size_t(j)]) {
+            scanColumn(m, mk, j, L);
+            if (L.nonFinite) return false;
+        }
+    return true;
+}
+
 attn::DisplayRange rangeOfLines(const LineRanges& L, bool symmetric)
 {
     float lo = INFINITY, hi = -INFINITY;
@@ -152,13 +254,20 @@ ResultRanges computeResultRanges(const attn::AttentionResult& r, const RangeOpti
             }
             if (!updated[k]) scanAll(h.scores, h.masked, L);
             g.scores[k] = rangeOfLines(L, o.scores);
+            // The weights' lines are queries in both layouts (a row's softmax rescale is one factor a query): the
+            // stored rows in Row layout, the stored columns in Column layout.
             LineRanges& W = g.weightLines[k];
-            if (row && fromPrev && !change->headAll[k] && prev->weightLines.size() == H &&
-                change->rowScale.size() == H * std::size_t(h.weights.rows())) {
+            const std::size_t queries = std::size_t(row ? h.weights.rows() : h.weights.cols());
+            if (fromPrev && !change->headAll[k] && prev->weightLines.size() == H && change->rowScale.size() == H * queries) {
                 W = prev->weightLines[k];
-                wUpdated[k] = updateLines(h.weights, h.masked, lines, at, change->rowScale.data() + k * std::size_t(h.weights.rows()), W);
+                const float* scale = change->rowScale.data() + k * queries;
+                wUpdated[k] = row ? updateLines(h.weights, h.masked, lines, at, scale, W)
+                                  : updateColumns(h.weights, h.masked, change->queries, change->keys, scale, W);
             }
-            if (!wUpdated[k]) scanAll(h.weights, h.masked, W);
+            if (!wUpdated[k]) {
+                if (row) scanAll(h.weights, h.masked, W);
+                else scanAllColumns(h.weights, h.masked, W);
+            }
             g.weights[k] = rangeOfLines(W, o.weights);
             g.headOut[k] = attn::displayRange(h.output, nullptr, o.output);
         }

@@ -22,8 +22,9 @@ struct RangeOptions {
     bool operator!=(const RangeOptions& o) const { return !(*this == o); }
 };
 
-// The min and max of each stored line (row of the Matrix) of one head's scores, over its finite unmasked
-// values, and where in the line they are (-1: the line has none): what an incremental range starts from.
+// The min and max of each line of one head's map, over its finite unmasked values, and where in the line they
+// are (-1: the line has none): what an incremental range starts from. A line is a stored row, except for the
+// weights in Column layout, whose lines are the stored columns (queries).
 struct LineRanges {
     std::vector<float> lo, hi;
     std::vector<int> loAt, hiAt;
@@ -40,16 +41,17 @@ struct ResultRanges {
     std::vector<LineRanges> scoreLines, weightLines;
     std::uint64_t serial = 0;
     int scoresUpdated = 0;   // heads whose scores' range came from `prev` and the changed rows/columns
-    int weightsUpdated = 0;  // heads whose weights' range came from `prev`, the rows' scales and the changed keys
+    int weightsUpdated = 0;  // heads whose weights' range came from `prev`, the queries' scales and the changed keys
 };
 
 // Every range of `r` under `o` (masked entries are left out of the scores' and weights' ranges). With `prev`,
 // the ranges of the result `r` was updated from (attn::resultChange(r)->base == prev->serial), a head whose
 // scores changed only in some rows and columns (attn::ResultChange) has its scores' range from prev's and those alone:
 // only the lines that changed are scanned, and the others' changed cells; a line whose old min or max sat in
-// a changed cell that moved inward is scanned whole, so the range is the one a full scan gives. In Row layout
-// the weights' range likewise: a rescaled row's min and max are the old ones times its scale (a float product
-// keeps the order), then its changed keys as above; a recomputed row is scanned whole.
+// a changed cell that moved inward is scanned whole, so the range is the one a full scan gives. The weights'
+// range likewise, per query (a stored row in Row layout, a stored column in Column layout): a rescaled query's
+// min and max are the old ones times its scale (a float product keeps the order), then its changed keys as
+// above; a recomputed query is scanned whole.
 ResultRanges computeResultRanges(const attn::AttentionResult& r, const RangeOptions& o, const ResultRanges* prev = nullptr);
 
 } // namespace app
