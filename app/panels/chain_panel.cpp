@@ -286,27 +286,30 @@ float mapZoomOf(const AppState& s, const std::string& key)
 // their values (kMaxCell, or the layout's own cell when larger); ChainView::mapCell keeps the zoom per map.
 //
 // A thin map (n × d: Q, K, V and the head output at hundreds of tokens) fitted with square cells would be a
-// hairline (1024 × 8 in a 400 px box: 3 px across). Its sides are fitted each on its own: the long side to the box
-// (pooled there), the short side's cells as wide as the box allows (up to kThinCellMax), so the strip gets the room
-// the layout gave it. Zooming grows the long side's cells only, until they are as large as the short side's.
+// hairline (1024 × 8 in a 400 px box: 3 px across). Its sides are fitted each on its own ("apart"): the long side
+// to the box (pooled there), the short side's cells as wide as the box allows (up to kThinCellMax), so the strip
+// gets the room the layout gave it. So is the head output beside the weights (MapStyle::rowsLevel): its rows are
+// the weights' rows, fitted to their height. The wheel zooms the side with the smaller cells; the other side's
+// cells stay as they are until the zoomed side's catch up with them.
 struct FittedZoom {
     bool fitted = false;   // the map is larger than its box: it opens whole and the wheel zooms it
     bool whole = true;     // shown whole (not zoomed)
-    float fit = 1;         // the whole map's cell size (along the long side of a thin map)
+    float fit = 1;         // the whole map's smaller cell side (the side the wheel zooms)
+    float fitW = 1, fitH = 1;  // the whole map's cell width and height (both = fit: square cells)
     float maxCell = kMaxCell;
-    float cell = 1;        // the cell size shown (along the long side of a thin map)
-    bool thin = false;     // the sides are fitted apart
-    bool tall = true;      // a thin map's long side: its rows (an n × d strip), else its columns
-    float thinCell = 0;    // a thin map's cells along its short side, whole (they grow with `cell` past it)
-    float cellW() const { return thin && tall ? std::max(thinCell, cell) : cell; }
-    float cellH() const { return thin && !tall ? std::max(thinCell, cell) : cell; }
-    // The short side's cells are wider than the long side's (its labels then stay off: hover names each cell).
-    bool stretched() const { return thin && thinCell > cell; }
+    float cell = 1;        // the zoomed side's cell size shown
+    float cellW() const { return std::max(fitW, cell); }
+    float cellH() const { return std::max(fitH, cell); }
+    bool apart() const { return fitW != fitH; }
+    // A side whose cells are larger than the zoomed side's: its labels stay off (they would take the other side's
+    // room, and say little: the hover names each cell).
+    bool rowsStretched() const { return cellH() > cell; }
+    bool colsStretched() const { return cellW() > cell; }
 };
 
 // A map at least this many times longer than wide whose short side a square fit leaves under kThinSide pixels is
 // thin (FittedZoom). 4: the thin maps of the chain are n × d with n in the hundreds (ratio 16-128) or a model's
-// 14-token head output, 14 × 64 (4.6); a near-square map (200 × 56) keeps square cells.
+// 12-token head output, 12 × 64 (5.3); a near-square map (200 × 56) keeps square cells.
 constexpr float kThinRatio = 4.0f;
 constexpr float kThinSide = 48.0f;  // = the fit layout's smallest box (chain_layout.cpp, kMinView)
 // A thin map's short side's cells at most this wide, or the map's own cell when larger (a model's head output beside
@@ -470,8 +473,9 @@ struct MapStyle {
     bool colorbar = true;      // false: a map of the same range follows (full chain: heads sharing a range)
     bool reserveColorbar = false;  // no colorbar, but its width kept (heads line up)
     float maxSize = 420;       // larger maps scroll inside this area (its width, and its height unless maxHeight)
-    float maxHeight = 0;       // > 0: a thin map's area's height apart from its width (FittedZoom: the output's as
-                               // tall as the weights, whose rows it shares); other maps keep a square area
+    float maxHeight = 0;       // > 0: a map fitted apart's area's height apart from its width (FittedZoom: Q, K,
+                               // V a third of the panel's height); other maps keep a square area
+    bool rowsLevel = false;    // fitted, its rows fill maxHeight (the head output: its rows are the weights' beside it)
     float minColBand = 0;      // cells at least this far below the map's top (level with the map to the left)
     float colorbarWidth = kColorbarWidth;  // fit: 0, packed to its tick labels
     bool thumb = false;        // a thumbnail: the short title ("scores"), the shape in its tooltip
@@ -489,23 +493,29 @@ FittedZoom fittedZoom(const AppState& s, const std::string& key, const view::Map
     if (cols * style.cell <= box && rows * style.cell <= box) return fz;
     fz.fitted = true;
     const float labelled = ImGui::GetFontSize() * 0.8f;  // cells under this have no labels: the box is all cells
-    fz.fit = std::min(box / cols, box / rows);
+    const float square = std::min(box / cols, box / rows);
+    // Fitted apart, the box may be taller than wide (MapStyle::maxHeight); any other map's is square, as before.
+    // Cells held level with a neighbour's start minColBand below the box's top: that band is not theirs.
+    const float boxH = (style.maxHeight > 0 ? style.maxHeight : box) - style.minColBand;
     const bool tall = rows >= cols;
     const float nLong = tall ? rows : cols, nShort = tall ? cols : rows;
-    // A thin map's box may be taller than wide (MapStyle::maxHeight); any other map's is square, as before. Cells
-    // held level with a neighbour's start minColBand below the box's top: that band is not theirs.
-    const float boxW = box, boxH = (style.maxHeight > 0 ? style.maxHeight : box) - style.minColBand;
-    const float boxLong = tall ? boxH : boxW, boxShort = tall ? boxW : boxH;
-    if (nLong >= kThinRatio * nShort && nShort * fz.fit < kThinSide) {
-        fz.thin = true;
-        fz.tall = tall;
-        fz.fit = boxLong / nLong;
+    const float shortMax = std::max(kThinCellMax, style.cell);
+    if (style.rowsLevel && style.maxHeight > 0) {
+        fz.fitH = boxH / rows;
+        fz.fitW = std::min(box / cols, std::max(shortMax, fz.fitH));
+    } else if (nLong >= kThinRatio * nShort && nShort * square < kThinSide) {
+        const float boxLong = tall ? boxH : box, boxShort = tall ? box : boxH;
+        const float fitLong = boxLong / nLong;
         // Long-side cells with labels (a short map in a tall box) leave the labels' band off the short side.
-        const float room = fz.fit >= labelled ? boxShort - bands : boxShort;
-        fz.thinCell = std::clamp(room / nShort, fz.fit, std::max(kThinCellMax, style.cell));
-    } else if (fz.fit >= labelled) {
-        fz.fit = std::max(1.0f, std::min((boxW - bands) / cols, (boxH - bands) / rows));
+        const float room = fitLong >= labelled ? boxShort - bands : boxShort;
+        const float fitShort = std::clamp(room / nShort, fitLong, shortMax);
+        fz.fitW = tall ? fitShort : fitLong;
+        fz.fitH = tall ? fitLong : fitShort;
+    } else {
+        // Square cells; under 0.8 of the font no labels, so the whole box is cells.
+        fz.fitW = fz.fitH = square >= labelled ? std::max(1.0f, std::min((box - bands) / cols, (box - bands) / rows)) : square;
     }
+    fz.fit = std::min(fz.fitW, fz.fitH);
     fz.maxCell = std::max({kMaxCell, style.cell, fz.fit});
     // Whole, unless the session asks for the sidebar's zoom (a saved view of zoom 8 opens 8× in, as before).
     fz.cell = s.view.zoom == 1.0f ? fz.fit : std::clamp(style.cell, fz.fit, fz.maxCell);
@@ -514,21 +524,27 @@ FittedZoom fittedZoom(const AppState& s, const std::string& key, const view::Map
     return fz;
 }
 
-// What a thin map shows, longest first: "1024 × 8, whole map, rows pooled 9.5:1" (its long side max-pooled, k
-// cells a pixel), "whole map, rows pooled 9.5:1", "rows pooled 9.5:1", "rows 9.5:1", "9.5:1"; zoomed in,
-// "1024 × 8, zoomed in" and "zoomed in". Zoomed or not, the line is there: zooming moves no map below it.
+// What a map fitted apart shows, longest first: "1024 × 8, whole map, rows pooled 9.5:1" (rows max-pooled, k
+// a pixel), "whole map, rows pooled 9.5:1", "rows pooled 9.5:1", "rows 9.5:1", "9.5:1"; zoomed in, "1024 × 8, zoomed
+// in, …". Zoomed or not, the line is there: zooming moves no map below it.
 std::vector<std::string> thinMapCaptions(const view::MapDescription& d, const FittedZoom& fz)
 {
-    char shape[64], ratio[32] = "";
+    char shape[64];
     std::snprintf(shape, sizeof shape, "%ld × %ld, ", static_cast<long>(d.rows), static_cast<long>(d.cols));
     const std::string state = fz.whole ? "whole map" : "zoomed in";
-    if (fz.cell >= 1.0f) return {shape + state, state};
-    const float k = 1.0f / fz.cell;
-    // Two significant digits ("1.02:1": a 64-column map in 63 pixels is pooled, if barely).
-    std::snprintf(ratio, sizeof ratio, k < 1.995f ? "%.2f:1" : k < 9.95f ? "%.1f:1" : "%.0f:1", static_cast<double>(k));
-    const std::string side = fz.tall ? "rows" : "columns";
-    const std::string pooled = side + " pooled " + ratio;
-    return {shape + state + ", " + pooled, state + ", " + pooled, pooled, side + " " + ratio, ratio};
+    const auto ratio = [](float cell) {
+        // Two significant digits ("1.02:1": a 64-column map in 63 pixels is pooled, if barely).
+        const float k = 1.0f / cell;
+        char buf[32];
+        std::snprintf(buf, sizeof buf, k < 1.995f ? "%.2f:1" : k < 9.95f ? "%.1f:1" : "%.0f:1", static_cast<double>(k));
+        return std::string(buf);
+    };
+    const bool rows = fz.cellH() < 1.0f, cols = fz.cellW() < 1.0f;
+    if (!rows && !cols) return {shape + state, state};
+    // The side pooled (both: rows first, "rows pooled 6:1, columns 2:1").
+    const std::string first = rows ? "rows" : "columns", k = ratio(rows ? fz.cellH() : fz.cellW());
+    const std::string pooled = first + " pooled " + k + (rows && cols ? ", columns " + ratio(fz.cellW()) : "");
+    return {shape + state + ", " + pooled, state + ", " + pooled, pooled, first + " " + k, k};
 }
 
 // The caption under a thin map: the longest of `captions` that fits in `width` pixels (the map's box or its title,
@@ -587,13 +603,14 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style, float* cellsShow
     if (!style.rowLabels) spec.rowLabelsShown = false;
     const FittedZoom fz = fittedZoom(state, key, d, style);
     spec.maxWidth = style.maxSize;
-    spec.maxHeight = fz.thin && style.maxHeight > 0 ? style.maxHeight : style.maxSize;
+    spec.maxHeight = fz.apart() && style.maxHeight > 0 ? style.maxHeight : style.maxSize;
     if (fz.fitted) {
         spec.wheelZooms = true;
         spec.cellPx = fz.cellW();
         spec.cellPxY = fz.cellH();
         // The short side's labels would take the long side's room (and say little: the hover names each cell).
-        if (fz.stretched()) (fz.tall ? spec.colLabelsShown : spec.rowLabelsShown) = false;
+        if (fz.rowsStretched()) spec.rowLabelsShown = false;
+        if (fz.colsStretched()) spec.colLabelsShown = false;
     } else if (const float local = mapZoomOf(state, key); local != 1.0f) {
         // Zoomed on its own: the map keeps its unzoomed footprint and its cells scroll inside it, so that
         // the maps around it stay where they were.
@@ -618,10 +635,10 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style, float* cellsShow
     // title's tooltip: the caption must not widen the chain's row past the window.
     const char* wholeText = style.thumb ? "whole" : "whole map";
     const float titleW = ImGui::GetItemRectSize().x;
-    const bool captionFits = !fz.whole || (!fz.thin && static_cast<float>(d.cols) * fz.cell + ImGui::GetStyle().ScrollbarSize >=
+    const bool captionFits = !fz.whole || (!fz.apart() && static_cast<float>(d.cols) * fz.cell + ImGui::GetStyle().ScrollbarSize >=
                                                            titleW + ImGui::CalcTextSize(wholeText).x + 8.0f);
     // A thin map's caption goes under it (below).
-    const std::vector<std::string> thinCaptions = fz.thin ? thinMapCaptions(d, fz) : std::vector<std::string>();
+    const std::vector<std::string> thinCaptions = fz.apart() ? thinMapCaptions(d, fz) : std::vector<std::string>();
     if (fz.fitted && !captionFits && ImGui::IsItemHovered())
         ImGui::SetTooltip("%s: %s (the wheel zooms about the pointer)", t.c_str(), thinCaptions.empty() ? "whole map" : thinCaptions.front().c_str());
     if (fz.fitted && captionFits) {
@@ -1121,9 +1138,12 @@ void drawFit(AppState& state)
         big.minColBand = band;
     }
     if (!p.fits) big.maxSize = p.outputView;
-    // In its own box, a thin output (n × d_v) is as tall as the weights beside it: fitted apart (FittedZoom), its
-    // rows are the weights' rows, pooled alike.
-    if (!p.fits && !isColumn(state)) big.maxHeight = std::max(p.outputView, weightsShown + band);
+    // In its own box, the output (n × d_v) is as tall as the weights beside it: fitted apart (FittedZoom), its rows
+    // are the weights' rows, pooled alike.
+    if (!p.fits && !isColumn(state)) {
+        big.maxHeight = std::max(p.outputView, weightsShown + band);
+        big.rowsLevel = true;
+    }
     drawMap(state, {MapKind::HeadOut, head}, big);
     const attn::HeadResult& hr = state.doc.result().heads[static_cast<std::size_t>(head)];
     if (!hr.fullyMaskedQueries.empty())

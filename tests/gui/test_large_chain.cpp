@@ -142,16 +142,20 @@ protected:
         app::setHeatmapRenderer(nullptr);
         ImGui::DestroyContext();
     }
-    void open(float w, float h)
+    void open(float w, float h, attn::Session s = oneHead(1024))
     {
         ImGui::GetIO().DisplaySize = ImVec2(w, h);
         m_state = std::make_unique<app::AppState>();
         m_state->autosave = false;
         m_state->recordRects = true;
-        attn::Session s = large(1024);
-        s.config.heads = 1;
         m_state->doc.setSession(s, "");
         frames(3);
+    }
+    static attn::Session oneHead(int n)
+    {
+        attn::Session s = large(n);
+        s.config.heads = 1;
+        return s;
     }
     void frames(int k)
     {
@@ -210,6 +214,20 @@ TEST_F(ThinMaps, OpenAsStripsAtLeast48PixelsWideWithNonSquareCells)
         const app::UiRect sc = rect("heatmap/scores/0");
         EXPECT_NEAR(sc.x1 - sc.x0, sc.y1 - sc.y0, 0.5f);
     }
+}
+
+// A head output that is not thin (200 × 64, as a decoder's head at 200 tokens) in a box narrower than the weights
+// are tall is fitted apart too: its rows are the weights' rows, level with them and as tall.
+TEST_F(ThinMaps, TheOutputsRowsAreLevelWithTheWeights)
+{
+    attn::Session s = oneHead(200);
+    s.input.Wv = attn::Matrix::Random(8, 64);
+    open(1280, 800, s);
+    const app::UiRect wts = rect("heatmap/weights/0"), out = rect("heatmap/headout/0");
+    ASSERT_GT(out.x1 - out.x0, 0.0f);
+    EXPECT_NEAR(out.y0, wts.y0, 0.5f);
+    EXPECT_NEAR(out.y1 - out.y0, wts.y1 - wts.y0, 0.5f);
+    EXPECT_LE(out.x1 - out.x0, m_state->chain.plan.outputView + 0.5f) << "as wide as its box, no wider";
 }
 
 TEST_F(ThinMaps, HoverNamesTheCellUnderThePointer)
