@@ -284,13 +284,38 @@ float mapZoomOf(const AppState& s, const std::string& key)
 // A map larger than its box at its cells (hundreds of tokens, or Q, K, V beside them) opens fitted: the whole map
 // in its box, cells under a pixel max-pooled. The wheel zooms it about the pointer, 2× a notch, up to cells with
 // their values (kMaxCell, or the layout's own cell when larger); ChainView::mapCell keeps the zoom per map.
+//
+// A thin map (n × d: Q, K, V and the head output at hundreds of tokens) fitted with square cells would be a
+// hairline (1024 × 8 in a 400 px box: 3 px across). Its sides are fitted each on its own ("apart"): the long side
+// to the box (pooled there), the short side's cells as wide as the box allows (up to kThinCellMax), so the strip
+// gets the room the layout gave it. So is the head output beside the weights (MapStyle::rowsLevel): its rows are
+// the weights' rows, fitted to their height. The wheel zooms the side with the smaller cells; the other side's
+// cells stay as they are until the zoomed side's catch up with them.
 struct FittedZoom {
     bool fitted = false;   // the map is larger than its box: it opens whole and the wheel zooms it
     bool whole = true;     // shown whole (not zoomed)
-    float fit = 1;         // the whole map's cell size
+    float fit = 1;         // the whole map's smaller cell side (the side the wheel zooms)
+    float fitW = 1, fitH = 1;  // the whole map's cell width and height (both = fit: square cells)
     float maxCell = kMaxCell;
-    float cell = 1;        // the cell size shown
+    float cell = 1;        // the zoomed side's cell size shown
+    float cellW() const { return std::max(fitW, cell); }
+    float cellH() const { return std::max(fitH, cell); }
+    bool apart() const { return fitW != fitH; }
+    // A side whose cells are larger than the zoomed side's: its labels stay off (they would take the other side's
+    // room, and say little: the hover names each cell).
+    bool rowsStretched() const { return cellH() > cell; }
+    bool colsStretched() const { return cellW() > cell; }
 };
+
+// A map at least this many times longer than wide whose short side a square fit leaves under kThinSide pixels is
+// thin (FittedZoom). 4: the thin maps of the chain are n × d with n in the hundreds (ratio 16-128) or a model's
+// 12-token head output, 12 × 64 (5.3); a near-square map (200 × 56) keeps square cells.
+constexpr float kThinRatio = 4.0f;
+constexpr float kThinSide = 48.0f;  // = the fit layout's smallest box (chain_layout.cpp, kMinView)
+// A thin map's short side's cells at most this wide, or the map's own cell when larger (a model's head output beside
+// weights of 30 px rows keeps its rows level with theirs): its values do not print along a pooled long side, and 8
+// columns of 52 px (the full chain's 420 px box) read as a block, not a strip. 24 = a small map's readable cell.
+constexpr float kThinCellMax = 24.0f;
 
 struct MapStyle;
 FittedZoom fittedZoom(const AppState& s, const std::string& key, const view::MapDescription& d, const MapStyle& style);
@@ -447,7 +472,10 @@ struct MapStyle {
     bool rowLabels = true;     // false: the map to the left shows the same rows
     bool colorbar = true;      // false: a map of the same range follows (full chain: heads sharing a range)
     bool reserveColorbar = false;  // no colorbar, but its width kept (heads line up)
-    float maxSize = 420;       // larger maps scroll inside this area
+    float maxSize = 420;       // larger maps scroll inside this area (its width, and its height unless maxHeight)
+    float maxHeight = 0;       // > 0: a map fitted apart's area's height apart from its width (FittedZoom: Q, K,
+                               // V a third of the panel's height); other maps keep a square area
+    bool rowsLevel = false;    // fitted, its rows fill maxHeight (the head output: its rows are the weights' beside it)
     float minColBand = 0;      // cells at least this far below the map's top (level with the map to the left)
     float colorbarWidth = kColorbarWidth;  // fit: 0, packed to its tick labels
     bool thumb = false;        // a thumbnail: the short title ("scores"), the shape in its tooltip
@@ -464,9 +492,30 @@ FittedZoom fittedZoom(const AppState& s, const std::string& key, const view::Map
     // Cells that fit their box (a map only its labels push past it scrolls a little, as before): readable cells.
     if (cols * style.cell <= box && rows * style.cell <= box) return fz;
     fz.fitted = true;
-    // Cells under 0.8 of the font have no labels: then the whole box is cells.
-    fz.fit = std::min(box / cols, box / rows);
-    if (fz.fit >= ImGui::GetFontSize() * 0.8f) fz.fit = std::max(1.0f, std::min((box - bands) / cols, (box - bands) / rows));
+    const float labelled = ImGui::GetFontSize() * 0.8f;  // cells under this have no labels: the box is all cells
+    const float square = std::min(box / cols, box / rows);
+    // Fitted apart, the box may be taller than wide (MapStyle::maxHeight); any other map's is square, as before.
+    // Cells held level with a neighbour's start minColBand below the box's top: that band is not theirs.
+    const float boxH = (style.maxHeight > 0 ? style.maxHeight : box) - style.minColBand;
+    const bool tall = rows >= cols;
+    const float nLong = tall ? rows : cols, nShort = tall ? cols : rows;
+    const float shortMax = std::max(kThinCellMax, style.cell);
+    if (style.rowsLevel && style.maxHeight > 0) {
+        fz.fitH = boxH / rows;
+        fz.fitW = std::min(box / cols, std::max(shortMax, fz.fitH));
+    } else if (nLong >= kThinRatio * nShort && nShort * square < kThinSide) {
+        const float boxLong = tall ? boxH : box, boxShort = tall ? box : boxH;
+        const float fitLong = boxLong / nLong;
+        // Long-side cells with labels (a short map in a tall box) leave the labels' band off the short side.
+        const float room = fitLong >= labelled ? boxShort - bands : boxShort;
+        const float fitShort = std::clamp(room / nShort, fitLong, shortMax);
+        fz.fitW = tall ? fitShort : fitLong;
+        fz.fitH = tall ? fitLong : fitShort;
+    } else {
+        // Square cells; under 0.8 of the font no labels, so the whole box is cells.
+        fz.fitW = fz.fitH = square >= labelled ? std::max(1.0f, std::min((box - bands) / cols, (box - bands) / rows)) : square;
+    }
+    fz.fit = std::min(fz.fitW, fz.fitH);
     fz.maxCell = std::max({kMaxCell, style.cell, fz.fit});
     // Whole, unless the session asks for the sidebar's zoom (a saved view of zoom 8 opens 8× in, as before).
     fz.cell = s.view.zoom == 1.0f ? fz.fit : std::clamp(style.cell, fz.fit, fz.maxCell);
@@ -475,10 +524,48 @@ FittedZoom fittedZoom(const AppState& s, const std::string& key, const view::Map
     return fz;
 }
 
+// What a map fitted apart shows, longest first: "1024 × 8, whole map, rows pooled 9.5:1" (rows max-pooled, k
+// a pixel), "whole map, rows pooled 9.5:1", "rows pooled 9.5:1", "rows 9.5:1", "9.5:1"; zoomed in, "1024 × 8, zoomed
+// in, …". Zoomed or not, the line is there: zooming moves no map below it.
+std::vector<std::string> thinMapCaptions(const view::MapDescription& d, const FittedZoom& fz)
+{
+    char shape[64];
+    std::snprintf(shape, sizeof shape, "%ld × %ld, ", static_cast<long>(d.rows), static_cast<long>(d.cols));
+    const std::string state = fz.whole ? "whole map" : "zoomed in";
+    const auto ratio = [](float cell) {
+        // Two significant digits ("1.02:1": a 64-column map in 63 pixels is pooled, if barely).
+        const float k = 1.0f / cell;
+        char buf[32];
+        std::snprintf(buf, sizeof buf, k < 1.995f ? "%.2f:1" : k < 9.95f ? "%.1f:1" : "%.0f:1", static_cast<double>(k));
+        return std::string(buf);
+    };
+    const bool rows = fz.cellH() < 1.0f, cols = fz.cellW() < 1.0f;
+    if (!rows && !cols) return {shape + state, state};
+    // The side pooled (both: rows first, "rows pooled 6:1, columns 2:1").
+    const std::string first = rows ? "rows" : "columns", k = ratio(rows ? fz.cellH() : fz.cellW());
+    const std::string pooled = first + " pooled " + k + (rows && cols ? ", columns " + ratio(fz.cellW()) : "");
+    return {shape + state + ", " + pooled, state + ", " + pooled, pooled, first + " " + k, k};
+}
+
+// The caption under a thin map: the longest of `captions` that fits in `width` pixels (the map's box or its title,
+// whichever is wider: it must not widen the chain's row); its tooltip has the longest.
+void drawThinCaption(const std::vector<std::string>& captions, float width)
+{
+    std::string shown;
+    for (const std::string& c : captions)
+        if (ImGui::CalcTextSize(c.c_str()).x <= width) {
+            shown = c;
+            break;
+        }
+    ImGui::TextDisabled("%s", shown.c_str());
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("%s: the wheel zooms about the pointer; double-click goes back to the whole map", captions.front().c_str());
+}
+
 // Draws one map of the chain at the cursor: its title, the cells, its colorbar; handles hover, tooltips,
 // painting, key padding and the double-click that puts it in focus. Returns the height of its column
-// label band (the cells' offset below the title).
-float drawMap(AppState& state, MapRef m, const MapStyle& style)
+// label band (the cells' offset below the title); `cellsShown`, when given, gets the height of its cells on screen.
+float drawMap(AppState& state, MapRef m, const MapStyle& style, float* cellsShown = nullptr)
 {
     const attn::AttentionResult& r = state.doc.result();
     const ResultRanges& rg = state.doc.ranges();
@@ -514,11 +601,16 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
     }
     if (m.kind == MapKind::HeadOut) fromDevice(spec, r, attn::DeviceMatrix::Output, m.head, state.doc.computing());
     if (!style.rowLabels) spec.rowLabelsShown = false;
-    spec.maxWidth = spec.maxHeight = style.maxSize;
     const FittedZoom fz = fittedZoom(state, key, d, style);
+    spec.maxWidth = style.maxSize;
+    spec.maxHeight = fz.apart() && style.maxHeight > 0 ? style.maxHeight : style.maxSize;
     if (fz.fitted) {
         spec.wheelZooms = true;
-        spec.cellPx = fz.cell;
+        spec.cellPx = fz.cellW();
+        spec.cellPxY = fz.cellH();
+        // The short side's labels would take the long side's room (and say little: the hover names each cell).
+        if (fz.rowsStretched()) spec.rowLabelsShown = false;
+        if (fz.colsStretched()) spec.colLabelsShown = false;
     } else if (const float local = mapZoomOf(state, key); local != 1.0f) {
         // Zoomed on its own: the map keeps its unzoomed footprint and its cells scroll inside it, so that
         // the maps around it stay where they were.
@@ -542,10 +634,13 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
     // A whole map narrower than its title and caption (an n × d map, a thin strip) keeps the caption in its
     // title's tooltip: the caption must not widen the chain's row past the window.
     const char* wholeText = style.thumb ? "whole" : "whole map";
-    const bool captionFits = !fz.whole || static_cast<float>(d.cols) * fz.cell + ImGui::GetStyle().ScrollbarSize >=
-                                              ImGui::GetItemRectSize().x + ImGui::CalcTextSize(wholeText).x + 8.0f;
+    const float titleW = ImGui::GetItemRectSize().x;
+    const bool captionFits = !fz.whole || (!fz.apart() && static_cast<float>(d.cols) * fz.cell + ImGui::GetStyle().ScrollbarSize >=
+                                                           titleW + ImGui::CalcTextSize(wholeText).x + 8.0f);
+    // A thin map's caption goes under it (below).
+    const std::vector<std::string> thinCaptions = fz.apart() ? thinMapCaptions(d, fz) : std::vector<std::string>();
     if (fz.fitted && !captionFits && ImGui::IsItemHovered())
-        ImGui::SetTooltip("%s: whole map (the wheel zooms about the pointer)", t.c_str());
+        ImGui::SetTooltip("%s: %s (the wheel zooms about the pointer)", t.c_str(), thinCaptions.empty() ? "whole map" : thinCaptions.front().c_str());
     if (fz.fitted && captionFits) {
         // What a fitted map shows: the whole map, or which part of it (and the way back).
         ImGui::SameLine();
@@ -570,7 +665,9 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
     const HeatmapHit hit = drawHeatmap(spec);
     if (!hit.pooled.empty()) state.doc.wantPooled(spec.src.values, hit.pooled);
     state.recordRect("heatmap/" + rectName, hit.cellsMin, hit.cellsMax);
+    if (cellsShown) *cellsShown = std::min(hit.cellsMax.y, hit.viewMax.y) - hit.cellsMin.y;
     if (fz.fitted) state.recordRect("mapbox/" + rectName, hit.viewMin, hit.viewMax);
+    if (!thinCaptions.empty()) drawThinCaption(thinCaptions, std::max(titleW, hit.viewMax.x - hit.viewMin.x));
     noteHover(state, spec, hit);
     if (fz.fitted) zoomFitted(state, key, fz, hit);
     else handleZoom(state, key, hit);
@@ -618,7 +715,7 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style)
         const float dy = hit.cellsMin.y - ImGui::GetCursorScreenPos().y;
         if (dy > ImGui::GetStyle().ItemSpacing.y) ImGui::Dummy(ImVec2(1.0f, dy - ImGui::GetStyle().ItemSpacing.y));
         drawColorbar(("cb/" + key).c_str(), spec.src.colormap, spec.src.range,
-                     std::min(style.maxSize, std::max(40.0f, hit.cellsMax.y - hit.cellsMin.y)), style.colorbarWidth,
+                     std::min(std::max(style.maxSize, style.maxHeight), std::max(40.0f, hit.cellsMax.y - hit.cellsMin.y)), style.colorbarWidth,
                      m.kind == MapKind::Weights && rowMaxShown(state) ? "÷ row max" : nullptr);
         ImGui::EndGroup();
     } else if (style.reserveColorbar) {
@@ -994,7 +1091,8 @@ void drawFocus(AppState& state, MapRef m)
     const float ch = (avail.y - bands - lines) / std::max<float>(1, static_cast<float>(d->rows));
     MapStyle st;
     st.cell = std::clamp(std::floor(std::min(cw, ch)), 2.0f, 160.0f);
-    st.maxSize = std::max(avail.x - kColorbarWidth - 16, avail.y - 8);
+    st.maxSize = avail.x - kColorbarWidth - 16;
+    st.maxHeight = avail.y - lines - 8;
     ImGui::TextDisabled("focus: %s   (double-click or Esc: back to the chain)", mapKey(m).c_str());
     drawMap(state, m, st);
     state.recordRect("focus/" + mapKey(m), ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
@@ -1015,7 +1113,9 @@ void drawFit(AppState& state)
     if (!p.fits) small.maxSize = p.smallView;  // hundreds of tokens: small boxes, so that the weights stay on screen
     drawInputsFit(state, p.inputsCollapsed);
     arrow();
-    drawQkvColumn(state, small);
+    MapStyle qkv = small;
+    if (!p.fits) qkv.maxHeight = p.qkvViewHeight;  // Q, K, V stacked share the panel's height
+    drawQkvColumn(state, qkv);
     arrow();
     ImGui::BeginGroup();
     if (H > 1) ImGui::TextDisabled("head %d of heads 0–%d  (click another in the grid below)", head, H - 1);
@@ -1028,7 +1128,8 @@ void drawFit(AppState& state)
     // too large even at the smallest cells (thousands of tokens).
     if (zoom == 1.0f && p.fits) big.maxSize = 1e6f;
     if (!p.fits) big.maxSize = p.bigView;
-    const float band = drawMap(state, {MapKind::Weights, head}, big);
+    float weightsShown = 0;
+    const float band = drawMap(state, {MapKind::Weights, head}, big, &weightsShown);
     ImGui::SameLine();
     // Row layout: the output has the weights' rows (queries), level with them and without labels of its
     // own. Column layout: it has its own rows (features), so its own labels.
@@ -1037,6 +1138,12 @@ void drawFit(AppState& state)
         big.minColBand = band;
     }
     if (!p.fits) big.maxSize = p.outputView;
+    // In its own box, the output (n × d_v) is as tall as the weights beside it: fitted apart (FittedZoom), its rows
+    // are the weights' rows, pooled alike.
+    if (!p.fits && !isColumn(state)) {
+        big.maxHeight = std::max(p.outputView, weightsShown + band);
+        big.rowsLevel = true;
+    }
     drawMap(state, {MapKind::HeadOut, head}, big);
     const attn::HeadResult& hr = state.doc.result().heads[static_cast<std::size_t>(head)];
     if (!hr.fullyMaskedQueries.empty())

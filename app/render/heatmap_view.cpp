@@ -60,25 +60,28 @@ void addVerticalText(ImDrawList* dl, ImVec2 bottomLeft, ImU32 col, const char* t
 
 // Zooming (the cell size changed since the last frame) keeps the entry under the mouse where it is, as maps
 // and image viewers do, instead of zooming about the map's corner. Call inside the map's scrolling child.
-void keepPointUnderMouse(float cell, ImVec2 bands)
+void keepPointUnderMouse(ImVec2 cell, ImVec2 bands)
 {
     ImGuiStorage* st = ImGui::GetStateStorage();
-    const ImGuiID id = ImGui::GetID("cell size"), bx = ImGui::GetID("bands x"), by = ImGui::GetID("bands y");
-    const float prev = st->GetFloat(id, cell);
+    const ImGuiID idx = ImGui::GetID("cell width"), idy = ImGui::GetID("cell height");
+    const ImGuiID bx = ImGui::GetID("bands x"), by = ImGui::GetID("bands y");
+    const ImVec2 prev(st->GetFloat(idx, cell.x), st->GetFloat(idy, cell.y));
     // The label bands come and go with the cell size (labels show from 0.8 of the font): the point under the mouse
     // is measured with the bands it was drawn with.
     const ImVec2 prevBands(st->GetFloat(bx, bands.x), st->GetFloat(by, bands.y));
-    st->SetFloat(id, cell);
+    st->SetFloat(idx, cell.x);
+    st->SetFloat(idy, cell.y);
     st->SetFloat(bx, bands.x);
     st->SetFloat(by, bands.y);
-    if (prev == cell || prev <= 0 || !ImGui::IsWindowHovered()) return;
+    if ((prev.x == cell.x && prev.y == cell.y) || prev.x <= 0 || prev.y <= 0 || !ImGui::IsWindowHovered()) return;
     const ImVec2 wp = ImGui::GetWindowPos(), mp = ImGui::GetIO().MousePos;
     const float mx = mp.x - wp.x, my = mp.y - wp.y;  // the mouse in the view
-    const float k = cell / prev;
+    // Each axis by its own factor (a thin map's cells are not square: chain_panel fits its sides apart).
+    const float kx = cell.x / prev.x, ky = cell.y / prev.y;
     // The point under the mouse in cell coordinates (label bands excluded), scaled, put back under the mouse.
     const float cx = ImGui::GetScrollX() + mx - prevBands.x, cy = ImGui::GetScrollY() + my - prevBands.y;
-    ImGui::SetScrollX(std::max(0.0f, cx * k + bands.x - mx));
-    ImGui::SetScrollY(std::max(0.0f, cy * k + bands.y - my));
+    ImGui::SetScrollX(std::max(0.0f, cx * kx + bands.x - mx));
+    ImGui::SetScrollY(std::max(0.0f, cy * ky + bands.y - my));
 }
 
 // Overview of a map larger than its view: the whole map in miniature (its cells drawn small by the renderer,
@@ -199,14 +202,16 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
         ImGui::PopID();
         return hit;
     }
-    // Under a pixel only for a fitted map, which pools its cells (below).
-    const float cell = std::max(spec.wheelZooms ? 1e-3f : 1.0f, spec.cellPx);
+    // Under a pixel only for a fitted map, which pools its cells (below). A cell is cw wide and ch tall: square
+    // unless the caller fits a thin map's sides apart (cellPxY).
+    const float cw = std::max(spec.wheelZooms ? 1e-3f : 1.0f, spec.cellPx);
+    const float ch = spec.cellPxY > 0 ? std::max(spec.wheelZooms ? 1e-3f : 1.0f, spec.cellPxY) : cw;
     const float fontH = ImGui::GetFontSize();
 
     // Label bands: row labels on the left, column labels on top (turned when they do not fit across a cell).
     // Labels are left out when cells are smaller than the text (large n): hover still names each cell.
-    const bool rowLabelsFit = spec.rowLabelsShown && cell >= fontH * 0.8f;
-    const bool colLabelsFit = spec.colLabelsShown && cell >= fontH * 0.8f;
+    const bool rowLabelsFit = spec.rowLabelsShown && ch >= fontH * 0.8f;
+    const bool colLabelsFit = spec.colLabelsShown && cw >= fontH * 0.8f;
     float rowBand = 0, colBand = 0, maxColLabelW = 0;
     // Measuring every label costs O(n) a frame: past kMeasuredLabels the bands take their widest size.
     constexpr int kMeasuredLabels = 512;
@@ -221,7 +226,7 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
         maxColLabelW = cols > kMeasuredLabels ? 60.0f : 0.0f;
         for (int c = 0; c < cols && cols <= kMeasuredLabels; ++c)
             maxColLabelW = std::max(maxColLabelW, ImGui::CalcTextSize(axisLabel(spec.colLabels, c).c_str()).x);
-        colVertical = maxColLabelW > cell - 2.0f;
+        colVertical = maxColLabelW > cw - 2.0f;
         colBand = colVertical ? std::min(maxColLabelW, 60.0f) + 4.0f : fontH + 2.0f;
     }
     // Axis titles, outside the label bands: the row title turned, left of the row labels.
@@ -231,7 +236,7 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
     if (rowTitle) rowBand += fontH + 2.0f;
     if (colTitle) colBand += fontH + 2.0f;
     colBand = std::max(colBand, spec.minColBand);
-    const ImVec2 full(rowBand + cell * static_cast<float>(cols), colBand + cell * static_cast<float>(rows));
+    const ImVec2 full(rowBand + cw * static_cast<float>(cols), colBand + ch * static_cast<float>(rows));
     // Half a pixel of slack: a map fitted to its box (n cells of box/n px) must not overflow by a rounding error.
     const bool overflows = full.x > spec.maxWidth + 0.5f || full.y > spec.maxHeight + 0.5f;
     const bool scroll = spec.wheelZooms || overflows;
@@ -241,23 +246,23 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
         // A fitted map (wheelZooms) keeps its scrollbars' room while whole, so that zooming it moves no map around.
         const ImVec2 box = spec.wheelZooms && !overflows ? ImVec2(full.x + ImGui::GetStyle().ScrollbarSize, full.y + ImGui::GetStyle().ScrollbarSize) : view;
         ImGui::BeginChild("scroll", box, false, ImGuiWindowFlags_HorizontalScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
-        keepPointUnderMouse(cell, ImVec2(rowBand, colBand));
+        keepPointUnderMouse(ImVec2(cw, ch), ImVec2(rowBand, colBand));
     }
     hit.viewMin = ImGui::GetWindowPos();
     hit.viewMax = ImVec2(hit.viewMin.x + ImGui::GetWindowSize().x, hit.viewMin.y + ImGui::GetWindowSize().y);
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     const ImVec2 a(origin.x + rowBand, origin.y + colBand);
-    const ImVec2 b(a.x + cell * static_cast<float>(cols), a.y + cell * static_cast<float>(rows));
+    const ImVec2 b(a.x + cw * static_cast<float>(cols), a.y + ch * static_cast<float>(rows));
 
     hit.cellsMin = a;
     hit.cellsMax = b;
     // The rows and columns on screen: text and labels are drawn for those only (frame time must not grow with n).
     const ImVec2 clipMin = dl->GetClipRectMin(), clipMax = dl->GetClipRectMax();
-    const int vr0 = std::clamp(static_cast<int>((clipMin.y - a.y) / cell), 0, rows);
-    const int vr1 = std::clamp(static_cast<int>((clipMax.y - a.y) / cell) + 1, 0, rows);
-    const int vc0 = std::clamp(static_cast<int>((clipMin.x - a.x) / cell), 0, cols);
-    const int vc1 = std::clamp(static_cast<int>((clipMax.x - a.x) / cell) + 1, 0, cols);
+    const int vr0 = std::clamp(static_cast<int>((clipMin.y - a.y) / ch), 0, rows);
+    const int vr1 = std::clamp(static_cast<int>((clipMax.y - a.y) / ch) + 1, 0, rows);
+    const int vc0 = std::clamp(static_cast<int>((clipMin.x - a.x) / cw), 0, cols);
+    const int vc1 = std::clamp(static_cast<int>((clipMax.x - a.x) / cw) + 1, 0, cols);
     // Interaction: one invisible button over the cells, and one per label band.
     ImGui::SetCursorScreenPos(a);
     ImGui::InvisibleButton("cells", ImVec2(b.x - a.x, b.y - a.y));
@@ -270,8 +275,8 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
     if (spec.wheelZooms && ImGui::IsWindowHovered() && io.MouseWheel != 0 && !io.KeyShift) hit.zoomWheel = io.MouseWheel;
     if (hovered) {
         const ImVec2 mp = ImGui::GetIO().MousePos;
-        hit.col = std::clamp(static_cast<int>((mp.x - a.x) / cell), 0, cols - 1);
-        hit.row = std::clamp(static_cast<int>((mp.y - a.y) / cell), 0, rows - 1);
+        hit.col = std::clamp(static_cast<int>((mp.x - a.x) / cw), 0, cols - 1);
+        hit.row = std::clamp(static_cast<int>((mp.y - a.y) / ch), 0, rows - 1);
         hit.pressed = ImGui::IsMouseClicked(ImGuiMouseButton_Left);
         hit.held = ImGui::IsMouseDown(ImGuiMouseButton_Left);
         if (ImGui::GetIO().KeyCtrl && ImGui::GetIO().MouseWheel != 0) hit.zoomWheel = ImGui::GetIO().MouseWheel;
@@ -279,7 +284,7 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
     if (scroll && ImGui::IsWindowHovered() && !io.KeyCtrl && io.MouseWheel != 0 && (!spec.wheelZooms || io.KeyShift)) {
         // Wheel pans vertically, Shift+wheel horizontally (the child does not scroll with the mouse by itself,
         // so that Ctrl+wheel can zoom).
-        const float step = cell * 3.0f * ImGui::GetIO().MouseWheel;
+        const float step = (ImGui::GetIO().KeyShift ? cw : ch) * 3.0f * ImGui::GetIO().MouseWheel;
         if (ImGui::GetIO().KeyShift) ImGui::SetScrollX(ImGui::GetScrollX() - step);
         else ImGui::SetScrollY(ImGui::GetScrollY() - step);
     }
@@ -292,9 +297,9 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
 
     // Cells: under a pixel a cell, the visible part max-pooled to one value a pixel (a texture of n × n values
     // squeezed into fewer pixels would show every k-th value, and lose the sharp ones).
-    if (cell < 1.0f && vr1 > vr0 && vc1 > vc0) {
-        const int outR = std::clamp(static_cast<int>(std::ceil(float(vr1 - vr0) * cell)), 1, vr1 - vr0);
-        const int outC = std::clamp(static_cast<int>(std::ceil(float(vc1 - vc0) * cell)), 1, vc1 - vc0);
+    if ((cw < 1.0f || ch < 1.0f) && vr1 > vr0 && vc1 > vc0) {
+        const int outR = std::clamp(static_cast<int>(std::ceil(float(vr1 - vr0) * ch)), 1, vr1 - vr0);
+        const int outC = std::clamp(static_cast<int>(std::ceil(float(vc1 - vc0) * cw)), 1, vc1 - vc0);
         hit.pooled = PoolPart{vr0, vc0, vr1 - vr0, vc1 - vc0, outR, outC};
         const PooledPart& part = pooledPart(spec.key, spec.src, hit.pooled, spec.prepooled);
         HeatmapSource ps = spec.src;
@@ -302,7 +307,7 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
         ps.mask = nullptr;  // masked weights are 0 and masked scores not finite: the maxima show them as such
         ps.generation = part.generation;
         ps.deviceGeneration = 0;
-        const ImVec2 pa(a.x + cell * float(vc0), a.y + cell * float(vr0)), pb(a.x + cell * float(vc1), a.y + cell * float(vr1));
+        const ImVec2 pa(a.x + cw * float(vc0), a.y + ch * float(vr0)), pb(a.x + cw * float(vc1), a.y + ch * float(vr1));
         if (g_renderer) g_renderer->drawCells(dl, pa, pb, spec.key + "/pooled", ps);
         else drawCellsCpu(dl, pa, pb, ps);
     } else if (g_renderer) {
@@ -315,20 +320,20 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
     const bool hasMask = spec.src.mask && spec.src.mask->size() == m.size();
     // Cell values use a smaller size of the UI font, growing with the cell (11.5 px fits "0.25" in a 27 px
     // cell; at most the UI font's size).
-    const float valueFont = std::clamp(cell * 0.42f, 11.5f, fontH);
+    const float valueFont = std::clamp(std::min(cw, ch) * 0.42f, 11.5f, fontH);
     ImFont* font = ImGui::GetFont();
-    if (spec.showValues && cell >= 11.5f * 1.6f) {
+    if (spec.showValues && std::min(cw, ch) >= 11.5f * 1.6f) {
         for (int r = vr0; r < vr1; ++r) {
-            const float y = a.y + cell * static_cast<float>(r);
-            if (y > clipMax.y || y + cell < clipMin.y) continue;
+            const float y = a.y + ch * static_cast<float>(r);
+            if (y > clipMax.y || y + ch < clipMin.y) continue;
             for (int c = vc0; c < vc1; ++c) {
-                const float x = a.x + cell * static_cast<float>(c);
-                if (x > clipMax.x || x + cell < clipMin.x) continue;
+                const float x = a.x + cw * static_cast<float>(c);
+                if (x > clipMax.x || x + cw < clipMin.x) continue;
                 if (hasMask && (*spec.src.mask)(r, c)) continue;
-                const std::string t = cellValueText(m(r, c), cell, valueFont);
+                const std::string t = cellValueText(m(r, c), cw, valueFont);
                 if (t.empty()) continue;
                 const ImVec2 ts = font->CalcTextSizeA(valueFont, FLT_MAX, 0.0f, t.c_str());
-                dl->AddText(font, valueFont, ImVec2(x + (cell - ts.x) * 0.5f, y + (cell - ts.y) * 0.5f),
+                dl->AddText(font, valueFont, ImVec2(x + (cw - ts.x) * 0.5f, y + (ch - ts.y) * 0.5f),
                             contrastingTextColor(spec.src.colormap, spec.src.range, m(r, c)), t.c_str());
             }
         }
@@ -342,7 +347,7 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
             const std::string t = axisLabel(spec.rowLabels, r);
             const bool marked = r < static_cast<int>(spec.rowLabelMarked.size()) && spec.rowLabelMarked[static_cast<std::size_t>(r)];
             const ImVec2 ts = ImGui::CalcTextSize(t.c_str());
-            const ImVec2 p(a.x - 4.0f - std::min(ts.x, rowLabelBand - 6.0f), a.y + cell * static_cast<float>(r) + (cell - ts.y) * 0.5f);
+            const ImVec2 p(a.x - 4.0f - std::min(ts.x, rowLabelBand - 6.0f), a.y + ch * static_cast<float>(r) + (ch - ts.y) * 0.5f);
             dl->PushClipRect(ImVec2(a.x - rowLabelBand, p.y), ImVec2(a.x, p.y + ts.y), true);
             dl->AddText(p, marked ? markedCol : (r == spec.highlightRow ? IM_COL32(255, 200, 60, 255) : textCol), t.c_str());
             dl->PopClipRect();
@@ -350,7 +355,7 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
         ImGui::SetCursorScreenPos(ImVec2(origin.x, a.y));
         ImGui::InvisibleButton("rowlabels", ImVec2(std::max(1.0f, rowBand), b.y - a.y));
         if (ImGui::IsItemClicked())
-            hit.rowLabelClicked = std::clamp(static_cast<int>((ImGui::GetIO().MousePos.y - a.y) / cell), 0, rows - 1);
+            hit.rowLabelClicked = std::clamp(static_cast<int>((ImGui::GetIO().MousePos.y - a.y) / ch), 0, rows - 1);
     }
     if (colLabelsFit) {
         for (int c = vc0; c < vc1; ++c) {
@@ -358,19 +363,19 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
             const bool marked = c < static_cast<int>(spec.colLabelMarked.size()) && spec.colLabelMarked[static_cast<std::size_t>(c)];
             const ImU32 col = marked ? markedCol : (c == spec.highlightCol ? IM_COL32(255, 200, 60, 255) : textCol);
             const ImVec2 ts = ImGui::CalcTextSize(t.c_str());
-            const float x = a.x + cell * static_cast<float>(c);
+            const float x = a.x + cw * static_cast<float>(c);
             if (colVertical) {
-                addVerticalText(dl, ImVec2(x + (cell - ts.y) * 0.5f, a.y - 3.0f), col, t.c_str());
+                addVerticalText(dl, ImVec2(x + (cw - ts.y) * 0.5f, a.y - 3.0f), col, t.c_str());
             } else {
-                dl->AddText(ImVec2(x + (cell - ts.x) * 0.5f, a.y - colLabelBand), col, t.c_str());
+                dl->AddText(ImVec2(x + (cw - ts.x) * 0.5f, a.y - colLabelBand), col, t.c_str());
             }
             if (marked)  // padded key: strike through its label
-                dl->AddLine(ImVec2(x + 2, a.y - colLabelBand * 0.5f), ImVec2(x + cell - 2, a.y - colLabelBand * 0.5f), markedCol, 1.5f);
+                dl->AddLine(ImVec2(x + 2, a.y - colLabelBand * 0.5f), ImVec2(x + cw - 2, a.y - colLabelBand * 0.5f), markedCol, 1.5f);
         }
         ImGui::SetCursorScreenPos(ImVec2(a.x, origin.y));
         ImGui::InvisibleButton("collabels", ImVec2(b.x - a.x, std::max(1.0f, colBand)));
         if (ImGui::IsItemClicked())
-            hit.colLabelClicked = std::clamp(static_cast<int>((ImGui::GetIO().MousePos.x - a.x) / cell), 0, cols - 1);
+            hit.colLabelClicked = std::clamp(static_cast<int>((ImGui::GetIO().MousePos.x - a.x) / cw), 0, cols - 1);
     }
 
     const ImU32 titleCol = ImGui::GetColorU32(ImGuiCol_TextDisabled);
@@ -387,24 +392,24 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
     const ImU32 sep = IM_COL32(20, 20, 24, 255);
     if (spec.colBlock > 0)
         for (int c = std::max(spec.colBlock, (vc0 / spec.colBlock) * spec.colBlock); c < std::min(cols, vc1 + 1); c += spec.colBlock)
-            dl->AddLine(ImVec2(a.x + cell * static_cast<float>(c), a.y), ImVec2(a.x + cell * static_cast<float>(c), b.y), sep, 2.0f);
+            dl->AddLine(ImVec2(a.x + cw * static_cast<float>(c), a.y), ImVec2(a.x + cw * static_cast<float>(c), b.y), sep, 2.0f);
     if (spec.rowBlock > 0)
         for (int r = std::max(spec.rowBlock, (vr0 / spec.rowBlock) * spec.rowBlock); r < std::min(rows, vr1 + 1); r += spec.rowBlock)
-            dl->AddLine(ImVec2(a.x, a.y + cell * static_cast<float>(r)), ImVec2(b.x, a.y + cell * static_cast<float>(r)), sep, 2.0f);
+            dl->AddLine(ImVec2(a.x, a.y + ch * static_cast<float>(r)), ImVec2(b.x, a.y + ch * static_cast<float>(r)), sep, 2.0f);
 
     // Linked highlights: the hovered query's row / key's column, outlined (not coloured, so no value is hidden).
     const ImU32 hl = IM_COL32(255, 200, 60, 255);
     if (spec.highlightRow >= 0 && spec.highlightRow < rows) {
-        const float y = a.y + cell * static_cast<float>(spec.highlightRow);
-        dl->AddRect(ImVec2(a.x - 1, y - 1), ImVec2(b.x + 1, y + cell + 1), hl, 0, 0, 2.0f);
+        const float y = a.y + ch * static_cast<float>(spec.highlightRow);
+        dl->AddRect(ImVec2(a.x - 1, y - 1), ImVec2(b.x + 1, y + ch + 1), hl, 0, 0, 2.0f);
     }
     if (spec.highlightCol >= 0 && spec.highlightCol < cols) {
-        const float x = a.x + cell * static_cast<float>(spec.highlightCol);
-        dl->AddRect(ImVec2(x - 1, a.y - 1), ImVec2(x + cell + 1, b.y + 1), hl, 0, 0, 2.0f);
+        const float x = a.x + cw * static_cast<float>(spec.highlightCol);
+        dl->AddRect(ImVec2(x - 1, a.y - 1), ImVec2(x + cw + 1, b.y + 1), hl, 0, 0, 2.0f);
     }
     if (hit.row >= 0) {
-        const ImVec2 p0(a.x + cell * static_cast<float>(hit.col), a.y + cell * static_cast<float>(hit.row));
-        dl->AddRect(p0, ImVec2(p0.x + cell, p0.y + cell), IM_COL32(255, 255, 255, 255), 0, 0, 2.0f);
+        const ImVec2 p0(a.x + cw * static_cast<float>(hit.col), a.y + ch * static_cast<float>(hit.row));
+        dl->AddRect(p0, ImVec2(p0.x + cw, p0.y + ch), IM_COL32(255, 255, 255, 255), 0, 0, 2.0f);
     }
 
     ImGui::SetCursorScreenPos(origin);

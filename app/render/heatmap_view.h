@@ -69,7 +69,9 @@ struct HeatmapSpec {
     Axis rowAxis = Axis::Feature, colAxis = Axis::Feature;
     const std::vector<std::string>* rowLabels = nullptr;  // null = indices
     const std::vector<std::string>* colLabels = nullptr;
-    float cellPx = 24;                // cell side in pixels
+    float cellPx = 24;                // cell side in pixels (its width when cellPxY is set)
+    float cellPxY = 0;                // > 0: a cell's height apart from its width (a thin map fitted along each side
+                                      // on its own, chain_panel: 1024 × 8 cells of 0.5 × 8 px); 0 = square cells
     bool showValues = true;
     int highlightRow = -1, highlightCol = -1;  // linked hover highlights
     std::vector<std::uint8_t> colLabelMarked;  // optional: columns whose label is drawn struck (padded keys)

@@ -116,6 +116,9 @@ void planViews(const FitInput& in, float avail, float inputsW, float target, Fit
     }
     if (cell > p.cell) p.cell = cell;
     const float need = (bare ? 0.0f : band) + float(std::max(in.wCols, in.wRows)) * p.cell + kSpacing;
+    // Q, K and V stacked, each its title, caption line and scrollbar: a third of the panel's height each, for when
+    // they are thin (n × d_k at hundreds of tokens, chain_panel's FittedZoom: their boxes may be taller than wide).
+    p.qkvViewHeight = std::max(kMinView, std::floor((in.chainHeight - 3 * (2 * kTitle + kScrollbar)) / 3));
     if (need <= weightsRoom) {
         p.bigView = std::min(std::max(kMinView * 2, need), bare ? tall + band : tall);
         const float rest = std::max(0.0f, room - p.bigView);

@@ -61,6 +61,7 @@ struct FitPlan {
     float smallView = 1e6f;   // side of a small map's box, pixels
     float bigView = 1e6f;     // side of the weights' box
     float outputView = 1e6f;  // side of the head output's box
+    float qkvViewHeight = 1e6f;  // height of each of Q, K, V's boxes (stacked: a third of the panel, less their titles)
 };
 
 inline constexpr float kMinCell = 12.0f;    // below this the labels no longer fit (heatmap_view: 0.8 × font)

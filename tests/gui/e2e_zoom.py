@@ -7,6 +7,8 @@
    and the cell under the pointer stays under it (the hovered cell is the one the pointer was on).
 3. Zoom out: two notches back make the cells a quarter of the size.
 4. Fit: a double-click goes back to the whole map; zoomed in again, the "fit" button does too.
+5. A thin map (Q, 1024 x 8) opens as a strip at least 48 px wide, its cells wider than tall; three notches over it
+   make its rows 8x taller and leave its columns as wide, the pointer over the same column; a double-click fits it.
 
 Helpers (layout.json rectangles, pointer moves held over frames) in e2e_common.py.
 """
@@ -99,6 +101,36 @@ def run(app):
     wait_for(lambda: (l := app.layout()) and whole(l["rects"]) and "fit/weights/0" not in l["rects"],
              "the whole map after the fit button")
     print("fit button: whole map again")
+
+    # ---- 5. a thin map: Q (1024 x 8) ---------------------------------------------------------------------------
+    rects = app.layout()["rects"]
+    qx0, qy0, qx1, qy1 = rects["heatmap/Q"]
+    qw, qh = (qx1 - qx0) / 8, (qy1 - qy0) / N
+    if qx1 - qx0 < 48 or qw <= 4 * qh:
+        fail("Q should open as a strip at least 48 px wide with cells wider than tall: %s" % (rects["heatmap/Q"],))
+    print("Q: a strip %.0f px wide, cells %.1f x %.2f px" % (qx1 - qx0, qw, qh))
+    px, py = int(qx0 + 0.7 * (qx1 - qx0)), int(qy0 + 0.5 * (qy1 - qy0))
+    col = int((px - qx0) / qw)
+    app.move(px, py)
+    wheel(4, 3)
+
+    def q_zoomed(l):
+        x0, y0, x1, y1 = l["rects"]["heatmap/Q"]
+        return abs((y1 - y0) / N - 8 * qh) < 0.05 * qh and abs((x1 - x0) / 8 - qw) < 0.5 and l["rects"]
+
+    rects = wait_for(lambda: (l := app.layout()) and q_zoomed(l), "Q's rows 8x taller, its columns as wide")
+    hovered = [k for k in rects if k.startswith("hover/proj/Q/")]
+    if not hovered or int(hovered[0].split("/")[4]) != col:
+        fail("zooming Q under the pointer: it was over column %d, now over %s" % (col, hovered))
+    print("Q zoomed in: rows %.2f px, the pointer still over column %d" % ((rects["heatmap/Q"][3] - rects["heatmap/Q"][1]) / N, col))
+    for _ in range(2):
+        xdo("mousedown", "1")
+        time.sleep(0.06)
+        xdo("mouseup", "1")
+        time.sleep(0.06)
+    wait_for(lambda: (l := app.layout()) and abs(l["rects"]["heatmap/Q"][3] - l["rects"]["heatmap/Q"][1] - (qy1 - qy0)) < 1,
+             "Q whole again after a double-click")
+    print("Q double-click: whole strip again")
 
 
 if __name__ == "__main__":

@@ -113,3 +113,23 @@ TEST(FitLayout, AModelHeadsWeightsComeBeforeItsWideProjections)
         EXPECT_LT(p.outputView, 64 * p.cell) << w << "x" << h << ": the output scrolls";
     }
 }
+
+// Issue 36, thin maps: at 1024 tokens Q, K and V (1024 × 8) are strips fitted along each side on their own
+// (chain_panel): stacked, each with its title, caption line and scrollbar, their boxes share the panel's height
+// (a third each, taller than the small maps' square boxes) and stay inside it.
+TEST(FitLayout, ThinQKVBoxesShareThePanelsHeight)
+{
+    for (auto [w, h] : {std::pair{1280.0f, 800.0f}, {900.0f, 600.0f}}) {
+        app::FitInput in = seed004(w, h);
+        in.wRows = in.wCols = 1024, in.wVisible = 1024 * 1024;
+        in.oRows = 1024, in.oCols = 8;
+        in.qkvRows = 3 * 1024, in.qkvCols = 8;
+        const app::FitPlan p = app::planFitLayout(in, app::Collapse::Auto, app::Collapse::Auto);
+        ASSERT_FALSE(p.fits) << w << "x" << h;
+        EXPECT_GT(p.qkvViewHeight, p.smallView) << w << "x" << h << ": taller than wide";
+        const float title = 22, caption = 22, scrollbar = 14;  // chain_layout.cpp's kTitle, kScrollbar
+        EXPECT_LE(3 * (title + p.qkvViewHeight + scrollbar + caption), in.chainHeight) << w << "x" << h;
+    }
+    // When everything fits, no box at all.
+    EXPECT_GE(app::planFitLayout(seed004(1280, 800), app::Collapse::Auto, app::Collapse::Auto).qkvViewHeight, 1e5f);
+}

@@ -50,8 +50,9 @@ protected:
     {
         if (s_ready) renderer.shutdown();
     }
-    // One frame drawing `m` with its top-left cell at `at` (window pixels); returns the picture.
-    app::Image draw(const attn::Matrix& m, std::uint64_t generation, ImVec2 at)
+    // One frame drawing `m` with its top-left cell at `at` (window pixels), cells `cell` pixels wide and tall;
+    // returns the picture.
+    app::Image draw(const attn::Matrix& m, std::uint64_t generation, ImVec2 at, ImVec2 cell = ImVec2(kCellPx, kCellPx))
     {
         platform.pollEvents(0.0);
         platform.beginFrame(true);
@@ -64,7 +65,7 @@ protected:
         src.range = {0.0f, 1.0f, 0};
         src.colormap = attn::Colormap::Viridis;
         src.generation = generation;
-        const ImVec2 b(at.x + kCellPx * static_cast<float>(m.cols()), at.y + kCellPx * static_cast<float>(m.rows()));
+        const ImVec2 b(at.x + cell.x * static_cast<float>(m.cols()), at.y + cell.y * static_cast<float>(m.rows()));
         renderer.drawCells(ImGui::GetWindowDrawList(), at, b, "map", src);
         ImGui::End();
         platform.renderFrame();
@@ -78,14 +79,14 @@ protected:
     // Largest channel difference between each on-screen cell's centre pixel and the colormap's colour of its
     // value (the shader picks LUT entry round(t·255); float rounding on either side may pick the neighbour,
     // and neighbouring viridis entries differ by at most 4 levels).
-    int maxCellError(const app::Image& img, const attn::Matrix& m, ImVec2 at)
+    int maxCellError(const app::Image& img, const attn::Matrix& m, ImVec2 at, ImVec2 cell = ImVec2(kCellPx, kCellPx))
     {
         const auto lut = attn::colormapLut(attn::Colormap::Viridis);
         int worst = 0;
         for (int r = 0; r < m.rows(); ++r)
             for (int c = 0; c < m.cols(); ++c) {
-                const int x = static_cast<int>(at.x + kCellPx * (static_cast<float>(c) + 0.5f));
-                const int y = static_cast<int>(at.y + kCellPx * (static_cast<float>(r) + 0.5f));
+                const int x = static_cast<int>(at.x + cell.x * (static_cast<float>(c) + 0.5f));
+                const int y = static_cast<int>(at.y + cell.y * (static_cast<float>(r) + 0.5f));
                 // The window's clip rectangle leaves out its padding (8 px here): pixels there are background.
                 if (x < 16 || y < 16 || x >= img.width || y >= img.height) continue;
                 const attn::Rgb8 want = lut[static_cast<std::size_t>(std::lround(std::clamp(m(r, c), 0.0f, 1.0f) * 255.0f))];
@@ -146,6 +147,17 @@ TEST_F(HeatmapTiles, TilesOffScreenAreNotFilled)
     const app::Image img = draw(m, 1, at);
     EXPECT_EQ(renderer.fillStats().hostUploads, 4);
     EXPECT_LE(maxCellError(img, m, at), 4);
+}
+
+// Issue 36: a thin map (n × 8: Q, K, V, a head's output) is drawn with cells wider than tall, here 24 × 2 px
+// (3 tiles down, one across): every cell lands where hit-testing puts it (heatmap_view: column x / 24, row y / 2).
+TEST_F(HeatmapTiles, AThinMapsNonSquareCellsEachLandInPlace)
+{
+    const attn::Matrix m = randomMatrix(kN, 8, 3);
+    const ImVec2 at(40, 20), cell(24, 2);
+    const app::Image img = draw(m, 1, at, cell);
+    EXPECT_EQ(renderer.fillStats().hostUploads, 3) << "3×1 tiles";
+    EXPECT_LE(maxCellError(img, m, at, cell), 4);
 }
 
 } // namespace

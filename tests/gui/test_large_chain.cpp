@@ -10,7 +10,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
+#include <memory>
 #include <string>
+#include <utility>
 
 namespace {
 
@@ -120,6 +124,180 @@ TEST(WeightsScale, SavedAndLoadedWithTheSessionsView)
     EXPECT_EQ(app::viewFromJson("{\"weights_scale\":\"log\"}").weightsScale, attn::WeightsScale::Log);
     EXPECT_EQ(app::viewFromJson("{\"weights_scale\":\"sqrt\"}").weightsScale, attn::WeightsScale::Auto)
         << "an unknown scale keeps the default";
+}
+
+} // namespace
+
+namespace {
+
+// Issue 36, thin maps: a 1024-token session's Q, K, V (1024 × 8) and head output (1024 × 8) fitted with square
+// cells were 1-3 px wide. Fitted along each side on their own, they are strips at least 48 px wide (the fit
+// layout's smallest box, chain_panel's kThinSide), pooled along their rows only.
+class ThinMaps : public ::testing::Test {
+protected:
+    void SetUp() override { createHeadlessImGui(); app::setHeatmapRenderer(&m_noCells); }
+    void TearDown() override
+    {
+        m_state.reset();
+        app::setHeatmapRenderer(nullptr);
+        ImGui::DestroyContext();
+    }
+    void open(float w, float h, attn::Session s = oneHead(1024))
+    {
+        ImGui::GetIO().DisplaySize = ImVec2(w, h);
+        m_state = std::make_unique<app::AppState>();
+        m_state->autosave = false;
+        m_state->recordRects = true;
+        m_state->doc.setSession(s, "");
+        frames(3);
+    }
+    static attn::Session oneHead(int n)
+    {
+        attn::Session s = large(n);
+        s.config.heads = 1;
+        return s;
+    }
+    void frames(int k)
+    {
+        for (int i = 0; i < k; ++i) {
+            m_state->doc.recomputeIfNeeded();
+            ImGui::NewFrame();
+            app::drawAllPanels(*m_state);
+            ImGui::Render();
+        }
+    }
+    app::UiRect rect(const std::string& name) const
+    {
+        EXPECT_TRUE(m_state->rects.count(name)) << name;
+        return m_state->rects.count(name) ? m_state->rects.at(name) : app::UiRect{};
+    }
+    // The cell the panel says is hovered ("hover/KEY/ROW/COL"), or {-1, -1}.
+    std::pair<int, int> hovered(const std::string& key) const
+    {
+        const std::string prefix = "hover/" + key + "/";
+        for (const auto& [name, r] : m_state->rects)
+            if (name.rfind(prefix, 0) == 0) {
+                int row = -1, col = -1;
+                std::sscanf(name.c_str() + prefix.size(), "%d/%d", &row, &col);
+                return {row, col};
+            }
+        return {-1, -1};
+    }
+    // The cell under screen point (x, y) of a map drawn over `r` with rows × cols cells (the naive oracle).
+    static std::pair<int, int> cellUnder(const app::UiRect& r, int rows, int cols, float x, float y)
+    {
+        return {int((y - r.y0) / ((r.y1 - r.y0) / float(rows))), int((x - r.x0) / ((r.x1 - r.x0) / float(cols)))};
+    }
+    NoCells m_noCells;
+    std::unique_ptr<app::AppState> m_state;
+};
+
+TEST_F(ThinMaps, OpenAsStripsAtLeast48PixelsWideWithNonSquareCells)
+{
+    for (auto [w, h] : {std::pair{1280.0f, 800.0f}, {900.0f, 600.0f}}) {
+        SCOPED_TRACE(std::to_string(int(w)) + "x" + std::to_string(int(h)));
+        open(w, h);
+        for (const char* name : {"heatmap/Q", "heatmap/K", "heatmap/V", "heatmap/headout/0"}) {
+            const app::UiRect r = rect(name);
+            const float cw = (r.x1 - r.x0) / 8.0f, ch = (r.y1 - r.y0) / 1024.0f;
+            EXPECT_GE(r.x1 - r.x0, 48.0f) << name << ": a strip, not a hairline";
+            EXPECT_LE(r.x1 - r.x0, 8 * 24.0f + 0.5f) << name << ": at most 24 px a column";
+            EXPECT_LT(ch, 1.0f) << name << ": whole, its rows pooled";
+            EXPECT_GT(cw, 4 * ch) << name << ": its cells wider than tall";
+            EXPECT_LE(r.y1, h) << name << ": on screen";
+        }
+        // The output's rows are the weights' rows: level with them, as tall.
+        const app::UiRect wts = rect("heatmap/weights/0"), out = rect("heatmap/headout/0");
+        EXPECT_NEAR(out.y0, wts.y0, 0.5f);
+        EXPECT_NEAR(out.y1 - out.y0, wts.y1 - wts.y0, 0.5f);
+        // The scores (1024 × 1024) keep square cells.
+        const app::UiRect sc = rect("heatmap/scores/0");
+        EXPECT_NEAR(sc.x1 - sc.x0, sc.y1 - sc.y0, 0.5f);
+    }
+}
+
+// A head output that is not thin (200 × 64, as a decoder's head at 200 tokens) in a box narrower than the weights
+// are tall is fitted apart too: its rows are the weights' rows, level with them and as tall.
+TEST_F(ThinMaps, TheOutputsRowsAreLevelWithTheWeights)
+{
+    attn::Session s = oneHead(200);
+    s.input.Wv = attn::Matrix::Random(8, 64);
+    open(1280, 800, s);
+    const app::UiRect wts = rect("heatmap/weights/0"), out = rect("heatmap/headout/0");
+    ASSERT_GT(out.x1 - out.x0, 0.0f);
+    EXPECT_NEAR(out.y0, wts.y0, 0.5f);
+    EXPECT_NEAR(out.y1 - out.y0, wts.y1 - wts.y0, 0.5f);
+    EXPECT_LE(out.x1 - out.x0, m_state->chain.plan.outputView + 0.5f) << "as wide as its box, no wider";
+}
+
+TEST_F(ThinMaps, HoverNamesTheCellUnderThePointer)
+{
+    open(1280, 800);
+    for (const char* key : {"proj/Q", "headout/0"}) {
+        const app::UiRect r = rect(std::string("heatmap/") + (std::string(key) == "proj/Q" ? "Q" : key));
+        // Points across the strip, including near cell edges along the short (stretched) side.
+        for (auto [fx, fy] : {std::pair{0.02f, 0.01f}, {0.37f, 0.5f}, {0.5f, 0.77f}, {0.99f, 0.999f}, {0.126f, 0.3f}}) {
+            // Whole pixels: ImGui floors the mouse position (a pointer is at a pixel).
+            const float x = std::floor(r.x0 + fx * (r.x1 - r.x0)), y = std::floor(r.y0 + fy * (r.y1 - r.y0));
+            ImGui::GetIO().MousePos = ImVec2(x, y);
+            frames(2);
+            EXPECT_EQ(hovered(key), cellUnder(r, 1024, 8, x, y)) << key << " at " << fx << ", " << fy;
+        }
+    }
+}
+
+TEST_F(ThinMaps, WheelZoomsTheLongSideAboutThePointerAndDoubleClickFits)
+{
+    open(1280, 800);
+    const app::UiRect whole = rect("heatmap/Q");
+    const float cw0 = (whole.x1 - whole.x0) / 8.0f, ch0 = (whole.y1 - whole.y0) / 1024.0f;
+    ImGuiIO& io = ImGui::GetIO();
+    const float x = std::floor(whole.x0 + 0.6f * (whole.x1 - whole.x0)), y = std::floor(whole.y0 + 0.4f * (whole.y1 - whole.y0));
+    io.MousePos = ImVec2(x, y);
+    frames(2);
+    const std::pair<int, int> before = hovered("proj/Q");
+    ASSERT_EQ(before, cellUnder(whole, 1024, 8, x, y));
+    // Two notches in: the rows 4× taller, the columns as wide as before (still wider than the rows).
+    for (int notch = 0; notch < 2; ++notch) {
+        io.MouseWheel = 1.0f;
+        frames(1);
+        io.MouseWheel = 0.0f;
+        frames(2);
+    }
+    const app::UiRect zoomed = rect("heatmap/Q");
+    EXPECT_NEAR((zoomed.y1 - zoomed.y0) / 1024.0f, 4 * ch0, 0.01f * ch0);
+    EXPECT_NEAR((zoomed.x1 - zoomed.x0) / 8.0f, cw0, 0.01f);
+    // About the pointer: the same cell under it (its row to within one pooled block of the whole map).
+    const std::pair<int, int> after = hovered("proj/Q");
+    EXPECT_EQ(after.second, before.second);
+    EXPECT_NEAR(after.first, before.first, 1.0 / ch0 + 1);
+    EXPECT_EQ(after, cellUnder(zoomed, 1024, 8, x, y)) << "hit-testing the zoomed strip";
+    // Zooming out past whole stops at whole.
+    for (int notch = 0; notch < 4; ++notch) {
+        io.MouseWheel = -1.0f;
+        frames(1);
+        io.MouseWheel = 0.0f;
+        frames(1);
+    }
+    app::UiRect back = rect("heatmap/Q");
+    EXPECT_NEAR(back.y1 - back.y0, whole.y1 - whole.y0, 0.5f);
+    EXPECT_NEAR(back.x1 - back.x0, whole.x1 - whole.x0, 0.5f);
+    // In again, then a double-click goes back to the whole map.
+    io.MouseWheel = 1.0f;
+    frames(1);
+    io.MouseWheel = 0.0f;
+    frames(1);
+    ASSERT_GT(rect("heatmap/Q").y1 - rect("heatmap/Q").y0, 1.5f * (whole.y1 - whole.y0));
+    for (int click = 0; click < 2; ++click) {
+        io.MouseDown[0] = true;
+        frames(1);
+        io.MouseDown[0] = false;
+        frames(1);
+    }
+    frames(1);
+    back = rect("heatmap/Q");
+    EXPECT_NEAR(back.y1 - back.y0, whole.y1 - whole.y0, 0.5f) << "double-click: whole again";
+    EXPECT_TRUE(m_state->chain.focus.empty()) << "a zoomed map's double-click fits it, it does not focus it";
 }
 
 } // namespace
