@@ -25,10 +25,10 @@ if [ -f "$smollm" ]; then
     # A decoder runs on its worker: enough frames for the forward and its predictions to arrive.
     shot decoder_predictions 240 --model "$smollm" --model-text "$text"
     shot logit_lens 240 --model "$smollm" --model-text "$text" --why lens
-    # 8192 tokens: a lazy run (docs/model.md), its grid pooled to a pixel a block; the text is generated. This one
-    # takes minutes on a small machine (over 200 s on a loaded 2-core one): the README does not show it yet.
+    # 8000 tokens (SmolLM2's context is 8192): a lazy run (docs/model.md), its grid pooled to a pixel a block; the
+    # text is generated. This one takes minutes on a small machine (150 s on a loaded 2-core one).
     long=$(mktemp)
-    python3 -c "import sys; w='the quick brown fox jumps over the lazy dog and then it rests'.split(); sys.stdout.write(' '.join(w[i % len(w)] for i in range(7000)))" > "$long"
+    python3 -c "import sys; w='the quick brown fox jumps over the lazy dog and then it rests'.split(); sys.stdout.write(' '.join(w[i % len(w)] for i in range(8000)))" > "$long"
     shot long_text_8192 2400 --model "$smollm" --model-text-file "$long"
     rm -f "$long"
 else
