@@ -75,6 +75,12 @@ attn::Expected<std::vector<int>> parseLayers(const std::string& text, int L)
 
 namespace {
 
+// What a decoder comes in, for the messages that refuse an encoder.
+std::string decoderFiles()
+{
+    return std::string("a .gguf file or a Hugging Face directory of ") + attn::supportedDecoderArchitectures();
+}
+
 using json = nlohmann::ordered_json;  // keys in the documented order
 
 // Times the forward (every layer's weights kept) at 128 and 512 tokens, into a reused run (as the window
@@ -144,7 +150,7 @@ int runModelCommand(const ModelOptionsCli& opt)
     const std::string dir = opt.modelDir.empty() ? defaultModelDirectory() : opt.modelDir;
     const attn::Backend backend = parseBackend(opt.backend);
     if (int rc = checkBackendUsable(backend); rc != kExitOk) return rc;
-    // A .gguf file or a gpt2 / llama / mistral / qwen2 directory is a decoder; a BERT directory the encoder below.
+    // A .gguf file or a directory of a decoder family is a decoder; a BERT directory the encoder below.
     if (!opt.synthetic.empty()) {
         if (!opt.modelDir.empty())
             return printError("model: --synthetic and --model name two models; give one"), kExitBadInput;
@@ -152,11 +158,11 @@ int runModelCommand(const ModelOptionsCli& opt)
     }
     if (attn::isDecoderModelPath(dir) || dir.ends_with(".gguf")) return opt.bench ? runDecoderBench(opt, dir) : runDecoderCommand(opt, dir);
     if (const std::string flag = !opt.interpFlag().empty() ? opt.interpFlag() : opt.qkFlag(); !flag.empty())
-        return printError(flag + ": the interpretability views are a decoder's (a .gguf file or a gpt2, llama, mistral or "
-                                 "qwen2 directory); " + dir + " is an encoder"), kExitBadInput;
+        return printError(flag + ": the interpretability views are a decoder's (" + decoderFiles() + "); " + dir +
+                          " is an encoder"), kExitBadInput;
     if (opt.chat || opt.generate > 0 || opt.logits)
-        return printError("model: --chat, --generate and --logits are for decoder models (a .gguf file or a gpt2, llama, "
-                          "mistral or qwen2 directory); " + dir + " is an encoder"), kExitBadInput;
+        return printError("model: --chat, --generate and --logits are for decoder models (" + decoderFiles() + "); " + dir +
+                          " is an encoder"), kExitBadInput;
     auto model = attn::loadModel(dir);
     if (!model) {
         printError(model.status().message);
@@ -397,8 +403,9 @@ int renderModelFromCli(const ModelRenderCli& o, const std::string& panel, const 
     if (panel == "qk" && head == "all") return printError("--panel qk: give the cell as --layer L --head H --query I --key J"), kExitBadInput;
     const std::string dir = o.modelDir.empty() ? defaultModelDirectory() : o.modelDir;
     if (attn::isDecoderModelPath(dir) || dir.ends_with(".gguf")) return renderDecoderFromCli(o, dir, panel, fo, out, *format, scale);
-    if (panel == "next") return printError("--panel next: the next-token predictions are a decoder's (a .gguf file or a gpt2, "
-                                           "llama, mistral or qwen2 directory), not an encoder's"), kExitBadInput;
+    if (panel == "next")
+        return printError("--panel next: the next-token predictions are a decoder's (" + decoderFiles() + "), not an encoder's"),
+               kExitBadInput;
     if (fo.kind == fig::ModelFigureKind::Head && panel != "weights")
         return printError("--panel " + panel + ": the interpretability views are a decoder's (docs/interp.md), not an encoder's"),
                kExitBadInput;
@@ -434,8 +441,8 @@ void addModelCommand(CLI::App& root, CommandAction& action)
     cmd->add_option("--pair", opt->pair, "Sentence B ([CLS] A [SEP] B [SEP])");
     cmd->add_option("--ablate", opt->ablate, "Heads to ablate (weights × 0), LAYER:HEAD[,LAYER:HEAD…], from 0");
     cmd->add_option("--model,--model-dir", opt->modelDir,
-                    "A .gguf file or a Hugging Face directory: bert (an encoder), gpt2, llama, mistral or qwen2 "
-                    "(decoders) (default: " + defaultModelDirectory() + ")");
+                    "A .gguf file or a Hugging Face directory: bert (an encoder) or a decoder (" +
+                        std::string(attn::supportedDecoderArchitectures()) + ") (default: " + defaultModelDirectory() + ")");
     cmd->add_flag("--chat", opt->chat, "Decoders: wrap the text as one user turn of the model's chat template");
     cmd->add_option("--top-k", opt->topK, "Decoders: how many next-token predictions to list (default 10)")
         ->check(CLI::Range(1, 1000));

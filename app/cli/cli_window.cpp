@@ -8,6 +8,7 @@
 #include "state/paths.h"
 #include "state/text_file.h"
 
+#include <attnscope/decoder.h>  // supportedDecoderArchitectures
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -69,8 +70,8 @@ void addWindowOptions(CLI::App& root, WindowCli& cli)
     root.add_option("--pair", o.model.pair, "With --model-text: sentence B")->check(utf8);
     root.add_option("--model-dir", o.model.dir, "The model directory (default: " + defaultModelDirectory() + ")");
     root.add_option("--model", o.model.dir,
-                    "The model: a .gguf file (a decoder language model) or a Hugging Face directory (BERT, gpt2, llama, "
-                    "mistral, qwen2); --model-dir is the same");
+                    std::string("The model: a .gguf file (a decoder language model) or a Hugging Face directory (bert, ") +
+                        attn::supportedDecoderArchitectures() + "); --model-dir is the same");
     root.add_option("--model-layer", o.model.openLayer, "With --model-text: open this layer in the chain view");
     root.add_option("--why", o.model.why,
                     "With a decoder: show this view over the grid (docs/interp.md): attention, importance, dla, lens, "

@@ -7,6 +7,7 @@
 #include "attnscope/model.h"
 
 #include "attnscope/attention.h"
+#include "attnscope/decoder.h"  // supportedDecoderArchitectures
 #include "attnscope/preset_io.h"  // readFile
 #include "attnscope/safetensors.h"
 #include "teams.h"
@@ -48,7 +49,7 @@ Expected<ModelConfig> parseModelConfig(const std::string& text)
     c.modelType = str("model_type", "");
     if (c.modelType != "bert")
         return makeError(StatusCode::Unsupported, "config.json: model_type \"" + c.modelType +
-                                                      "\" is not supported (supported: bert; decoders: gpt2, llama, mistral, qwen2)");
+                                                      "\" is not supported (supported: bert; decoders: " + supportedDecoderArchitectures() + ")");
     if (const std::string act = str("hidden_act", "gelu"); act != "gelu")
         return makeError(StatusCode::Unsupported, "config.json: hidden_act \"" + act + "\" is not supported (supported: gelu)");
     if (const std::string pe = str("position_embedding_type", "absolute"); pe != "absolute")

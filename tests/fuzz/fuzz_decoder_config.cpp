@@ -1,4 +1,4 @@
-// libFuzzer target: a decoder's config.json (attn::parseDecoderConfig: gpt2, llama, mistral, qwen2). Whatever the
+// libFuzzer target: a decoder's config.json (attn::parseDecoderConfig: every family of supportedDecoderArchitectures). Whatever the
 // bytes, it returns a config whose sizes are consistent, or a status; never a crash or a huge allocation.
 #include <attnscope/decoder.h>
 

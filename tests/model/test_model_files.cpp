@@ -205,7 +205,7 @@ TEST(ModelConfig, UnknownModelTypeNamesWhatIsSupported)
     auto r = attn::parseModelConfig(c.dump());
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code, attn::StatusCode::Unsupported);
-    EXPECT_EQ(r.status().message, "config.json: model_type \"gpt2\" is not supported (supported: bert; decoders: gpt2, llama, mistral, qwen2)");
+    EXPECT_EQ(r.status().message, "config.json: model_type \"gpt2\" is not supported (supported: bert; decoders: gemma2, gemma3, gpt2, gptneox, llama, mistral, olmo2, phi3, qwen2, qwen3)");
 }
 
 TEST(ModelConfig, FieldErrorsNameTheField)
@@ -533,7 +533,7 @@ TEST_F(TinyModel, BadDirectoriesGiveOneClearMessage)
     cfg = tinyConfig();
     cfg["model_type"] = "t5";
     write(cfg, tinyTensors());
-    EXPECT_EQ(loadError(), "config.json: model_type \"t5\" is not supported (supported: bert; decoders: gpt2, llama, mistral, qwen2)");
+    EXPECT_EQ(loadError(), "config.json: model_type \"t5\" is not supported (supported: bert; decoders: gemma2, gemma3, gpt2, gptneox, llama, mistral, olmo2, phi3, qwen2, qwen3)");
 
     write(tinyConfig(), tinyTensors());
     writeText(m_dir / "model.safetensors", "garbage!");

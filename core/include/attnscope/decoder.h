@@ -59,7 +59,7 @@ struct DecoderLayerSpec {
 };
 
 struct DecoderConfig {
-    std::string architecture;     // config.json model_type / GGUF general.architecture: gpt2, llama, mistral, qwen2
+    std::string architecture;     // config.json model_type / GGUF general.architecture (supportedDecoderArchitectures)
     DecoderFamily family = DecoderFamily::Llama;
     int layers = 0;               // L
     int heads = 0;                // H
@@ -195,7 +195,7 @@ struct DecoderLoadOptions {
     bool dequantize = false;
 };
 
-// Parses a Hugging Face config.json of a decoder (model_type gpt2, llama, mistral, qwen2; `file` names it in
+// Parses a Hugging Face config.json of a decoder (a model_type of supportedDecoderArchitectures; `file` names it in
 // messages). Unsupported for another model_type, InvalidArgument naming a missing or out-of-range field.
 Expected<DecoderConfig> parseDecoderConfig(const std::string& text, const std::string& file = "config.json");
 
