@@ -1,6 +1,6 @@
 // The LM head over many positions (core/model/lm_head.cpp): each position's log-probability of its next token
-// without the n×V logits, the unembedding read once per forward. Internal to attnscope_model; decoder.cpp's
-// predictions and updateDecoderSurprise call it.
+// without the n×V logits, the unembedding read once per forward; and each row's largest logits (the logit lens).
+// Internal to attnscope_model; decoder.cpp's predictions and updateDecoderSurprise and interp.cpp's logitLens call it.
 #pragma once
 
 #include "attnscope/decoder.h"
@@ -26,5 +26,18 @@ struct LmHeadSplit {
 // position, which are combined in task order (the same bits on any number of threads).
 void lmHeadLogProbabilities(const DecoderConfig& c, const WeightMatrix& E, const MatrixCRef& h, const std::vector<int>& targets,
                             float* logProb, Eigen::Index keepRow, Vector* kept, const LmHeadSplit& split = {});
+
+// One of a row's largest logits: its id, value and probability (softmax over the whole vocabulary).
+struct TopLogit {
+    int id = 0;
+    float logit = 0;
+    float p = 0;
+};
+
+// For each row of h (n×M), the k largest of cap(h_r·E), best first (the lower id first among equal values), the
+// head read as lmHeadLogProbabilities reads it: each task keeps its own k best per position, merged per position.
+// top: n lists of min(k, V).
+void lmHeadTop(const DecoderConfig& c, const WeightMatrix& E, const MatrixCRef& h, int k, std::vector<std::vector<TopLogit>>& top,
+               const LmHeadSplit& split = {});
 
 } // namespace attn::detail

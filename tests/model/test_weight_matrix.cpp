@@ -338,7 +338,7 @@ Matrix oracleLogits(const Matrix& x, const Matrix& w, float cap)
     return l;
 }
 
-// What lmHeadLogProbabilities gives against the oracle's logits and logProbability per row. The logits differ from
+// What lmHeadLogProbabilities and lmHeadTop give against the oracle's logits and logProbability per row. The logits differ from
 // the oracle's by float32 rounding of a dot product (expectClose's 1e-5 of Σ|x·w|, scaled so that logits are at
 // most ~8); a log-probability adds the log-sum-exp's rounding (sums of ≤ 10⁵ terms ≤ 1 in float: ~1e-6 relative).
 // 1e-4 holds both; a wrong target, task, cap or rescaling is off by 1e-2 or more.
@@ -361,6 +361,27 @@ void expectLogProbabilities(const attn::DecoderConfig& c, const attn::WeightMatr
     }
     ASSERT_EQ(kept.size(), want.cols()) << what;
     EXPECT_LE((kept - want.row(n - 1).transpose()).cwiseAbs().maxCoeff(), 1e-4f) << what << ": the kept row's logits";
+    // The largest logits (the logit lens), k = 3 and k = 10 (more than a task of 7 columns holds): the oracle's
+    // row sorted, largest first; the random logits' gaps (~1e-2) are far above the rounding, so the order is one.
+    for (const int k : {3, 10}) {
+        std::vector<std::vector<attn::detail::TopLogit>> top;
+        attn::detail::lmHeadTop(c, E, x, k, top, split);
+        ASSERT_EQ(top.size(), static_cast<std::size_t>(n)) << what;
+        for (Eigen::Index r = 0; r < n; ++r) {
+            std::vector<int> ids(static_cast<std::size_t>(want.cols()));
+            std::iota(ids.begin(), ids.end(), 0);
+            std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return want(r, a) > want(r, b); });
+            const double sum = (want.row(r).array() - want.row(r).maxCoeff()).cast<double>().exp().sum();
+            ASSERT_EQ(top[static_cast<std::size_t>(r)].size(), static_cast<std::size_t>(k)) << what << " k=" << k;
+            for (int i = 0; i < k; ++i) {
+                const attn::detail::TopLogit& t = top[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)];
+                const int id = ids[static_cast<std::size_t>(i)];
+                EXPECT_EQ(t.id, id) << what << " k=" << k << " row " << r << " rank " << i;
+                EXPECT_NEAR(t.logit, want(r, id), 1e-4) << what << " k=" << k << " row " << r << " rank " << i;
+                EXPECT_NEAR(t.p, std::exp(double(want(r, id)) - want.row(r).maxCoeff()) / sum, 1e-5) << what << " row " << r;
+            }
+        }
+    }
 }
 
 // Every split of the work: the defaults (few rows: one whole product; more: tasks of columns), tasks of 64 and of 7
