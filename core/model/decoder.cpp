@@ -15,6 +15,7 @@
 #include "decoder_device_run.h"
 #include "decoder_family.h"
 #include "decoder_tokenizer.h"
+#include "lm_head.h"
 #include "teams.h"
 #include "weight_source.h"
 
@@ -600,32 +601,21 @@ Status runLayer(DecoderModel& m, int l, DecoderRun& run, Backend backend)
     return Status::success();
 }
 
-// Row blocks of the LM head over all positions: the logits of a block are made, reduced to the log-probability
-// of the next token and dropped, so that n×V logits never exist at once (8192 × 49152 floats would be 1.6 GB).
-constexpr Eigen::Index kLogitRows = 64;
-
 // The surprise of positions first+1 … last+1 from the logits of positions first … last (and the last position's
-// logits when last is n − 1).
+// logits when last is n − 1), through lmHeadLogProbabilities: the head read once for all of them, n×V logits never
+// at once (8192 × 262 144 floats would be 8 GB).
 void logitRows(const DecoderModel& m, DecoderRun& run, Eigen::Index first, Eigen::Index last)
 {
-    const WeightMatrix& E = m.unembedding();
-    const Eigen::Index n = run.finalHidden.rows();
-    Matrix logits, block;
-    for (Eigen::Index r0 = first; r0 <= last; r0 += kLogitRows) {
-        const Eigen::Index rows = std::min(kLogitRows, last + 1 - r0);
-        block = run.finalHidden.middleRows(r0, rows);
-        product(block, E, logits);
-        finalSoftcap(m.config, logits);
-        for (Eigen::Index i = 0; i < rows; ++i) {
-            const Eigen::Index pos = r0 + i;
-            if (pos + 1 < n) {
-                run.surprise[static_cast<std::size_t>(pos + 1)] =
-                    -logProbability(logits.row(i).transpose(), run.encoding.ids[static_cast<std::size_t>(pos + 1)]);
-            } else {
-                run.lastLogits = logits.row(i).transpose();
-            }
-        }
-    }
+    const Eigen::Index n = run.finalHidden.rows(), rows = last + 1 - first;
+    std::vector<int> targets(static_cast<std::size_t>(rows), -1);
+    for (Eigen::Index i = 0; i < rows; ++i)
+        if (first + i + 1 < n) targets[static_cast<std::size_t>(i)] = run.encoding.ids[static_cast<std::size_t>(first + i + 1)];
+    std::vector<float> logProb(static_cast<std::size_t>(rows));
+    const bool withLast = last == n - 1;
+    lmHeadLogProbabilities(m.config, m.unembedding(), run.finalHidden.middleRows(first, rows), targets, logProb.data(),
+                           withLast ? rows - 1 : -1, withLast ? &run.lastLogits : nullptr);
+    for (Eigen::Index i = 0; i < rows; ++i)
+        if (first + i + 1 < n) run.surprise[static_cast<std::size_t>(first + i + 1)] = -logProb[static_cast<std::size_t>(i)];
 }
 
 // The final norm and the LM head of positions from… (the rows before are kept: finalHidden's rows and the

@@ -10,6 +10,7 @@
 #include "attnscope/attention.h"
 #include "decoder_device_run.h"
 #include "decoder_family.h"
+#include "lm_head.h"
 #include "teams.h"
 
 #include <algorithm>
@@ -169,33 +170,6 @@ Expected<DirectLogitAttribution> directLogitAttribution(const DecoderModel& mode
 // [SECTION] Logit lens
 // -----------------------------------------------------------------------------------------------------
 
-namespace {
-
-// The k largest logits of a row (ties to the lower id) with their probabilities, in one pass and a vectorised
-// float sum: the lens does this for L × n rows of V = 49 152 logits, where topTokens' sort of every id and its
-// double-precision exponentials cost more than the products (they were 60 % of the lens). The probabilities are
-// for colour and the tooltip; their float sum is within 1e-5 relative of topTokens'.
-void topOfRow(const DecoderModel& model, const float* row, Eigen::Index V, int k, std::vector<TokenProbability>& out)
-{
-    const Eigen::Map<const Eigen::ArrayXf> a(row, V);
-    const float mx = a.maxCoeff();
-    const float sum = (a - mx).exp().sum();
-    std::vector<std::pair<float, int>> best;
-    best.reserve(static_cast<std::size_t>(k) + 1);
-    for (Eigen::Index i = 0; i < V; ++i) {
-        const float v = row[i];
-        if (static_cast<int>(best.size()) == k && v <= best.back().first) continue;
-        // After every kept value ≥ v: an equal value of a higher id ranks below the one already kept.
-        const auto at = std::upper_bound(best.begin(), best.end(), v, [](float x, const std::pair<float, int>& p) { return x > p.first; });
-        best.insert(at, {v, static_cast<int>(i)});
-        if (static_cast<int>(best.size()) > k) best.pop_back();
-    }
-    out.clear();
-    for (const auto& [v, id] : best) out.push_back({id, model.tokenizer.tokenText(id), v, std::exp(v - mx) / sum});
-}
-
-} // namespace
-
 Expected<LogitLens> logitLens(const DecoderModel& model, const DecoderRun& run, int k, int positions)
 {
     ATTNSCOPE_RETURN_IF_ERROR(checkRun(model, run));
@@ -208,27 +182,19 @@ Expected<LogitLens> logitLens(const DecoderModel& model, const DecoderRun& run, 
     const int count = n - lens.firstPosition;
     lens.top.assign(static_cast<std::size_t>(L), std::vector<std::vector<TokenProbability>>(static_cast<std::size_t>(count)));
     const TeamsForTheLoad teams;
-    // Every layer's rows stacked (layer-major), normed, then through the unembedding in blocks of rows: one product
-    // per block (20 tokens × 30 layers are two blocks, not 30 thin products), the logits of a block only at once.
+    // Every layer's rows stacked (layer-major), normed, then through the unembedding at once (lmHeadTop): the head
+    // read once for all of them (in blocks of 256 rows it was read 9 times for Gemma 3's 18 layers × 128 tokens),
+    // no block's logits kept whole.
     const Eigen::Index total = Eigen::Index(L) * count;
-    Matrix stacked(total, model.config.hidden), normed, logits;
+    Matrix stacked(total, model.config.hidden), normed;
     for (int l = 0; l < L; ++l)
         stacked.middleRows(Eigen::Index(l) * count, count) = run.hidden[static_cast<std::size_t>(l) + 1].bottomRows(count);
     finalNorm(model, stacked, normed);
-    constexpr Eigen::Index kRows = 256;
-    Matrix block;
-    for (Eigen::Index r0 = 0; r0 < total; r0 += kRows) {
-        const Eigen::Index rows = std::min(kRows, total - r0);
-        block = normed.middleRows(r0, rows);
-        product(block, model.unembedding(), logits);
-        finalSoftcap(model.config, logits);
-        const Eigen::Index V = logits.cols();
-#pragma omp parallel for schedule(static)
-        for (Eigen::Index i = 0; i < rows; ++i) {
-            const Eigen::Index r = r0 + i;
-            topOfRow(model, logits.row(i).data(), V, k,
-                     lens.top[static_cast<std::size_t>(r / count)][static_cast<std::size_t>(r % count)]);
-        }
+    std::vector<std::vector<TopLogit>> top;
+    lmHeadTop(model.config, model.unembedding(), normed, k, top);
+    for (Eigen::Index r = 0; r < total; ++r) {
+        std::vector<TokenProbability>& out = lens.top[static_cast<std::size_t>(r / count)][static_cast<std::size_t>(r % count)];
+        for (const TopLogit& t : top[static_cast<std::size_t>(r)]) out.push_back({t.id, model.tokenizer.tokenText(t.id), t.logit, t.p});
     }
     return lens;
 }

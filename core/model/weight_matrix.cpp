@@ -617,17 +617,11 @@ void panels(const Matrix& x, const WeightMatrix& w, Matrix& out)
 {
     const Eigen::Index cols = w.outputs(), in = w.inputs();
     const Eigen::Index width = taskCols(cols), tasks = (cols + width - 1) / width;
-    const RowDequant fast = fastRow(w.type());
 #pragma omp parallel for schedule(dynamic, 1) if (worthTeam(x.rows(), in, cols))
     for (Eigen::Index t = 0; t < tasks; ++t) {
         const Eigen::Index c0 = t * width, n = std::min(width, cols - c0);
-        thread_local Matrix panel;  // n×in: the panel's stored rows in float32
-        panel.resize(n, in);
-        for (Eigen::Index j = 0; j < n; ++j) {
-            if (fast != nullptr) fast(w.storedRow(c0 + j), panel.row(j).data(), in);
-            else w.column(c0 + j, panel.row(j).data());
-        }
-        out.middleCols(c0, n).noalias() = x * panel.transpose();
+        thread_local Matrix buffer;  // n×in: the panel's stored rows in float32
+        out.middleCols(c0, n).noalias() = x * w.columnPanel(c0, n, buffer).transpose();
     }
 }
 
@@ -666,6 +660,24 @@ Vector WeightMatrix::times(const Vector& v) const
         out.noalias() += v[j] * col;
     }
     return out;
+}
+
+MatrixCMap WeightMatrix::columnPanel(Eigen::Index c0, Eigen::Index cols, Matrix& buffer) const
+{
+    assert(c0 >= 0 && cols >= 0 && c0 + cols <= outputs());
+    const Eigen::Index in = inputs();
+    if (!m_quant && m_transposed) return MatrixCMap(m_dense.data() + c0 * in, cols, in, Eigen::OuterStride<>(in));
+    buffer.resize(cols, in);
+    if (!m_quant) {
+        buffer = m_dense.middleCols(c0, cols).transpose();
+    } else {
+        const RowDequant fast = fastRow(m_type);
+        for (Eigen::Index j = 0; j < cols; ++j) {
+            if (fast != nullptr) fast(storedRow(c0 + j), buffer.row(j).data(), in);
+            else column(c0 + j, buffer.row(j).data());
+        }
+    }
+    return MatrixCMap(buffer.data(), cols, in, Eigen::OuterStride<>(in));
 }
 
 Matrix referenceProduct(const Matrix& x, const WeightMatrix& w)

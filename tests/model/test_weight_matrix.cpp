@@ -8,10 +8,12 @@
 #include <attnscope/weight_matrix.h>
 
 #include "burst_team.h"
+#include "lm_head.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -323,6 +325,163 @@ TEST(WeightMatrix, TimesAVectorWeighsTheColumnsByIt)
     near(w->times(v), "view");
     near(attn::WeightMatrix(oracle).times(v), "dense");
     near(attn::WeightMatrix::denseTransposed(Matrix(oracle.transpose())).times(v), "transposed");
+}
+
+// [SECTION] the LM head over many positions (lm_head.h)
+
+// The oracle of a row's logits: the weight whole in float32 (toMatrix, or the test's own matrix), x·W, then the
+// final soft-cap written out as Gemma 2 defines it, cap·tanh(l / cap).
+Matrix oracleLogits(const Matrix& x, const Matrix& w, float cap)
+{
+    Matrix l = x * w;
+    if (cap > 0) l = (l.array() / cap).tanh() * cap;
+    return l;
+}
+
+// What lmHeadLogProbabilities and lmHeadTop give against the oracle's logits and logProbability per row. The logits differ from
+// the oracle's by float32 rounding of a dot product (expectClose's 1e-5 of Σ|x·w|, scaled so that logits are at
+// most ~8); a log-probability adds the log-sum-exp's rounding (sums of ≤ 10⁵ terms ≤ 1 in float: ~1e-6 relative).
+// 1e-4 holds both; a wrong target, task, cap or rescaling is off by 1e-2 or more.
+void expectLogProbabilities(const attn::DecoderConfig& c, const attn::WeightMatrix& E, const Matrix& oracleW, const Matrix& x,
+                            const std::vector<int>& targets, const attn::detail::LmHeadSplit& split, const std::string& what)
+{
+    const Eigen::Index n = x.rows();
+    const Matrix want = oracleLogits(x, oracleW, c.finalSoftcap);
+    std::vector<float> got(static_cast<std::size_t>(n), 0.0f);
+    attn::Vector kept;
+    attn::detail::lmHeadLogProbabilities(c, E, x, targets, got.data(), n - 1, &kept, split);
+    for (Eigen::Index r = 0; r < n; ++r) {
+        const int id = targets[static_cast<std::size_t>(r)];
+        if (id < 0) {
+            EXPECT_TRUE(std::isnan(got[static_cast<std::size_t>(r)])) << what << ": row " << r << " has no target";
+            continue;
+        }
+        const float lp = attn::logProbability(want.row(r).transpose(), id);
+        EXPECT_NEAR(got[static_cast<std::size_t>(r)], lp, 1e-4 * std::max(1.0f, std::abs(lp))) << what << ": row " << r;
+    }
+    ASSERT_EQ(kept.size(), want.cols()) << what;
+    EXPECT_LE((kept - want.row(n - 1).transpose()).cwiseAbs().maxCoeff(), 1e-4f) << what << ": the kept row's logits";
+    // The largest logits (the logit lens), k = 3 and k = 10 (more than a task of 7 columns holds): the oracle's
+    // row sorted, largest first; the random logits' gaps (~1e-2) are far above the rounding, so the order is one.
+    for (const int k : {3, 10}) {
+        std::vector<std::vector<attn::detail::TopLogit>> top;
+        attn::detail::lmHeadTop(c, E, x, k, top, split);
+        ASSERT_EQ(top.size(), static_cast<std::size_t>(n)) << what;
+        for (Eigen::Index r = 0; r < n; ++r) {
+            std::vector<int> ids(static_cast<std::size_t>(want.cols()));
+            std::iota(ids.begin(), ids.end(), 0);
+            std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return want(r, a) > want(r, b); });
+            const double sum = (want.row(r).array() - want.row(r).maxCoeff()).cast<double>().exp().sum();
+            ASSERT_EQ(top[static_cast<std::size_t>(r)].size(), static_cast<std::size_t>(k)) << what << " k=" << k;
+            for (int i = 0; i < k; ++i) {
+                const attn::detail::TopLogit& t = top[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)];
+                const int id = ids[static_cast<std::size_t>(i)];
+                EXPECT_EQ(t.id, id) << what << " k=" << k << " row " << r << " rank " << i;
+                EXPECT_NEAR(t.logit, want(r, id), 1e-4) << what << " k=" << k << " row " << r << " rank " << i;
+                EXPECT_NEAR(t.p, std::exp(double(want(r, id)) - want.row(r).maxCoeff()) / sum, 1e-5) << what << " row " << r;
+            }
+        }
+    }
+}
+
+// Every split of the work: the defaults (few rows: one whole product; more: tasks of columns), tasks of 64 and of 7
+// columns (V = 300 ends mid-task), products of 5 rows and of 1 within a task, blocks of 16 and 3 positions, the
+// whole product never; over a quantized head (K-quants and Q8_0, AVX2 row kernels; F32 through column()), a dense
+// transposed one (an HF tied embedding) and a dense in×out one; uncapped and soft-capped (Gemma 2's 30, here 3 so
+// that it bites on logits of ~8).
+TEST(LmHead, LogProbabilitiesEqualTheOracleOverEverySplit)
+{
+    const std::int64_t in = 256, V = 300;
+    std::vector<attn::detail::LmHeadSplit> splits(4);
+    splits[1] = {64, 5, 16, 0};
+    splits[2] = {7, 1, 3, 0};
+    splits[3] = {300, 128, 1024, 2};
+    std::mt19937 rng(11);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::uniform_int_distribution<int> token(0, static_cast<int>(V) - 1);
+    for (const GgmlType type : {GgmlType::Q6_K, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::F32}) {
+        const Tensor t = makeTensor(type, in, V, 70 + static_cast<unsigned>(type));
+        ASSERT_NE(t.info, nullptr);
+        auto view = attn::WeightMatrix::quantized(t.file, *t.info, 0, V);
+        ASSERT_TRUE(view.ok()) << view.status().message;
+        const Matrix w = oracleWeights(t, 0, V, {});
+        const attn::WeightMatrix transposed = attn::WeightMatrix::denseTransposed(Matrix(w.transpose())), dense(w);
+        for (const Eigen::Index n : {1, 2, 8, 9, 37}) {
+            Matrix x(n, in);
+            for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = normal(rng);
+            x *= 8.0f / std::max(1e-6f, (x * w).cwiseAbs().maxCoeff());
+            std::vector<int> targets(static_cast<std::size_t>(n));
+            for (int& id : targets) id = token(rng);
+            targets.back() = -1;  // the last position: no next token
+            for (const float cap : {0.0f, 3.0f}) {
+                attn::DecoderConfig c;
+                c.finalSoftcap = cap;
+                for (std::size_t s = 0; s < splits.size(); ++s) {
+                    const std::string what = std::string(attn::ggmlTypeName(type)) + " n=" + std::to_string(n) + " cap=" +
+                                             std::to_string(cap) + " split " + std::to_string(s);
+                    expectLogProbabilities(c, *view, w, x, targets, splits[s], what + " view");
+                    if (type == GgmlType::F32) {
+                        expectLogProbabilities(c, transposed, w, x, targets, splits[s], what + " dense transposed");
+                        expectLogProbabilities(c, dense, w, x, targets, splits[s], what + " dense");
+                    }
+                }
+            }
+        }
+    }
+}
+
+// A whole soft-capped decoder (tiny Gemma 2, final cap 3) loaded both ways (the GGUF's float32 view, the HF
+// directory's dense tied embedding) and with a Q8_0 LM head put in: every position's surprise and the last logits
+// after a forward of 40 tokens (tasks of columns), of 6 (one whole product), after a deferred surprise made by
+// updateDecoderSurprise and after 12 tokens appended, against the oracle on the run's own final hidden state.
+TEST(LmHead, ASoftCappedDecoderMakesEverySurpriseAsTheOracle)
+{
+    const std::string dir = std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_gemma2";
+    const Tensor head = makeTensor(GgmlType::Q8_0, 32, 320, 91);
+    ASSERT_NE(head.info, nullptr);
+    for (const int variant : {0, 1, 2}) {
+        auto m = attn::loadDecoder(variant == 1 ? dir : dir + ".gguf");
+        ASSERT_TRUE(m.ok()) << m.status().message;
+        ASSERT_GT(m->config.finalSoftcap, 0.0f);
+        ASSERT_EQ(m->config.vocab, 320);
+        ASSERT_EQ(m->config.hidden, 32);
+        if (variant == 2) {
+            auto q = attn::WeightMatrix::quantized(head.file, *head.info, 0, 320);
+            ASSERT_TRUE(q.ok()) << q.status().message;
+            m->lmHead = std::move(*q);
+        }
+        const std::string what = variant == 0 ? "gguf" : variant == 1 ? "hf" : "q8_0 head";
+        const Matrix w = m->unembedding().toMatrix();
+        std::vector<int> ids(52);
+        for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int>((i * 37 + 5) % 320);
+        auto check = [&](const attn::DecoderRun& run, const std::string& how) {
+            const Eigen::Index n = run.finalHidden.rows();
+            ASSERT_EQ(run.surprise.size(), static_cast<std::size_t>(n)) << how;
+            EXPECT_FALSE(run.surpriseStale) << how;
+            const Matrix want = oracleLogits(run.finalHidden, w, m->config.finalSoftcap);
+            EXPECT_TRUE(std::isnan(run.surprise[0])) << how;
+            for (Eigen::Index i = 1; i < n; ++i) {
+                const float s = -attn::logProbability(want.row(i - 1).transpose(), run.encoding.ids[static_cast<std::size_t>(i)]);
+                EXPECT_NEAR(run.surprise[static_cast<std::size_t>(i)], s, 1e-4 * std::max(1.0f, s)) << how << " token " << i;
+            }
+            ASSERT_EQ(run.lastLogits.size(), 320) << how;
+            EXPECT_LE((run.lastLogits - want.row(n - 1).transpose()).cwiseAbs().maxCoeff(), 1e-4f) << how << ": last logits";
+        };
+        for (const std::size_t n : {std::size_t(40), std::size_t(6)}) {
+            attn::DecoderRun run;
+            ASSERT_TRUE(attn::runDecoder(*m, std::vector<int>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n)), {}, run).ok());
+            check(run, what + " forward of " + std::to_string(n));
+        }
+        attn::DecoderRun run;
+        ASSERT_TRUE(attn::runDecoder(*m, std::vector<int>(ids.begin(), ids.begin() + 40), {}, run).ok());
+        run.ablated = {{1, 0}};
+        ASSERT_TRUE(attn::recomputeDecoderFrom(*m, 1, run, attn::Backend::Cpu, attn::SurpriseUpdate::Deferred).ok());
+        EXPECT_TRUE(run.surpriseStale);
+        ASSERT_TRUE(attn::updateDecoderSurprise(*m, run).ok());
+        check(run, what + " deferred, then updated");
+        ASSERT_TRUE(attn::appendTokens(*m, std::vector<int>(ids.begin() + 40, ids.end()), run).ok());
+        check(run, what + " 12 appended");
+    }
 }
 
 TEST(WeightMatrix, AnUnsupportedTypeIsRefusedWithItsName)

@@ -52,6 +52,12 @@ public:
     void column(Eigen::Index j, float* dst) const;
     // W·v (v: `outputs()` values): the columns weighted by v, summed (what a logit direction v reads through W^O).
     Vector times(const Vector& v) const;
+    // Output columns [c0, c0 + cols) as a cols×in float32 matrix (their stored rows), for a caller that multiplies
+    // the same columns with many rows of x (the panels below; the LM head over the positions of a forward): a
+    // view's rows dequantized into `buffer` (the AVX2 row kernels where there is one), a dense in×out weight's
+    // columns copied into it transposed, or a transposed dense weight's own rows, without a copy. Valid while
+    // *this and `buffer` live unchanged.
+    MatrixCMap columnPanel(Eigen::Index c0, Eigen::Index cols, Matrix& buffer) const;
 
     // Bytes one product streams: the file's bytes of the view, or the float32 bytes of a dense weight.
     std::size_t streamedBytes() const;
