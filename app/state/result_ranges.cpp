@@ -53,6 +53,16 @@ void scanAll(const attn::Matrix& m, const attn::MaskMatrix& mask, LineRanges& L)
         scanLine(m.data() + l * std::size_t(m.cols()), mk ? mk + l * std::size_t(m.cols()) : nullptr, m.cols(), L, l);
 }
 
+// Line l's range after its value at position j changed to v (finite, unmasked): widened to it, or false when the
+// old min or max sat at j and v moved inward, so that the line's new one may be anywhere in it (a rescan).
+bool widen(LineRanges& L, std::size_t l, int j, float v)
+{
+    if ((j == L.hiAt[l] && v < L.hi[l]) || (j == L.loAt[l] && v > L.lo[l])) return false;
+    if (v > L.hi[l] || L.hiAt[l] < 0) L.hi[l] = v, L.hiAt[l] = j;
+    if (v < L.lo[l] || L.loAt[l] < 0) L.lo[l] = v, L.loAt[l] = j;
+    return true;
+}
+
 // L (prev's lines) brought up to date after lines `lines` changed whole and every other line at positions
 // `at`. False where it cannot (a non-finite value): the caller scans the map whole.
 // With `scale`, every value of line l not at `at` was multiplied by scale[l] first (NaN: the line changed whole).
@@ -86,13 +96,10 @@ bool updateLines(const attn::Matrix& m, const attn::MaskMatrix& mask, const std:
                 if (f && f[j]) continue;  // masked before and after (the mask did not change)
                 const float v = p[j];
                 if (!std::isfinite(v)) return false;
-                // The old extreme sat here and moved inward: the line's new one may be anywhere in it.
-                if ((j == L.hiAt[l] && v < L.hi[l]) || (j == L.loAt[l] && v > L.lo[l])) {
+                if (!widen(L, l, j, v)) {
                     whole[l] = 1;
                     break;
                 }
-                if (v > L.hi[l] || L.hiAt[l] < 0) L.hi[l] = v, L.hiAt[l] = j;
-                if (v < L.lo[l] || L.loAt[l] < 0) L.lo[l] = v, L.loAt[l] = j;
             }
         }
         if (whole[l]) {
@@ -186,12 +193,7 @@ bool updateColumns(const attn::Matrix& m, const attn::MaskMatrix& mask, const st
             if (rescan[c] || (f && f[j])) continue;
             const float v = p[j];
             if (!std::isfinite(v)) return false;
-            if ((r == L.hiAt[c] && v < L.hi[c]) || (r == L.loAt[c] && v > L.lo[c])) {
-                rescan[c] = 1;  // the old extreme sat here and moved inward
-                continue;
-            }
-            if (v > L.hi[c] || L.hiAt[c] < 0) L.hi[c] = v, L.hiAt[c] = r;
-            if (v < L.lo[c] || L.loAt[c] < 0) L.lo[c] = v, L.loAt[c] = r;
+            if (!widen(L, c, r, v)) rescan[c] = 1;
         }
     }
     // A column is rows values a cache line apart: past a few dozen of them the caller's one pass over the map in

@@ -31,6 +31,30 @@ constexpr Eigen::Index kLmHeadPartials = Eigen::Index(1) << 22;
 // Whatever the vocabulary, at least this many positions per read of the head.
 constexpr Eigen::Index kMinPositions = 1024;
 
+// How foldLogits splits n positions over a vocabulary of V: one product over the whole vocabulary (up to
+// wholeRows positions), or tasks `width` columns wide over blocks of `block` positions, each task keeping
+// `perPosition` floats a position (kLmHeadPartials in all). lmHeadTop sizes its buffer from the same plan.
+struct Plan {
+    bool whole = false;
+    Eigen::Index width = 0, tasks = 1, block = 0;
+};
+
+Plan planOf(Eigen::Index n, Eigen::Index V, const LmHeadSplit& split, Eigen::Index perPosition)
+{
+    Plan p;
+    p.whole = n <= (split.wholeRows >= 0 ? split.wholeRows : kWholeRows);
+    if (p.whole) {
+        p.width = V;
+        p.block = n;
+        return p;
+    }
+    p.width = split.columns > 0 ? split.columns : taskCols(V);
+    p.tasks = (V + p.width - 1) / p.width;
+    p.block = split.positions > 0 ? split.positions
+                                  : std::max(kMinPositions, kLmHeadPartials / (p.tasks * std::max<Eigen::Index>(perPosition, 1)));
+    return p;
+}
+
 // The loop both functions share. Positions in blocks; for each block, every task's logits (columns c0 … of E,
 // rows r0 … of the block, soft-capped) reduced to the task's maximum and Σ exp(logit − maximum) per position, then
 // given to visit(t, c0, p0, r0, logits) for what the caller keeps of them; then done(p0, np, top, total) with each
@@ -62,7 +86,8 @@ void foldLogits(const DecoderConfig& c, const WeightMatrix& E, const MatrixCRef&
             total += (sums.row(t).array() * (maxes.row(t).array() - top.transpose().array()).exp()).cast<double>().matrix().transpose();
         done(p0, np, top, total);
     };
-    if (n <= (split.wholeRows >= 0 ? split.wholeRows : kWholeRows)) {
+    const Plan plan = planOf(n, V, split, perPosition);
+    if (plan.whole) {
         Matrix x = h, logits;
         attn::product(x, E, logits);
         finalSoftcap(c, logits);
@@ -72,10 +97,8 @@ void foldLogits(const DecoderConfig& c, const WeightMatrix& E, const MatrixCRef&
         combine(0, n);
         return;
     }
-    const Eigen::Index width = split.columns > 0 ? split.columns : taskCols(V), tasks = (V + width - 1) / width;
+    const Eigen::Index width = plan.width, tasks = plan.tasks, block = plan.block;
     const Eigen::Index rowBlock = split.rows > 0 ? split.rows : kLmHeadRows;
-    const Eigen::Index block =
-        split.positions > 0 ? split.positions : std::max(kMinPositions, kLmHeadPartials / (tasks * std::max<Eigen::Index>(perPosition, 1)));
     for (Eigen::Index p0 = 0; p0 < n; p0 += block) {
         const Eigen::Index np = std::min(block, n - p0);
         maxes.resize(tasks, np);
@@ -170,16 +193,11 @@ void lmHeadTop(const DecoderConfig& c, const WeightMatrix& E, const MatrixCRef& 
                     out.push_back({it->second, it->first, static_cast<float>(std::exp(double(it->first) - double(mx[r])) / total[r])});
         }
     };
-    // foldLogits sizes its blocks from perPosition; the buffer follows the block it is given (its first visit).
-    LmHeadSplit s = split;
-    const Eigen::Index width = s.columns > 0 ? s.columns : taskCols(V);
-    const bool whole = n <= (s.wholeRows >= 0 ? s.wholeRows : kWholeRows);
-    tasksOfBlock = whole ? 1 : (V + width - 1) / width;
-    const Eigen::Index block =
-        whole ? n : s.positions > 0 ? s.positions : std::max(kMinPositions, kLmHeadPartials / (tasksOfBlock * 2 * kk));
-    s.positions = block;
-    best.resize(static_cast<std::size_t>(std::min(block, n) * tasksOfBlock * kk));
-    foldLogits(c, E, h, s, 2 * kk, visit, done);
+    // The buffer holds a block of foldLogits' plan for the same sizes.
+    const Plan plan = planOf(n, V, split, 2 * kk);
+    tasksOfBlock = plan.tasks;
+    best.resize(static_cast<std::size_t>(std::min(plan.block, n) * tasksOfBlock * kk));
+    foldLogits(c, E, h, split, 2 * kk, visit, done);
 }
 
 } // namespace attn::detail
