@@ -19,7 +19,10 @@ Image captureFramebuffer(int width, int height)
     img.height = height;
     std::vector<std::uint8_t> rows(static_cast<std::size_t>(width) * height * 3);
     glPixelStorei(GL_PACK_ALIGNMENT, 1);
-    glReadBuffer(GL_BACK);
+    // A window's back buffer, or off screen (Platform's framebuffer object, left bound) its colour attachment.
+    GLint framebuffer = 0;
+    glGetIntegerv(GL_READ_FRAMEBUFFER_BINDING, &framebuffer);
+    glReadBuffer(framebuffer != 0 ? GL_COLOR_ATTACHMENT0 : GL_BACK);
     glReadPixels(0, 0, width, height, GL_RGB, GL_UNSIGNED_BYTE, rows.data());
     // GL's first row is the bottom one.
     img.rgb.resize(rows.size());

@@ -128,6 +128,7 @@ int runWindow(const WindowOptions& opt)
     po.width = opt.width;
     po.height = opt.height;
     po.vsync = opt.screenshotPath.empty();
+    po.offscreen = opt.offscreen;
     attn::Status st = platform.init(po);
     if (!st.ok()) {
         printError(st.message);

@@ -78,11 +78,15 @@ std::string benchDecoderPath()
 
 } // namespace
 
-int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens, const Bounds& bounds)
+int runGuiBench(const GuiBenchOptions& opt, const Bounds& bounds)
 {
+    const int frames = opt.frames, modelTokens = opt.modelTokens;
+    const attn::Backend backend = opt.backend;
+    const bool json = opt.json;
     Platform platform;
     PlatformOptions po;
     po.vsync = false;  // measure our frame time, not the display's refresh
+    po.offscreen = opt.offscreen;
     attn::Status st = platform.init(po);
     if (!st.ok()) {
         printError(st.message);
@@ -143,6 +147,7 @@ int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens, c
     // later edit: the worker coalesces). Frames that start while a compute runs also count "while computing".
     struct Drag {
         std::vector<double> frameMs, latencyMs, computingFrameMs;
+        std::vector<double> shownFrameMs;  // the frames that took a new result and drew it
     };
     auto drag = [&](int dragFrames) {
         Drag d;
@@ -155,9 +160,10 @@ int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens, c
                 open.emplace_back(state.doc.revision(), t0);
             }
             const bool computing = state.doc.computing();
-            runFrame();
+            const bool shown = runFrame();
             const auto t1 = std::chrono::steady_clock::now();
             const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+            if (shown) d.shownFrameMs.push_back(ms);
             // Frames at most 60 per second, as with vsync in the window (where the frame loop then sleeps and
             // leaves the cores to the compute); a frame that takes longer starts the next at once.
             std::this_thread::sleep_until(t0 + std::chrono::microseconds(16667));
@@ -264,6 +270,53 @@ int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens, c
     const std::size_t forwardTokens = mm.hasRun() ? mm.shownRun().tokens.size() : 0;
     const std::string forwardError = mm.active ? mm.error : "cannot open " + startup.dir;
 
+    // 6. The large case (issue 34: the window on a GPU at n = 8192, d_model 512, 8 heads): from the session's
+    // opening to the first frame that draws its result (the heads grid and the current head's whole maps, pooled,
+    // on screen), the job's parts on the worker, then edits as in 3 with the frames while each computes and the
+    // frames that take each new result and draw it (the "within one frame of the result" of the issue).
+    struct Large {
+        int n = 0;
+        double openToPictureMs = 0, firstFrameMs = 0, jobMs = 0, rangesMs = 0, poolMs = 0;
+        Summary latency, computing, shown;
+        std::string backend, error;
+        long deviceFills = 0, hostUploads = 0;
+    } large;
+    GlHeatmapRenderer::FillStats before;
+    large.n = opt.largeN >= 0 ? opt.largeN : (state.doc.result().backend == attn::Backend::Cuda ? 8192 : 0);
+    if (large.n > 0) {
+        before = renderer.fillStats();
+        const auto t0 = std::chrono::steady_clock::now();
+        state.doc.setSession(benchSession(large.n, 512, 8), "");
+        for (;;) {
+            const auto f0 = std::chrono::steady_clock::now();
+            const bool shown = runFrame();
+            if (shown && !state.doc.lastError().ok()) {
+                large.error = state.doc.lastError().message;
+                break;
+            }
+            if (shown && state.doc.resultRevision() == state.doc.revision()) {
+                large.firstFrameMs = msSince(f0);
+                break;
+            }
+            std::this_thread::sleep_until(f0 + std::chrono::microseconds(16667));
+        }
+        large.openToPictureMs = msSince(t0);
+    }
+    if (large.n > 0 && large.error.empty()) {
+        large.jobMs = state.doc.resultComputeMs();
+        large.rangesMs = state.doc.ranges().ms;
+        large.poolMs = state.doc.pooledMs();
+        large.backend = attn::backendDescription(state.doc.result().backend);
+        for (int i = 0; i < 5; ++i) runFrame();
+        state.doc.waitForWorkerIdle();
+        const Drag d = drag(3);
+        large.latency = summarize(d.latencyMs);
+        large.computing = summarize(d.computingFrameMs);
+        large.shown = summarize(d.shownFrameMs);
+        large.deviceFills = renderer.fillStats().deviceFills - before.deviceFills;
+        large.hostUploads = renderer.fillStats().hostUploads - before.hostUploads;
+    }
+
     const std::string rendererName = reinterpret_cast<const char*>(glGetString(GL_RENDERER));
     const GlHeatmapRenderer::FillStats& fs = renderer.fillStats();
     const double ratio = steady64.median > 0 ? steady4096.median / steady64.median : 0.0;
@@ -272,6 +325,7 @@ int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens, c
         j["problem"] = {{"n", 1024}, {"d_model", 512}, {"heads", 8}};
         j["backend"] = attn::backendDescription(state.doc.backend);
         j["renderer"] = rendererName;
+        if (platform.offscreen()) j["offscreen"] = platform.offscreenDescription();
         j["frame_ms"] = toJson(frame1024, false);
         j["edit_to_picture_ms"] = toJson(lat1024, false);
         j["frame_ms_while_computing"] = toJson(busy1024, true);
@@ -302,6 +356,23 @@ int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens, c
                               {"frame_ms_while_forward", toJson(forward, true)},
                               {"frames", forward.count}};
         if (!forwardError.empty()) j["model_forward"]["error"] = forwardError;
+        if (!large.error.empty())
+            j["large"] = {{"n", large.n}, {"error", large.error}};
+        else if (large.n > 0)
+            j["large"] = {{"n", large.n},
+                          {"d_model", 512},
+                          {"heads", 8},
+                          {"backend", large.backend},
+                          {"open_to_picture_ms", large.openToPictureMs},
+                          {"first_frame_ms", large.firstFrameMs},
+                          {"job_ms", large.jobMs},
+                          {"display_ranges_ms", large.rangesMs},
+                          {"pooling_ms", large.poolMs},
+                          {"edit_to_picture_ms", toJson(large.latency, true)},
+                          {"frame_ms_while_computing", toJson(large.computing, true)},
+                          {"frame_showing_result_ms", toJson(large.shown, true)},
+                          {"heatmap_device_fills", large.deviceFills},
+                          {"heatmap_host_uploads", large.hostUploads}};
         j["heatmap_uploads"] = {{"host_tiles", fs.hostUploads}, {"device", fs.deviceFills}, {"rows_uploaded", fs.rowsUploaded},
                                 {"rows_unchanged", fs.rowsSkipped}};
         std::printf("%s\n", j.dump(2).c_str());
@@ -330,6 +401,16 @@ int runGuiBench(int frames, attn::Backend backend, bool json, int modelTokens, c
             std::printf("decoder forward on the model worker (%s, n=%zu, %.0f ms): %zu frames, median %.1f p95 %.1f max %.1f ms\n",
                         mm.modelName().c_str(), forwardTokens, mm.lastRunMs, forward.count, forward.median, forward.p95,
                         forward.max);
+        if (!large.error.empty())
+            std::printf("n=%d d_model=512 h=8: %s\n", large.n, large.error.c_str());
+        else if (large.n > 0)
+            std::printf("n=%d d_model=512 h=8 (%s): open to picture %.0f ms (job %.0f ms: colour ranges %.1f, pooling %.1f; "
+                        "first frame %.1f ms); edit to picture median %.0f max %.0f ms; frames while computing p95 %.1f max "
+                        "%.1f ms; frames showing a result median %.1f max %.1f ms; heatmaps %ld filled from device memory, "
+                        "%ld uploaded\n",
+                        large.n, large.backend.c_str(), large.openToPictureMs, large.jobMs, large.rangesMs, large.poolMs,
+                        large.firstFrameMs, large.latency.median, large.latency.max, large.computing.p95, large.computing.max,
+                        large.shown.median, large.shown.max, large.deviceFills, large.hostUploads);
         std::printf("heatmap textures: %ld tiles uploaded from host memory (%ld rows sent, %ld unchanged rows kept), %ld filled "
                     "from device memory (CUDA-OpenGL interop)\n",
                     fs.hostUploads, fs.rowsUploaded, fs.rowsSkipped, fs.deviceFills);

@@ -5,8 +5,10 @@
 #   attnscope model --synthetic S --backend cuda --bench     (SmolLM2 and Gemma 3 270M shapes, 128 and 8192 tokens,
 #                                                             the CPU's figures beside them at 128)
 #   scripts/bench_peers.sh --json                            (torch on the same GPU, when python3 has torch with CUDA)
+#   attnscope bench --gui --offscreen --backend cuda --json  (the window, n = 8192 among its cases: an EGL context on
+#                                                             the GPU, no display; heatmaps through the CUDA-GL interop)
 # Run from the checkout's root:  scripts/gpu_check.sh [OUT_DIR]   (default gpu-check/; $OUT when set)
-# GPU_CHECK_PARTS (default "tests core models peers") chooses the parts, e.g. GPU_CHECK_PARTS="tests core";
+# GPU_CHECK_PARTS (default "tests core gui models peers") chooses the parts, e.g. GPU_CHECK_PARTS="tests core";
 # GPU_CHECK_DEADLINE=S skips what would run past S seconds (each step is cut to fit).
 # Writes OUT_DIR/gpu_check.log (everything printed) and OUT_DIR/results.tar.gz (each step's JSON and log).
 # Every step has a time limit, so a hung step costs minutes, not the machine's loan; the script goes on after a
@@ -35,7 +37,7 @@ step() {  # step NAME SECONDS CMD...: runs CMD with a limit, its stdout into NAM
   fi
 }
 
-parts=" ${GPU_CHECK_PARTS:-tests core models peers} "
+parts=" ${GPU_CHECK_PARTS:-tests core gui models peers} "
 want() { [[ "$parts" == *" $1 "* ]]; }
 pkg="$root/.gpu/attnscope-gpu.tar.xz"
 [ -f "$pkg" ] || { echo "gpu_check: $pkg is missing: run scripts/gpu_pack.sh on the build machine first"; exit 2; }
@@ -65,6 +67,10 @@ done
 want core && step bench.n1024 120 "$bin/attnscope" bench --backend cuda --n 1024 --causal --skip-reference --json
 want core && step bench.n4096 180 "$bin/attnscope" bench --backend cuda --n 4096 --causal --skip-reference --repeat 3 --json
 want core && step bench.n8192 180 "$bin/attnscope" bench --backend cuda --n 8192 --causal --skip-reference --skip-cpu --repeat 3 --json
+
+# 2b. The window on the GPU, off screen (an EGL context on the device: the same NVIDIA EGL as test_gl_interop), with
+# the n = 8192 case of bench --gui (--gui-large-n defaults to it with --backend cuda).
+want gui && step gui.bench 300 "$bin/attnscope" bench --gui --offscreen --backend cuda --gui-frames 60 --json
 
 # 3. Decoders: synthetic models of the real shapes (no model files here), on the GPU at 128 tokens, then torch on the
 # same GPU, then 8192 tokens and the CPU's figures (the order of importance, in case the deadline comes first).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds what scripts/gpu_check.sh runs on a machine with an NVIDIA GPU, on this machine (which needs none), and
 # packs it: .gpu/attnscope-gpu.tar.xz (about 20 MB) holding the program, the gpu-labelled test programs and every
-# shared library they load except glibc's and CUDA's own (the GPU machine brings its driver and CUDA 13's cuBLAS).
+# shared library they load except glibc's and CUDA's own (the GPU machine brings its driver and CUDA 13's cuBLAS),
+# and libEGL (glvnd's loader, which --offscreen opens; the driver's NVIDIA EGL is found through its vendor file).
 #
 #   scripts/gpu_pack.sh            # build-gpu/ (configured on first use), then the archive
 #
@@ -47,9 +48,12 @@ for t in "${tests[@]}"; do
 done
 # Libraries: what ldd resolves for each program, less the C library's own (the GPU machine's glibc is as new or newer)
 # and CUDA's (the driver's libcuda, the toolkit's cuBLAS: that machine's own CUDA 13).
-for exe in "$stage"/bin/*; do
-  ldd "$exe" | awk '/=> \//{print $3}'
-done | sort -u | while read -r lib; do
+{
+  for exe in "$stage"/bin/*; do ldd "$exe" | awk '/=> \//{print $3}'; done
+  # libEGL is loaded by dlopen for --offscreen (bench --gui on the GPU machine), so ldd does not list it; its
+  # libGLdispatch comes with the GL libraries ldd lists.
+  ldconfig -p | awk '/libEGL\.so\.1 .*x86-64/{print $NF; exit}'
+} | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libresolv.so*|libcuda.so*|libcublas*|libcudart*) ;;
     *) cp -L "$lib" "$stage/lib/" ;;

@@ -13,13 +13,13 @@ export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$ATTNSCOPE_ROOT}"
 export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 
 # Debian 12 packages: compilers and build tools, libraries (see README "Dependencies"), and the tools the
-# GUI and figure tests use (Xvfb with Mesa's software OpenGL, xdotool, pdftoppm).
+# GUI and figure tests use (Xvfb with Mesa's software OpenGL, Mesa's EGL for --offscreen, xdotool, pdftoppm).
 ATTNSCOPE_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libeigen3-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   libimgui-dev libglfw3-dev libgl-dev libstb-dev libcairo2-dev libpango1.0-dev libzip-dev
   python3 python3-venv fonts-dejavu-core fonts-droid-fallback
-  xvfb xauth xdotool x11-utils libgl1-mesa-dri libglx-mesa0 poppler-utils
+  xvfb xauth xdotool x11-utils libgl1-mesa-dri libglx-mesa0 libegl-dev libegl-mesa0 poppler-utils
   libportal-dev dbus-daemon
   desktop-file-utils
 )

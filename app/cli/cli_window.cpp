@@ -54,6 +54,9 @@ void addWindowOptions(CLI::App& root, WindowCli& cli)
         ->check(CLI::IsMember({"export", "file", "log"}))
         ->allow_extra_args(false);
     root.add_option("--test-hooks", o.testHooksDir, "Write widget rectangles and frames into DIR (end-to-end tests)");
+    root.add_flag("--offscreen", o.offscreen,
+                  "With --screenshot: render without a display, into an off-screen OpenGL context from EGL (a GPU's EGL "
+                  "device, or Mesa's surfaceless platform)");
     // The text goes into the window's text field, which needs UTF-8 (ImGui asserts on typing into other bytes).
     const auto utf8 = [](const std::string& s) {
         const std::string bad = invalidUtf8Byte(s);
@@ -88,6 +91,12 @@ void addWindowOptions(CLI::App& root, WindowCli& cli)
                           "With --gui: the tokens of the decoder forward run while frames are timed (cut at the model's "
                           "context; default 8192)")
             ->check(CLI::Range(1, 1 << 20));
+        bench->add_option("--gui-large-n", cli.benchLargeN,
+                          "With --gui: n of the large case (d_model 512, 8 heads: the whole map pooled, edits, frames "
+                          "while computing); 0 leaves it out (default: 8192 with --backend cuda, else left out)")
+            ->check(CLI::Range(0, 65536));
+        bench->add_flag("--offscreen", cli.benchOffscreen,
+                        "With --gui: render without a display, into an off-screen OpenGL context from EGL");
         // `bench --json` belongs to the bench command (app/cli_bench.cpp); it is added here only when that file
         // does not, so that `bench --gui --json` works either way.
         if (bench->get_option_no_throw("--json") == nullptr)
@@ -107,6 +116,12 @@ int runWindowFromCli(WindowCli& cli)
     cli.options.width = w;
     cli.options.height = h;
     cli.options.backend = parseBackend(cli.backend);
+    if (cli.options.offscreen && cli.options.screenshotPath.empty()) {
+        // Nothing could end an off-screen window but a signal: it has no close button and no input.
+        printError("--offscreen: expected --screenshot PATH too (an off-screen window renders its frames, saves the "
+                   "picture and exits), got no --screenshot");
+        return kExitBadInput;
+    }
     if (int rc = checkBackendUsable(cli.options.backend); rc != kExitOk) return rc;
     return runWindow(cli.options);
 }
@@ -122,7 +137,14 @@ int runGuiBenchFromCli(const CLI::App& root, const WindowCli& cli)
     bool json = cli.benchJson;
     if (const CLI::App* bench = root.get_subcommand("bench"))
         if (const CLI::Option* o = bench->get_option_no_throw("--json"); o && o->count() > 0) json = true;
-    return runGuiBench(cli.benchFrames, backend, json, cli.benchModelTokens, measureBounds());
+    GuiBenchOptions o;
+    o.frames = cli.benchFrames;
+    o.backend = backend;
+    o.json = json;
+    o.modelTokens = cli.benchModelTokens;
+    o.largeN = cli.benchLargeN;
+    o.offscreen = cli.benchOffscreen || cli.options.offscreen;
+    return runGuiBench(o, measureBounds());
 }
 
 } // namespace app
