@@ -380,29 +380,54 @@ Status attentionInputs(DecoderContext& ctx, const DecoderWeights& w, int l, cons
     return Status::success();
 }
 
+// Queries per row block of a layer's attention: a block's scores and weights·V take only the keys it can see
+// (causalKeySpan), so the masked triangle above the diagonal (and, with a sliding window, the keys before it) is
+// neither computed, nor written, nor read: about half of a long text's attention, and with Gemma 3's window of 512 at
+// 8192 tokens an eighth of its local layers'. Each block is two strided batched GEMMs per KV head; 512 rows keep the
+// launches few (16 blocks at 8192) and each GEMM large. The emulated tests build with blocks of a few rows, so that
+// their short texts cross blocks and windows.
+#ifndef ATTNSCOPE_DECODER_ROW_BLOCK
+#define ATTNSCOPE_DECODER_ROW_BLOCK 512
+#endif
+constexpr int kRowBlock = ATTNSCOPE_DECODER_ROW_BLOCK;
+
 // The attention core of a decoder layer (layerConfig's: Direct, causal, grouped-query, the model's scale and
-// soft-cap; slidingWindowMask's window): scores of every head (one strided batched GEMM per KV head, over the
-// query heads of its group, the KV head's block shared), the masked softmax (and lse), weights·V into the concat,
-// the ablated heads' contexts zeroed (projectOut).
+// soft-cap; slidingWindowMask's window): per row block, scores of every head over the block's key span (one
+// strided batched GEMM per KV head, over the query heads of its group, the KV head's block shared), the masked
+// softmax (and lse), weights·V over the same span into the concat; the ablated heads' contexts zeroed (projectOut).
+// A dense run (!lazy) keeps every head's whole maps for the views: its softmax writes every masked cell 0, so the
+// cells no block computed are zeros too.
 Status attention(DecoderContext& ctx, const DecoderWeights& w, int l, int n, bool lazy, const std::vector<std::pair<int, int>>& ablated,
                  const Buffers& b)
 {
     const DecoderConfig& c = w.config;
     const int H = c.heads, Hkv = c.kvHeads, D = c.headDim, group = H / Hkv;
-    const long long nn = static_cast<long long>(n) * n;
+    const long long nn = static_cast<long long>(n) * n, qw = static_cast<long long>(H) * D, kw = static_cast<long long>(Hkv) * D;
     const float scale = c.attnScale > 0 ? c.attnScale : 1.0f / std::sqrt(static_cast<float>(D));
-    for (int g = 0; g < Hkv; ++g) {
-        const int h0 = g * group;
-        ATTNSCOPE_RETURN_IF_ERROR(gemm(ctx.blas(), false, true, n, n, D, scale, b.Q + static_cast<long long>(h0) * D, static_cast<long long>(H) * D,
-                                       D, b.K + static_cast<long long>(g) * D, static_cast<long long>(Hkv) * D, 0,
-                                       b.scores + h0 * nn, n, nn, group));
+    const int window = c.windowOf(l);
+    for (int r0 = 0; r0 < n; r0 += kRowBlock) {
+        const int r1 = std::min(n, r0 + kRowBlock);
+        const KeySpan span = causalKeySpan(r0, r1, 0, n, window);
+        for (int g = 0; g < Hkv; ++g) {
+            const int h0 = g * group;
+            ATTNSCOPE_RETURN_IF_ERROR(gemm(ctx.blas(), false, true, r1 - r0, span.k1 - span.k0, D, scale,
+                                           b.Q + r0 * qw + static_cast<long long>(h0) * D, qw, D,
+                                           b.K + span.k0 * kw + static_cast<long long>(g) * D, kw, 0,
+                                           b.scores + h0 * nn + static_cast<long long>(r0) * n + span.k0, n, nn, group));
+        }
     }
-    ATTNSCOPE_CUDA_TRY(launchCausalSoftmax(b.scores, lazy ? b.lse : nullptr, H, n, n, 0, c.windowOf(l), c.attnSoftcap, ctx.stream()));
-    for (int g = 0; g < Hkv; ++g) {
-        const int h0 = g * group;
-        ATTNSCOPE_RETURN_IF_ERROR(gemm(ctx.blas(), false, false, n, D, n, 1.0f, b.scores + h0 * nn, n, nn, b.V + static_cast<long long>(g) * D,
-                                       static_cast<long long>(Hkv) * D, 0, b.concat + static_cast<long long>(h0) * D,
-                                       static_cast<long long>(H) * D, D, group));
+    ATTNSCOPE_CUDA_TRY(launchCausalSoftmax(b.scores, lazy ? b.lse : nullptr, H, n, n, 0, window, c.attnSoftcap, lazy ? kRowBlock : 0,
+                                           ctx.stream()));
+    for (int r0 = 0; r0 < n; r0 += kRowBlock) {
+        const int r1 = std::min(n, r0 + kRowBlock);
+        const KeySpan span = causalKeySpan(r0, r1, 0, n, window);
+        for (int g = 0; g < Hkv; ++g) {
+            const int h0 = g * group;
+            ATTNSCOPE_RETURN_IF_ERROR(gemm(ctx.blas(), false, false, r1 - r0, D, span.k1 - span.k0, 1.0f,
+                                           b.scores + h0 * nn + static_cast<long long>(r0) * n + span.k0, n, nn,
+                                           b.V + span.k0 * kw + static_cast<long long>(g) * D, kw, 0,
+                                           b.concat + r0 * qw + static_cast<long long>(h0) * D, qw, D, group));
+        }
     }
     for (const auto& [al, ah] : ablated)
         if (al == l) ATTNSCOPE_CUDA_TRY(launchZeroColumns(b.concat, n, H * D, ah * D, D, ctx.stream()));
@@ -766,7 +791,7 @@ Status stackedAttention(DecoderContext& ctx, const DecoderWeights& w, int l, int
     for (int h = 0; h < H; ++h)
         ATTNSCOPE_RETURN_IF_ERROR(gemm(ctx.blas(), false, true, n, n, D, scale, b.Q + static_cast<long long>(h) * D, qw, qStride,
                                        b.K + static_cast<long long>(h / group) * D, kw, kvStride, b.scores + h * nn, n, H * nn, g));
-    ATTNSCOPE_CUDA_TRY(launchCausalSoftmax(b.scores, nullptr, g * H, n, n, 0, c.windowOf(l), c.attnSoftcap, ctx.stream()));
+    ATTNSCOPE_CUDA_TRY(launchCausalSoftmax(b.scores, nullptr, g * H, n, n, 0, c.windowOf(l), c.attnSoftcap, 0, ctx.stream()));
     for (int h = 0; h < H; ++h)
         ATTNSCOPE_RETURN_IF_ERROR(gemm(ctx.blas(), false, false, n, D, n, 1.0f, b.scores + h * nn, n, H * nn,
                                        b.V + static_cast<long long>(h / group) * D, kw, kvStride, b.concat + static_cast<long long>(h) * D,

@@ -13,6 +13,8 @@
 
 #include <vector_types.h>
 
+#include "decoder_kernels.h"  // causalKeySpan
+
 #include <cmath>
 #include <cstdint>
 
@@ -138,9 +140,11 @@ __global__ void ropeKernel(float* x, long long rows, int heads, int D, int half,
 // The attention core's mask + softmax of a decoder layer (attention_ref.cpp's rule, lazyAttention's statistics):
 // H blocks of T×S scaled scores (query i at position pos0 + i, key j at position j), in place into weights.
 // Key j is visible to query i when j ≤ pos0 + i and, with a window, pos0 + i − j < window. With softcap > 0 the
-// score is cap·tanh(s / cap) first (Gemma 2). Masked keys get weight 0. lse (T × H, may be null) receives
-// log Σ exp(score) over the visible keys (−inf when none, whose row is 0).
-__global__ void causalSoftmaxKernel(float* scores, float* lse, int H, int T, int S, int pos0, int window, float softcap)
+// score is cap·tanh(s / cap) first (Gemma 2). Masked keys get weight 0: every other cell of the row with
+// rowBlock 0, else those of the row's block's key span (causalKeySpan), the only cells computed and read then.
+// lse (T × H, may be null) receives log Σ exp(score) over the visible keys (−inf when none, whose row is 0).
+__global__ void causalSoftmaxKernel(float* scores, float* lse, int H, int T, int S, int pos0, int window, float softcap,
+                                    int rowBlock)
 {
     const int lane = threadIdx.x % kDecWarp;
     const long long rows = static_cast<long long>(H) * T;
@@ -150,21 +154,28 @@ __global__ void causalSoftmaxKernel(float* scores, float* lse, int H, int T, int
         const int pos = pos0 + i;
         const int last = pos < S - 1 ? pos : S - 1;
         const int first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+        int z0 = 0, z1 = S;  // the cells written
+        if (rowBlock > 0) {
+            const int r0 = i - i % rowBlock, r1 = r0 + rowBlock < T ? r0 + rowBlock : T;
+            const attn::cuda::KeySpan span = attn::cuda::causalKeySpan(r0, r1, pos0, S, window);
+            z0 = span.k0;
+            z1 = span.k1;
+        }
         float m = -INFINITY;
-        for (int j = lane; j < S; j += kDecWarp) {
-            if (j < first || j > last) continue;
+        for (int j = first + lane; j <= last; j += kDecWarp) {
             float s = row[j];
-            if (softcap > 0) s = tanhf(s * (1.0f / softcap)) * softcap;
-            row[j] = s;
+            if (softcap > 0) {
+                s = tanhf(s * (1.0f / softcap)) * softcap;
+                row[j] = s;
+            }
             m = fmaxf(m, s);
         }
         m = warpMax(m);
         float l = 0.0f;
-        for (int j = lane; j < S; j += kDecWarp)
-            if (j >= first && j <= last) l += expf(row[j] - m);
+        for (int j = first + lane; j <= last; j += kDecWarp) l += expf(row[j] - m);
         l = warpSum(l);
         const float invL = m == -INFINITY ? 0.0f : 1.0f / l;
-        for (int j = lane; j < S; j += kDecWarp) row[j] = (j >= first && j <= last) ? expf(row[j] - m) * invL : 0.0f;
+        for (int j = z0 + lane; j < z1; j += kDecWarp) row[j] = (j >= first && j <= last) ? expf(row[j] - m) * invL : 0.0f;
         if (lse && lane == 0) lse[static_cast<long long>(i) * H + h] = m == -INFINITY ? -INFINITY : m + logf(l);
     }
 }

@@ -21,9 +21,31 @@ cudaError_t launchZeroColumns(float* x, long long rows, int stride, int col0, in
 // RoPE in place on `heads` heads of D of rows × heads·D (positions pos0…, or blocks of period), half = R / 2.
 cudaError_t launchRope(float* x, long long rows, int heads, int D, int half, const float* invFreq, int pos0, int period,
                        cudaStream_t stream);
-// Causal (and sliding-window) soft-capped softmax of H blocks of T×S scores in place; lse T × H or null.
+// The keys a block of queries can see: queries r0 … r1−1 (at positions pos0 + r0 …) see at most keys k0 … k1−1 of S
+// (causal: up to the block's last position; with a window > 0, from the block's first position − window + 1). The
+// attention of a long text is computed in row blocks of this span only (decoder_device.cpp), and the softmax kernel
+// finds a row's block by the same rule.
+struct KeySpan {
+    int k0, k1;
+};
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+inline KeySpan causalKeySpan(int r0, int r1, int pos0, int S, int window)
+{
+    const int last = pos0 + r1 - 1;  // the block's last query position
+    const int k1 = last + 1 < S ? last + 1 : S;
+    const int first = pos0 + r0 - window + 1;
+    const int k0 = window > 0 && first > 0 ? (first < k1 ? first : k1) : 0;
+    return {k0, k1};
+}
+
+// Causal (and sliding-window) soft-capped softmax of H blocks of T×S scores in place; lse T × H or null. Only the
+// visible keys of a row are read. rowBlock 0: every other cell of the row is written 0 (whole maps, as the views
+// read them); rowBlock > 0: the row's scores were computed in blocks of rowBlock queries (causalKeySpan), and only
+// its block's span is written (0 where masked), which is all that weights·V then reads.
 cudaError_t launchCausalSoftmax(float* scores, float* lse, int H, int T, int S, int pos0, int window, float softcap,
-                                cudaStream_t stream);
+                                int rowBlock, cudaStream_t stream);
 // kind: FfnKind's order (0 SwiGLU, 1 GeGLU tanh: a = act(a)·b; 2 GELU tanh, 3 GELU erf: a = act(a + bias)).
 cudaError_t launchActivation(float* a, const float* b, const float* bias, long long rows, int width, int kind,
                              cudaStream_t stream);

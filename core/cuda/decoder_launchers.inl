@@ -49,10 +49,10 @@ cudaError_t launchRope(float* x, long long rows, int heads, int D, int half, con
 }
 
 cudaError_t launchCausalSoftmax(float* scores, float* lse, int H, int T, int S, int pos0, int window, float softcap,
-                                cudaStream_t stream)
+                                int rowBlock, cudaStream_t stream)
 {
     const DecShape s = rowShape(static_cast<long long>(H) * T, ATTNSCOPE_DECODER_GRID_CAP);
-    ATTNSCOPE_DECODER_LAUNCH(causalSoftmaxKernel, s, stream, scores, lse, H, T, S, pos0, window, softcap);
+    ATTNSCOPE_DECODER_LAUNCH(causalSoftmaxKernel, s, stream, scores, lse, H, T, S, pos0, window, softcap, rowBlock);
 }
 
 cudaError_t launchActivation(float* a, const float* b, const float* bias, long long rows, int width, int kind,
