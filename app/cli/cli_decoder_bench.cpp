@@ -111,6 +111,42 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
         copies.push_back(run.deviceTimings.copies);
     }
     const attn::DecoderRun::DeviceTimings forwardPhases = run.deviceTimings;
+    // A lazy run's maps as the window's grid asks for them: every head of the last layer, its whole map max-pooled
+    // to at most 256 × 256, read on the device (from the run's Q, K and log-sum-exp still there) and on the host
+    // (LazyMaps over the copies that came back), with the largest difference between the two.
+    json mapsJson;
+    if (mo.lazy) {
+        const int ml = c.layers - 1, side = std::min(n, 256);
+        const auto onDevice = attn::decoderMaps(model, run);
+        const std::uint64_t generation = run.deviceMapsGeneration;
+        run.deviceMapsGeneration = 0;  // the same run's maps, read on the host
+        const auto onHost = attn::decoderMaps(model, run);
+        run.deviceMapsGeneration = generation;
+        std::vector<attn::Matrix> a(static_cast<std::size_t>(c.heads)), b(a.size());
+        auto timeAll = [&](const attn::AttentionMaps& maps, std::vector<attn::Matrix>& out) -> attn::Expected<double> {
+            const auto t = Clock::now();
+            for (int h = 0; h < c.heads; ++h)
+                ATTNSCOPE_RETURN_IF_ERROR(maps.pooled(attn::MapKind::Weights, ml, h, attn::MapRect{0, 0, n, n}, side, side, out[static_cast<std::size_t>(h)]));
+            return msSince(t);
+        };
+        const auto dMs = timeAll(*onDevice, a);
+        const auto hMs = timeAll(*onHost, b);
+        double diff = 0;
+        for (std::size_t h = 0; dMs && hMs && h < a.size(); ++h)
+            if (a[h].size() > 0 && a[h].rows() == b[h].rows() && a[h].cols() == b[h].cols())
+                diff = std::max(diff, double((a[h] - b[h]).cwiseAbs().maxCoeff()));
+        // Reported, not fatal: the forward's figures above stand without it.
+        if (!dMs || !hMs)
+            mapsJson = {{"error", (dMs ? hMs.status() : dMs.status()).message}};
+        else
+            mapsJson = {{"layer", ml},
+                        {"heads", c.heads},
+                        {"pooled_to", side},
+                        {"device_ms", *dMs},
+                        {"host_ms", *hMs},
+                        {"device_reads", attn::decoderMapsDeviceReads(*onDevice)},
+                        {"max_abs_diff", diff}};
+    }
     // Dense against lazy at min(n, 1024): what bringing every head's weights back costs.
     const int nd = std::min(n, 1024);
     const std::vector<int> denseIds(ids.begin(), ids.begin() + nd);
@@ -191,6 +227,7 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
     j["copies_over_bound"] = over(copiesBoundMs, median(copies));
     j["weights_back"] = {{"tokens", nd}, {"dense_ms", median(dense)}, {"lazy_ms", median(lazy)},
                          {"dense", phasesOf(d.deviceTimings)}, {"lazy", phasesOf(l.deviceTimings)}};
+    if (!mapsJson.is_null()) j["lazy_maps_pooled"] = mapsJson;  // every head of a layer, on the device and on the host
     j["append_token_ms"] = median(append);  // a whole forward over n tokens on the device
     j["ablation_layer"] = layer;
     j["ablation_toggle_ms"] = median(ablate);

@@ -73,13 +73,14 @@ Status allocate(std::size_t bytes, const std::string& what, void*& p)
 // The activation buffers of the decoder forward, one set per process, grown when a longer text or a wider model
 // comes and reused otherwise (a recompute of the same length allocates nothing). Never destroyed (as the attention
 // core's Workspace: freeing device memory from a static destructor races the runtime's teardown).
-enum class Act { Hidden, Normed, Q, K, V, Scores, Concat, AttnOut, FfnA, FfnB, MlpOut, Lse, Ids, Targets, Surprise, Logits, InvFreq, Count };
+enum class Act { Hidden, Normed, Q, K, V, Scores, Concat, AttnOut, FfnA, FfnB, MlpOut, Lse, Ids, Targets, Surprise, Logits, InvFreq, MapRead, Count };
 const char* actName(Act a)
 {
     static const char* names[] = {"the residual streams", "the normed stream", "Q", "K", "V",
                                   "the scores of every head", "the heads' contexts", "the attention output",
                                   "the feed-forward", "the feed-forward", "the feed-forward output", "the log-sum-exp",
-                                  "the token ids", "the targets", "the surprise", "the logits", "the RoPE frequencies"};
+                                  "the token ids", "the targets", "the surprise", "the logits", "the RoPE frequencies",
+                                  "a map's tile"};
     return names[static_cast<int>(a)];
 }
 
@@ -140,6 +141,19 @@ public:
         return Status::success();
     }
 
+    // What a buffer holds now, without growing it (null when never allocated), and its size in bytes.
+    const float* peek(Act a, std::size_t& capacity) const
+    {
+        const Buffer& b = m_bufs[static_cast<std::size_t>(a)];
+        capacity = b.capacity;
+        return static_cast<const float*>(b.ptr);
+    }
+    // Every call that writes the activations starts a new generation (the one its result reports): a lazy run's
+    // maps are read from its Q, K and log-sum-exp on the device only while the generation is still its own.
+    std::uint64_t nextGeneration() { return ++m_generation; }
+    std::uint64_t generation() const { return m_generation; }
+    bool ready() const { return m_ready; }
+
     cudaStream_t stream() const { return m_stream; }
     cublasHandle_t blas() const { return m_blas; }
     cudaEvent_t event(int k) const { return m_events[static_cast<std::size_t>(k)]; }
@@ -151,6 +165,7 @@ private:
     };
     std::mutex m_mutex;
     bool m_ready = false;
+    std::uint64_t m_generation = 0;
     cudaStream_t m_stream = nullptr;
     cublasHandle_t m_blas = nullptr;
     std::array<cudaEvent_t, 5> m_events{};
@@ -583,6 +598,8 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     DecoderContext& ctx = DecoderContext::instance();
     std::lock_guard<std::mutex> lock(ctx.mutex());
     ATTNSCOPE_RETURN_IF_ERROR(ctx.init());
+    out.generation = 0;
+    const std::uint64_t generation = ctx.nextGeneration();
     const std::size_t f = sizeof(float), nz = static_cast<std::size_t>(n), Lz = static_cast<std::size_t>(L);
     const std::size_t nn = nz * nz, qw = static_cast<std::size_t>(H) * D, kw = static_cast<std::size_t>(Hkv) * D;
     const int logitRows = std::min(n, kLogitRows);
@@ -765,6 +782,49 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     out.timings.head = elapsed(ctx, 2, 3);
     out.timings.copies = elapsed(ctx, 3, 4);
     out.timings.total = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    out.generation = generation;
+    return Status::success();
+}
+
+Status lazyMapsRead(const DeviceLazyMapsRead& r, Matrix& out)
+{
+    const std::size_t n = static_cast<std::size_t>(std::max(0, r.n));
+    if (r.n <= 0 || r.layer < 0 || r.H <= 0 || r.Hkv <= 0 || r.H % r.Hkv != 0 || r.D <= 0 || r.head < 0 || r.head >= r.H ||
+        r.r0 < 0 || r.c0 < 0 || r.rows < 0 || r.cols < 0 || r.r0 + r.rows > r.n || r.c0 + r.cols > r.n || r.outRows < 0 ||
+        r.outCols < 0 || r.outRows > r.rows || r.outCols > r.cols)
+        return invalidArgument("device maps: a read outside the run's " + std::to_string(r.n) + "×" + std::to_string(r.n) +
+                               " maps or its heads");
+    DecoderContext& ctx = DecoderContext::instance();
+    // Never waits for a call in progress (a forward of a long text takes a while, and a frame may be asking for a
+    // hovered cell): busy is Unavailable, and the caller reads on the host.
+    std::unique_lock<std::mutex> lock(ctx.mutex(), std::try_to_lock);
+    if (!lock.owns_lock()) return makeError(StatusCode::Unavailable, "the device is busy with another call");
+    if (!ctx.ready() || r.generation == 0 || r.generation != ctx.generation())
+        return makeError(StatusCode::Unavailable,
+                         "the device no longer holds this run's Q, K and log-sum-exp: a later call on the device replaced them");
+    const std::size_t f = sizeof(float), qw = static_cast<std::size_t>(r.H) * r.D, kw = static_cast<std::size_t>(r.Hkv) * r.D;
+    const std::size_t layer = static_cast<std::size_t>(r.layer);
+    std::size_t capQ = 0, capK = 0, capL = 0;
+    const float* Q = ctx.peek(Act::Q, capQ);
+    const float* K = ctx.peek(Act::K, capK);
+    const float* lse = ctx.peek(Act::Lse, capL);
+    if (!Q || !K || !lse || (layer + 1) * n * qw * f > capQ || (layer + 1) * n * kw * f > capK ||
+        (layer + 1) * n * static_cast<std::size_t>(r.H) * f > capL)
+        return invalidArgument("device maps: layer " + std::to_string(r.layer) + " of " + std::to_string(r.n) +
+                               " tokens is not in the device's buffers");
+    const bool pooled = r.outRows > 0 && r.outCols > 0;
+    const long long rows = pooled ? r.outRows : r.rows, cols = pooled ? r.outCols : r.cols;
+    out.resize(rows, cols);
+    if (rows == 0 || cols == 0) return Status::success();
+    float* dev = nullptr;
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::MapRead, static_cast<std::size_t>(rows * cols), dev));
+    LazyMapsArgs a{Q + layer * n * qw, K + layer * n * kw, lse + layer * n * static_cast<std::size_t>(r.H), r.H, r.Hkv, r.D, r.head,
+                   r.scale, r.softcap, r.window, r.causal, r.weights, r.r0, r.c0, r.rows, r.cols};
+    cudaStream_t s = ctx.stream();
+    if (pooled) ATTNSCOPE_CUDA_TRY(launchLazyPooled(a, r.outRows, r.outCols, dev, s));
+    else ATTNSCOPE_CUDA_TRY(launchLazyTile(a, dev, s));
+    ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(out.data(), dev, static_cast<std::size_t>(rows * cols) * f, cudaMemcpyDeviceToHost, s));
+    ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(s));
     return Status::success();
 }
 
@@ -857,6 +917,7 @@ Status decoderScan(const DecoderWeights& w, const DeviceScanRequest& req, Matrix
     DecoderContext& ctx = DecoderContext::instance();
     std::lock_guard<std::mutex> lock(ctx.mutex());
     ATTNSCOPE_RETURN_IF_ERROR(ctx.init());
+    ctx.nextGeneration();  // the scan's variants overwrite the activations, a lazy run's Q, K and lse among them
     ATTNSCOPE_RETURN_IF_ERROR(ctx.checkFits(need, "a scan of " + std::to_string(gMax) + " variants of " + std::to_string(n) + " tokens"));
     float *hidden, *Qbuf;
     Buffers b{};

@@ -17,6 +17,7 @@
 #include "attnscope/types.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -91,12 +92,35 @@ struct DeviceForwardResult {
     Vector lastLogits;                      // V: the last position's
     std::vector<float> surprise;            // n (everySurprise): NaN at 0; else empty
     DeviceForwardTimings timings;
+    // The device's activations as this call left them (lazyMapsRead): the next call on the device (a forward,
+    // recompute or scan) starts a new generation and the reads of this one's are refused. 0 on failure.
+    std::uint64_t generation = 0;
 };
 
 // Runs layers fromLayer…L−1 and the predictions on the device. InvalidArgument for shapes that disagree with the
 // weights' configuration, ResourceExhausted (naming sizes) when the activations do not fit, Internal for a CUDA or
 // cuBLAS failure (naming the call). Thread-safe: calls are serialised.
 Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, DeviceForwardResult& out);
+
+// A lazy run's map read where the run computed it (LazyMaps' rules: a tile of scores or weights, or a rect
+// max-pooled; attnscope/lazy_attention.h): from layer `layer`'s Q, K and log-sum-exp still in the device's
+// activation buffers, only the tile or the overview crossing the bus.
+struct DeviceLazyMapsRead {
+    std::uint64_t generation = 0;  // DeviceForwardResult::generation of the call that computed the layer
+    int n = 0;                     // that call's tokens
+    int layer = 0;
+    int H = 0, Hkv = 0, D = 0, head = 0;
+    float scale = 1.0f, softcap = 0.0f;
+    int window = 0;  // > 0: keys j ≤ i − window masked too
+    bool causal = true;
+    bool weights = true;  // false: the scores (soft-capped, before masking)
+    int r0 = 0, c0 = 0, rows = 0, cols = 0;
+    int outRows = 0, outCols = 0;  // > 0 (≤ rows, cols): the rect max-pooled to this size; 0: the tile
+};
+// out: rows × cols, or outRows × outCols. Unavailable once a later call on the device started (or none ran), and
+// while another call holds the device (a read never waits for one), InvalidArgument for a read outside the maps,
+// Internal for a CUDA error.
+Status lazyMapsRead(const DeviceLazyMapsRead& read, Matrix& out);
 
 // One layer's unit of a scan (interp.cpp's headImportance and activationPatching): one variant per entry of
 // `heads`, each the run's concat of `layer` with that head's columns zeroed (patch null) or taken from `patch`;

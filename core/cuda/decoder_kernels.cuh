@@ -237,6 +237,78 @@ __global__ void surpriseKernel(const float* logits, const int* targets, float* o
     }
 }
 
+// ---- A lazy run's maps, rebuilt from its Q, K and log-sum-exp where they were computed (LazyMaps' rules) ----------
+
+// The geometry of one head's map of a lazy layer: Q (n × H·D, after RoPE), K (n × H_kv·D), lse (n × H); query i
+// and key j at positions i and j.
+struct LazyMapGeometry {
+    const float* Q;
+    const float* K;
+    const float* lse;
+    int H, Hkv, D, head;
+    float scale, softcap;
+    int window;  // > 0: keys j ≤ i − window masked too
+    bool causal;
+};
+
+// The head's score of query i and key j: scale·q·k, soft-capped (as scoresTile: before masking).
+__device__ __forceinline__ float lazyScore(const LazyMapGeometry& g, int i, int j)
+{
+    const float* q = g.Q + static_cast<long long>(i) * g.H * g.D + static_cast<long long>(g.head) * g.D;
+    const float* k = g.K + static_cast<long long>(j) * g.Hkv * g.D + static_cast<long long>(g.head / (g.H / g.Hkv)) * g.D;
+    float dot = 0.0f;
+    for (int d = 0; d < g.D; ++d) dot += q[d] * k[d];
+    const float s = dot * g.scale;
+    return g.softcap > 0 ? g.softcap * tanhf(s / g.softcap) : s;
+}
+
+// LazyMaps::tile: rows × cols cells from (r0, c0), row-major into out: the scores, or the weights exp(score − lse)
+// (0 where masked, and on a row whose lse is −inf).
+__global__ void lazyTileKernel(LazyMapGeometry g, int r0, int c0, int rows, int cols, bool weights, float* out)
+{
+    const long long total = static_cast<long long>(rows) * cols;
+    for (long long e = firstElement(); e < total; e += elementStep()) {
+        const int i = r0 + static_cast<int>(e / cols), j = c0 + static_cast<int>(e % cols);
+        float v = lazyScore(g, i, j);
+        if (weights) {
+            const float shift = g.lse[static_cast<long long>(i) * g.H + g.head];
+            const bool masked = (g.causal && j > i) || (g.window > 0 && j <= i - g.window);
+            v = masked || shift == -INFINITY ? 0.0f : expf(v - shift);
+        }
+        out[e] = v;
+    }
+}
+
+// LazyMaps::pooled (and the default pooled() of the scores): cell (p, c) of outRows × outCols is the largest value
+// over the rect's block rows [p·R/outRows, (p+1)·R/outRows) × cols [c·C/outCols, …) (AttentionMaps::blockStart). The
+// weights' block maximum is exp(max(score − lse)) over the visible cells (0 when none); the scores' the largest
+// score (all finite). One warp per pooled cell.
+__global__ void lazyPooledKernel(LazyMapGeometry g, int r0, int c0, int rows, int cols, int outRows, int outCols, bool weights,
+                                 float* out)
+{
+    const int lane = threadIdx.x % kDecWarp;
+    const long long cells = static_cast<long long>(outRows) * outCols;
+    for (long long e = firstRow(); e < cells; e += rowStep()) {
+        const int p = static_cast<int>(e / outCols), c = static_cast<int>(e % outCols);
+        const int i0 = static_cast<int>(static_cast<long long>(p) * rows / outRows), i1 = static_cast<int>(static_cast<long long>(p + 1) * rows / outRows);
+        const int j0 = static_cast<int>(static_cast<long long>(c) * cols / outCols), j1 = static_cast<int>(static_cast<long long>(c + 1) * cols / outCols);
+        const int w = j1 - j0;
+        float best = -INFINITY;
+        for (long long k = lane; k < static_cast<long long>(i1 - i0) * w; k += kDecWarp) {
+            const int i = r0 + i0 + static_cast<int>(k / w), j = c0 + j0 + static_cast<int>(k % w);
+            if (!weights) {
+                best = fmaxf(best, lazyScore(g, i, j));
+                continue;
+            }
+            const float shift = g.lse[static_cast<long long>(i) * g.H + g.head];
+            if (shift == -INFINITY || (g.causal && j > i) || (g.window > 0 && j <= i - g.window)) continue;
+            best = fmaxf(best, lazyScore(g, i, j) - shift);
+        }
+        best = warpMax(best);
+        if (lane == 0) out[e] = weights ? expf(best) : best;
+    }
+}
+
 // ---- Launch shapes ---------------------------------------------------------------------------------------------
 
 struct DecShape {

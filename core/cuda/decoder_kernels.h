@@ -46,6 +46,21 @@ inline KeySpan causalKeySpan(int r0, int r1, int pos0, int S, int window)
 // its block's span is written (0 where masked), which is all that weights·V then reads.
 cudaError_t launchCausalSoftmax(float* scores, float* lse, int H, int T, int S, int pos0, int window, float softcap,
                                 int rowBlock, cudaStream_t stream);
+// A lazy run's maps (LazyMaps' rules) from its Q (n × H·D), K (n × H_kv·D) and lse (n × H) on the device, head `head`:
+// the tile rows × cols from (r0, c0) (scores, or weights), or that rect max-pooled to outRows × outCols
+// (AttentionMaps::pooled's blocks), row-major into out.
+struct LazyMapsArgs {
+    const float* Q;
+    const float* K;
+    const float* lse;
+    int H, Hkv, D, head;
+    float scale, softcap;
+    int window;
+    bool causal, weights;
+    int r0, c0, rows, cols;
+};
+cudaError_t launchLazyTile(const LazyMapsArgs& a, float* out, cudaStream_t stream);
+cudaError_t launchLazyPooled(const LazyMapsArgs& a, int outRows, int outCols, float* out, cudaStream_t stream);
 // kind: FfnKind's order (0 SwiGLU, 1 GeGLU tanh: a = act(a)·b; 2 GELU tanh, 3 GELU erf: a = act(a + bias)).
 cudaError_t launchActivation(float* a, const float* b, const float* bias, long long rows, int width, int kind,
                              cudaStream_t stream);

@@ -1248,8 +1248,10 @@ private:
 
 std::shared_ptr<const AttentionMaps> decoderMaps(const DecoderModel& model, const DecoderRun& run)
 {
-    if (run.lazy) return std::make_shared<LazyMaps>(run.lazyLayers, lazySpecs(model.config));
+    if (run.lazy) return detail::lazyMapsWithDevice(std::make_shared<LazyMaps>(run.lazyLayers, lazySpecs(model.config)), run, model.config);
     return std::make_shared<DenseDecoderMaps>(run, model.config);
 }
+
+long decoderMapsDeviceReads(const AttentionMaps& maps) { return detail::deviceMapReads(maps); }
 
 } // namespace attn

@@ -18,6 +18,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 
@@ -41,6 +42,13 @@ Status deviceScanLayer(DecoderModel&, const DecoderRun&, int, const std::vector<
 {
     return makeError(StatusCode::Unavailable, "backend cuda: this build has no CUDA backend (configure with -DATTNSCOPE_CUDA=ON)");
 }
+
+std::shared_ptr<const AttentionMaps> lazyMapsWithDevice(std::shared_ptr<const LazyMaps> host, const DecoderRun&, const DecoderConfig&)
+{
+    return host;
+}
+
+long deviceMapReads(const AttentionMaps&) { return 0; }
 
 #else
 
@@ -237,6 +245,14 @@ Status deviceRecompute(DecoderModel& model, int fromLayer, DecoderRun& run, Surp
                 kept[static_cast<std::size_t>(h)] = HeadWeights(std::move(r.weights[static_cast<std::size_t>(h)]));
         }
     }
+    // The layers this call made stay on the device until its next call (DecoderRun::deviceLayers).
+    run.deviceLayers.clear();
+    run.deviceMapsGeneration = 0;
+    if (run.lazy) {
+        run.deviceMapsGeneration = out.generation;
+        run.deviceLayers.resize(static_cast<std::size_t>(L));
+        for (int l = fromLayer; l < L; ++l) run.deviceLayers[static_cast<std::size_t>(l)] = run.lazyLayers[static_cast<std::size_t>(l)];
+    }
     run.finalHidden = std::move(out.finalHidden);
     run.lastLogits = std::move(out.lastLogits);
     if (surprise == SurpriseUpdate::Now) {
@@ -278,6 +294,95 @@ Status deviceScanLayer(DecoderModel& model, const DecoderRun& run, int layer, co
     }
     if (Status s = cuda::decoderScan(**weights, req, logits); !s.ok()) return makeError(s.code, "the GPU scan: " + s.message);
     return Status::success();
+}
+
+
+namespace {
+
+// LazyMaps read on the device where it still holds the layer (see lazyMapsWithDevice).
+class DeviceLazyMaps final : public AttentionMaps {
+public:
+    DeviceLazyMaps(std::shared_ptr<const LazyMaps> host, const DecoderRun& run, const DecoderConfig& c)
+        : m_host(std::move(host)), m_generation(run.deviceMapsGeneration), m_config(c)
+    {
+        // The layers the device made and the run still holds (the same objects: a layer replaced since is another).
+        for (std::size_t l = 0; l < run.deviceLayers.size() && l < run.lazyLayers.size(); ++l) {
+            const std::shared_ptr<const LazyLayer> made = run.deviceLayers[l].lock();
+            m_onDevice.push_back(made && made == run.lazyLayers[l]);
+        }
+    }
+    int layers() const override { return m_host->layers(); }
+    int heads() const override { return m_host->heads(); }
+    int queries() const override { return m_host->queries(); }
+    int keys() const override { return m_host->keys(); }
+    bool has(MapKind k) const override { return m_host->has(k); }
+    bool causal() const override { return m_host->causal(); }
+    int window(int layer) const override { return m_host->window(layer); }
+    Status maskTile(int layer, int head, const MapRect& r, MaskMatrix& out) const override { return m_host->maskTile(layer, head, r, out); }
+
+    Status tile(MapKind kind, int layer, int head, const MapRect& r, Matrix& out) const override
+    {
+        ATTNSCOPE_RETURN_IF_ERROR(checkTile(kind, layer, head, r));
+        if (read(kind, layer, head, r, 0, 0, out)) return Status::success();
+        return m_host->tile(kind, layer, head, r, out);
+    }
+    Status pooled(MapKind kind, int layer, int head, const MapRect& r, int outRows, int outCols, Matrix& out) const override
+    {
+        std::vector<int> colOf;
+        const Expected<bool> any = preparePooled(kind, layer, head, r, outRows, outCols, colOf, out);
+        if (!any || !*any) return any ? Status::success() : any.status();
+        if (read(kind, layer, head, r, outRows, outCols, out)) return Status::success();
+        return m_host->pooled(kind, layer, head, r, outRows, outCols, out);
+    }
+    long reads() const { return m_reads.load(); }
+
+private:
+    // The read on the device when it holds the layer; false (out untouched or to be overwritten) otherwise, or
+    // when the device refuses (a later call replaced its activations, a CUDA error): the host reads then.
+    bool read(MapKind kind, int layer, int head, const MapRect& r, int outRows, int outCols, Matrix& out) const
+    {
+        if (m_generation == 0 || layer >= static_cast<int>(m_onDevice.size()) || !m_onDevice[static_cast<std::size_t>(layer)])
+            return false;
+        const LazyLayer& L = m_host->layer(layer);
+        cuda::DeviceLazyMapsRead q;
+        q.generation = m_generation;
+        q.n = static_cast<int>(L.Q.rows());
+        q.layer = layer;
+        q.H = m_config.heads;
+        q.Hkv = m_config.kvHeads;
+        q.D = m_config.headDim;
+        q.head = head;
+        q.scale = m_config.scoreScale();
+        q.softcap = m_config.attnSoftcap;
+        q.window = m_host->window(layer);
+        q.causal = m_host->causal();
+        q.weights = kind == MapKind::Weights;
+        q.r0 = r.r0, q.c0 = r.c0, q.rows = r.rows, q.cols = r.cols;
+        q.outRows = outRows, q.outCols = outCols;
+        if (!cuda::lazyMapsRead(q, out).ok()) return false;
+        ++m_reads;
+        return true;
+    }
+
+    std::shared_ptr<const LazyMaps> m_host;
+    std::uint64_t m_generation;
+    DecoderConfig m_config;
+    std::vector<bool> m_onDevice;
+    mutable std::atomic<long> m_reads{0};
+};
+
+} // namespace
+
+std::shared_ptr<const AttentionMaps> lazyMapsWithDevice(std::shared_ptr<const LazyMaps> host, const DecoderRun& run, const DecoderConfig& c)
+{
+    if (run.deviceMapsGeneration == 0 || run.deviceLayers.empty()) return host;
+    return std::make_shared<DeviceLazyMaps>(std::move(host), run, c);
+}
+
+long deviceMapReads(const AttentionMaps& maps)
+{
+    const auto* d = dynamic_cast<const DeviceLazyMaps*>(&maps);
+    return d ? d->reads() : 0;
 }
 
 #endif

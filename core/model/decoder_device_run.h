@@ -24,4 +24,13 @@ Status deviceRecompute(DecoderModel& model, int fromLayer, DecoderRun& run, Surp
 Status deviceScanLayer(DecoderModel& model, const DecoderRun& run, int layer, const std::vector<int>& heads, const Matrix* patch,
                        Matrix& logits);
 
+// The maps of a lazy run: `host` (its LazyMaps), read on the device instead for every layer the device still holds
+// (DecoderRun::deviceLayers, deviceMapsGeneration): tiles and pooled overviews made by kernels from that layer's Q,
+// K and log-sum-exp there, only they crossing the bus. A layer the device no longer holds, or a read the device
+// refuses, is read from `host`. `host` itself when the run holds no layer on the device, or without CUDA.
+std::shared_ptr<const AttentionMaps> lazyMapsWithDevice(std::shared_ptr<const LazyMaps> host, const DecoderRun& run,
+                                                        const DecoderConfig& c);
+// The device reads of maps lazyMapsWithDevice made (0 for any other maps).
+long deviceMapReads(const AttentionMaps& maps);
+
 } // namespace attn::detail

@@ -287,6 +287,12 @@ struct DecoderRun {
     // of any head (Q, K and V in buffers with spare rows, for appended tokens).
     bool lazy = false;
     std::vector<std::shared_ptr<const LazyLayer>> lazyLayers;
+    // The lazy layers whose Q, K and log-sum-exp the GPU still holds (a lazy run of the CUDA backend): the device
+    // call's generation and, per layer, the layer it made. decoderMaps() reads their tiles and overviews there (only
+    // those cross the bus); a layer since replaced (a CPU recompute, an append), or any layer once a later call on
+    // the device started, is read on the host. 0 / empty: none.
+    std::uint64_t deviceMapsGeneration = 0;
+    std::vector<std::weak_ptr<const LazyLayer>> deviceLayers;
     // Called after each layer of a forward, recompute or append with (layers done, layers to do); returning false
     // stops it with StatusCode::Cancelled, leaving the run incomplete (run it again). Empty = none. A long text's
     // forward takes tens of seconds: the window shows its progress and offers to cancel it.
@@ -330,6 +336,9 @@ long decoderLargestFit(const DecoderConfig& c, double budgetBytes, bool lazy);
 // from run.attention's Q and K, and the model's mask rule (causal, and the sliding window). Valid while `run`
 // lives and is not recomputed or appended to.
 std::shared_ptr<const AttentionMaps> decoderMaps(const DecoderModel& model, const DecoderRun& run);
+// How many tiles and overviews of maps that decoderMaps() made were read on the device (DecoderRun::deviceLayers);
+// 0 for any other maps.
+long decoderMapsDeviceReads(const AttentionMaps& maps);
 
 // Runs the model over `ids` (at most config.maxPositions: longer inputs are truncated with a warning).
 // InvalidArgument for an empty input, an id outside 0..V−1, or an ablation outside L×H.
