@@ -714,9 +714,11 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style, float* cellsShow
         ImGui::BeginGroup();
         const float dy = hit.cellsMin.y - ImGui::GetCursorScreenPos().y;
         if (dy > ImGui::GetStyle().ItemSpacing.y) ImGui::Dummy(ImVec2(1.0f, dy - ImGui::GetStyle().ItemSpacing.y));
-        drawColorbar(("cb/" + key).c_str(), spec.src.colormap, spec.src.range,
-                     std::min(std::max(style.maxSize, style.maxHeight), std::max(40.0f, hit.cellsMax.y - hit.cellsMin.y)), style.colorbarWidth,
-                     m.kind == MapKind::Weights && rowMaxShown(state) ? "÷ row max" : nullptr);
+        const auto [barMin, barMax] =
+            drawColorbar(("cb/" + key).c_str(), spec.src.colormap, spec.src.range,
+                         std::min(std::max(style.maxSize, style.maxHeight), std::max(40.0f, hit.cellsMax.y - hit.cellsMin.y)),
+                         style.colorbarWidth, m.kind == MapKind::Weights && rowMaxShown(state) ? "÷ row max" : nullptr);
+        state.recordRect("colorbar/" + rectName, barMin, barMax);
         ImGui::EndGroup();
     } else if (style.reserveColorbar) {
         ImGui::Dummy(ImVec2(kColorbarWidth, 1));
@@ -915,7 +917,10 @@ void drawHeadsGridRow(AppState& state, float cell)
         g.items.push_back(std::move(it));
     }
     ImGui::TextDisabled("all heads' weights (one colour range; click a head to show it above)");
+    ImGui::BeginGroup();
     const HeadsGridHit hit = drawHeadsGrid(g);
+    ImGui::EndGroup();
+    state.recordRect("headsgrid/all", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());  // its colorbar included
     for (std::size_t i = 0; i < hit.rects.size(); ++i)
         state.recordRect("headsgrid/" + std::to_string(i), hit.rects[i].first, hit.rects[i].second);
     if (hit.clicked >= 0) state.view.head = hit.clicked;
@@ -1214,6 +1219,9 @@ void drawChainPanel(AppState& state)
     ImGui::Begin("Attention chain", nullptr,
                  ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                      ImGuiWindowFlags_HorizontalScrollbar | ImGuiWindowFlags_NoBringToFrontOnFocus);
+    // The panel's own rectangle (the tests check that the maps stay inside it).
+    state.recordRect("panel/chain", ImGui::GetWindowPos(),
+                     ImVec2(ImGui::GetWindowPos().x + ImGui::GetWindowSize().x, ImGui::GetWindowPos().y + ImGui::GetWindowSize().y));
     ChainView& v = state.chain;
     // A model layer: where it is in the model, and the way back (before focus mode takes its Esc).
     drawModelBreadcrumb(state);
