@@ -945,7 +945,18 @@ void drawHeadsGridRow(AppState& state, float width, float maxCell)
                                    : "all heads' weights (one colour range; click a head to show it above)";
     ImGui::TextDisabled(note, H - 1);
     ImGui::BeginGroup();
+    // The grid's colorbar is drawn here, in a group of its own: its "log" then sits under the bar, not on a line of
+    // its own under the whole grid (a line the fit plan would have to keep free).
+    g.colorbar = false;
     const HeadsGridHit hit = drawHeadsGrid(g);
+    float tallest = 40.0f;  // drawHeadsGrid's colorbar height: its tallest thumbnail, at least 40 px
+    for (const auto& [a, b] : hit.rects) tallest = std::max(tallest, b.y - a.y);
+    if (H > 0) {
+        ImGui::SameLine();
+        ImGui::BeginGroup();
+        drawColorbar("heads/cb", g.colormap, g.range, tallest);
+        ImGui::EndGroup();
+    }
     ImGui::EndGroup();
     state.recordRect("headsgrid/all", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());  // its colorbar included
     for (std::size_t i = 0; i < hit.rects.size(); ++i)
