@@ -98,10 +98,8 @@ void planViews(const FitInput& in, float avail, float inputsW, float target, Fit
     const float fixed = inputsW + kArrow * float(smalls) + kSpacing * 3 + between + float(smalls) * smallDecor + band +
                         kColorbar + kScrollbar + outputDecor;
     const float room = std::max(0.0f, avail - fixed);
-    // The heads grid: its note, labels, thumbnails and the line under them (the KV groups' brackets and names, or its
-    // colorbar's "log"); the caption line under the head output's strip (chain_panel, thin maps).
-    const float grid = in.heads > 1 ? 2 * kSpacing + 3 * kTitle + std::min(float(in.wRows) * p.gridCell, 96.0f) : 0.0f;
-    const float tall = std::max(kMinView * 2, in.chainHeight - kTitle * 3 - band - kScrollbar - grid);
+    const float grid = in.heads > 1 ? kSpacing + 2 * kTitle + std::min(float(in.wRows) * p.gridCell, 96.0f) + kScrollbar : 0.0f;
+    const float tall = std::max(kMinView * 2, in.chainHeight - kTitle * 2 - band - kScrollbar - grid);
     // The weights' box holds its label bands too (the box bounds the whole map).
     const float weightsRoom = std::max(kMinView * 2, room - float(smalls + 1) * kMinView);
     float cell = std::floor(std::min({(weightsRoom - band - kSpacing) / float(std::max(1, in.wCols)),
@@ -135,9 +133,13 @@ void planViews(const FitInput& in, float avail, float inputsW, float target, Fit
     // and the weights 360 px of the window's 800).
     // The weights' label band, counted in `fixed`, is not drawn here (cells too small for labels): it is theirs too
     // (issue 36: a 149-token SmolLM2 head left 160 px of a 1280-px window empty right of its final column).
+    // Its height: the panel's, less the line under the heads grid's thumbnails (the KV groups' brackets and names, or
+    // its colorbar's "log") and the caption under the head output's strip (a thin map here), which `tall` leaves out
+    // (at 1280x800 with the room above, SmolLM2's and Gemma 3's heads grids ran 20-40 px off the bottom).
+    const float tallWhole = std::max(kMinView * 2, tall - kTitle * 2);
     p.smallView = std::clamp(std::floor(room / 8.0f), kMinView, 160.0f);
-    p.outputView = std::min(p.smallView, tall);
-    p.bigView = std::min(std::max(kMinView * 2, room + band - float(smalls) * p.smallView - p.outputView), tall + band);
+    p.outputView = std::min(p.smallView, tallWhole);
+    p.bigView = std::min(std::max(kMinView * 2, room + band - float(smalls) * p.smallView - p.outputView), tallWhole + band);
 }
 
 } // namespace
