@@ -301,3 +301,77 @@ TEST_F(ThinMaps, WheelZoomsTheLongSideAboutThePointerAndDoubleClickFits)
 }
 
 } // namespace
+
+namespace {
+
+// A decoder layer as the model mode opens it in the chain (issue 36's known layout bug, SmolLM2 at ~150 tokens):
+// Q, K and V given (9 query heads of 64, 3 K/V heads), the causal mask and W^O, so that the fit view has a heads
+// grid of nine and the concat / final output column right of it. At 1280×800 the grid's nine 96 px thumbnails
+// pushed that column off the window's right edge, and the head output's colour bar sat 55 px from the map, after
+// its wider title. Every map's box, colour bar and the grid stay inside the window; each bar starts right after
+// its map's box, level with its cells.
+attn::Session decoderLayer(int n)
+{
+    attn::Session s;
+    s.name = "decoder layer";
+    s.config.mode = attn::Mode::Direct;
+    s.config.heads = 9;
+    s.config.kvHeads = 3;
+    s.input.Q = attn::Matrix::Random(n, 9 * 64);
+    s.input.K = attn::Matrix::Random(n, 3 * 64);
+    s.input.V = attn::Matrix::Random(n, 3 * 64);
+    s.input.Wo = attn::Matrix::Random(9 * 64, 9 * 64);
+    s.input.mask.causal = true;
+    return s;
+}
+
+TEST(DecoderHeadView, EveryMapAndColourBarStaysInTheWindowNextToItsMap)
+{
+    for (int n : {149, 24})
+        for (auto [w, h] : {std::pair{1280.0f, 800.0f}, {900.0f, 600.0f}}) {
+            SCOPED_TRACE(std::to_string(n) + " tokens, " + std::to_string(int(w)) + "x" + std::to_string(int(h)));
+            createHeadlessImGui();
+            NoCells r;
+            app::setHeatmapRenderer(&r);
+            ImGui::GetIO().DisplaySize = ImVec2(w, h);
+            {
+                app::AppState state;
+                state.autosave = false;
+                state.recordRects = true;
+                state.doc.setSession(decoderLayer(n), "");
+                for (int i = 0; i < 3; ++i) {
+                    state.doc.recomputeIfNeeded();
+                    ImGui::NewFrame();
+                    app::drawAllPanels(state);
+                    ImGui::Render();
+                }
+                const float spacing = ImGui::GetStyle().ItemSpacing.x;
+                const float bottom = h - app::kStatusBarHeight;
+                int maps = 0, bars = 0;
+                for (const auto& [name, rect] : state.rects) {
+                    const bool cells = name.rfind("heatmap/", 0) == 0, grid = name.rfind("headsgrid/", 0) == 0;
+                    const bool bar = name.rfind("colorbar/", 0) == 0;
+                    if (!cells && !grid && !bar) continue;
+                    // A map's box when it has one (a fitted map's cells may run on inside it), else its cells.
+                    const std::string key = cells ? name.substr(8) : "";
+                    const app::UiRect box = cells && state.rects.count("mapbox/" + key) ? state.rects.at("mapbox/" + key) : rect;
+                    EXPECT_LE(box.x1, w + 0.5f) << name << " runs off the right edge";
+                    EXPECT_LE(box.y1, bottom + 0.5f) << name << " runs under the status bar";
+                    maps += cells;
+                    if (!cells || !state.rects.count("colorbar/" + key)) continue;
+                    ++bars;
+                    const app::UiRect cb = state.rects.at("colorbar/" + key);
+                    EXPECT_GE(cb.x0, box.x1 - 0.5f) << name << ": its colour bar overlaps it";
+                    EXPECT_LE(cb.x0, box.x1 + spacing + 0.5f) << name << ": its colour bar is not next to it";
+                    EXPECT_NEAR(cb.y0, rect.y0, 1.0f) << name << ": its colour bar is not level with its cells";
+                }
+                EXPECT_TRUE(state.rects.count("heatmap/concat") && state.rects.count("heatmap/output")) << "the final column";
+                EXPECT_EQ(maps, 8) << "Q, K, V, scores, weights, head output, concat, output";
+                EXPECT_GE(bars, 2) << "the weights' and the head output's colour bars at least";
+            }
+            app::setHeatmapRenderer(nullptr);
+            ImGui::DestroyContext();
+        }
+}
+
+} // namespace
