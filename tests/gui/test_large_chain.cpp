@@ -34,28 +34,40 @@ attn::Session large(int n)
     return s;
 }
 
+// Opens `session` in a headless window of w × h (no cells drawn), draws three frames with the rectangles recorded,
+// and hands the state to `check`.
+template <class Check>
+void drawChain(const attn::Session& session, float w, float h, app::Collapse inputs, Check check)
+{
+    createHeadlessImGui();
+    NoCells r;
+    app::setHeatmapRenderer(&r);
+    ImGui::GetIO().DisplaySize = ImVec2(w, h);
+    {
+        app::AppState state;
+        state.autosave = false;
+        state.recordRects = true;
+        state.doc.setSession(session, "");
+        state.chain.inputs = inputs;
+        for (int i = 0; i < 3; ++i) {
+            state.doc.recomputeIfNeeded();
+            ImGui::NewFrame();
+            app::drawAllPanels(state);
+            ImGui::Render();
+        }
+        check(state);
+    }
+    app::setHeatmapRenderer(nullptr);
+    ImGui::DestroyContext();
+}
+
 TEST(LargeChain, WeightsStayOnScreenAndGridThumbnailsStaySmall)
 {
     for (auto [w, h] : {std::pair{1280.0f, 800.0f}, {900.0f, 600.0f}})
         for (app::Collapse inputs : {app::Collapse::Auto, app::Collapse::Shown}) {
             SCOPED_TRACE(std::to_string(int(w)) + "x" + std::to_string(int(h)) +
                          (inputs == app::Collapse::Shown ? " inputs shown" : " inputs auto"));
-            createHeadlessImGui();
-            NoCells r;
-            app::setHeatmapRenderer(&r);
-            ImGui::GetIO().DisplaySize = ImVec2(w, h);
-            {
-                app::AppState state;
-                state.autosave = false;
-                state.recordRects = true;
-                state.doc.setSession(large(1024), "");
-                state.chain.inputs = inputs;
-                for (int i = 0; i < 3; ++i) {
-                    state.doc.recomputeIfNeeded();
-                    ImGui::NewFrame();
-                    app::drawAllPanels(state);
-                    ImGui::Render();
-                }
+            drawChain(large(1024), w, h, inputs, [&](const app::AppState& state) {
                 ASSERT_TRUE(state.rects.count("heatmap/weights/0"));
                 const app::UiRect m = state.rects.at("heatmap/weights/0");
                 // The map scrolls in its box (its cells run on past it): at least 96 px of cells on screen,
@@ -67,9 +79,7 @@ TEST(LargeChain, WeightsStayOnScreenAndGridThumbnailsStaySmall)
                     EXPECT_LE(g.x1 - g.x0, 97.0f) << "head " << k << ": a thumbnail";
                     EXPECT_LE(g.y1 - g.y0, 97.0f);
                 }
-            }
-            app::setHeatmapRenderer(nullptr);
-            ImGui::DestroyContext();
+            });
         }
 }
 
@@ -330,21 +340,7 @@ TEST(DecoderHeadView, EveryMapAndColourBarStaysInTheWindowNextToItsMap)
     for (int n : {149, 24})
         for (auto [w, h] : {std::pair{1280.0f, 800.0f}, {900.0f, 600.0f}}) {
             SCOPED_TRACE(std::to_string(n) + " tokens, " + std::to_string(int(w)) + "x" + std::to_string(int(h)));
-            createHeadlessImGui();
-            NoCells r;
-            app::setHeatmapRenderer(&r);
-            ImGui::GetIO().DisplaySize = ImVec2(w, h);
-            {
-                app::AppState state;
-                state.autosave = false;
-                state.recordRects = true;
-                state.doc.setSession(decoderLayer(n), "");
-                for (int i = 0; i < 3; ++i) {
-                    state.doc.recomputeIfNeeded();
-                    ImGui::NewFrame();
-                    app::drawAllPanels(state);
-                    ImGui::Render();
-                }
+            drawChain(decoderLayer(n), w, h, app::Collapse::Auto, [&](const app::AppState& state) {
                 const float spacing = ImGui::GetStyle().ItemSpacing.x;
                 const float bottom = h - app::kStatusBarHeight;
                 int maps = 0, bars = 0;
@@ -368,9 +364,7 @@ TEST(DecoderHeadView, EveryMapAndColourBarStaysInTheWindowNextToItsMap)
                 EXPECT_TRUE(state.rects.count("heatmap/concat") && state.rects.count("heatmap/output")) << "the final column";
                 EXPECT_EQ(maps, 8) << "Q, K, V, scores, weights, head output, concat, output";
                 EXPECT_GE(bars, 2) << "the weights' and the head output's colour bars at least";
-            }
-            app::setHeatmapRenderer(nullptr);
-            ImGui::DestroyContext();
+            });
         }
 }
 
