@@ -562,6 +562,31 @@ void drawThinCaption(const std::vector<std::string>& captions, float width)
         ImGui::SetTooltip("%s: the wheel zooms about the pointer; double-click goes back to the whole map", captions.front().c_str());
 }
 
+// A map's colorbar, right after its box (or the room of one, MapStyle::reserveColorbar) and level with its cells:
+// drawn inside the map's group, before its title's width is known to the line, so that a title wider than the map
+// (an n × d strip: "output  149×64  [n × d_v]") does not push the bar away from the map (it was 22-111 px off).
+void drawMapColorbar(AppState& state, const MapStyle& style, MapRef m, const std::string& key, const std::string& rectName,
+                     const HeatmapSpec& spec, const HeatmapHit& hit)
+{
+    if (!style.colorbar && !style.reserveColorbar) return;
+    ImGui::SameLine();
+    if (!style.colorbar) {
+        ImGui::Dummy(ImVec2(kColorbarWidth, 1));
+        return;
+    }
+    // A spacer in a group, not a moved cursor: the line keeps its top, so what follows the map on its line (or
+    // under it) is placed as if the bar were not there.
+    ImGui::BeginGroup();
+    const float dy = hit.cellsMin.y - ImGui::GetCursorScreenPos().y;
+    if (dy > ImGui::GetStyle().ItemSpacing.y) ImGui::Dummy(ImVec2(1.0f, dy - ImGui::GetStyle().ItemSpacing.y));
+    const auto [barMin, barMax] =
+        drawColorbar(("cb/" + key).c_str(), spec.src.colormap, spec.src.range,
+                     std::min(std::max(style.maxSize, style.maxHeight), std::max(40.0f, hit.cellsMax.y - hit.cellsMin.y)),
+                     style.colorbarWidth, m.kind == MapKind::Weights && rowMaxShown(state) ? "÷ row max" : nullptr);
+    state.recordRect("colorbar/" + rectName, barMin, barMax);
+    ImGui::EndGroup();
+}
+
 // Draws one map of the chain at the cursor: its title, the cells, its colorbar; handles hover, tooltips,
 // painting, key padding and the double-click that puts it in focus. Returns the height of its column
 // label band (the cells' offset below the title); `cellsShown`, when given, gets the height of its cells on screen.
@@ -667,6 +692,7 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style, float* cellsShow
     state.recordRect("heatmap/" + rectName, hit.cellsMin, hit.cellsMax);
     if (cellsShown) *cellsShown = std::min(hit.cellsMax.y, hit.viewMax.y) - hit.cellsMin.y;
     if (fz.fitted) state.recordRect("mapbox/" + rectName, hit.viewMin, hit.viewMax);
+    drawMapColorbar(state, style, m, key, rectName, spec, hit);
     if (!thinCaptions.empty()) drawThinCaption(thinCaptions, std::max(titleW, hit.viewMax.x - hit.viewMin.x));
     noteHover(state, spec, hit);
     if (fz.fitted) zoomFitted(state, key, fz, hit);
@@ -706,21 +732,6 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style, float* cellsShow
         if (hit.rowLabelClicked >= 0 && col) toggleKeyPadding(state, hit.rowLabelClicked);
     }
     ImGui::EndGroup();
-    if (style.colorbar || style.reserveColorbar) ImGui::SameLine();
-    if (style.colorbar) {
-        // Level with the cells: below the title line and the column labels. A spacer in a group, not a moved
-        // cursor: the line then keeps its top, so a map drawn SameLine after this one starts level with this
-        // one (a moved cursor put the next map a label band lower, and the line below it lower still).
-        ImGui::BeginGroup();
-        const float dy = hit.cellsMin.y - ImGui::GetCursorScreenPos().y;
-        if (dy > ImGui::GetStyle().ItemSpacing.y) ImGui::Dummy(ImVec2(1.0f, dy - ImGui::GetStyle().ItemSpacing.y));
-        drawColorbar(("cb/" + key).c_str(), spec.src.colormap, spec.src.range,
-                     std::min(std::max(style.maxSize, style.maxHeight), std::max(40.0f, hit.cellsMax.y - hit.cellsMin.y)), style.colorbarWidth,
-                     m.kind == MapKind::Weights && rowMaxShown(state) ? "÷ row max" : nullptr);
-        ImGui::EndGroup();
-    } else if (style.reserveColorbar) {
-        ImGui::Dummy(ImVec2(kColorbarWidth, 1));
-    }
     return hit.cellsMin.y - top;
 }
 
@@ -857,71 +868,103 @@ int currentHead(const AppState& state)
     return std::clamp(state.view.head, 0, std::max(0, H - 1));
 }
 
-// Every head's weights, one shared range; a click makes that head current.
-void drawHeadsGridRow(AppState& state, float cell)
+// Every head's weights, one shared range; a click makes that head current. The grid takes at most `width` pixels
+// across (its labels and colorbar included): the room under the current head's maps, left of the final column
+// (issue 36: at 1280x800 SmolLM2's nine 96 px thumbnails pushed concat and the final output off the window's edge).
+// Cells are at most `maxCell` (the plan's grid cell).
+void drawHeadsGridRow(AppState& state, float width, float maxCell)
 {
     const attn::AttentionResult& r = state.doc.result();
     const ResultRanges& rg = state.doc.ranges();
     const int H = static_cast<int>(r.heads.size());
     HeadsGridSpec g;
     g.id = "heads";
-    g.cellPx = cell;
     g.current = currentHead(state);
     g.colormap = state.view.colormaps[static_cast<int>(HeatmapKind::Weights)];
     std::vector<attn::DisplayRange> ranges;
     for (int h = 0; h < H; ++h) ranges.push_back(rg.weights[static_cast<std::size_t>(h)]);
     const attn::DisplayRange shared = attn::unionRange(ranges, symmetricFor(state, HeatmapKind::Weights));
     g.range = rangeFor(state, HeatmapKind::Weights, "heads", shared);
-    // Thumbnails stay thumbnails: a head with more rows or columns than kGridThumbMax pixels is pooled to
-    // that many cells (each the largest weight of its block), instead of a scrolling map of its own.
-    constexpr int kGridThumbMax = 96;
+    // Each head's share of the width, less the spacing after it and the grid's colorbar (kColorbarWidth, wider for
+    // its longest tick label, "0.0001" on the log scale, and the spacing before it).
+    const float spacing = ImGui::GetStyle().ItemSpacing.x;
+    const float colorbar = spacing + std::max(kColorbarWidth, 20.0f + ImGui::CalcTextSize("0.0001").x);
+    const float share = std::floor((width - colorbar) / static_cast<float>(std::max(1, H)) - spacing);
+    // A label wider than a thumbnail would widen it: then the heads are numbered only ("4", not "head 4"), and
+    // the KV groups too ("KV 1" → "1"), the line above the grid saying what they are.
+    const bool shortLabels = ImGui::CalcTextSize(("head " + std::to_string(H - 1)).c_str()).x > share;
+    const bool shortGroups = ImGui::CalcTextSize("KV 00").x > share;
+    // Thumbnails stay thumbnails: a head with more rows or columns than `side` pixels (at most 96, at least 8) is
+    // pooled to that many cells (each the largest weight of its block), instead of a scrolling map of its own.
+    const int side = static_cast<int>(std::clamp(share, 8.0f, 96.0f));
     const Eigen::Index n = H > 0 ? std::max(r.heads[0].weights.rows(), r.heads[0].weights.cols()) : 0;
-    const bool pooled = float(n) * cell > float(kGridThumbMax);
+    const Eigen::Index cols = H > 0 ? std::max<Eigen::Index>(1, r.heads[0].weights.cols()) : 1;
+    const float cell = std::clamp(std::floor(share / static_cast<float>(cols)), 3.0f, std::max(3.0f, maxCell));
+    g.cellPx = cell;
+    const bool pooled = float(n) * cell > float(side);
+    const attn::AttentionConfig& cfg = state.doc.session().config;
+    const auto gridPart = [side](const attn::Matrix& w) {
+        return PoolPart{0, 0, int(w.rows()), int(w.cols()), int(std::min<Eigen::Index>(w.rows(), side)),
+                        int(std::min<Eigen::Index>(w.cols(), side))};
+    };
     ChainView& v = state.chain;
-    if (pooled && (v.gridPooledStamp != generationOf(state, HeatmapKind::Weights) || v.gridPooledSide != kGridThumbMax ||
+    if (pooled && (v.gridPooledStamp != generationOf(state, HeatmapKind::Weights) || v.gridPooledSide != side ||
                    v.gridPooled.size() != static_cast<std::size_t>(H))) {
         v.gridPooled.clear();
         for (int h = 0; h < H; ++h) {
             const attn::Matrix& w = weightsShown(state, h);
-            const PoolPart part{0, 0, int(w.rows()), int(w.cols()), int(std::min<Eigen::Index>(w.rows(), kGridThumbMax)),
-                                int(std::min<Eigen::Index>(w.cols(), kGridThumbMax))};
+            const PoolPart part = gridPart(w);
             // Pooled with the result on the worker when an earlier frame asked for it (state/pooled_parts.h).
             const attn::Matrix* ready = state.doc.prepooled(&w, part);
             v.gridPooled.push_back(ready ? *ready : attn::poolMax(w, part.outRows, part.outCols));
         }
         v.gridPooledStamp = generationOf(state, HeatmapKind::Weights);
-        v.gridPooledSide = kGridThumbMax;
+        v.gridPooledSide = side;
     }
     if (pooled) {
         g.cellPx = 1.0f;
         for (int h = 0; h < H; ++h) {
             const attn::Matrix& w = weightsShown(state, h);
-            state.doc.wantPooled(&w, PoolPart{0, 0, int(w.rows()), int(w.cols()), int(std::min<Eigen::Index>(w.rows(), kGridThumbMax)),
-                                              int(std::min<Eigen::Index>(w.cols(), kGridThumbMax))});
+            state.doc.wantPooled(&w, gridPart(w));
         }
     }
     for (int h = 0; h < H; ++h) {
         const attn::HeadResult& hr = r.heads[static_cast<std::size_t>(h)];
         HeadsGridItem it;
         it.key = "grid/weights/" + std::to_string(h);
-        it.label = "head " + std::to_string(h);  // 0-based, as everywhere (the model grid, --head, figures)
+        it.label = (shortLabels ? "" : "head ") + std::to_string(h);  // 0-based, as everywhere (the model grid, --head, figures)
         it.values = pooled ? &v.gridPooled[static_cast<std::size_t>(h)] : &weightsShown(state, h);
         it.mask = pooled ? nullptr : &hr.masked;  // masked weights are 0: the pooled maxima show them as such
         it.generation = generationOf(state, HeatmapKind::Weights);
         // Grouped-query attention: bracket the query heads that share a KV head (0-based, as the heads).
-        const attn::AttentionConfig& cfg = state.doc.session().config;
         if (cfg.kvHeads > 0 && cfg.kvHeads < H && H % cfg.kvHeads == 0)
-            it.group = "KV " + std::to_string(h / (H / cfg.kvHeads));
+            it.group = (shortGroups ? "" : "KV ") + std::to_string(h / (H / cfg.kvHeads));
         g.items.push_back(std::move(it));
     }
-    ImGui::TextDisabled("all heads' weights (one colour range; click a head to show it above)");
+    const char* note = shortLabels ? "heads 0–%d, all their weights (click one to show it above)"
+                                   : "all heads' weights (one colour range; click a head to show it above)";
+    ImGui::TextDisabled(note, H - 1);
+    ImGui::BeginGroup();
+    // The grid's colorbar is drawn here, in a group of its own: its "log" then sits under the bar, not on a line of
+    // its own under the whole grid (a line the fit plan would have to keep free).
+    g.colorbar = false;
     const HeadsGridHit hit = drawHeadsGrid(g);
+    float tallest = 40.0f;  // drawHeadsGrid's colorbar height: its tallest thumbnail, at least 40 px
+    for (const auto& [a, b] : hit.rects) tallest = std::max(tallest, b.y - a.y);
+    if (H > 0) {
+        ImGui::SameLine();
+        ImGui::BeginGroup();
+        drawColorbar("heads/cb", g.colormap, g.range, tallest);
+        ImGui::EndGroup();
+    }
+    ImGui::EndGroup();
+    state.recordRect("headsgrid/all", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());  // its colorbar included
     for (std::size_t i = 0; i < hit.rects.size(); ++i)
         state.recordRect("headsgrid/" + std::to_string(i), hit.rects[i].first, hit.rects[i].second);
     if (hit.clicked >= 0) state.view.head = hit.clicked;
     if (hit.hovered >= 0 && hit.row >= 0 && pooled) {
         ImGui::SetTooltip("head %d: %lld tokens shown in %d px, each cell the largest weight of its block\nclick: show this head above",
-                          hit.hovered, static_cast<long long>(n), kGridThumbMax);
+                          hit.hovered, static_cast<long long>(n), side);
     } else if (hit.hovered >= 0 && hit.row >= 0) {
         const auto [q, k] = isColumn(state) ? std::pair{hit.col, hit.row} : std::pair{hit.row, hit.col};
         ImGui::BeginTooltip();
@@ -940,7 +983,9 @@ float labelBand(const std::vector<std::string>* labels, int n)
 {
     float w = 0;
     for (int i = 0; i < std::min(n, 64); ++i) w = std::max(w, ImGui::CalcTextSize(axisLabel(labels, i).c_str()).x);
-    return std::min(w, 70.0f) + ImGui::GetFontSize();  // + the axis title's line
+    // + the axis title's line and the 2 px heatmap_view leaves after it: the plan's label band (this + 6) is then the
+    // band drawn; 2 px short, a weights map sized to its box overflowed it and scrolled, its colorbar 18 px away.
+    return std::min(w, 70.0f) + ImGui::GetFontSize() + 2.0f;
 }
 
 } // namespace
@@ -1149,17 +1194,22 @@ void drawFit(AppState& state)
     if (!hr.fullyMaskedQueries.empty())
         ImGui::TextColored(ImVec4(1, 0.7f, 0.3f, 1), "%zu quer%s fully masked: weights 0, output 0", hr.fullyMaskedQueries.size(),
                            hr.fullyMaskedQueries.size() == 1 ? "y" : "ies");
-    if (H > 1) {
-        // The heads grid under the current head: thumbnails as large as the plan's, narrower when many
-        // heads would not fit across the window.
-        const float avail = ImGui::GetContentRegionAvail().x;
-        const float perHead = (avail - static_cast<float>(H) * 24.0f) / static_cast<float>(H * std::max<Eigen::Index>(1, hr.weights.cols()));
-        drawHeadsGridRow(state, std::clamp(std::floor(perHead), 3.0f, p.gridCell));
-    }
     ImGui::EndGroup();
+    const ImVec2 headMin = ImGui::GetItemRectMin(), headMax = ImGui::GetItemRectMax();
+    // The right edge of the room under the current head's maps: the final column's arrow, or the panel's edge.
+    float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
     if (hasFinalColumn(state)) {
         arrow();
+        right = ImGui::GetItemRectMin().x - ImGui::GetStyle().ItemSpacing.x;
         drawFinalColumn(state, small, false);
+    }
+    if (H > 1) {
+        // The heads grid under the current head's maps, in that room: drawn after the final column, so that it never
+        // moves the final column (as one group with the head's maps, a grid wider than they are pushed it right).
+        ImGui::SetCursorScreenPos(ImVec2(headMin.x, headMax.y + ImGui::GetStyle().ItemSpacing.y));
+        ImGui::BeginGroup();
+        drawHeadsGridRow(state, right - headMin.x, p.gridCell);
+        ImGui::EndGroup();
     }
 }
 
@@ -1214,6 +1264,9 @@ void drawChainPanel(AppState& state)
     ImGui::Begin("Attention chain", nullptr,
                  ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                      ImGuiWindowFlags_HorizontalScrollbar | ImGuiWindowFlags_NoBringToFrontOnFocus);
+    // The panel's own rectangle (the tests check that the maps stay inside it).
+    state.recordRect("panel/chain", ImGui::GetWindowPos(),
+                     ImVec2(ImGui::GetWindowPos().x + ImGui::GetWindowSize().x, ImGui::GetWindowPos().y + ImGui::GetWindowSize().y));
     ChainView& v = state.chain;
     // A model layer: where it is in the model, and the way back (before focus mode takes its Esc).
     drawModelBreadcrumb(state);

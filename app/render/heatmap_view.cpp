@@ -422,8 +422,8 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
     return hit;
 }
 
-void drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange& range, float height, float minWidth,
-                  const char* caption)
+std::pair<ImVec2, ImVec2> drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange& range, float height,
+                                       float minWidth, const char* caption)
 {
     ImGui::PushID(id);
     ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -455,6 +455,7 @@ void drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange&
     if (!caption && range.scale == attn::ColorScale::Log && range.lo > 0 && range.hi > range.lo) caption = "log";
     if (caption) ImGui::TextDisabled("%s", caption);
     ImGui::PopID();
+    return {p, ImVec2(p.x + w, p.y + h)};
 }
 
 } // namespace app

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace app {
@@ -114,8 +115,8 @@ inline constexpr float kColorbarWidth = 64.0f;
 inline constexpr float kColorbarMaxHeight = 420.0f;  // = the default HeatmapSpec::maxHeight
 // `minWidth` below kColorbarWidth packs it to its tick labels (the fit layout, where width is scarce). A log
 // range (attn::ColorScale::Log) ticks its powers of ten and says "log" under the bar; `caption`, when given,
-// is written there instead (e.g. "÷ row max").
-void drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange& range, float height,
+// is written there instead (e.g. "÷ row max"). Returns the bar's screen rectangle (its gradient, without the ticks).
+std::pair<ImVec2, ImVec2> drawColorbar(const char* id, attn::Colormap cmap, const attn::DisplayRange& range, float height,
                   float minWidth = kColorbarWidth, const char* caption = nullptr);
 
 // The text printed in a cell `cellPx` wide for value v: 3 significant digits, else 2, else 2 without the

@@ -131,9 +131,15 @@ void planViews(const FitInput& in, float avail, float inputsW, float target, Fit
     // get up to an eighth of the room each, the weights the rest, as tall as the panel allows (issue 36: at
     // 1280×800 a 1024-token map had a sixth of the room for each small map and 1.5 sixths for a 1024 × 8 output,
     // and the weights 360 px of the window's 800).
+    // The weights' label band, counted in `fixed`, is not drawn here (cells too small for labels): it is theirs too
+    // (issue 36: a 149-token SmolLM2 head left 160 px of a 1280-px window empty right of its final column).
+    // Its height: the panel's, less the line under the heads grid's thumbnails (the KV groups' brackets and names, or
+    // its colorbar's "log") and the caption under the head output's strip (a thin map here), which `tall` leaves out
+    // (at 1280x800 with the room above, SmolLM2's and Gemma 3's heads grids ran 20-40 px off the bottom).
+    const float tallWhole = std::max(kMinView * 2, tall - kTitle * 2);
     p.smallView = std::clamp(std::floor(room / 8.0f), kMinView, 160.0f);
-    p.outputView = std::min(p.smallView, tall);
-    p.bigView = std::min(std::max(kMinView * 2, room - float(smalls) * p.smallView - p.outputView), tall + band);
+    p.outputView = std::min(p.smallView, tallWhole);
+    p.bigView = std::min(std::max(kMinView * 2, room + band - float(smalls) * p.smallView - p.outputView), tallWhole + band);
 }
 
 } // namespace

@@ -34,28 +34,40 @@ attn::Session large(int n)
     return s;
 }
 
+// Opens `session` in a headless window of w × h (no cells drawn), draws three frames with the rectangles recorded,
+// and hands the state to `check`.
+template <class Check>
+void drawChain(const attn::Session& session, float w, float h, app::Collapse inputs, Check check)
+{
+    createHeadlessImGui();
+    NoCells r;
+    app::setHeatmapRenderer(&r);
+    ImGui::GetIO().DisplaySize = ImVec2(w, h);
+    {
+        app::AppState state;
+        state.autosave = false;
+        state.recordRects = true;
+        state.doc.setSession(session, "");
+        state.chain.inputs = inputs;
+        for (int i = 0; i < 3; ++i) {
+            state.doc.recomputeIfNeeded();
+            ImGui::NewFrame();
+            app::drawAllPanels(state);
+            ImGui::Render();
+        }
+        check(state);
+    }
+    app::setHeatmapRenderer(nullptr);
+    ImGui::DestroyContext();
+}
+
 TEST(LargeChain, WeightsStayOnScreenAndGridThumbnailsStaySmall)
 {
     for (auto [w, h] : {std::pair{1280.0f, 800.0f}, {900.0f, 600.0f}})
         for (app::Collapse inputs : {app::Collapse::Auto, app::Collapse::Shown}) {
             SCOPED_TRACE(std::to_string(int(w)) + "x" + std::to_string(int(h)) +
                          (inputs == app::Collapse::Shown ? " inputs shown" : " inputs auto"));
-            createHeadlessImGui();
-            NoCells r;
-            app::setHeatmapRenderer(&r);
-            ImGui::GetIO().DisplaySize = ImVec2(w, h);
-            {
-                app::AppState state;
-                state.autosave = false;
-                state.recordRects = true;
-                state.doc.setSession(large(1024), "");
-                state.chain.inputs = inputs;
-                for (int i = 0; i < 3; ++i) {
-                    state.doc.recomputeIfNeeded();
-                    ImGui::NewFrame();
-                    app::drawAllPanels(state);
-                    ImGui::Render();
-                }
+            drawChain(large(1024), w, h, inputs, [&](const app::AppState& state) {
                 ASSERT_TRUE(state.rects.count("heatmap/weights/0"));
                 const app::UiRect m = state.rects.at("heatmap/weights/0");
                 // The map scrolls in its box (its cells run on past it): at least 96 px of cells on screen,
@@ -67,9 +79,7 @@ TEST(LargeChain, WeightsStayOnScreenAndGridThumbnailsStaySmall)
                     EXPECT_LE(g.x1 - g.x0, 97.0f) << "head " << k << ": a thumbnail";
                     EXPECT_LE(g.y1 - g.y0, 97.0f);
                 }
-            }
-            app::setHeatmapRenderer(nullptr);
-            ImGui::DestroyContext();
+            });
         }
 }
 
@@ -298,6 +308,64 @@ TEST_F(ThinMaps, WheelZoomsTheLongSideAboutThePointerAndDoubleClickFits)
     back = rect("heatmap/Q");
     EXPECT_NEAR(back.y1 - back.y0, whole.y1 - whole.y0, 0.5f) << "double-click: whole again";
     EXPECT_TRUE(m_state->chain.focus.empty()) << "a zoomed map's double-click fits it, it does not focus it";
+}
+
+} // namespace
+
+namespace {
+
+// A decoder layer as the model mode opens it in the chain (issue 36's known layout bug, SmolLM2 at ~150 tokens):
+// Q, K and V given (9 query heads of 64, 3 K/V heads), the causal mask and W^O, so that the fit view has a heads
+// grid of nine and the concat / final output column right of it. At 1280×800 the grid's nine 96 px thumbnails
+// pushed that column off the window's right edge, and the head output's colour bar sat 55 px from the map, after
+// its wider title. Every map's box, colour bar and the grid stay inside the window; each bar starts right after
+// its map's box, level with its cells.
+attn::Session decoderLayer(int n)
+{
+    attn::Session s;
+    s.name = "decoder layer";
+    s.config.mode = attn::Mode::Direct;
+    s.config.heads = 9;
+    s.config.kvHeads = 3;
+    s.input.Q = attn::Matrix::Random(n, 9 * 64);
+    s.input.K = attn::Matrix::Random(n, 3 * 64);
+    s.input.V = attn::Matrix::Random(n, 3 * 64);
+    s.input.Wo = attn::Matrix::Random(9 * 64, 9 * 64);
+    s.input.mask.causal = true;
+    return s;
+}
+
+TEST(DecoderHeadView, EveryMapAndColourBarStaysInTheWindowNextToItsMap)
+{
+    for (int n : {149, 24})
+        for (auto [w, h] : {std::pair{1280.0f, 800.0f}, {900.0f, 600.0f}}) {
+            SCOPED_TRACE(std::to_string(n) + " tokens, " + std::to_string(int(w)) + "x" + std::to_string(int(h)));
+            drawChain(decoderLayer(n), w, h, app::Collapse::Auto, [&](const app::AppState& state) {
+                const float spacing = ImGui::GetStyle().ItemSpacing.x;
+                const float bottom = h - app::kStatusBarHeight;
+                int maps = 0, bars = 0;
+                for (const auto& [name, rect] : state.rects) {
+                    const bool cells = name.rfind("heatmap/", 0) == 0, grid = name.rfind("headsgrid/", 0) == 0;
+                    const bool bar = name.rfind("colorbar/", 0) == 0;
+                    if (!cells && !grid && !bar) continue;
+                    // A map's box when it has one (a fitted map's cells may run on inside it), else its cells.
+                    const std::string key = cells ? name.substr(8) : "";
+                    const app::UiRect box = cells && state.rects.count("mapbox/" + key) ? state.rects.at("mapbox/" + key) : rect;
+                    EXPECT_LE(box.x1, w + 0.5f) << name << " runs off the right edge";
+                    EXPECT_LE(box.y1, bottom + 0.5f) << name << " runs under the status bar";
+                    maps += cells;
+                    if (!cells || !state.rects.count("colorbar/" + key)) continue;
+                    ++bars;
+                    const app::UiRect cb = state.rects.at("colorbar/" + key);
+                    EXPECT_GE(cb.x0, box.x1 - 0.5f) << name << ": its colour bar overlaps it";
+                    EXPECT_LE(cb.x0, box.x1 + spacing + 0.5f) << name << ": its colour bar is not next to it";
+                    EXPECT_NEAR(cb.y0, rect.y0, 1.0f) << name << ": its colour bar is not level with its cells";
+                }
+                EXPECT_TRUE(state.rects.count("heatmap/concat") && state.rects.count("heatmap/output")) << "the final column";
+                EXPECT_EQ(maps, 8) << "Q, K, V, scores, weights, head output, concat, output";
+                EXPECT_GE(bars, 2) << "the weights' and the head output's colour bars at least";
+            });
+        }
 }
 
 } // namespace
