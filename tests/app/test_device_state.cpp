@@ -9,6 +9,7 @@
 #include "state/pooled_parts.h"
 #include "state/result_ranges.h"
 
+#include "device_result_cases.h"
 #include "test_util.h"
 
 #include <attnscope/attention.h>
@@ -29,31 +30,23 @@ namespace {
 using attn::AttentionConfig;
 using attn::AttentionInput;
 using attn::AttentionResult;
-using attn::DisplayRange;
 using attn::Layout;
 using attn::Matrix;
 
 ::testing::AssertionResult sameBits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0 ? ::testing::AssertionSuccess() : ::testing::AssertionFailure(); }
 
-::testing::AssertionResult sameRange(const DisplayRange& a, const DisplayRange& b, const std::string& what)
-{
-    if (sameBits(a.lo, b.lo) && sameBits(a.hi, b.hi) && a.nonFinite == b.nonFinite && a.scale == b.scale)
-        return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << what << ": [" << a.lo << ", " << a.hi << "] (" << a.nonFinite
-                                         << " non-finite), the host's [" << b.lo << ", " << b.hi << "] (" << b.nonFinite << ")";
-}
-
 ::testing::AssertionResult sameRanges(const app::ResultRanges& a, const app::ResultRanges& b)
 {
     for (auto [x, y, name] : {std::tuple{&a.q, &b.q, "Q"}, {&a.k, &b.k, "K"}, {&a.v, &b.v, "V"},
                               {&a.concat, &b.concat, "concat"}, {&a.output, &b.output, "output"}})
-        if (auto ok = sameRange(*x, *y, name); !ok) return ok;
+        if (auto ok = attn::test::sameRangeBits(*x, *y, name); !ok) return ok;
     if (a.scores.size() != b.scores.size() || a.weights.size() != b.weights.size() || a.headOut.size() != b.headOut.size())
         return ::testing::AssertionFailure() << "head counts differ";
     for (std::size_t h = 0; h < a.scores.size(); ++h) {
         const std::string hs = "head " + std::to_string(h);
-        for (auto ok : {sameRange(a.scores[h], b.scores[h], hs + " scores"), sameRange(a.weights[h], b.weights[h], hs + " weights"),
-                        sameRange(a.headOut[h], b.headOut[h], hs + " output")})
+        for (auto ok : {attn::test::sameRangeBits(a.scores[h], b.scores[h], hs + " scores"),
+                        attn::test::sameRangeBits(a.weights[h], b.weights[h], hs + " weights"),
+                        attn::test::sameRangeBits(a.headOut[h], b.headOut[h], hs + " output")})
             if (!ok) return ok;
     }
     return ::testing::AssertionSuccess();
@@ -67,28 +60,7 @@ struct Case {
 std::vector<Case> cases()
 {
     std::vector<Case> out;
-    unsigned seed = 300;
-    for (Layout layout : {Layout::Row, Layout::Column}) {
-        for (auto [heads, kv] : {std::pair{3, 3}, std::pair{4, 2}})
-            for (bool masks : {false, true}) {
-                attn::test::ProblemSpec p;
-                p.heads = heads;
-                p.kvHeads = kv;
-                p.T = p.S = 12;
-                p.causal = p.keyPadding = p.validLens = p.custom = masks;  // a query with no open key among them
-                p.wo = true;
-                p.seed = seed++;
-                out.push_back({p, layout});
-            }
-        attn::test::ProblemSpec cross;
-        cross.mode = attn::Mode::Cross;
-        cross.heads = 2;
-        cross.T = 7;
-        cross.S = 15;
-        cross.custom = true;
-        cross.seed = seed++;
-        out.push_back({cross, layout});
-    }
+    for (const auto& [p, layout] : attn::test::deviceResultCases(300, 12)) out.push_back({p, layout});
     return out;
 }
 
@@ -151,7 +123,7 @@ TEST(DeviceResultRanges, AreTheHostsRangesOfTheSameMapsWithoutAHostScan)
             ASSERT_EQ(lost.scores.size(), kept.heads.size());
             EXPECT_EQ(lost.weights[0].lo, o.weights ? -1.0f : 0.0f);
             EXPECT_EQ(lost.weights[0].hi, 1.0f);
-            EXPECT_TRUE(sameRange(lost.output, want.output, "output"));
+            EXPECT_TRUE(attn::test::sameRangeBits(lost.output, want.output, "output"));
         }
 }
 

@@ -4,6 +4,7 @@
 // CTest reports as skipped.
 #include "cuda/cuda_backend.h"
 #include "cuda/kernels.h"
+#include "device_result_cases.h"
 #include "test_util.h"
 
 #include <attnscope/attention.h>
@@ -507,63 +508,31 @@ AttentionResult runGpuMapsOnDevice(const AttentionInput& in, AttentionConfig cfg
 
 TEST(MapsOnDevice, TilesPooledOverviewsAndMasksEqualTheDownloadedMaps)
 {
-    int count = 0;
-    for (Layout layout : {Layout::Row, Layout::Column})
-        for (auto [heads, kvHeads] : {std::pair{3, 3}, std::pair{4, 2}})
-            for (bool masks : {false, true}) {
-                ProblemSpec p;
-                p.mode = count % 2 ? Mode::Direct : Mode::Self;
-                p.heads = heads;
-                p.kvHeads = kvHeads;
-                p.T = 13;
-                p.S = 13;
-                p.causal = p.keyPadding = p.custom = masks;
-                p.validLens = masks;  // a fully masked query: zero weights rows
-                p.wo = true;
-                p.seed = 700 + count++;
-                AttentionInput in;
-                AttentionConfig cfg;
-                makeInLayout(p, layout, in, cfg);
-                SCOPED_TRACE(describe(p, layout));
-                // A cross problem is a different shape (T ≠ S) and keeps the rects off the diagonal.
-                const std::vector<AttentionResult> host{runGpu(in, cfg)};
-                const AttentionResult dev = runGpuMapsOnDevice(in, cfg);
-                ASSERT_NE(dev.deviceGeneration, 0u);
-                EXPECT_TRUE(dev.mapsOnDevice);
-                EXPECT_FALSE(host[0].mapsOnDevice);
-                // The small matrices are those of the normal path, bit for bit; the maps are not on the host.
-                EXPECT_TRUE(sameBits(dev.Q, host[0].Q, "Q") && sameBits(dev.K, host[0].K, "K") &&
-                            sameBits(dev.V, host[0].V, "V") && sameBits(dev.concat, host[0].concat, "concat") &&
-                            sameBits(dev.output, host[0].output, "output"));
-                ASSERT_EQ(dev.heads.size(), host[0].heads.size());
-                for (std::size_t h = 0; h < dev.heads.size(); ++h) {
-                    const HeadResult& d = dev.heads[h];
-                    EXPECT_EQ(d.scores.size(), 0);
-                    EXPECT_EQ(d.weights.size(), 0);
-                    EXPECT_EQ(d.masked.size(), 0);
-                    EXPECT_TRUE(sameBits(d.Q, host[0].heads[h].Q, "head Q") && sameBits(d.output, host[0].heads[h].output, "head output"));
-                    EXPECT_EQ(d.fullyMaskedQueries, host[0].heads[h].fullyMaskedQueries);
-                }
-                const DeviceMaps onDevice(dev);
-                EXPECT_TRUE(onDevice.current());
-                EXPECT_TRUE(sameMaps(onDevice, DenseMaps(host)));
-            }
-    // Cross attention, T ≠ S, in both layouts.
-    for (Layout layout : {Layout::Row, Layout::Column}) {
-        ProblemSpec p;
-        p.mode = Mode::Cross;
-        p.heads = 2;
-        p.T = 9;
-        p.S = 17;
-        p.custom = true;
-        p.seed = 790;
+    for (const auto& [p, layout] : test::deviceResultCases(700)) {
         AttentionInput in;
         AttentionConfig cfg;
         makeInLayout(p, layout, in, cfg);
         SCOPED_TRACE(describe(p, layout));
         const std::vector<AttentionResult> host{runGpu(in, cfg)};
         const AttentionResult dev = runGpuMapsOnDevice(in, cfg);
-        EXPECT_TRUE(sameMaps(DeviceMaps(dev), DenseMaps(host)));
+        ASSERT_NE(dev.deviceGeneration, 0u);
+        EXPECT_TRUE(dev.mapsOnDevice);
+        EXPECT_FALSE(host[0].mapsOnDevice);
+        // The small matrices are those of the normal path, bit for bit; the maps are not on the host.
+        EXPECT_TRUE(sameBits(dev.Q, host[0].Q, "Q") && sameBits(dev.K, host[0].K, "K") && sameBits(dev.V, host[0].V, "V") &&
+                    sameBits(dev.concat, host[0].concat, "concat") && sameBits(dev.output, host[0].output, "output"));
+        ASSERT_EQ(dev.heads.size(), host[0].heads.size());
+        for (std::size_t h = 0; h < dev.heads.size(); ++h) {
+            const HeadResult& d = dev.heads[h];
+            EXPECT_EQ(d.scores.size(), 0);
+            EXPECT_EQ(d.weights.size(), 0);
+            EXPECT_EQ(d.masked.size(), 0);
+            EXPECT_TRUE(sameBits(d.Q, host[0].heads[h].Q, "head Q") && sameBits(d.output, host[0].heads[h].output, "head output"));
+            EXPECT_EQ(d.fullyMaskedQueries, host[0].heads[h].fullyMaskedQueries);
+        }
+        const DeviceMaps onDevice(dev);
+        EXPECT_TRUE(onDevice.current());
+        EXPECT_TRUE(sameMaps(onDevice, DenseMaps(host)));
     }
 }
 
@@ -709,17 +678,6 @@ TEST(MapsOnDevice, TheFinitenessKernelOrdersARowMajorConcatHeadByHead)
 
 // ---- Work on a device result's maps as kernels: ranges, stored-order pools, whole maps on demand ----------------
 
-// Equal bit for bit (lo, hi), the same count of non-finite cells and scale.
-::testing::AssertionResult sameRange(const DisplayRange& a, const DisplayRange& b, const std::string& what)
-{
-    if (std::memcmp(&a.lo, &b.lo, sizeof a.lo) != 0 || std::memcmp(&a.hi, &b.hi, sizeof a.hi) != 0 ||
-        a.nonFinite != b.nonFinite || a.scale != b.scale)
-        return ::testing::AssertionFailure() << what << ": [" << a.lo << ", " << a.hi << "] with " << a.nonFinite
-                                             << " non-finite, expected [" << b.lo << ", " << b.hi << "] with "
-                                             << b.nonFinite;
-    return ::testing::AssertionSuccess();
-}
-
 // DeviceMaps::ranges of every head, both kinds, symmetric and not, against attn::displayRange of `host`'s maps (the
 // same result downloaded): bit for bit.
 ::testing::AssertionResult rangesMatch(const DeviceMaps& maps, const AttentionResult& host)
@@ -736,41 +694,10 @@ TEST(MapsOnDevice, TheFinitenessKernelOrdersARowMajorConcatHeadByHead)
                 const DisplayRange want = displayRange(kind == MapKind::Scores ? r.scores : r.weights, &r.masked, symmetric);
                 const std::string what = std::string(toString(kind)) + " head " + std::to_string(h) +
                                          (symmetric ? " symmetric" : "");
-                if (auto ok = sameRange(got[h], want, what); !ok) return ok;
+                if (auto ok = test::sameRangeBits(got[h], want, what); !ok) return ok;
             }
         }
     return ::testing::AssertionSuccess();
-}
-
-// The problems the device-result tests run: both layouts, multi-head and grouped-query, no mask and every kind of
-// mask (a query with no open key among them), cross attention (T ≠ S), and one whose every cell is masked.
-std::vector<std::pair<ProblemSpec, Layout>> deviceResultCases()
-{
-    std::vector<std::pair<ProblemSpec, Layout>> cases;
-    unsigned seed = 900;
-    for (Layout layout : {Layout::Row, Layout::Column}) {
-        for (auto [heads, kvHeads] : {std::pair{3, 3}, std::pair{4, 2}})
-            for (bool masks : {false, true}) {
-                ProblemSpec p;
-                p.mode = Mode::Self;
-                p.heads = heads;
-                p.kvHeads = kvHeads;
-                p.T = p.S = 13;
-                p.causal = p.keyPadding = p.custom = p.validLens = masks;
-                p.wo = true;
-                p.seed = seed++;
-                cases.push_back({p, layout});
-            }
-        ProblemSpec cross;
-        cross.mode = Mode::Cross;
-        cross.heads = 2;
-        cross.T = 9;
-        cross.S = 17;
-        cross.custom = true;
-        cross.seed = seed++;
-        cases.push_back({cross, layout});
-    }
-    return cases;
 }
 
 // The problem of a case; `allMasked`: every cell masked by the custom mask (every query fully masked).
@@ -785,7 +712,7 @@ void makeCase(const ProblemSpec& p, Layout layout, bool allMasked, AttentionInpu
 
 TEST(MapsOnDevice, RangesArePerHeadDisplayRangesOfTheDownloadedMaps)
 {
-    const auto cases = deviceResultCases();
+    const auto cases = test::deviceResultCases(900);
     for (std::size_t c = 0; c <= cases.size(); ++c) {
         const bool allMasked = c == cases.size();  // the last: the first case with every cell masked
         const auto& [p, layout] = cases[allMasked ? 0 : c];
@@ -894,7 +821,7 @@ TEST(MapsOnDevice, TheRangeKernelSkipsMaskedCellsCountsNonFiniteOnesAndOrdersThe
 // the downloaded map's block: bit for bit, whole maps, inner and single-cell parts, sizes from 1×1 to clamped.
 TEST(MapsOnDevice, PooledStoredPartsArePoolMaxOfTheStoredMaps)
 {
-    for (const auto& [p, layout] : deviceResultCases()) {
+    for (const auto& [p, layout] : test::deviceResultCases(920)) {
         AttentionInput in;
         AttentionConfig cfg;
         makeInLayout(p, layout, in, cfg);
@@ -956,7 +883,7 @@ TEST(MapsOnDevice, PooledStoredPartsArePoolMaxOfTheStoredMaps)
 
 TEST(MapsOnDevice, FetchingTheMapsGivesTheCopiedPathsResult)
 {
-    auto cases = deviceResultCases();
+    auto cases = test::deviceResultCases(940);
     // Large enough (2·8·256² floats: 4 MiB) for the pinned staging of downloadMaps.
     ProblemSpec big;
     big.heads = 8;
