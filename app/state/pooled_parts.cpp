@@ -1,6 +1,7 @@
 #include "state/pooled_parts.h"
 
 #include <attnscope/colormap.h>
+#include <attnscope/device_maps.h>
 
 #include <algorithm>
 #include <thread>
@@ -23,6 +24,17 @@ const attn::Matrix* headMatrix(const attn::HeadResult& h, int k)
     case 6: return &h.output;
     default: return nullptr;
     }
+}
+
+// Whether `slot` is a head's scores or weights (the maps a CUDA result may hold on the device), and which.
+bool mapSlot(int slot, int& head, attn::MapKind& kind)
+{
+    if (slot < kResultMatrices) return false;
+    const int k = (slot - kResultMatrices) % kHeadMatrices;
+    if (k != 3 && k != 5) return false;
+    head = (slot - kResultMatrices) / kHeadMatrices;
+    kind = k == 3 ? attn::MapKind::Scores : attn::MapKind::Weights;
+    return true;
 }
 
 } // namespace
@@ -67,26 +79,48 @@ const attn::Matrix* findPooled(const PooledParts& pooled, int slot, const PoolPa
 
 PooledParts poolParts(const attn::AttentionResult& r, const PoolRequests& wanted, int threads)
 {
-    PooledParts out;
+    // A CUDA result the device still holds: its scores' and weights' parts are pooled there (a kernel each, only the
+    // pooled values cross the bus). A CPU result never asks the device.
+    const attn::DeviceMaps maps(r);
+    const bool device = r.backend == attn::Backend::Cuda && maps.current();
+    // The stored maps' shape, for a result whose maps are on the device only (its HeadResults hold none).
+    const bool row = r.layout == attn::Layout::Row;
+    const Eigen::Index T = row ? r.Q.rows() : r.Q.cols(), S = row ? r.K.rows() : r.K.cols();
+    PooledParts out, onHost;
     for (const PoolRequest& w : wanted) {
         const attn::Matrix* m = resultMatrixAt(r, w.slot);
         const PoolPart& p = w.part;
-        if (!m || p.empty() || p.r0 < 0 || p.c0 < 0 || p.r0 + p.rows > m->rows() || p.c0 + p.cols > m->cols()) continue;
-        out.push_back(PrepooledPart{w.slot, p, {}});
+        if (!m) continue;
+        int head = 0;
+        attn::MapKind kind = attn::MapKind::Scores;
+        const bool isMap = mapSlot(w.slot, head, kind);
+        const bool hostHas = m->size() > 0 || !r.mapsOnDevice || !isMap;
+        const Eigen::Index rows = hostHas ? m->rows() : row ? T : S, cols = hostHas ? m->cols() : row ? S : T;
+        if (p.empty() || p.r0 < 0 || p.c0 < 0 || p.r0 + p.rows > rows || p.c0 + p.cols > cols) continue;
+        if (device && isMap) {
+            PrepooledPart part{w.slot, p, {}};
+            if (maps.pooledStored(kind, 0, head, attn::MapRect{p.r0, p.c0, p.rows, p.cols}, p.outRows, p.outCols, part.values).ok()) {
+                out.push_back(std::move(part));
+                continue;
+            }
+        }
+        // The device no longer holds a result whose maps only it had: that part is left out.
+        if (hostHas) onHost.push_back(PrepooledPart{w.slot, p, {}});
     }
     // Parts are independent: each thread takes every `threads`-th part (the parts of one frame are alike in size:
     // a head's map each).
     auto work = [&](std::size_t first, std::size_t step) {
-        for (std::size_t k = first; k < out.size(); k += step) {
-            const PoolPart& p = out[k].part;
-            out[k].values = attn::poolMax(resultMatrixAt(r, out[k].slot)->block(p.r0, p.c0, p.rows, p.cols), p.outRows, p.outCols);
+        for (std::size_t k = first; k < onHost.size(); k += step) {
+            const PoolPart& p = onHost[k].part;
+            onHost[k].values = attn::poolMax(resultMatrixAt(r, onHost[k].slot)->block(p.r0, p.c0, p.rows, p.cols), p.outRows, p.outCols);
         }
     };
-    const std::size_t n = std::clamp<std::size_t>(std::size_t(std::max(1, threads)), 1, std::max<std::size_t>(1, out.size()));
+    const std::size_t n = std::clamp<std::size_t>(std::size_t(std::max(1, threads)), 1, std::max<std::size_t>(1, onHost.size()));
     std::vector<std::thread> team;
     for (std::size_t t = 1; t < n; ++t) team.emplace_back(work, t, n);
     work(0, n);
     for (std::thread& t : team) t.join();
+    for (PrepooledPart& p : onHost) out.push_back(std::move(p));
     return out;
 }
 

@@ -55,7 +55,10 @@ void addPoolRequest(PoolRequests& wanted, int slot, const PoolPart& part);
 const attn::Matrix* findPooled(const PooledParts& pooled, int slot, const PoolPart& part);
 
 // Pools each requested part of r: parts that no longer fit their matrix (another session's sizes) and slots r
-// does not have are left out. The parts are pooled on up to `threads` threads.
+// does not have are left out. The parts are pooled on up to `threads` threads. The scores' and weights' parts of a
+// CUDA result the device still holds are pooled there (attn::DeviceMaps::pooledStored, a kernel each), also when
+// their maps were copied back; when it no longer holds them they are pooled on the host if the host has the maps,
+// else (AttentionResult::mapsOnDevice) left out. The small matrices are always pooled on the host.
 PooledParts poolParts(const attn::AttentionResult& r, const PoolRequests& wanted, int threads = 1);
 
 } // namespace app

@@ -1,5 +1,6 @@
 #include "state/result_ranges.h"
 
+#include <attnscope/device_maps.h>
 #include <attnscope/result_change.h>
 
 #include <algorithm>
@@ -218,6 +219,26 @@ attn::DisplayRange rangeOfLines(const LineRanges& L, bool symmetric)
     return attn::rangeFromMinMax(lo, hi, L.nonFinite, symmetric);
 }
 
+// The scores' and weights' ranges of every head of a CUDA result the device still holds, from the device
+// (attn::DeviceMaps::ranges: two kernels a kind, a few values a head back), so the host reads none of its 2·H·T·S
+// cells, whether they were copied back or not. False when the device cannot give them (no longer holds the result,
+// or a CUDA error): the caller scans the host's maps (empty for a mapsOnDevice result: the empty maps' ranges). A
+// CPU result never gets here, so never calls into CUDA.
+bool deviceRanges(const attn::AttentionResult& r, const RangeOptions& o, ResultRanges& g)
+{
+    if (r.backend != attn::Backend::Cuda) return false;
+    const attn::DeviceMaps maps(r);
+    if (!maps.current()) return false;
+    std::vector<attn::DisplayRange> scores, weights;
+    if (!maps.ranges(attn::MapKind::Scores, 0, o.scores, scores).ok() ||
+        !maps.ranges(attn::MapKind::Weights, 0, o.weights, weights).ok() || scores.size() != r.heads.size() ||
+        weights.size() != r.heads.size())
+        return false;
+    g.scores = std::move(scores);
+    g.weights = std::move(weights);
+    return true;
+}
+
 } // namespace
 
 ResultRanges computeResultRanges(const attn::AttentionResult& r, const RangeOptions& o, const ResultRanges* prev)
@@ -231,11 +252,16 @@ ResultRanges computeResultRanges(const attn::AttentionResult& r, const RangeOpti
     g.concat = attn::displayRange(r.concat, nullptr, o.output);
     g.output = attn::displayRange(r.output, nullptr, o.output);
     const std::size_t H = r.heads.size();
+    // A device result's scores and weights: their ranges from the device, no per-line ranges (CUDA results are never
+    // incremental, and a later result based on this one finds no lines and scans whole).
+    const bool onDevice = deviceRanges(r, o, g);
     g.scores.resize(H);
     g.weights.resize(H);
     g.headOut.resize(H);
-    g.scoreLines.resize(H);
-    g.weightLines.resize(H);
+    if (!onDevice) {
+        g.scoreLines.resize(H);
+        g.weightLines.resize(H);
+    }
     const attn::ResultChange* change = attn::resultChange(r);
     g.serial = change ? change->serial : 0;
     // The rows of the stored scores are queries in Row layout, keys in Column layout.
@@ -243,12 +269,14 @@ ResultRanges computeResultRanges(const attn::AttentionResult& r, const RangeOpti
     static const std::vector<int> none;
     const std::vector<int>& lines = !change ? none : row ? change->queries : change->keys;
     const std::vector<int>& at = !change ? none : row ? change->keys : change->queries;
-    const bool fromPrev = prev && change && !change->all && prev->serial != 0 && change->base == prev->serial &&
+    const bool fromPrev = !onDevice && prev && change && !change->all && prev->serial != 0 && change->base == prev->serial &&
                           prev->scoreLines.size() == H && change->headAll.size() == H;
     std::vector<char> updated(H, 0), wUpdated(H, 0);
     auto heads = [&](std::size_t first, std::size_t step) {
         for (std::size_t k = first; k < H; k += step) {
             const attn::HeadResult& h = r.heads[k];
+            g.headOut[k] = attn::displayRange(h.output, nullptr, o.output);
+            if (onDevice) continue;
             LineRanges& L = g.scoreLines[k];
             if (fromPrev && !change->headAll[k]) {
                 L = prev->scoreLines[k];
@@ -271,14 +299,13 @@ ResultRanges computeResultRanges(const attn::AttentionResult& r, const RangeOpti
                 else scanAllColumns(h.weights, h.masked, W);
             }
             g.weights[k] = rangeOfLines(W, o.weights);
-            g.headOut[k] = attn::displayRange(h.output, nullptr, o.output);
         }
     };
     // Heads are independent: large results scan them on a few threads (at n=4096, h=8, 268 M values: the scan
     // is bound by memory, which one core does not saturate). Small ones stay on this thread (a thread's start
     // costs more than their scan).
     constexpr std::size_t kThreadedValues = std::size_t(1) << 22;
-    const std::size_t values = H ? H * std::size_t(r.heads[0].weights.size()) : 0;
+    const std::size_t values = H && !onDevice ? H * std::size_t(r.heads[0].weights.size()) : 0;
     const std::size_t n = values >= kThreadedValues ? std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, std::min<std::size_t>(4, H)) : 1;
     std::vector<std::thread> team;
     for (std::size_t t = 1; t < n; ++t) team.emplace_back(heads, t, n);

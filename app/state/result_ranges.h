@@ -52,6 +52,9 @@ struct ResultRanges {
 // range likewise, per query (a stored row in Row layout, a stored column in Column layout): a rescaled query's
 // min and max are the old ones times its scale (a float product keeps the order), then its changed keys as
 // above; a recomputed query is scanned whole.
+// A CUDA result the device still holds (maps copied back or kept there) has its scores' and weights' ranges from the
+// device (attn::DeviceMaps::ranges: no host scan, no per-line ranges, `prev` unused); once the device no longer holds
+// it, from the host's maps as above (none for a mapsOnDevice result: the empty maps' ranges).
 ResultRanges computeResultRanges(const attn::AttentionResult& r, const RangeOptions& o, const ResultRanges* prev = nullptr);
 
 } // namespace app

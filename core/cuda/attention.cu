@@ -55,6 +55,19 @@ cudaError_t launchPoolMax(const float* map, int T, int S, bool columnMajor, int 
     return cudaGetLastError();
 }
 
+cudaError_t launchMapRanges(const float* maps, const std::uint8_t* mask, int count, long long cells, float* partLo,
+                            float* partHi, unsigned long long* partBad, float* lo, float* hi, unsigned long long* bad,
+                            cudaStream_t stream)
+{
+    if (count <= 0) return cudaSuccess;
+    const int parts = rangeParts(cells, kRangeMaxParts);
+    const LaunchShape s = rangeShape(count, parts);
+    mapRangeKernel<<<s.grid, s.block, 0, stream>>>(maps, mask, count, cells, parts, partLo, partHi, partBad);
+    const LaunchShape f = gridStrideShape(count);
+    mapRangeMergeKernel<<<f.grid, f.block, 0, stream>>>(count, parts, partLo, partHi, partBad, lo, hi, bad);
+    return cudaGetLastError();
+}
+
 cudaError_t launchBuildMask(std::uint8_t* mask, int T, int S, bool columnMajor, bool causal, const std::uint8_t* keyPadding,
                             const int* validLens, const std::uint8_t* custom, int* keyOpen, cudaStream_t stream)
 {

@@ -236,6 +236,95 @@ __global__ void poolMaxKernel(const float* map, int T, int S, bool columnMajor, 
     }
 }
 
+// Block size of the range kernels (a power of two: their shared-memory reductions halve it).
+constexpr int kRangeThreads = 256;
+
+// The order the ranges' ends are taken in: the float order with -0 below +0, a total order on finite values, so a
+// map's min and max (and which zero they are) do not depend on how the cells are split among threads. The host's
+// attn::displayRange picks among ±0 by where Eigen's SIMD lanes put them; the two are equal (==) either way.
+__device__ __forceinline__ bool rangeBelow(float a, float b)
+{
+    return a < b || (a == b && copysignf(1.0f, a) < copysignf(1.0f, b));
+}
+
+// Folds (lo2, hi2, bad2) into (lo, hi, bad).
+__device__ __forceinline__ void mergeRange(float& lo, float& hi, unsigned long long& bad, float lo2, float hi2,
+                                           unsigned long long bad2)
+{
+    if (rangeBelow(lo2, lo)) lo = lo2;
+    if (rangeBelow(hi, hi2)) hi = hi2;
+    bad += bad2;
+}
+
+// attn::displayRange's scan, first half, for `count` maps of `cells` cells each (one after another, as the heads'
+// scores or weights lie in the workspace): block (x, m) takes slice x of `parts` contiguous slices of map m and
+// writes the min and max of its finite cells that `mask` (one map's cells, 1 = masked; null: none) leaves open,
+// and how many open cells are not finite, to part m·parts + x. Empty slices give (+inf, -inf, 0). Maps beyond
+// the grid's y are looped over. The block's threads are merged by a fixed tree in shared memory (no atomics).
+__global__ void mapRangeKernel(const float* maps, const std::uint8_t* mask, int count, long long cells, int parts,
+                               float* partLo, float* partHi, unsigned long long* partBad)
+{
+    __shared__ float slo[kRangeThreads];
+    __shared__ float shi[kRangeThreads];
+    __shared__ unsigned long long sbad[kRangeThreads];
+    const int t = threadIdx.x;
+    const long long per = (cells + parts - 1) / parts;
+    const long long c0 = static_cast<long long>(blockIdx.x) * per;
+    const long long c1 = c0 + per < cells ? c0 + per : cells;
+    for (int m = blockIdx.y; m < count; m += gridDim.y) {
+        const float* map = maps + static_cast<long long>(m) * cells;
+        float lo = INFINITY, hi = -INFINITY;
+        unsigned long long bad = 0;
+        for (long long c = c0 + t; c < c1; c += blockDim.x) {
+            if (mask && mask[c]) continue;
+            const float v = map[c];
+            if (!(fabsf(v) <= kMaxFinite)) {
+                ++bad;
+                continue;
+            }
+            mergeRange(lo, hi, bad, v, v, 0);
+        }
+        slo[t] = lo;
+        shi[t] = hi;
+        sbad[t] = bad;
+        __syncthreads();
+        for (int half = blockDim.x / 2; half > 0; half /= 2) {
+            if (t < half) {
+                mergeRange(lo, hi, bad, slo[t + half], shi[t + half], sbad[t + half]);
+                slo[t] = lo;
+                shi[t] = hi;
+                sbad[t] = bad;
+            }
+            __syncthreads();
+        }
+        if (t == 0) {
+            const long long at = static_cast<long long>(m) * parts + blockIdx.x;
+            partLo[at] = lo;
+            partHi[at] = hi;
+            partBad[at] = bad;
+        }
+        __syncthreads();  // the shared arrays are reused by the next map
+    }
+}
+
+// The second half: map m's `parts` parts folded in order into lo[m], hi[m], bad[m] (one thread per map).
+__global__ void mapRangeMergeKernel(int count, int parts, const float* partLo, const float* partHi,
+                                    const unsigned long long* partBad, float* lo, float* hi, unsigned long long* bad)
+{
+    const int step = gridDim.x * blockDim.x;
+    for (int m = blockIdx.x * blockDim.x + threadIdx.x; m < count; m += step) {
+        float l = INFINITY, h = -INFINITY;
+        unsigned long long b = 0;
+        for (int k = 0; k < parts; ++k) {
+            const long long at = static_cast<long long>(m) * parts + k;
+            mergeRange(l, h, b, partLo[at], partHi[at], partBad[at]);
+        }
+        lo[m] = l;
+        hi[m] = h;
+        bad[m] = b;
+    }
+}
+
 // The mask of attn::buildMaskRowMajor (core/src/mask.cpp) built on the device, in the scores' storage order (query
 // i, key j at i·S + j, or at j·T + i when column-major), 1 = masked: key j is masked for query i when causal and
 // j > i, when keyPadding[j] (null = none), when j ≥ validLens[i] (null = none; T values), or when custom's cell is
@@ -277,6 +366,19 @@ inline LaunchShape gridStrideShape(long long n)
 {
     constexpr int kThreads = 256;
     return {dim3(blocksFor(n, kThreads, kMaxGridYZ)), dim3(kThreads)};
+}
+
+// The range kernels: parts (contiguous slices) of a map of `cells` cells, about 8192 cells (32 a thread) each and
+// at most kRangeMaxParts (kernels.h), so that a map of 67 M cells (n = 8192) runs 1024 blocks of 256 threads.
+inline int rangeParts(long long cells, int maxParts)
+{
+    const long long p = (cells + 8191) / 8192;
+    return static_cast<int>(p < 1 ? 1 : p < maxParts ? p : maxParts);
+}
+
+inline LaunchShape rangeShape(int count, int parts, int maxGridYZ = kMaxGridYZ)
+{
+    return {dim3(static_cast<unsigned>(parts), count < maxGridYZ ? count : maxGridYZ), dim3(kRangeThreads)};
 }
 
 // Bias add is grid-stride: 65535 blocks of 256 threads saturate any current GPU.

@@ -271,6 +271,40 @@ Status downloadMaps(Workspace& ws, const std::vector<MapPiece>& pieces)
     return failed;
 }
 
+// Every head's T×S scores and weights of the result in the workspace (dScores, dWeights: one head after another)
+// into out's HeadResults, resized to the storage's shape with their `masked`, through downloadMaps; with a mask,
+// the mask once, into the first head's `masked` (spreadMask gives the others theirs). The copied path's download,
+// and attn::fetchDeviceMaps's. The copies may still be in flight on the stream when it returns.
+Status downloadHeadMaps(Workspace& ws, const Storage& st, int T, int S, bool anyMask, const float* dScores,
+                        const float* dWeights, const std::uint8_t* dMask, AttentionResult& out)
+{
+    const std::size_t TS = std::size_t(T) * S;
+    std::vector<MapPiece> pieces;
+    pieces.reserve(2 * out.heads.size());
+    for (std::size_t h = 0; h < out.heads.size(); ++h) {
+        HeadResult& r = out.heads[h];
+        st.resize(r.scores, T, S);
+        st.resize(r.weights, T, S);
+        st.resize(r.masked, T, S);
+        pieces.push_back({r.scores.data(), dScores + h * TS, TS});
+        pieces.push_back({r.weights.data(), dWeights + h * TS, TS});
+    }
+    ATTNSCOPE_RETURN_IF_ERROR(downloadMaps(ws, pieces));
+    // The mask as the softmax read it (the scores' storage order, as HeadResult::masked stores it).
+    if (anyMask) ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.heads[0].masked.data(), dMask, TS));
+    return {};
+}
+
+// Head h's `masked` after downloadHeadMaps (and the stream's copies): every head has the same mask, and
+// HeadResult's contract still wants it per head (the views, figures, ranges and exports read it there), so it is
+// copied from the first head's, never rebuilt; with no mask it is all zeros.
+void spreadMask(AttentionResult& out, bool anyMask, int h)
+{
+    HeadResult& r = out.heads[std::size_t(h)];
+    if (!anyMask) r.masked.setZero();
+    else if (h > 0) std::memcpy(r.masked.data(), out.heads[0].masked.data(), std::size_t(r.masked.size()));
+}
+
 // fn(h) for every head h, on up to one host thread per hardware thread (the calling one among them): the per-head
 // copies of a result (its views of Q, K, V and the concat, and its mask: T×S bytes a head) are independent and
 // bound by the host's memory, which one thread does not saturate (host_memcpy_gbs in the GPU bounds is measured
@@ -532,20 +566,7 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
             r.masked.resize(0, 0);
         }
     } else {
-        std::vector<MapPiece> pieces;
-        pieces.reserve(std::size_t(2) * H);
-        for (int h = 0; h < H; ++h) {
-            HeadResult& r = out.heads[h];
-            st.resize(r.scores, T, S);
-            st.resize(r.weights, T, S);
-            st.resize(r.masked, T, S);
-            pieces.push_back({r.scores.data(), dScores + h * TS, TS});
-            pieces.push_back({r.weights.data(), dWeights + h * TS, TS});
-        }
-        ATTNSCOPE_RETURN_IF_ERROR(downloadMaps(ws, pieces));
-        // The mask as the softmax read it (the scores' storage order, as HeadResult::masked stores it), into the
-        // first head; the others get copies below.
-        if (anyMask) ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.heads[0].masked.data(), dMask, TS));
+        ATTNSCOPE_RETURN_IF_ERROR(downloadHeadMaps(ws, st, T, S, anyMask, dScores, dWeights, dMask, out));
     }
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(8), stream));
     ATTNSCOPE_CUDA_TRY(cudaEventSynchronize(ws.event(8)));
@@ -573,13 +594,7 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
             r.V = out.V.middleCols(d.kvHead(h) * d.dv, d.dv);
             r.output = out.concat.middleCols(h * d.dv, d.dv);
         }
-        // Every head has the same mask: HeadResult's contract still wants it per head (the views, figures,
-        // ranges and exports read it there), so it is copied from the first head's, never rebuilt; with no mask
-        // it is all zeros.
-        if (!cfg.mapsOnDevice) {
-            if (!anyMask) r.masked.setZero();
-            else if (h > 0) std::memcpy(r.masked.data(), out.heads[0].masked.data(), TS);
-        }
+        if (!cfg.mapsOnDevice) spreadMask(out, anyMask, h);
         r.fullyMaskedQueries = fullyMasked;
     });
     const auto tEnd = Clock::now();
@@ -602,6 +617,48 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
 }
 
 } // namespace
+
+Status fetchMaps(AttentionResult& out)
+{
+    if (!out.mapsOnDevice) return {};  // the maps are on the host already (a CPU result, or the copied path's)
+    Workspace& ws = Workspace::instance();
+    std::lock_guard<std::mutex> lock(ws.mutex());
+    const DeviceResult r = ws.result();
+    if (out.deviceGeneration == 0)
+        return makeError(StatusCode::Unavailable, "fetch device maps: the result was not computed on the CUDA device");
+    if (r.generation != out.deviceGeneration)
+        return makeError(StatusCode::Unavailable,
+                         "fetch device maps: the device no longer holds this result (generation " +
+                             std::to_string(out.deviceGeneration) +
+                             "; a later compute on the device replaced it): compute it again to bring its maps back");
+    const Storage st{r.columnMajor};
+    if (int(out.heads.size()) != r.H || (out.layout == Layout::Column) != r.columnMajor)
+        return makeError(StatusCode::InvalidArgument,
+                         "fetch device maps: the result has " + std::to_string(out.heads.size()) +
+                             " head(s) in its layout, the device's " + std::to_string(r.H));
+    const auto* dScores = static_cast<const float*>(ws.buffer(Buf::Scores));
+    const auto* dWeights = static_cast<const float*>(ws.buffer(Buf::Weights));
+    const auto* dMask = static_cast<const std::uint8_t*>(ws.buffer(Buf::Mask));
+    auto run = [&]() -> Status {
+        ATTNSCOPE_RETURN_IF_ERROR(downloadHeadMaps(ws, st, r.T, r.S, r.hasMask, dScores, dWeights, dMask, out));
+        ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(ws.stream()));
+        ATTNSCOPE_CUDA_TRY(cudaGetLastError());
+        return {};
+    };
+    if (Status s = run(); !s.ok()) {
+        (void)cudaStreamSynchronize(ws.stream());
+        (void)cudaGetLastError();
+        for (HeadResult& h : out.heads) {  // still a result whose maps are on the device, whole
+            h.scores.resize(0, 0);
+            h.weights.resize(0, 0);
+            h.masked.resize(0, 0);
+        }
+        return s;
+    }
+    forEachHead(r.H, [&](int h) { spreadMask(out, r.hasMask, h); });
+    out.mapsOnDevice = false;
+    return {};
+}
 
 Status compute(const AttentionInput& in, const AttentionConfig& cfg, const Dims& d, AttentionResult& out)
 {

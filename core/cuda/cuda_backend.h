@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace attn::cuda {
 
@@ -38,9 +39,18 @@ bool mapsCurrent(std::uint64_t generation);
 Status mapTile(std::uint64_t generation, int T, int S, MapKind kind, int head, const MapRect& rect, Matrix& out);
 // hasMask = false (and `out` untouched) when the result was computed without a mask.
 Status mapMaskTile(std::uint64_t generation, int T, int S, int head, const MapRect& rect, MaskMatrix& out, bool& hasMask);
-// 1 ≤ outRows ≤ rect.rows, 1 ≤ outCols ≤ rect.cols (AttentionMaps::preparePooled clamps them).
+// 1 ≤ outRows ≤ rect.rows, 1 ≤ outCols ≤ rect.cols (AttentionMaps::preparePooled clamps them). With `stored`, rect and
+// blocks are in the rows and columns of the map as the result stores it (keys × queries in Column layout), scanned
+// in that order (attn::poolMax of HeadResult's matrix); the caller checked rect against those.
 Status mapPooled(std::uint64_t generation, int T, int S, MapKind kind, int head, const MapRect& rect, int outRows,
-                 int outCols, Matrix& out);
+                 int outCols, Matrix& out, bool stored = false);
+// Every head's map of `kind` at once (one launch, three small copies): lo[h], hi[h] = the min and max of head h's
+// finite unmasked cells (-0 below +0; +inf, -inf when none) and bad[h] = how many unmasked cells are not finite.
+Status mapRanges(std::uint64_t generation, int T, int S, MapKind kind, std::vector<float>& lo, std::vector<float>& hi,
+                 std::vector<unsigned long long>& bad);
+// attn::fetchDeviceMaps (backend.cpp): every head's scores, weights and mask of `out` (a mapsOnDevice result the
+// device still holds) into its HeadResults, as the copied path brings them; out.mapsOnDevice becomes false.
+Status fetchMaps(AttentionResult& out);
 
 // CUDA-OpenGL interop (gl_interop.cpp): the implementations of attnscope/device_interop.h, same contracts.
 bool glInteropAvailable(std::string* why);

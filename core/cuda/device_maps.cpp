@@ -1,6 +1,7 @@
 // attn::DeviceMaps's reads (attnscope/device_maps.h) from the workspace's buffers: a tile is one 2D copy of the
 // tile's cells, a pooled overview is the pool-max kernel then one copy of the overview, a mask tile a 2D copy of
-// the result's mask (one byte a cell, one mask for all heads). Nothing else of the map crosses the bus.
+// the result's mask (one byte a cell, one mask for all heads), the heads' colour ranges two small kernels and a few
+// values a head. Nothing else of the map crosses the bus.
 //
 // Locking: every read holds the workspace's mutex, so it never overlaps a compute rewriting the buffers, and checks
 // the generation under it.
@@ -107,7 +108,7 @@ Status mapMaskTile(std::uint64_t generation, int T, int S, int head, const MapRe
 }
 
 Status mapPooled(std::uint64_t generation, int T, int S, MapKind kind, int head, const MapRect& rect, int outRows,
-                 int outCols, Matrix& out)
+                 int outCols, Matrix& out, bool stored)
 {
     Workspace& ws = Workspace::instance();
     std::lock_guard<std::mutex> lock(ws.mutex());
@@ -120,11 +121,47 @@ Status mapPooled(std::uint64_t generation, int T, int S, MapKind kind, int head,
     auto run = [&]() -> Status {
         float* dOut = nullptr;
         ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Pooled, std::size_t(outRows) * std::size_t(outCols), dOut));
-        ATTNSCOPE_CUDA_TRY(launchPoolMax(mapOf(ws, r, kind, head), r.T, r.S, r.columnMajor, rect.r0, rect.c0, rect.rows,
-                                         rect.cols, outRows, outCols, dOut, ws.stream()));
+        // The stored matrix of a Column result is S × T, row-major: the kernel's row-major case over it scans it in
+        // storage order, as the host's poolMax does.
+        const bool transposed = stored && r.columnMajor;
+        ATTNSCOPE_CUDA_TRY(launchPoolMax(mapOf(ws, r, kind, head), transposed ? r.S : r.T, transposed ? r.T : r.S,
+                                         r.columnMajor && !transposed, rect.r0, rect.c0, rect.rows, rect.cols, outRows,
+                                         outCols, dOut, ws.stream()));
         out.resize(outRows, outCols);
         ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(out.data(), dOut, sizeof(float) * std::size_t(out.size()), cudaMemcpyDeviceToHost,
                                            ws.stream()));
+        ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(ws.stream()));
+        ATTNSCOPE_CUDA_TRY(cudaGetLastError());
+        return {};
+    };
+    return settled(ws, run());
+}
+
+Status mapRanges(std::uint64_t generation, int T, int S, MapKind kind, std::vector<float>& lo, std::vector<float>& hi,
+                 std::vector<unsigned long long>& bad)
+{
+    Workspace& ws = Workspace::instance();
+    std::lock_guard<std::mutex> lock(ws.mutex());
+    DeviceResult r;
+    ATTNSCOPE_RETURN_IF_ERROR(heldResult(ws, generation, T, S, 0, r));
+    auto run = [&]() -> Status {
+        // Each buffer: count × kRangeMaxParts parts, then the count results.
+        const std::size_t count = std::size_t(r.H), parts = count * std::size_t(kRangeMaxParts);
+        float *dLo = nullptr, *dHi = nullptr;
+        unsigned long long* dBad = nullptr;
+        ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::RangeLo, parts + count, dLo));
+        ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::RangeHi, parts + count, dHi));
+        ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::RangeBad, parts + count, dBad));
+        const auto* mask = r.hasMask ? static_cast<const std::uint8_t*>(ws.buffer(Buf::Mask)) : nullptr;
+        ATTNSCOPE_CUDA_TRY(launchMapRanges(mapOf(ws, r, kind, 0), mask, r.H, static_cast<long long>(r.T) * r.S, dLo, dHi,
+                                           dBad, dLo + parts, dHi + parts, dBad + parts, ws.stream()));
+        lo.resize(count);
+        hi.resize(count);
+        bad.resize(count);
+        ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(lo.data(), dLo + parts, sizeof(float) * count, cudaMemcpyDeviceToHost, ws.stream()));
+        ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(hi.data(), dHi + parts, sizeof(float) * count, cudaMemcpyDeviceToHost, ws.stream()));
+        ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(bad.data(), dBad + parts, sizeof(unsigned long long) * count,
+                                           cudaMemcpyDeviceToHost, ws.stream()));
         ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(ws.stream()));
         ATTNSCOPE_CUDA_TRY(cudaGetLastError());
         return {};

@@ -43,6 +43,18 @@ cudaError_t launchFirstNonFinite(const float* x, long long n, int cols, int rows
 cudaError_t launchPoolMax(const float* map, int T, int S, bool columnMajor, int r0, int c0, int rows, int cols,
                           int outRows, int outCols, float* out, cudaStream_t stream);
 
+// The most parts launchMapRanges splits a map into: the caller's part buffers hold count × kRangeMaxParts values.
+constexpr int kRangeMaxParts = 1024;
+
+// Per map m of `count` maps of `cells` floats each (one after another from `maps`, in their storage order): lo[m] and
+// hi[m] = the min and max of its finite cells left open by `mask` (`cells` flags in the same order, 1 = masked;
+// null = none), -0 taken below +0, and bad[m] = how many open cells are ±inf or NaN; (+inf, -inf) when there is
+// none. partLo/partHi/partBad: scratch for count × kRangeMaxParts values. Two kernels (slices, then their fold);
+// only lo, hi and bad (a few values a map) need come back.
+cudaError_t launchMapRanges(const float* maps, const std::uint8_t* mask, int count, long long cells, float* partLo,
+                            float* partHi, unsigned long long* partBad, float* lo, float* hi, unsigned long long* bad,
+                            cudaStream_t stream);
+
 // The mask of attn::buildMaskRowMajor for T queries × S keys, built on the device in the given storage order (see
 // buildMaskKernel in attention_kernels.cuh): keyPadding (S flags), validLens (T values) and custom (T·S flags in
 // the storage order) may each be null; keyOpen (T ints, cleared by the caller) gets 1 for every query with an

@@ -11,7 +11,8 @@ const char* bufferName(Buf b)
     constexpr const char* kNames[] = {"X", "X_kv", "Wq", "Wk", "Wv", "Wo", "bq", "bk", "bv", "bo", "A_q", "A_k", "w_v",
                                       "Q", "K", "V", "Q·A_q", "K·A_k", "mask", "scores", "weights", "concat", "output",
                                       "key padding", "valid lengths", "custom mask", "queries with an open key",
-                                      "finiteness flags", "pooled overview"};
+                                      "finiteness flags", "pooled overview", "range minima", "range maxima",
+                                      "range non-finite counts"};
     static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<std::size_t>(Buf::Count));
     return kNames[static_cast<int>(b)];
 }

@@ -25,6 +25,7 @@ enum class Buf {
     KeyPadding, ValidLens, Custom, KeyOpen, // the mask's parts when it is built on the device (mapsOnDevice)
     Flags,                                  // the finiteness check's first bad keys (a few 64-bit words)
     Pooled,                                 // a pooled overview on its way to the host (DeviceMaps)
+    RangeLo, RangeHi, RangeBad,             // the maps' ranges: per-slice parts, then one value a map (DeviceMaps)
     Count
 };
 

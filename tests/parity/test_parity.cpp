@@ -4,12 +4,15 @@
 // CTest reports as skipped.
 #include "cuda/cuda_backend.h"
 #include "cuda/kernels.h"
+#include "device_result_cases.h"
 #include "test_util.h"
 
 #include <attnscope/attention.h>
 #include <attnscope/attention_maps.h>
+#include <attnscope/colormap.h>
 #include <attnscope/device_maps.h>
 #include <attnscope/gpu_bounds.h>
+#include <attnscope/result_change.h>
 
 #include <gtest/gtest.h>
 
@@ -505,63 +508,31 @@ AttentionResult runGpuMapsOnDevice(const AttentionInput& in, AttentionConfig cfg
 
 TEST(MapsOnDevice, TilesPooledOverviewsAndMasksEqualTheDownloadedMaps)
 {
-    int count = 0;
-    for (Layout layout : {Layout::Row, Layout::Column})
-        for (auto [heads, kvHeads] : {std::pair{3, 3}, std::pair{4, 2}})
-            for (bool masks : {false, true}) {
-                ProblemSpec p;
-                p.mode = count % 2 ? Mode::Direct : Mode::Self;
-                p.heads = heads;
-                p.kvHeads = kvHeads;
-                p.T = 13;
-                p.S = 13;
-                p.causal = p.keyPadding = p.custom = masks;
-                p.validLens = masks;  // a fully masked query: zero weights rows
-                p.wo = true;
-                p.seed = 700 + count++;
-                AttentionInput in;
-                AttentionConfig cfg;
-                makeInLayout(p, layout, in, cfg);
-                SCOPED_TRACE(describe(p, layout));
-                // A cross problem is a different shape (T ≠ S) and keeps the rects off the diagonal.
-                const std::vector<AttentionResult> host{runGpu(in, cfg)};
-                const AttentionResult dev = runGpuMapsOnDevice(in, cfg);
-                ASSERT_NE(dev.deviceGeneration, 0u);
-                EXPECT_TRUE(dev.mapsOnDevice);
-                EXPECT_FALSE(host[0].mapsOnDevice);
-                // The small matrices are those of the normal path, bit for bit; the maps are not on the host.
-                EXPECT_TRUE(sameBits(dev.Q, host[0].Q, "Q") && sameBits(dev.K, host[0].K, "K") &&
-                            sameBits(dev.V, host[0].V, "V") && sameBits(dev.concat, host[0].concat, "concat") &&
-                            sameBits(dev.output, host[0].output, "output"));
-                ASSERT_EQ(dev.heads.size(), host[0].heads.size());
-                for (std::size_t h = 0; h < dev.heads.size(); ++h) {
-                    const HeadResult& d = dev.heads[h];
-                    EXPECT_EQ(d.scores.size(), 0);
-                    EXPECT_EQ(d.weights.size(), 0);
-                    EXPECT_EQ(d.masked.size(), 0);
-                    EXPECT_TRUE(sameBits(d.Q, host[0].heads[h].Q, "head Q") && sameBits(d.output, host[0].heads[h].output, "head output"));
-                    EXPECT_EQ(d.fullyMaskedQueries, host[0].heads[h].fullyMaskedQueries);
-                }
-                const DeviceMaps onDevice(dev);
-                EXPECT_TRUE(onDevice.current());
-                EXPECT_TRUE(sameMaps(onDevice, DenseMaps(host)));
-            }
-    // Cross attention, T ≠ S, in both layouts.
-    for (Layout layout : {Layout::Row, Layout::Column}) {
-        ProblemSpec p;
-        p.mode = Mode::Cross;
-        p.heads = 2;
-        p.T = 9;
-        p.S = 17;
-        p.custom = true;
-        p.seed = 790;
+    for (const auto& [p, layout] : test::deviceResultCases(700)) {
         AttentionInput in;
         AttentionConfig cfg;
         makeInLayout(p, layout, in, cfg);
         SCOPED_TRACE(describe(p, layout));
         const std::vector<AttentionResult> host{runGpu(in, cfg)};
         const AttentionResult dev = runGpuMapsOnDevice(in, cfg);
-        EXPECT_TRUE(sameMaps(DeviceMaps(dev), DenseMaps(host)));
+        ASSERT_NE(dev.deviceGeneration, 0u);
+        EXPECT_TRUE(dev.mapsOnDevice);
+        EXPECT_FALSE(host[0].mapsOnDevice);
+        // The small matrices are those of the normal path, bit for bit; the maps are not on the host.
+        EXPECT_TRUE(sameBits(dev.Q, host[0].Q, "Q") && sameBits(dev.K, host[0].K, "K") && sameBits(dev.V, host[0].V, "V") &&
+                    sameBits(dev.concat, host[0].concat, "concat") && sameBits(dev.output, host[0].output, "output"));
+        ASSERT_EQ(dev.heads.size(), host[0].heads.size());
+        for (std::size_t h = 0; h < dev.heads.size(); ++h) {
+            const HeadResult& d = dev.heads[h];
+            EXPECT_EQ(d.scores.size(), 0);
+            EXPECT_EQ(d.weights.size(), 0);
+            EXPECT_EQ(d.masked.size(), 0);
+            EXPECT_TRUE(sameBits(d.Q, host[0].heads[h].Q, "head Q") && sameBits(d.output, host[0].heads[h].output, "head output"));
+            EXPECT_EQ(d.fullyMaskedQueries, host[0].heads[h].fullyMaskedQueries);
+        }
+        const DeviceMaps onDevice(dev);
+        EXPECT_TRUE(onDevice.current());
+        EXPECT_TRUE(sameMaps(onDevice, DenseMaps(host)));
     }
 }
 
@@ -703,6 +674,273 @@ TEST(MapsOnDevice, TheFinitenessKernelOrdersARowMajorConcatHeadByHead)
     EXPECT_EQ(keys[1], 2u);
     (void)cudaFree(dev);
     (void)cudaFree(first);
+}
+
+// ---- Work on a device result's maps as kernels: ranges, stored-order pools, whole maps on demand ----------------
+
+// DeviceMaps::ranges of every head, both kinds, symmetric and not, against attn::displayRange of `host`'s maps (the
+// same result downloaded): bit for bit.
+::testing::AssertionResult rangesMatch(const DeviceMaps& maps, const AttentionResult& host)
+{
+    for (MapKind kind : {MapKind::Scores, MapKind::Weights})
+        for (bool symmetric : {false, true}) {
+            std::vector<DisplayRange> got;
+            const Status s = maps.ranges(kind, 0, symmetric, got);
+            if (!s.ok()) return ::testing::AssertionFailure() << toString(kind) << ": " << s.message;
+            if (got.size() != host.heads.size())
+                return ::testing::AssertionFailure() << got.size() << " ranges for " << host.heads.size() << " heads";
+            for (std::size_t h = 0; h < got.size(); ++h) {
+                const HeadResult& r = host.heads[h];
+                const DisplayRange want = displayRange(kind == MapKind::Scores ? r.scores : r.weights, &r.masked, symmetric);
+                const std::string what = std::string(toString(kind)) + " head " + std::to_string(h) +
+                                         (symmetric ? " symmetric" : "");
+                if (auto ok = test::sameRangeBits(got[h], want, what); !ok) return ok;
+            }
+        }
+    return ::testing::AssertionSuccess();
+}
+
+// The problem of a case; `allMasked`: every cell masked by the custom mask (every query fully masked).
+void makeCase(const ProblemSpec& p, Layout layout, bool allMasked, AttentionInput& in, AttentionConfig& cfg)
+{
+    makeInLayout(p, layout, in, cfg);
+    if (allMasked) {
+        in.mask.custom.resize(layout == Layout::Row ? p.T : p.S, layout == Layout::Row ? p.S : p.T);
+        in.mask.custom.setOnes();
+    }
+}
+
+TEST(MapsOnDevice, RangesArePerHeadDisplayRangesOfTheDownloadedMaps)
+{
+    const auto cases = test::deviceResultCases(900);
+    for (std::size_t c = 0; c <= cases.size(); ++c) {
+        const bool allMasked = c == cases.size();  // the last: the first case with every cell masked
+        const auto& [p, layout] = cases[allMasked ? 0 : c];
+        AttentionInput in;
+        AttentionConfig cfg;
+        makeCase(p, layout, allMasked, in, cfg);
+        SCOPED_TRACE(describe(p, layout) + (allMasked ? " every cell masked" : ""));
+        const AttentionResult host = runGpu(in, cfg);
+        // The copied path's result still lies on the device: its ranges come from there too.
+        EXPECT_TRUE(rangesMatch(DeviceMaps(host), host));
+        const AttentionResult dev = runGpuMapsOnDevice(in, cfg);
+        EXPECT_TRUE(rangesMatch(DeviceMaps(dev), host));
+        if (allMasked) {
+            std::vector<DisplayRange> r;
+            ASSERT_TRUE(DeviceMaps(dev).ranges(MapKind::Weights, 0, false, r).ok());
+            EXPECT_EQ(r[0].lo, 0.0f);  // nothing open: displayRange's [0, 1]
+            EXPECT_EQ(r[0].hi, 1.0f);
+        }
+    }
+}
+
+// The kernel itself on planted cells a successful compute never leaves (non-finite values, both zeros), against a
+// naive scan: masked cells skipped, ±inf and NaN counted, -0 taken below +0, maps with nothing open.
+TEST(MapsOnDevice, TheRangeKernelSkipsMaskedCellsCountsNonFiniteOnesAndOrdersTheZeros)
+{
+    constexpr int kMaps = 4;
+    constexpr long long kCells = 150;
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> maps(std::size_t(kMaps * kCells));
+    std::vector<std::uint8_t> mask(std::size_t(kCells), 0);
+    std::mt19937 rng(4242);
+    std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+    for (float& v : maps) v = u(rng);
+    for (long long c = 0; c < kCells; c += 7) mask[std::size_t(c)] = 1;
+    float* m0 = maps.data();
+    m0[3] = nan, m0[50] = inf, m0[149] = -inf;  // open: counted
+    m0[7] = 1e30f, m0[14] = nan;                // masked: neither counted nor in the range
+    float* m1 = m0 + kCells;                    // non-negative, its smallest both zeros: -0
+    float* m2 = m1 + kCells;                    // non-positive, its largest both zeros: +0
+    for (long long c = 0; c < kCells; ++c) m1[c] = std::fabs(m1[c]) + 0.5f, m2[c] = -std::fabs(m2[c]) - 0.5f;
+    m1[20] = 0.0f, m1[100] = -0.0f, m1[101] = 0.0f;
+    m2[22] = -0.0f, m2[60] = 0.0f, m2[130] = -0.0f;
+    float* m3 = m2 + kCells;  // every open cell non-finite: no range
+    for (long long c = 0; c < kCells; ++c) m3[c] = c % 2 ? inf : nan;
+
+    auto below = [](float a, float b) { return a < b || (a == b && std::signbit(a) && !std::signbit(b)); };
+    for (bool masked : {true, false}) {
+        SCOPED_TRACE(masked ? "with a mask" : "no mask");
+        float *dMaps = nullptr, *parts = nullptr, *ends = nullptr;
+        std::uint8_t* dMask = nullptr;
+        unsigned long long *bads = nullptr, *bad = nullptr;
+        const std::size_t nParts = std::size_t(kMaps) * cuda::kRangeMaxParts;
+        ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dMaps), maps.size() * sizeof(float)), cudaSuccess);
+        ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dMask), mask.size()), cudaSuccess);
+        ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&parts), 2 * nParts * sizeof(float)), cudaSuccess);
+        ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&ends), 2 * kMaps * sizeof(float)), cudaSuccess);
+        ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&bads), (nParts + kMaps) * sizeof(unsigned long long)), cudaSuccess);
+        bad = bads + nParts;
+        ASSERT_EQ(cudaMemcpyAsync(dMaps, maps.data(), maps.size() * sizeof(float), cudaMemcpyHostToDevice, nullptr), cudaSuccess);
+        ASSERT_EQ(cudaMemcpyAsync(dMask, mask.data(), mask.size(), cudaMemcpyHostToDevice, nullptr), cudaSuccess);
+        ASSERT_EQ(cuda::launchMapRanges(dMaps, masked ? dMask : nullptr, kMaps, kCells, parts, parts + nParts, bads, ends,
+                                        ends + kMaps, bad, nullptr),
+                  cudaSuccess);
+        float got[2 * kMaps];
+        unsigned long long gotBad[kMaps];
+        ASSERT_EQ(cudaMemcpyAsync(got, ends, sizeof got, cudaMemcpyDeviceToHost, nullptr), cudaSuccess);
+        ASSERT_EQ(cudaMemcpyAsync(gotBad, bad, sizeof gotBad, cudaMemcpyDeviceToHost, nullptr), cudaSuccess);
+        ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+        for (int m = 0; m < kMaps; ++m) {
+            SCOPED_TRACE("map " + std::to_string(m));
+            float lo = inf, hi = -inf;
+            unsigned long long nonFinite = 0;
+            for (long long c = 0; c < kCells; ++c) {
+                const float v = maps[std::size_t(m * kCells + c)];
+                if (masked && mask[std::size_t(c)]) continue;
+                if (!std::isfinite(v)) {
+                    ++nonFinite;
+                    continue;
+                }
+                if (below(v, lo)) lo = v;
+                if (below(hi, v)) hi = v;
+            }
+            EXPECT_EQ(std::memcmp(&got[m], &lo, sizeof lo), 0) << got[m] << " vs " << lo;
+            EXPECT_EQ(std::memcmp(&got[kMaps + m], &hi, sizeof hi), 0) << got[kMaps + m] << " vs " << hi;
+            EXPECT_EQ(gotBad[m], nonFinite);
+            // The host's displayRange of the same map: the same values (== : its pick among ±0 follows Eigen's lanes).
+            Matrix one = Eigen::Map<const Matrix>(maps.data() + m * kCells, 1, kCells);
+            MaskMatrix flags = Eigen::Map<const MaskMatrix>(mask.data(), 1, kCells);
+            const DisplayRange host = displayRange(one, masked ? &flags : nullptr, false);
+            const DisplayRange dev = rangeFromMinMax(got[m], got[kMaps + m], int(gotBad[m]), false);
+            EXPECT_EQ(dev.lo, host.lo);
+            EXPECT_EQ(dev.hi, host.hi);
+            EXPECT_EQ(dev.nonFinite, host.nonFinite);
+        }
+        EXPECT_TRUE(std::signbit(got[1]) && got[1] == 0.0f);                 // -0 below +0
+        EXPECT_TRUE(!std::signbit(got[kMaps + 2]) && got[kMaps + 2] == 0.0f);  // +0 above -0
+        EXPECT_EQ(got[3], inf);  // nothing finite: the empty range
+        EXPECT_EQ(got[kMaps + 3], -inf);
+        for (void* p : {static_cast<void*>(dMaps), static_cast<void*>(dMask), static_cast<void*>(parts),
+                        static_cast<void*>(ends), static_cast<void*>(bads)})
+            (void)cudaFree(p);
+    }
+}
+
+// pooledStored: the parts the window names in stored rows and columns, pooled on the device, against attn::poolMax of
+// the downloaded map's block: bit for bit, whole maps, inner and single-cell parts, sizes from 1×1 to clamped.
+TEST(MapsOnDevice, PooledStoredPartsArePoolMaxOfTheStoredMaps)
+{
+    for (const auto& [p, layout] : test::deviceResultCases(920)) {
+        AttentionInput in;
+        AttentionConfig cfg;
+        makeInLayout(p, layout, in, cfg);
+        SCOPED_TRACE(describe(p, layout));
+        const AttentionResult host = runGpu(in, cfg);
+        const AttentionResult dev = runGpuMapsOnDevice(in, cfg);
+        const DeviceMaps maps(dev);
+        const int R = int(host.heads[0].scores.rows()), C = int(host.heads[0].scores.cols());
+        const MapRect rects[] = {{0, 0, R, C}, {1, 2, R - 3, C - 5}, {R - 1, C - 1, 1, 1}, {0, 3, R, 4}};
+        const std::pair<int, int> pools[] = {{1, 1}, {3, 5}, {5, 3}, {R, C}, {1000, 1000}};
+        for (std::size_t h = 0; h < host.heads.size(); ++h)
+            for (MapKind kind : {MapKind::Scores, MapKind::Weights}) {
+                const Matrix& m = kind == MapKind::Scores ? host.heads[h].scores : host.heads[h].weights;
+                for (const MapRect& r : rects)
+                    for (auto [pr, pc] : pools) {
+                        Matrix got;
+                        const Status s = maps.pooledStored(kind, 0, int(h), r, pr, pc, got);
+                        ASSERT_TRUE(s.ok()) << s.message;
+                        EXPECT_TRUE(sameBits(got, poolMax(m.block(r.r0, r.c0, r.rows, r.cols), pr, pc),
+                                             std::string(toString(kind)) + " head " + std::to_string(h) + " rect " +
+                                                 std::to_string(r.r0) + "," + std::to_string(r.c0) + " " +
+                                                 std::to_string(r.rows) + "×" + std::to_string(r.cols) + " pooled " +
+                                                 std::to_string(pr) + "×" + std::to_string(pc)));
+                    }
+            }
+        Matrix none;
+        ASSERT_TRUE(maps.pooledStored(MapKind::Weights, 0, 0, MapRect{1, 1, 0, 3}, 2, 2, none).ok());
+        EXPECT_EQ(none.size(), 0);
+        // Outside the stored map: the seam's message, in query × key terms.
+        const Status s = maps.pooledStored(MapKind::Weights, 0, 0, MapRect{0, 0, R + 1, C}, 2, 2, none);
+        EXPECT_EQ(s.code, StatusCode::InvalidArgument);
+        EXPECT_NE(s.message.find("is outside the " + std::to_string(p.T) + "×" + std::to_string(p.S) + " map"),
+                  std::string::npos)
+            << s.message;
+    }
+}
+
+// Everything a result holds, bit for bit: what fetchDeviceMaps must give back.
+::testing::AssertionResult sameWholeResult(const AttentionResult& a, const AttentionResult& b)
+{
+    if (a.layout != b.layout || a.mapsOnDevice != b.mapsOnDevice || a.heads.size() != b.heads.size() || a.scale != b.scale)
+        return ::testing::AssertionFailure() << "layout, scale, heads or mapsOnDevice differ";
+    for (auto [x, y, name] : {std::tuple{&a.Q, &b.Q, "Q"}, {&a.K, &b.K, "K"}, {&a.V, &b.V, "V"},
+                              {&a.concat, &b.concat, "concat"}, {&a.output, &b.output, "output"}})
+        if (auto ok = sameBits(*x, *y, name); !ok) return ok;
+    for (std::size_t h = 0; h < a.heads.size(); ++h) {
+        const HeadResult &x = a.heads[h], &y = b.heads[h];
+        const std::string head = "head " + std::to_string(h) + " ";
+        for (auto [u, v, name] : {std::tuple{&x.Q, &y.Q, "Q"}, {&x.K, &y.K, "K"}, {&x.V, &y.V, "V"},
+                                  {&x.scores, &y.scores, "scores"}, {&x.weights, &y.weights, "weights"},
+                                  {&x.output, &y.output, "output"}})
+            if (auto ok = sameBits(*u, *v, head + name); !ok) return ok;
+        if (x.masked.rows() != y.masked.rows() || x.masked.cols() != y.masked.cols() || x.masked != y.masked)
+            return ::testing::AssertionFailure() << head << "masked differs";
+        if (x.fullyMaskedQueries != y.fullyMaskedQueries) return ::testing::AssertionFailure() << head << "fully masked queries differ";
+    }
+    return ::testing::AssertionSuccess();
+}
+
+TEST(MapsOnDevice, FetchingTheMapsGivesTheCopiedPathsResult)
+{
+    auto cases = test::deviceResultCases(940);
+    // Large enough (2·8·256² floats: 4 MiB) for the pinned staging of downloadMaps.
+    ProblemSpec big;
+    big.heads = 8;
+    big.T = big.S = 256;
+    big.causal = true;
+    big.seed = 990;
+    cases.push_back({big, Layout::Row});
+    for (const auto& [p, layout] : cases) {
+        AttentionInput in;
+        AttentionConfig cfg;
+        makeInLayout(p, layout, in, cfg);
+        SCOPED_TRACE(describe(p, layout));
+        const AttentionResult copied = runGpu(in, cfg);
+        AttentionResult kept = runGpuMapsOnDevice(in, cfg);
+        ASSERT_TRUE(kept.mapsOnDevice);
+        const Status s = fetchDeviceMaps(kept);
+        ASSERT_TRUE(s.ok()) << s.message;
+        EXPECT_FALSE(kept.mapsOnDevice);
+        EXPECT_TRUE(sameWholeResult(kept, copied));
+        const Status again = fetchDeviceMaps(kept);  // on the host now: nothing to do
+        EXPECT_TRUE(again.ok()) << again.message;
+        EXPECT_TRUE(sameWholeResult(kept, copied));
+    }
+}
+
+TEST(MapsOnDevice, FetchingTheMapsOfAReplacedResultIsRefusedAndACpuResultIsLeftAsItIs)
+{
+    ProblemSpec p;
+    p.heads = 2;
+    p.causal = true;
+    AttentionInput in;
+    AttentionConfig cfg;
+    makeProblem(p, in, cfg);
+    AttentionResult kept = runGpuMapsOnDevice(in, cfg);
+    (void)runGpu(in, cfg);  // a later compute on the device replaces it
+    const Status s = fetchDeviceMaps(kept);
+    EXPECT_EQ(s.code, StatusCode::Unavailable);
+    EXPECT_NE(s.message.find("the device no longer holds this result"), std::string::npos) << s.message;
+    EXPECT_NE(s.message.find("compute it again"), std::string::npos) << s.message;
+    EXPECT_TRUE(kept.mapsOnDevice);  // untouched
+    EXPECT_EQ(kept.heads[0].weights.size(), 0);
+    std::vector<DisplayRange> r;
+    const Status stale = DeviceMaps(kept).ranges(MapKind::Scores, 0, true, r);
+    EXPECT_EQ(stale.code, StatusCode::Unavailable);
+    EXPECT_NE(stale.message.find("the device no longer holds this result"), std::string::npos) << stale.message;
+    EXPECT_EQ(DeviceMaps(kept).ranges(MapKind::Scores, 1, true, r).code, StatusCode::InvalidArgument);  // layer 1
+
+    AttentionConfig onCpu = cfg;
+    onCpu.backend = Backend::Cpu;
+    Expected<AttentionResult> cpu = compute(in, onCpu);
+    ASSERT_TRUE(cpu.ok());
+    AttentionResult same = *cpu;
+    EXPECT_TRUE(fetchDeviceMaps(same).ok());  // its maps are on the host: a no-op
+    EXPECT_TRUE(sameWholeResult(same, *cpu));
+    const Status noRange = DeviceMaps(*cpu).ranges(MapKind::Weights, 0, false, r);
+    EXPECT_EQ(noRange.code, StatusCode::Unavailable);
+    EXPECT_EQ(noRange.message, "device maps: the result was not computed on the CUDA device");
 }
 
 // ---- The GPU's bounds (attnscope/gpu_bounds.h) ---------------------------------------------------------------

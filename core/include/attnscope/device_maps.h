@@ -1,6 +1,7 @@
 // A CUDA result's attention maps read where they were computed (STYLE.md §9): the device source of the
 // attention-maps seam (attnscope/attention_maps.h). tile() copies only the tile's cells to the host, pooled() max-pools
-// on the device (a kernel) and copies only the overview, maskTile() copies the tile of the result's mask. Made for
+// on the device (a kernel) and copies only the overview, maskTile() copies the tile of the result's mask, ranges()
+// reduces every head's map to its colour range on the device; fetchDeviceMaps() brings the whole maps back. Made for
 // a result computed with AttentionConfig::mapsOnDevice (whose HeadResults hold no maps), and works as well for any
 // result of the CUDA backend while the device still holds it.
 //
@@ -11,8 +12,10 @@
 #pragma once
 
 #include "attnscope/attention_maps.h"
+#include "attnscope/colormap.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace attn {
 
@@ -45,11 +48,43 @@ public:
     Status pooled(MapKind kind, int layer, int head, const MapRect& rect, int outRows, int outCols,
                   Matrix& out) const override;
 
+    // The colour range of every head's map of `kind` (layer 0), out[h] for head h: what attn::displayRange(map,
+    // &mask, symmetric) gives for head h's HeadResult::scores or weights and HeadResult::masked of the same result
+    // downloaded (the min and max over the finite unmasked cells, the count of unmasked non-finite ones), computed
+    // by two kernels; 3 values a head cross the bus. One call for all heads because the worker wants every head's:
+    // one launch and one round trip instead of H. Bit for bit the host's, with one exception: where both +0 and -0
+    // are a map's smallest (largest) value the device takes -0 (+0), while the host's pick among them depends on
+    // where Eigen's SIMD lanes put them; the two compare equal.
+    //   Unavailable / InvalidArgument (layer) / Internal as the reads above.
+    Status ranges(MapKind kind, int layer, bool symmetric, std::vector<DisplayRange>& out) const;
+
+    // pooled() of head `head`'s map as the result stores it (HeadResult::scores / weights: query rows in Row layout,
+    // key rows in Column layout): `storedRect` in those rows and columns, outRows/outCols clamped to it as
+    // attn::poolMax does, the blocks scanned in storage order, so `out` is attn::poolMax(stored.block(storedRect),
+    // outRows, outCols) of the same result downloaded (the ±0 exception of ranges() applies: poolMax's pick among
+    // them follows Eigen's lanes, the kernel takes the first in storage order). An empty rect gives an empty `out`.
+    // Made for the pooled parts the window asks for (app/state/pooled_parts), which name stored matrices.
+    //   Unavailable / InvalidArgument (layer, head, rect: checkTile's messages, in query × key terms) / Internal.
+    Status pooledStored(MapKind kind, int layer, int head, const MapRect& storedRect, int outRows, int outCols,
+                        Matrix& out) const;
+
 private:
     std::uint64_t m_generation = 0;
+    bool m_columnMajor = false;  // the result's layout is Layout::Column (its maps stored keys × queries)
     int m_heads = 0, m_queries = 0, m_keys = 0;
     bool m_causal = false;
     int m_window = 0;
 };
+
+// Brings every head's scores, weights and mask of `result`, a result computed with AttentionConfig::mapsOnDevice, back
+// into its HeadResults while the device still holds it (the backend's pinned staging, as the copied path does), after
+// which `result` is exactly what the copied path (mapsOnDevice = false) gives, with mapsOnDevice false. For export,
+// figures and lessons, which read the maps whole. A result whose maps are on the host already (mapsOnDevice false: a
+// CPU result, or the copied path's) is left as it is: OK, a no-op, so callers need not ask first.
+//   Unavailable      no CUDA backend in this build; or the device no longer holds the result (a later compute on
+//                    the device started; the message says so): compute it again
+//   InvalidArgument  the result's heads or layout are not the device's (a result edited since)
+//   Internal / ResourceExhausted  a CUDA error (the message names the call); the result is left as it was
+Status fetchDeviceMaps(AttentionResult& result);
 
 } // namespace attn

@@ -65,6 +65,23 @@ cudaError_t launchPoolMax(const float* map, int T, int S, bool columnMajor, int 
     return cudaSuccess;
 }
 
+cudaError_t launchMapRanges(const float* maps, const std::uint8_t* mask, int count, long long cells, float* partLo,
+                            float* partHi, unsigned long long* partBad, float* lo, float* hi, unsigned long long* bad,
+                            cudaStream_t)
+{
+    if (count <= 0) return cudaSuccess;
+    // Small slices (about 40 cells), so that the tests' small maps are split into several parts (the last one
+    // shorter), and the loop over maps runs past the capped grid.
+    const int parts = std::min(kRangeMaxParts, static_cast<int>((cells + 39) / 40));
+    const LaunchShape s = rangeShape(count, std::max(parts, 1), kEmulatedGridCap);
+    emu::launch(s.grid, s.block, [&] { mapRangeKernel(maps, mask, count, cells, std::max(parts, 1), partLo, partHi, partBad); });
+    LaunchShape f = gridStrideShape(count);
+    f.block.x = 2;  // exercise the grid-stride loop over maps
+    f.grid.x = 1;
+    emu::launch(f.grid, f.block, [&] { mapRangeMergeKernel(count, std::max(parts, 1), partLo, partHi, partBad, lo, hi, bad); });
+    return cudaSuccess;
+}
+
 cudaError_t launchBuildMask(std::uint8_t* mask, int T, int S, bool columnMajor, bool causal, const std::uint8_t* keyPadding,
                             const int* validLens, const std::uint8_t* custom, int* keyOpen, cudaStream_t)
 {
