@@ -239,20 +239,10 @@ __global__ void surpriseKernel(const float* logits, const int* targets, float* o
 
 // ---- A lazy run's maps, rebuilt from its Q, K and log-sum-exp where they were computed (LazyMaps' rules) ----------
 
-// The geometry of one head's map of a lazy layer: Q (n × H·D, after RoPE), K (n × H_kv·D), lse (n × H); query i
-// and key j at positions i and j.
-struct LazyMapGeometry {
-    const float* Q;
-    const float* K;
-    const float* lse;
-    int H, Hkv, D, head;
-    float scale, softcap;
-    int window;  // > 0: keys j ≤ i − window masked too
-    bool causal;
-};
-
-// The head's score of query i and key j: scale·q·k, soft-capped (as scoresTile: before masking).
-__device__ __forceinline__ float lazyScore(const LazyMapGeometry& g, int i, int j)
+// The geometry is decoder_kernels.h's LazyMapsArgs: Q (n × H·D, after RoPE), K (n × H_kv·D), lse (n × H) of one layer,
+// query i and key j at positions i and j. The head's score of query i and key j: scale·q·k, soft-capped (as
+// scoresTile: before masking).
+__device__ __forceinline__ float lazyScore(const LazyMapsArgs& g, int i, int j)
 {
     const float* q = g.Q + static_cast<long long>(i) * g.H * g.D + static_cast<long long>(g.head) * g.D;
     const float* k = g.K + static_cast<long long>(j) * g.Hkv * g.D + static_cast<long long>(g.head / (g.H / g.Hkv)) * g.D;
@@ -262,15 +252,15 @@ __device__ __forceinline__ float lazyScore(const LazyMapGeometry& g, int i, int 
     return g.softcap > 0 ? g.softcap * tanhf(s / g.softcap) : s;
 }
 
-// LazyMaps::tile: rows × cols cells from (r0, c0), row-major into out: the scores, or the weights exp(score − lse)
+// LazyMaps::tile: g.rows × g.cols cells from (g.r0, g.c0), row-major into out: the scores, or the weights exp(score − lse)
 // (0 where masked, and on a row whose lse is −inf).
-__global__ void lazyTileKernel(LazyMapGeometry g, int r0, int c0, int rows, int cols, bool weights, float* out)
+__global__ void lazyTileKernel(LazyMapsArgs g, float* out)
 {
-    const long long total = static_cast<long long>(rows) * cols;
+    const long long total = static_cast<long long>(g.rows) * g.cols;
     for (long long e = firstElement(); e < total; e += elementStep()) {
-        const int i = r0 + static_cast<int>(e / cols), j = c0 + static_cast<int>(e % cols);
+        const int i = g.r0 + static_cast<int>(e / g.cols), j = g.c0 + static_cast<int>(e % g.cols);
         float v = lazyScore(g, i, j);
-        if (weights) {
+        if (g.weights) {
             const float shift = g.lse[static_cast<long long>(i) * g.H + g.head];
             const bool masked = (g.causal && j > i) || (g.window > 0 && j <= i - g.window);
             v = masked || shift == -INFINITY ? 0.0f : expf(v - shift);
@@ -283,9 +273,10 @@ __global__ void lazyTileKernel(LazyMapGeometry g, int r0, int c0, int rows, int 
 // over the rect's block rows [p·R/outRows, (p+1)·R/outRows) × cols [c·C/outCols, …) (AttentionMaps::blockStart). The
 // weights' block maximum is exp(max(score − lse)) over the visible cells (0 when none); the scores' the largest
 // score (all finite). One warp per pooled cell.
-__global__ void lazyPooledKernel(LazyMapGeometry g, int r0, int c0, int rows, int cols, int outRows, int outCols, bool weights,
-                                 float* out)
+__global__ void lazyPooledKernel(LazyMapsArgs g, int outRows, int outCols, float* out)
 {
+    const int r0 = g.r0, c0 = g.c0, rows = g.rows, cols = g.cols;
+    const bool weights = g.weights;
     const int lane = threadIdx.x % kDecWarp;
     const long long cells = static_cast<long long>(outRows) * outCols;
     for (long long e = firstRow(); e < cells; e += rowStep()) {

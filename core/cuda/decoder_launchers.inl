@@ -74,23 +74,16 @@ cudaError_t launchSurprise(const float* logits, const int* targets, float* out, 
     ATTNSCOPE_DECODER_LAUNCH(surpriseKernel, s, stream, logits, targets, out, rows, V);
 }
 
-namespace {
-LazyMapGeometry geometryOf(const LazyMapsArgs& a)
-{
-    return {a.Q, a.K, a.lse, a.H, a.Hkv, a.D, a.head, a.scale, a.softcap, a.window, a.causal};
-}
-} // namespace
-
 cudaError_t launchLazyTile(const LazyMapsArgs& a, float* out, cudaStream_t stream)
 {
     const DecShape s = elementShape(static_cast<long long>(a.rows) * a.cols, ATTNSCOPE_DECODER_GRID_CAP);
-    ATTNSCOPE_DECODER_LAUNCH(lazyTileKernel, s, stream, geometryOf(a), a.r0, a.c0, a.rows, a.cols, a.weights, out);
+    ATTNSCOPE_DECODER_LAUNCH(lazyTileKernel, s, stream, a, out);
 }
 
 cudaError_t launchLazyPooled(const LazyMapsArgs& a, int outRows, int outCols, float* out, cudaStream_t stream)
 {
     const DecShape s = rowShape(static_cast<long long>(outRows) * outCols, ATTNSCOPE_DECODER_GRID_CAP);
-    ATTNSCOPE_DECODER_LAUNCH(lazyPooledKernel, s, stream, geometryOf(a), a.r0, a.c0, a.rows, a.cols, outRows, outCols, a.weights, out);
+    ATTNSCOPE_DECODER_LAUNCH(lazyPooledKernel, s, stream, a, outRows, outCols, out);
 }
 
 } // namespace attn::cuda

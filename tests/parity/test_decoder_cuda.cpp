@@ -3,6 +3,7 @@
 // Backend::Cuda, against the same on the CPU. Every layer must say the GPU computed it (no silent fallback).
 // Without a usable device the program exits 77, which CTest reports as skipped.
 #include "cuda/cuda_backend.h"
+#include "device_test_main.h"
 
 #include <attnscope/decoder.h>
 
@@ -100,14 +101,6 @@ TEST(DecoderCuda, ForwardAppendAndAblationEqualTheCpu)
 int main(int argc, char** argv)
 {
     ::testing::InitGoogleTest(&argc, argv);
-    // Listing (CTest discovery) must work on every machine; running needs a device.
-    if (!GTEST_FLAG_GET(list_tests)) {
-        std::string why;
-        if (!attn::cuda::deviceAvailable(&why)) {
-            std::printf("SKIPPED: the decoders on the CUDA backend need a usable GPU: %s\n", why.c_str());
-            return 77;  // CTest SKIP_RETURN_CODE
-        }
-        std::printf("device: %s\n", why.c_str());
-    }
+    if (!attn::test::deviceForTests("the decoders on the CUDA backend")) return attn::test::kSkipped;
     return RUN_ALL_TESTS();
 }

@@ -16,6 +16,7 @@
 // kHiddenTol does for the attention core. Weights are probabilities (≤ 1): 1e-5 absolute. Logits and surprise
 // are log-sum-exps over 320 tokens of values ~10: 1e-3, as test_decoder_cuda.
 #include "cuda/cuda_backend.h"
+#include "device_test_main.h"
 
 #include <attnscope/decoder.h>
 #include <attnscope/interp.h>
@@ -388,14 +389,6 @@ TEST(DecoderDeviceMemory, TooSmallIsAClearErrorAndAutoFallsBack)
 int main(int argc, char** argv)
 {
     ::testing::InitGoogleTest(&argc, argv);
-    // Listing (CTest discovery) must work on every machine; running needs a device (or the emulator's).
-    if (!GTEST_FLAG_GET(list_tests)) {
-        std::string why;
-        if (!attn::cuda::deviceAvailable(&why)) {
-            std::printf("SKIPPED: the decoder forward on the device needs a usable GPU: %s\n", why.c_str());
-            return 77;  // CTest SKIP_RETURN_CODE
-        }
-        std::printf("device: %s\n", why.c_str());
-    }
+    if (!attn::test::deviceForTests("the decoder forward on the device")) return attn::test::kSkipped;
     return RUN_ALL_TESTS();
 }

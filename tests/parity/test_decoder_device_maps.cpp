@@ -12,6 +12,7 @@
 // scores of these tiny models (a few units) agree to ~1e-6, so 1e-5 relative to the largest is an order of margin;
 // weights (≤ 1) are exp of those scores less the same log-sum-exp: 1e-5 absolute, as test_decoder_device's kWeightTol.
 #include "cuda/cuda_backend.h"
+#include "device_test_main.h"
 
 #include <attnscope/decoder.h>
 
@@ -215,13 +216,6 @@ INSTANTIATE_TEST_SUITE_P(Families, DeviceLazyMaps, ::testing::ValuesIn(cases()),
 int main(int argc, char** argv)
 {
     ::testing::InitGoogleTest(&argc, argv);
-    // Listing (CTest discovery) must work on every machine; running needs a device (or the emulator's).
-    if (!GTEST_FLAG_GET(list_tests)) {
-        std::string why;
-        if (!attn::cuda::deviceAvailable(&why)) {
-            std::printf("SKIPPED: a lazy run's maps on the device need a usable GPU: %s\n", why.c_str());
-            return 77;  // CTest SKIP_RETURN_CODE
-        }
-    }
+    if (!attn::test::deviceForTests("a lazy run's maps on the device", false)) return attn::test::kSkipped;
     return RUN_ALL_TESTS();
 }

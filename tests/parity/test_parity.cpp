@@ -5,6 +5,7 @@
 #include "cuda/cuda_backend.h"
 #include "cuda/kernels.h"
 #include "device_result_cases.h"
+#include "device_test_main.h"
 #include "test_util.h"
 
 #include <attnscope/attention.h>
@@ -993,14 +994,7 @@ TEST(GpuBounds, RefusesBadSizesWithTheirValues)
 int main(int argc, char** argv)
 {
     ::testing::InitGoogleTest(&argc, argv);
-    // Listing (CTest discovery) must work on every machine; running needs a device.
-    if (!GTEST_FLAG_GET(list_tests)) {
-        std::string why;
-        if (!attn::cuda::deviceAvailable(&why)) {
-            std::printf("SKIPPED: the CUDA parity tests need a usable GPU: %s\n", why.c_str());
-            return 77;  // CTest SKIP_RETURN_CODE
-        }
-    }
+    if (!attn::test::deviceForTests("the CUDA parity tests", false)) return attn::test::kSkipped;
     const int result = RUN_ALL_TESTS();
     std::printf("largest NMSE per matrix (threshold %.0e):\n", attn::kMaxNmse);
     for (const auto& [kind, worst] : attn::worstNmse()) std::printf("  %-14s %.3e\n", kind.c_str(), worst);
