@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cmath>
@@ -152,6 +153,9 @@ public:
     // maps are read from its Q, K and log-sum-exp on the device only while the generation is still its own.
     std::uint64_t nextGeneration() { return ++m_generation; }
     std::uint64_t generation() const { return m_generation; }
+    // Set while a forward or scan holds the context (CallInProgress): the map reads do not wait for those, only for
+    // one another.
+    std::atomic<bool>& callInProgress() { return m_call; }
     bool ready() const { return m_ready; }
 
     cudaStream_t stream() const { return m_stream; }
@@ -166,10 +170,20 @@ private:
     std::mutex m_mutex;
     bool m_ready = false;
     std::uint64_t m_generation = 0;
+    std::atomic<bool> m_call{false};
     cudaStream_t m_stream = nullptr;
     cublasHandle_t m_blas = nullptr;
     std::array<cudaEvent_t, 5> m_events{};
     std::array<Buffer, static_cast<std::size_t>(Act::Count)> m_bufs{};
+};
+
+// Marks a forward or scan in progress for as long as it holds the context's lock (DecoderContext::callInProgress).
+struct CallInProgress {
+    explicit CallInProgress(std::atomic<bool>& f) : flag(f) { flag = true; }
+    ~CallInProgress() { flag = false; }
+    CallInProgress(const CallInProgress&) = delete;
+    CallInProgress& operator=(const CallInProgress&) = delete;
+    std::atomic<bool>& flag;
 };
 
 } // namespace
@@ -598,6 +612,7 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     DecoderContext& ctx = DecoderContext::instance();
     std::lock_guard<std::mutex> lock(ctx.mutex());
     ATTNSCOPE_RETURN_IF_ERROR(ctx.init());
+    const CallInProgress inProgress(ctx.callInProgress());
     out.generation = 0;
     const std::uint64_t generation = ctx.nextGeneration();
     const std::size_t f = sizeof(float), nz = static_cast<std::size_t>(n), Lz = static_cast<std::size_t>(L);
@@ -795,10 +810,12 @@ Status lazyMapsRead(const DeviceLazyMapsRead& r, Matrix& out)
         return invalidArgument("device maps: a read outside the run's " + std::to_string(r.n) + "×" + std::to_string(r.n) +
                                " maps or its heads");
     DecoderContext& ctx = DecoderContext::instance();
-    // Never waits for a call in progress (a forward of a long text takes a while, and a frame may be asking for a
-    // hovered cell): busy is Unavailable, and the caller reads on the host.
-    std::unique_lock<std::mutex> lock(ctx.mutex(), std::try_to_lock);
-    if (!lock.owns_lock()) return makeError(StatusCode::Unavailable, "the device is busy with another call");
+    // Never waits for a forward or scan in progress (a long text's takes a while, and a frame may be asking for a
+    // hovered cell): that is Unavailable, and the caller reads on the host. Reads wait for one another (a grid's
+    // heads are pooled on several threads). A call that starts between the check and the lock is waited for; its
+    // new generation then sends this read to the host.
+    if (ctx.callInProgress()) return makeError(StatusCode::Unavailable, "the device is busy with a forward");
+    std::lock_guard<std::mutex> lock(ctx.mutex());
     if (!ctx.ready() || r.generation == 0 || r.generation != ctx.generation())
         return makeError(StatusCode::Unavailable,
                          "the device no longer holds this run's Q, K and log-sum-exp: a later call on the device replaced them");
@@ -917,6 +934,7 @@ Status decoderScan(const DecoderWeights& w, const DeviceScanRequest& req, Matrix
     DecoderContext& ctx = DecoderContext::instance();
     std::lock_guard<std::mutex> lock(ctx.mutex());
     ATTNSCOPE_RETURN_IF_ERROR(ctx.init());
+    const CallInProgress inProgress(ctx.callInProgress());
     ctx.nextGeneration();  // the scan's variants overwrite the activations, a lazy run's Q, K and lse among them
     ATTNSCOPE_RETURN_IF_ERROR(ctx.checkFits(need, "a scan of " + std::to_string(gMax) + " variants of " + std::to_string(n) + " tokens"));
     float *hidden, *Qbuf;

@@ -118,8 +118,8 @@ struct DeviceLazyMapsRead {
     int outRows = 0, outCols = 0;  // > 0 (≤ rows, cols): the rect max-pooled to this size; 0: the tile
 };
 // out: rows × cols, or outRows × outCols. Unavailable once a later call on the device started (or none ran), and
-// while another call holds the device (a read never waits for one), InvalidArgument for a read outside the maps,
-// Internal for a CUDA error.
+// while a forward or scan holds the device (a read does not wait for one; reads wait for one another),
+// InvalidArgument for a read outside the maps, Internal for a CUDA error.
 Status lazyMapsRead(const DeviceLazyMapsRead& read, Matrix& out);
 
 // One layer's unit of a scan (interp.cpp's headImportance and activationPatching): one variant per entry of
