@@ -376,6 +376,9 @@ bool GlHeatmapRenderer::fillFromDevice(Entry& e, int rows, int cols, const Heatm
         e.registered = true;
     }
     attn::Status st = attn::fillGlTexture(e.values, src.deviceGeneration, src.deviceMatrix, src.deviceHead);
+    // Unavailable: a compute started after the check above and replaces the result (fillGlTexture does not wait
+    // for it): the host copy is uploaded, as for any result the device no longer holds. Other errors end interop.
+    if (st.code == attn::StatusCode::Unavailable) return false;
     if (!st.ok()) {
         disableInterop(st.message);
         return false;

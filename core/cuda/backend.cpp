@@ -622,6 +622,9 @@ Status fetchMaps(AttentionResult& out)
 {
     if (!out.mapsOnDevice) return {};  // the maps are on the host already (a CPU result, or the copied path's)
     Workspace& ws = Workspace::instance();
+    if (ws.beingReplaced())
+        return makeError(StatusCode::Unavailable,
+                         "fetch device maps: a compute on the device is replacing this result: compute it again to bring its maps back");
     std::lock_guard<std::mutex> lock(ws.mutex());
     const DeviceResult r = ws.result();
     if (out.deviceGeneration == 0)
@@ -663,6 +666,14 @@ Status fetchMaps(AttentionResult& out)
 Status compute(const AttentionInput& in, const AttentionConfig& cfg, const Dims& d, AttentionResult& out)
 {
     Workspace& ws = Workspace::instance();
+    // Counted before the lock (readers then stop waiting for it) and after it is released (Workspace::beingReplaced).
+    struct InFlight {
+        std::atomic<int>& n;
+        explicit InFlight(std::atomic<int>& c) : n(c) { ++n; }
+        ~InFlight() { --n; }
+        InFlight(const InFlight&) = delete;
+        InFlight& operator=(const InFlight&) = delete;
+    } inFlight(ws.computesInFlight());
     std::lock_guard<std::mutex> lock(ws.mutex());
     // From here on the buffers may be overwritten: the previous result is no longer on the device, and this
     // one is not until it has succeeded.

@@ -4,7 +4,8 @@
 // values a head. Nothing else of the map crosses the bus.
 //
 // Locking: every read holds the workspace's mutex, so it never overlaps a compute rewriting the buffers, and checks
-// the generation under it.
+// the generation under it. A read that comes while a compute is in flight gives up at once (that compute replaces
+// the result): it never waits for one.
 #include "cuda_backend.h"
 #include "cuda_status.h"
 #include "kernels.h"
@@ -16,6 +17,11 @@
 
 namespace attn::cuda {
 namespace {
+
+Status replacedNow()
+{
+    return makeError(StatusCode::Unavailable, "device maps: a compute on the device is replacing this result: compute it again");
+}
 
 // The result with `generation` if the device still holds it, with the sizes the maps were made for.
 Status heldResult(const Workspace& ws, std::uint64_t generation, int T, int S, int head, DeviceResult& r)
@@ -83,6 +89,7 @@ const float* mapOf(const Workspace& ws, const DeviceResult& r, MapKind kind, int
 bool mapsCurrent(std::uint64_t generation)
 {
     Workspace& ws = Workspace::instance();
+    if (ws.beingReplaced()) return false;
     std::lock_guard<std::mutex> lock(ws.mutex());
     return generation != 0 && ws.result().generation == generation;
 }
@@ -90,6 +97,7 @@ bool mapsCurrent(std::uint64_t generation)
 Status mapTile(std::uint64_t generation, int T, int S, MapKind kind, int head, const MapRect& rect, Matrix& out)
 {
     Workspace& ws = Workspace::instance();
+    if (ws.beingReplaced()) return replacedNow();
     std::lock_guard<std::mutex> lock(ws.mutex());
     DeviceResult r;
     ATTNSCOPE_RETURN_IF_ERROR(heldResult(ws, generation, T, S, head, r));
@@ -99,6 +107,7 @@ Status mapTile(std::uint64_t generation, int T, int S, MapKind kind, int head, c
 Status mapMaskTile(std::uint64_t generation, int T, int S, int head, const MapRect& rect, MaskMatrix& out, bool& hasMask)
 {
     Workspace& ws = Workspace::instance();
+    if (ws.beingReplaced()) return replacedNow();
     std::lock_guard<std::mutex> lock(ws.mutex());
     DeviceResult r;
     ATTNSCOPE_RETURN_IF_ERROR(heldResult(ws, generation, T, S, head, r));
@@ -111,6 +120,7 @@ Status mapPooled(std::uint64_t generation, int T, int S, MapKind kind, int head,
                  int outCols, Matrix& out, bool stored)
 {
     Workspace& ws = Workspace::instance();
+    if (ws.beingReplaced()) return replacedNow();
     std::lock_guard<std::mutex> lock(ws.mutex());
     DeviceResult r;
     ATTNSCOPE_RETURN_IF_ERROR(heldResult(ws, generation, T, S, head, r));
@@ -141,6 +151,7 @@ Status mapRanges(std::uint64_t generation, int T, int S, MapKind kind, std::vect
                  std::vector<unsigned long long>& bad)
 {
     Workspace& ws = Workspace::instance();
+    if (ws.beingReplaced()) return replacedNow();
     std::lock_guard<std::mutex> lock(ws.mutex());
     DeviceResult r;
     ATTNSCOPE_RETURN_IF_ERROR(heldResult(ws, generation, T, S, 0, r));

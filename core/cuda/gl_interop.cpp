@@ -37,6 +37,7 @@ bool glInteropAvailable(std::string* why)
 bool resultCurrent(std::uint64_t deviceGeneration)
 {
     Workspace& ws = Workspace::instance();
+    if (ws.beingReplaced()) return false;  // a frame never waits for a compute (Workspace::beingReplaced)
     std::lock_guard<std::mutex> lock(ws.mutex());
     return deviceGeneration != 0 && ws.result().generation == deviceGeneration;
 }
@@ -156,6 +157,7 @@ bool glInteropAvailable(std::string* why)
 bool resultCurrent(std::uint64_t deviceGeneration)
 {
     Workspace& ws = Workspace::instance();
+    if (ws.beingReplaced()) return false;  // a frame never waits for a compute (Workspace::beingReplaced)
     std::lock_guard<std::mutex> lock(ws.mutex());
     return deviceGeneration != 0 && ws.result().generation == deviceGeneration;
 }
@@ -256,6 +258,8 @@ Status fillLocked(Workspace& ws, unsigned texture, std::uint64_t deviceGeneratio
 Status fillGlTexture(unsigned texture, std::uint64_t deviceGeneration, DeviceMatrix which, int head)
 {
     Workspace& ws = Workspace::instance();
+    if (ws.beingReplaced())
+        return makeError(StatusCode::Unavailable, "device interop: a compute on the device is replacing this result");
     std::lock_guard<std::mutex> lock(ws.mutex());
     Status s = fillLocked(ws, texture, deviceGeneration, which, head);
     // A failed runtime call is also returned by the next cudaGetLastError, which the next compute checks:

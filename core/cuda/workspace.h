@@ -11,6 +11,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <atomic>
 #include <mutex>
 #include <string>
 
@@ -48,6 +49,13 @@ public:
     static Workspace& instance();
 
     std::mutex& mutex() { return m_mutex; }
+
+    // compute() counts itself here before it takes the mutex and until it has let go: from its start the last result
+    // is being replaced (it forgets it first). A read of a result (a frame filling a texture, the window's worker
+    // asking for ranges, a tile) checks this before taking the mutex and gives up at once, never waiting for a
+    // compute whose result replaces the one asked about.
+    std::atomic<int>& computesInFlight() { return m_computes; }
+    bool beingReplaced() const { return m_computes.load() > 0; }
 
     // Creates the handle, stream and events on first call; later calls are free. A failed attempt is
     // retried next time.
@@ -109,6 +117,7 @@ private:
     Status reserve(Buf b, std::size_t bytes, void*& ptr);
 
     std::mutex m_mutex;
+    std::atomic<int> m_computes{0};
     bool m_ready = false;
     cublasHandle_t m_blas = nullptr;
     cudaStream_t m_stream = nullptr;

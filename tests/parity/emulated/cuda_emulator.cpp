@@ -73,8 +73,15 @@ float shuffleXor(float v, int laneMask)
     return r;
 }
 
+namespace {
+std::function<void()> g_launchHook;
+} // namespace
+
+void setLaunchHook(std::function<void()> hook) { g_launchHook = std::move(hook); }
+
 void launch(dim3 grid, dim3 block, const std::function<void()>& body)
 {
+    if (g_launchHook) g_launchHook();
     gridDim = grid;
     blockDim = block;
     g_body = &body;

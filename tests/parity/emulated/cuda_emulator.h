@@ -21,6 +21,9 @@ void syncThreads();
 float shuffleXor(float v, int laneMask);
 // Runs `body` once per thread of every block of `grid`.
 void launch(dim3 grid, dim3 block, const std::function<void()>& body);
+// Tests: called at the start of every launch from then on (empty: none), on the launching thread; e.g. to hold a
+// compute inside the backend while the test calls in from another thread. Set and cleared while no launch runs.
+void setLaunchHook(std::function<void()> hook);
 } // namespace emu
 
 // The CUDA headers define these as compiler attributes; here they mean plain host code.
