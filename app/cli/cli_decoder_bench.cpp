@@ -118,10 +118,7 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
     if (mo.lazy) {
         const int ml = c.layers - 1, side = std::min(n, 256);
         const auto onDevice = attn::decoderMaps(model, run);
-        const std::uint64_t generation = run.deviceMapsGeneration;
-        run.deviceMapsGeneration = 0;  // the same run's maps, read on the host
-        const auto onHost = attn::decoderMaps(model, run);
-        run.deviceMapsGeneration = generation;
+        const auto onHost = attn::decoderMaps(model, run, false);
         std::vector<attn::Matrix> a(static_cast<std::size_t>(c.heads)), b(a.size());
         auto timeAll = [&](const attn::AttentionMaps& maps, std::vector<attn::Matrix>& out) -> attn::Expected<double> {
             const auto t = Clock::now();

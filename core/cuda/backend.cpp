@@ -18,6 +18,7 @@
 #include "cuda_backend.h"
 #include "cuda_status.h"
 #include "kernels.h"
+#include "in_flight.h"
 #include "workspace.h"
 
 #include <algorithm>
@@ -666,14 +667,7 @@ Status fetchMaps(AttentionResult& out)
 Status compute(const AttentionInput& in, const AttentionConfig& cfg, const Dims& d, AttentionResult& out)
 {
     Workspace& ws = Workspace::instance();
-    // Counted before the lock (readers then stop waiting for it) and after it is released (Workspace::beingReplaced).
-    struct InFlight {
-        std::atomic<int>& n;
-        explicit InFlight(std::atomic<int>& c) : n(c) { ++n; }
-        ~InFlight() { --n; }
-        InFlight(const InFlight&) = delete;
-        InFlight& operator=(const InFlight&) = delete;
-    } inFlight(ws.computesInFlight());
+    const InFlight inFlight(ws.computesInFlight());  // before the lock (Workspace::beingReplaced)
     std::lock_guard<std::mutex> lock(ws.mutex());
     // From here on the buffers may be overwritten: the previous result is no longer on the device, and this
     // one is not until it has succeeded.

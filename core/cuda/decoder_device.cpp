@@ -15,6 +15,7 @@
 
 #include "cuda_status.h"
 #include "decoder_kernels.h"
+#include "in_flight.h"
 
 #include <algorithm>
 #include <array>
@@ -153,9 +154,9 @@ public:
     // maps are read from its Q, K and log-sum-exp on the device only while the generation is still its own.
     std::uint64_t nextGeneration() { return ++m_generation; }
     std::uint64_t generation() const { return m_generation; }
-    // Set while a forward or scan holds the context (CallInProgress): the map reads do not wait for those, only for
-    // one another.
-    std::atomic<bool>& callInProgress() { return m_call; }
+    // Forwards and scans in flight (in_flight.h): the map reads do not wait for those, only for one another.
+    std::atomic<int>& callsInFlight() { return m_calls; }
+    bool writing() const { return m_calls.load() > 0; }
     bool ready() const { return m_ready; }
 
     cudaStream_t stream() const { return m_stream; }
@@ -170,20 +171,11 @@ private:
     std::mutex m_mutex;
     bool m_ready = false;
     std::uint64_t m_generation = 0;
-    std::atomic<bool> m_call{false};
+    std::atomic<int> m_calls{0};
     cudaStream_t m_stream = nullptr;
     cublasHandle_t m_blas = nullptr;
     std::array<cudaEvent_t, 5> m_events{};
     std::array<Buffer, static_cast<std::size_t>(Act::Count)> m_bufs{};
-};
-
-// Marks a forward or scan in progress for as long as it holds the context's lock (DecoderContext::callInProgress).
-struct CallInProgress {
-    explicit CallInProgress(std::atomic<bool>& f) : flag(f) { flag = true; }
-    ~CallInProgress() { flag = false; }
-    CallInProgress(const CallInProgress&) = delete;
-    CallInProgress& operator=(const CallInProgress&) = delete;
-    std::atomic<bool>& flag;
 };
 
 } // namespace
@@ -610,9 +602,9 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     }
 
     DecoderContext& ctx = DecoderContext::instance();
+    const InFlight inFlight(ctx.callsInFlight());
     std::lock_guard<std::mutex> lock(ctx.mutex());
     ATTNSCOPE_RETURN_IF_ERROR(ctx.init());
-    const CallInProgress inProgress(ctx.callInProgress());
     out.generation = 0;
     const std::uint64_t generation = ctx.nextGeneration();
     const std::size_t f = sizeof(float), nz = static_cast<std::size_t>(n), Lz = static_cast<std::size_t>(L);
@@ -814,7 +806,7 @@ Status lazyMapsRead(const DeviceLazyMapsRead& r, Matrix& out)
     // hovered cell): that is Unavailable, and the caller reads on the host. Reads wait for one another (a grid's
     // heads are pooled on several threads). A call that starts between the check and the lock is waited for; its
     // new generation then sends this read to the host.
-    if (ctx.callInProgress()) return makeError(StatusCode::Unavailable, "the device is busy with a forward");
+    if (ctx.writing()) return makeError(StatusCode::Unavailable, "the device is busy with a forward");
     std::lock_guard<std::mutex> lock(ctx.mutex());
     if (!ctx.ready() || r.generation == 0 || r.generation != ctx.generation())
         return makeError(StatusCode::Unavailable,
@@ -932,9 +924,9 @@ Status decoderScan(const DecoderWeights& w, const DeviceScanRequest& req, Matrix
     setNeed(Act::Logits, gz * V * f);
 
     DecoderContext& ctx = DecoderContext::instance();
+    const InFlight inFlight(ctx.callsInFlight());
     std::lock_guard<std::mutex> lock(ctx.mutex());
     ATTNSCOPE_RETURN_IF_ERROR(ctx.init());
-    const CallInProgress inProgress(ctx.callInProgress());
     ctx.nextGeneration();  // the scan's variants overwrite the activations, a lazy run's Q, K and lse among them
     ATTNSCOPE_RETURN_IF_ERROR(ctx.checkFits(need, "a scan of " + std::to_string(gMax) + " variants of " + std::to_string(n) + " tokens"));
     float *hidden, *Qbuf;

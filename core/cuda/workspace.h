@@ -50,10 +50,9 @@ public:
 
     std::mutex& mutex() { return m_mutex; }
 
-    // compute() counts itself here before it takes the mutex and until it has let go: from its start the last result
-    // is being replaced (it forgets it first). A read of a result (a frame filling a texture, the window's worker
-    // asking for ranges, a tile) checks this before taking the mutex and gives up at once, never waiting for a
-    // compute whose result replaces the one asked about.
+    // compute() counts itself here (in_flight.h): from its start the last result is being replaced (it forgets it
+    // first). A read of a result (a frame filling a texture, the window's worker asking for ranges, a tile) checks
+    // this before taking the mutex and gives up at once, never waiting for that compute.
     std::atomic<int>& computesInFlight() { return m_computes; }
     bool beingReplaced() const { return m_computes.load() > 0; }
 

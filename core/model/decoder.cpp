@@ -1246,9 +1246,13 @@ private:
 
 } // namespace
 
-std::shared_ptr<const AttentionMaps> decoderMaps(const DecoderModel& model, const DecoderRun& run)
+std::shared_ptr<const AttentionMaps> decoderMaps(const DecoderModel& model, const DecoderRun& run, bool onDevice)
 {
-    if (run.lazy) return detail::lazyMapsWithDevice(std::make_shared<LazyMaps>(run.lazyLayers, lazySpecs(model.config)), run, model.config);
+    if (run.lazy) {
+        auto host = std::make_shared<LazyMaps>(run.lazyLayers, lazySpecs(model.config));
+        if (!onDevice) return host;
+        return detail::lazyMapsWithDevice(std::move(host), run, model.config);
+    }
     return std::make_shared<DenseDecoderMaps>(run, model.config);
 }
 

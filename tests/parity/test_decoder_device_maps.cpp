@@ -1,9 +1,9 @@
 // A lazy run's maps read where the run computed them (issue 34: "tile rebuilding on the device"): decoderMaps() of a
 // lazy run of the CUDA backend makes its tiles and pooled overviews by kernels from the Q, K and log-sum-exp the
 // device still holds, and only those cross the bus. The oracle is the same run's maps read on the host (LazyMaps
-// over the same Q, K and lse, which test_lazy_golden checks against the dense core): a copy of the run without its
-// device record. Layers the device no longer holds (a later call on the device, a layer recomputed on the CPU) are
-// read on the host, with the same values.
+// over the same Q, K and lse, which test_lazy_golden checks against the dense core): decoderMaps(…, false). Layers
+// the device no longer holds (a later call on the device, a layer recomputed on the CPU) are read on the host, with
+// the same values.
 //
 // Built twice, as test_decoder_device.cpp: over the emulated CUDA runtime (label unit) and against the real backend
 // (label gpu, 77 without a device).
@@ -50,13 +50,10 @@ std::vector<int> textIds(int n, int salt)
     return ids;
 }
 
-// The run's maps read on the host only: the run without its device record.
+// The run's maps read on the host only.
 std::shared_ptr<const attn::AttentionMaps> hostMaps(const attn::DecoderModel& model, const attn::DecoderRun& run)
 {
-    attn::DecoderRun copy = run;
-    copy.deviceMapsGeneration = 0;
-    copy.deviceLayers.clear();
-    return attn::decoderMaps(model, copy);
+    return attn::decoderMaps(model, run, false);
 }
 
 struct Read {

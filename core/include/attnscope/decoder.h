@@ -335,7 +335,9 @@ long decoderLargestFit(const DecoderConfig& c, double budgetBytes, bool lazy);
 // The run's maps through the tile seam: LazyMaps for a lazy run; for a dense one, run.weights' views, the scores
 // from run.attention's Q and K, and the model's mask rule (causal, and the sliding window). Valid while `run`
 // lives and is not recomputed or appended to.
-std::shared_ptr<const AttentionMaps> decoderMaps(const DecoderModel& model, const DecoderRun& run);
+// With onDevice false, a lazy run's maps are read on the host even where the device still holds its layers (the
+// oracle of the device's reads, and the bench's comparison).
+std::shared_ptr<const AttentionMaps> decoderMaps(const DecoderModel& model, const DecoderRun& run, bool onDevice = true);
 // How many tiles and overviews of maps that decoderMaps() made were read on the device (DecoderRun::deviceLayers);
 // 0 for any other maps.
 long decoderMapsDeviceReads(const AttentionMaps& maps);
