@@ -92,9 +92,7 @@ std::optional<ComputeWorker::Finished> ComputeWorker::take(attn::AttentionResult
                 m_copyFrom = &shown;
             }
             m_mapsFinished.reset();  // maps of the result shown before: no longer wanted
-            m_fetch.reset();
-            if (shown.mapsOnDevice && shown.backend == attn::Backend::Cuda && shown.deviceGeneration != 0)
-                m_fetch = FetchJob{shown.deviceGeneration, shown.heads.size(), shown.layout};
+            m_fetch = fetchJobOf(shown);
         }
     }
     m_cv.notify_all();  // the worker may start the next job
@@ -125,12 +123,20 @@ std::optional<ComputeWorker::MapsFinished> ComputeWorker::takeMaps(attn::Attenti
     return f;
 }
 
+std::optional<ComputeWorker::FetchJob> ComputeWorker::fetchJobOf(const attn::AttentionResult& shown)
+{
+    // Only a device result's: a CPU result's maps are on the host, and it never calls into CUDA.
+    if (!shown.mapsOnDevice || shown.backend != attn::Backend::Cuda || shown.deviceGeneration == 0) return std::nullopt;
+    return FetchJob{shown.deviceGeneration, shown.heads.size(), shown.layout};
+}
+
 void ComputeWorker::fetchMapsOf(const attn::AttentionResult& shown)
 {
-    if (!shown.mapsOnDevice || shown.backend != attn::Backend::Cuda || shown.deviceGeneration == 0) return;
+    std::optional<FetchJob> job = fetchJobOf(shown);
+    if (!job) return;
     {
         std::lock_guard<std::mutex> lock(m_mutex);
-        m_fetch = FetchJob{shown.deviceGeneration, shown.heads.size(), shown.layout};
+        m_fetch = job;
     }
     m_cv.notify_all();
 }

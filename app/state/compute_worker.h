@@ -114,6 +114,9 @@ private:
         std::size_t heads = 0;
         attn::Layout layout = attn::Layout::Row;
     };
+    // The fetch a shown result needs: its maps' device generation, heads and layout (none for a result whose maps
+    // are on the host).
+    static std::optional<FetchJob> fetchJobOf(const attn::AttentionResult& shown);
     void run();
     void fetch(std::unique_lock<std::mutex>& lock);
     bool fetchWaits() const { return m_fetch && !m_finished && !m_mapsFinished; }
