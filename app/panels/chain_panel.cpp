@@ -1095,7 +1095,12 @@ void planChainLayout(AppState& state)
     in.wRows = static_cast<int>(mapRows);
     in.wCols = static_cast<int>(mapCols);
     in.wVisible = static_cast<int>(mapRows * mapCols);
-    if (hr.masked.size() == hr.weights.size()) in.wVisible -= static_cast<int>(hr.masked.cast<int>().sum());
+    if (hr.weights.size() > 0 && hr.masked.size() == hr.weights.size()) {
+        in.wVisible -= static_cast<int>(hr.masked.cast<int>().sum());
+        v.knownVisible = in.wVisible, v.knownRows = in.wRows, v.knownCols = in.wCols;
+    } else if (hr.weights.size() == 0 && v.knownRows == in.wRows && v.knownCols == in.wCols && v.knownVisible >= 0) {
+        in.wVisible = v.knownVisible;  // maps still on the device: its masked cells are not here to count
+    }
     in.oRows = static_cast<int>(hr.output.rows());
     in.oCols = static_cast<int>(hr.output.cols());
     in.qkvRows = static_cast<int>(r.Q.rows() + r.K.rows() + r.V.rows());

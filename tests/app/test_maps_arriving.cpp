@@ -81,6 +81,11 @@ public:
         }
         m_cv.notify_all();
     }
+    void close()
+    {
+        std::lock_guard<std::mutex> l(m_mutex);
+        m_open = false;
+    }
 
 private:
     std::mutex m_mutex;
@@ -188,10 +193,29 @@ void checkWhileArriving(int n, bool lessons)
         EXPECT_FALSE(has(state, "mapscoming/headsgrid"));
         if (pooledGrid) {
             // A map larger than the window: its box is planned from the stored shape, whatever the maps hold. (A small
-            // masked map's cells are planned from its unmasked count, which only the maps tell: it may grow once.)
+            // masked map's cells are planned from its unmasked count, which only the maps tell: the first result of a
+            // session may grow once; below, the next ones keep the count.)
             EXPECT_EQ(state.chain.plan.cell, planned.cell) << "the fit plan did not wait for the maps";
             EXPECT_EQ(state.chain.plan.bigView, planned.bigView);
         }
+        // An edit: the next result (same shape) is planned as the one before while its maps are on their way.
+        const app::FitPlan before = state.chain.plan;
+        device.close();
+        state.doc.markDirty();
+        const auto again = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+        while (!state.doc.mapsArriving() && std::chrono::steady_clock::now() < again) {
+            frames(state, 1);
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        ASSERT_TRUE(state.doc.mapsArriving());
+        frames(state, 2);
+        EXPECT_TRUE(has(state, "mapscoming/weights/0"));
+        EXPECT_EQ(state.chain.plan.cell, before.cell);
+        EXPECT_EQ(state.chain.plan.bigView, before.bigView);
+        device.open();
+        state.doc.waitForCompute();
+        frames(state, 2);
+        EXPECT_TRUE(has(state, "heatmap/weights/0"));
         hover(state, "heatmap/weights/0");
     }
     app::setHeatmapRenderer(nullptr);
