@@ -151,6 +151,11 @@ attn::Colormap defaultColormap(PanelKind k) { return k == PanelKind::Weights ? a
 
 attn::Expected<Figure> buildFigure(const attn::Session& s, const attn::AttentionResult& result, const FigureOptions& opt)
 {
+    // A figure draws whole maps: a result whose maps stayed on the device needs them back first (attn::fetchDeviceMaps).
+    // The window's exports compute their own result on the CPU (state/export_actions.h), so this is a caller's slip.
+    if (result.mapsOnDevice)
+        return attn::makeError(attn::StatusCode::InvalidArgument,
+                               "figure: the result's maps are still on the GPU; bring them back first (attn::fetchDeviceMaps)");
     attn::Expected<attn::Dims> dims = attn::validate(s.input, s.config);
     if (!dims) return dims.status();
     if (result.heads.size() != std::size_t(dims->H))

@@ -4,6 +4,8 @@
 #include <attnscope/attention.h>
 #include <attnscope/matrix_names.h>
 
+#include <cassert>
+
 namespace app::io {
 
 namespace {
@@ -55,6 +57,9 @@ const std::vector<std::string>& slotNames()
 
 std::vector<NamedArray> sessionArrays(const attn::Session& s, const attn::AttentionResult* result)
 {
+    // Every head's maps are written: a result whose maps stayed on the device must have them back first
+    // (attn::fetchDeviceMaps). The window's exports compute their own CPU result (state/export_actions.h).
+    assert(!result || !result->mapsOnDevice);
     std::vector<NamedArray> out;
     const attn::AttentionInput& in = s.input;
     for (const MatrixSlot& slot : kMatrixSlots)

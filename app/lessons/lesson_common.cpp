@@ -20,6 +20,13 @@ bool beginLessonPanel(LessonId id, ImVec2 firstSize, bool* open)
 
 bool lessonHasResult(const LessonInputs& in, const char* note, bool fits)
 {
+    // A result shown before its maps are back from the device (Document::mapsArriving): the lessons read whole
+    // maps (grids, rows, bars), so they wait for the completed result, which follows within a frame or so.
+    if (in.session && in.result && !in.result->heads.empty() && in.result->mapsOnDevice) {
+        noteText("The maps are coming from the GPU…");
+        ImGui::End();
+        return false;
+    }
     if (in.session && in.result && !in.result->heads.empty() && fits) return true;
     noteText(note);
     ImGui::End();

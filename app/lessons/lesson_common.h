@@ -113,8 +113,9 @@ struct LessonState {
 // The opening every lesson panel shares: its first-use size and its window, titled from the registry. Returns
 // false (the window already ended) when the panel is collapsed or closed: nothing more to draw this frame.
 bool beginLessonPanel(LessonId id, ImVec2 firstSize, bool* open);
-// True when `in` has a computed session with heads (and `fits`, the lesson's own condition on it); otherwise
-// shows `note` (which session to open) and ends the window.
+// True when `in` has a computed session with heads whose maps are on the host (and `fits`, the lesson's own
+// condition on it); otherwise shows `note` (which session to open), or that the maps are coming from the GPU, and
+// ends the window.
 bool lessonHasResult(const LessonInputs& in, const char* note, bool fits = true);
 
 // Clamps the selection to the result's heads, queries and keys (the document may have changed).

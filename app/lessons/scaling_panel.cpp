@@ -135,7 +135,8 @@ void drawSoftmaxColumn(const char* title, const attn::Vector& scores, const attn
 void drawRow(const LessonInputs& in, LessonState& st)
 {
     sectionTitle("One softmax row, with and without 1/sqrt(d_k)");
-    const bool haveSession = in.result && !in.result->heads.empty() && in.session &&
+    // A result whose maps are still on the device (they follow it) has no row to read yet: a sampled one meanwhile.
+    const bool haveSession = in.result && !in.result->heads.empty() && !in.result->mapsOnDevice && in.session &&
                              in.session->config.score != attn::Score::Additive;
     if (haveSession) ImGui::Checkbox("use the session's query (else sample one)", &st.rowFromSession);
     attn::Vector q;

@@ -21,6 +21,8 @@
 #include "render/heatmap_view.h"
 #include "view/heatmap_description.h"
 
+#include <attnscope/device_maps.h>
+
 #include <imgui.h>
 
 #include <algorithm>
@@ -73,9 +75,11 @@ std::uint64_t resultStamp(AppState& s)
 attn::WeightsScale weightsScaleOf(const AppState& s)
 {
     if (!s.doc.hasResult() || s.doc.result().heads.empty()) return attn::resolveWeightsScale(s.view.weightsScale, 0);
-    const attn::Matrix& w = s.doc.result().heads[0].weights;
+    // The keys from the stored shape, not the weights themselves: a result whose maps are still on the device has
+    // the same scale as once they are here.
+    const auto [rows, cols] = storedMapShape(s.doc.result());
     const bool col = s.doc.session().config.layout == attn::Layout::Column;
-    return attn::resolveWeightsScale(s.view.weightsScale, static_cast<long>(col ? w.rows() : w.cols()));
+    return attn::resolveWeightsScale(s.view.weightsScale, static_cast<long>(col ? rows : cols));
 }
 
 bool rowMaxShown(const AppState& s) { return weightsScaleOf(s) == attn::WeightsScale::RowMax; }
@@ -342,10 +346,42 @@ void arrow()
 // [SECTION] Tooltips and the formula
 // -----------------------------------------------------------------------------------------------------
 
-void hoverWeightTooltip(const AppState& s, const attn::HeadResult& hr, int q, int k, bool showWeight)
+// Cells of head `head`'s map of `kind` for a tooltip: query q's keys [k0, k0 + n) (in query × key terms), from the
+// host's maps, or, for a result whose maps are still on the device, read there (one small tile: what a hovered cell
+// needs at once, rather than waiting for the whole maps). Empty when they are in neither place.
+std::vector<float> mapCells(const AppState& s, int head, attn::MapKind kind, int q, int k0, int n)
 {
+    const attn::AttentionResult& res = s.doc.result();
+    const attn::HeadResult& hr = res.heads[static_cast<std::size_t>(head)];
+    const attn::Matrix& m = kind == attn::MapKind::Scores ? hr.scores : hr.weights;
     const bool col = isColumn(s);
-    const int r = col ? k : q, c = col ? q : k;
+    std::vector<float> out;
+    if (m.size() > 0) {
+        for (int j = k0; j < k0 + n; ++j) out.push_back(col ? m(j, q) : m(q, j));
+        return out;
+    }
+    attn::Matrix tile;
+    if (!res.mapsOnDevice || !attn::DeviceMaps(res).tile(kind, 0, head, attn::MapRect{q, k0, 1, n}, tile).ok()) return out;
+    out.assign(tile.data(), tile.data() + tile.size());
+    return out;
+}
+
+// Whether query q's key k is masked in head `head`: the host's mask, or the device's (a 1×1 tile) while the maps
+// are there; nullopt when neither can say.
+std::optional<bool> maskedCell(const AppState& s, int head, int q, int k)
+{
+    const attn::AttentionResult& res = s.doc.result();
+    const attn::HeadResult& hr = res.heads[static_cast<std::size_t>(head)];
+    if (hr.masked.size() > 0) return (isColumn(s) ? hr.masked(k, q) : hr.masked(q, k)) != 0;
+    attn::MaskMatrix tile;
+    if (!res.mapsOnDevice || !attn::DeviceMaps(res).maskTile(0, head, attn::MapRect{q, k, 1, 1}, tile).ok()) return std::nullopt;
+    return tile(0, 0) != 0;
+}
+
+constexpr const char* kMapsComing = "maps coming from the GPU…";
+
+void hoverWeightTooltip(const AppState& s, int head, int q, int k, bool showWeight)
+{
     const attn::AttentionResult& res = s.doc.result();
     ImGui::BeginTooltip();
     // Indices are 0-based; a token's own label (a preset's "x3") is quoted apart from it, so that the two
@@ -353,25 +389,34 @@ void hoverWeightTooltip(const AppState& s, const attn::HeadResult& hr, int q, in
     ImGui::Text("query '%s' (index %d)   key '%s' (index %d)", axisLabel(queryLabels(s), q).c_str(), q,
                 axisLabel(keyLabels(s), k).c_str(), k);
     const attn::Score sc = s.doc.session().config.score;
-    if (sc == attn::Score::Additive) ImGui::Text("score w_vᵀ·tanh(q·A_q + k·A_k) = %s", attn::formatValue(hr.scores(r, c), 5).c_str());
-    else ImGui::Text("score = (q·k) × scale = %s", attn::formatValue(hr.scores(r, c), 5).c_str());
+    const std::vector<float> score = mapCells(s, head, attn::MapKind::Scores, q, k, 1);
+    const std::string scoreText = score.empty() ? kMapsComing : attn::formatValue(score[0], 5);
+    if (sc == attn::Score::Additive) ImGui::Text("score w_vᵀ·tanh(q·A_q + k·A_k) = %s", scoreText.c_str());
+    else ImGui::Text("score = (q·k) × scale = %s", scoreText.c_str());
     ImGui::Text("scale = %s", attn::formatValue(res.scale, 5).c_str());
-    const bool masked = hr.masked(r, c) != 0;
-    ImGui::Text("masked: %s", masked ? "yes (score replaced by the fill)" : "no");
-    if (showWeight) ImGui::Text("softmax weight p = %s", attn::formatValue(hr.weights(r, c), 5).c_str());
+    const std::optional<bool> masked = maskedCell(s, head, q, k);
+    ImGui::Text("masked: %s", !masked ? kMapsComing : *masked ? "yes (score replaced by the fill)" : "no");
+    if (showWeight) {
+        const std::vector<float> p = mapCells(s, head, attn::MapKind::Weights, q, k, 1);
+        ImGui::Text("softmax weight p = %s", p.empty() ? kMapsComing : attn::formatValue(p[0], 5).c_str());
+    }
     ImGui::EndTooltip();
 }
 
-void hoverOutputTooltip(const AppState& s, const attn::HeadResult& hr, int q, int f)
+void hoverOutputTooltip(const AppState& s, int head, int q, int f)
 {
+    const attn::HeadResult& hr = s.doc.result().heads[static_cast<std::size_t>(head)];
     const bool col = isColumn(s);
-    const int S = static_cast<int>(col ? hr.weights.rows() : hr.weights.cols());
+    const auto [mapRows, mapCols] = storedMapShape(s.doc.result());
+    const int S = static_cast<int>(col ? mapRows : mapCols);
     ImGui::BeginTooltip();
     ImGui::Text("output[%d][%d] of query '%s' = Σ_j p_%dj · v_j[%d]", q, f, axisLabel(queryLabels(s), q).c_str(), q, f);
     // The terms, as core computed them (at most 12 listed: the rest are summarised).
     constexpr int kMaxTerms = 12;
-    for (int j = 0; j < std::min(S, kMaxTerms); ++j) {
-        const float p = col ? hr.weights(j, q) : hr.weights(q, j);
+    const std::vector<float> weights = mapCells(s, head, attn::MapKind::Weights, q, 0, std::min(S, kMaxTerms));
+    if (weights.empty() && S > 0) ImGui::TextDisabled("  weights p: %s", kMapsComing);
+    for (int j = 0; j < static_cast<int>(weights.size()); ++j) {
+        const float p = weights[static_cast<std::size_t>(j)];
         const float v = col ? hr.V(f, j) : hr.V(j, f);
         ImGui::Text("  j=%d '%s':  p = %s  ×  v = %s", j, axisLabel(keyLabels(s), j).c_str(), attn::formatValue(p, 4).c_str(),
                     attn::formatValue(v, 4).c_str());
@@ -604,6 +649,15 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style, float* cellsShow
     }
     const view::MapDescription& d = *described;
     const std::string name = view::plainText(d.name);
+    if ((m.kind == MapKind::Scores || m.kind == MapKind::Weights) && d.source->size() == 0 && r.mapsOnDevice) {
+        // The result is shown before its maps are back from the device (Document::mapsArriving): the heatmap widget
+        // draws host matrices, so this map waits for them (a frame or so after the rest of the result).
+        const auto [rows, cols] = storedMapShape(r);
+        ImGui::TextDisabled("%s  %ld×%ld: %s", name.c_str(), static_cast<long>(rows), static_cast<long>(cols),
+                            state.doc.mapsLost() ? "its maps were lost on the GPU (compute again)" : kMapsComing);
+        state.recordRect("mapscoming/" + mapKey(m), ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        return 0;
+    }
     const std::string t = shapeTitle(state, d);
     HeatmapKind kind = HeatmapKind::Output;
     const attn::DisplayRange* range = &rg.output;
@@ -706,10 +760,10 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style, float* cellsShow
         case MapKind::Scores:
         case MapKind::Weights: {
             const auto [q, k] = queryKeyOf(state, hit);
-            hoverWeightTooltip(state, r.heads[h], q, k, m.kind == MapKind::Weights);
+            hoverWeightTooltip(state, m.head, q, k, m.kind == MapKind::Weights);
             break;
         }
-        case MapKind::HeadOut: hoverOutputTooltip(state, r.heads[h], col ? hit.col : hit.row, col ? hit.row : hit.col); break;
+        case MapKind::HeadOut: hoverOutputTooltip(state, m.head, col ? hit.col : hit.row, col ? hit.row : hit.col); break;
         default: valueTooltip(state, spec, hit, name.c_str()); break;
         }
         // Double-click: a zoomed fitted map goes back to whole; any other map alone fills the window (Esc goes
@@ -897,26 +951,43 @@ void drawHeadsGridRow(AppState& state, float width, float maxCell)
     // Thumbnails stay thumbnails: a head with more rows or columns than `side` pixels (at most 96, at least 8) is
     // pooled to that many cells (each the largest weight of its block), instead of a scrolling map of its own.
     const int side = static_cast<int>(std::clamp(share, 8.0f, 96.0f));
-    const Eigen::Index n = H > 0 ? std::max(r.heads[0].weights.rows(), r.heads[0].weights.cols()) : 0;
-    const Eigen::Index cols = H > 0 ? std::max<Eigen::Index>(1, r.heads[0].weights.cols()) : 1;
+    // The stored shape, so that a result whose maps are still on the device is laid out as it will be.
+    const auto [mapRows, mapCols] = storedMapShape(r);
+    const Eigen::Index n = H > 0 ? std::max(mapRows, mapCols) : 0;
+    const Eigen::Index cols = H > 0 ? std::max<Eigen::Index>(1, mapCols) : 1;
     const float cell = std::clamp(std::floor(share / static_cast<float>(cols)), 3.0f, std::max(3.0f, maxCell));
     g.cellPx = cell;
     const bool pooled = float(n) * cell > float(side);
     const attn::AttentionConfig& cfg = state.doc.session().config;
-    const auto gridPart = [side](const attn::Matrix& w) {
-        return PoolPart{0, 0, int(w.rows()), int(w.cols()), int(std::min<Eigen::Index>(w.rows(), side)),
-                        int(std::min<Eigen::Index>(w.cols(), side))};
+    // Maps still on the device (Document::mapsArriving): pooled thumbnails come from there (the worker's parts, or
+    // the device's pool kernel now: a thumbnail's cells cross the bus, not the map); whole small maps wait for them.
+    const bool onDevice = H > 0 && r.heads[0].weights.size() == 0 && r.mapsOnDevice;
+    if (onDevice && !pooled) {
+        ImGui::TextDisabled("all heads' weights: %s", state.doc.mapsLost() ? "lost on the GPU (compute again)" : kMapsComing);
+        state.recordRect("mapscoming/headsgrid", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        return;
+    }
+    const auto gridPart = [side](Eigen::Index rows, Eigen::Index cols) {
+        return PoolPart{0, 0, int(rows), int(cols), int(std::min<Eigen::Index>(rows, side)), int(std::min<Eigen::Index>(cols, side))};
     };
+    // The part of head h's weights (as coloured) a thumbnail shows.
+    const auto partOf = [&](const attn::Matrix& w) { return onDevice ? gridPart(mapRows, mapCols) : gridPart(w.rows(), w.cols()); };
     ChainView& v = state.chain;
     if (pooled && (v.gridPooledStamp != generationOf(state, HeatmapKind::Weights) || v.gridPooledSide != side ||
                    v.gridPooled.size() != static_cast<std::size_t>(H))) {
         v.gridPooled.clear();
         for (int h = 0; h < H; ++h) {
             const attn::Matrix& w = weightsShown(state, h);
-            const PoolPart part = gridPart(w);
+            const PoolPart part = partOf(w);
             // Pooled with the result on the worker when an earlier frame asked for it (state/pooled_parts.h).
             const attn::Matrix* ready = state.doc.prepooled(&w, part);
-            v.gridPooled.push_back(ready ? *ready : attn::poolMax(w, part.outRows, part.outCols));
+            attn::Matrix thumb;
+            if (ready) thumb = *ready;
+            else if (!onDevice) thumb = attn::poolMax(w, part.outRows, part.outCols);
+            else if (!rowMaxShown(state))  // the row-max view is made on the host from the maps: it waits for them
+                (void)attn::DeviceMaps(r).pooledStored(attn::MapKind::Weights, 0, h, attn::MapRect{0, 0, part.rows, part.cols},
+                                                       part.outRows, part.outCols, thumb);
+            v.gridPooled.push_back(std::move(thumb));
         }
         v.gridPooledStamp = generationOf(state, HeatmapKind::Weights);
         v.gridPooledSide = side;
@@ -925,7 +996,7 @@ void drawHeadsGridRow(AppState& state, float width, float maxCell)
         g.cellPx = 1.0f;
         for (int h = 0; h < H; ++h) {
             const attn::Matrix& w = weightsShown(state, h);
-            state.doc.wantPooled(&w, gridPart(w));
+            state.doc.wantPooled(&w, partOf(w));
         }
     }
     for (int h = 0; h < H; ++h) {
@@ -965,7 +1036,7 @@ void drawHeadsGridRow(AppState& state, float width, float maxCell)
     if (hit.hovered >= 0 && hit.row >= 0 && pooled) {
         ImGui::SetTooltip("head %d: %lld tokens shown in %d px, each cell the largest weight of its block\nclick: show this head above",
                           hit.hovered, static_cast<long long>(n), side);
-    } else if (hit.hovered >= 0 && hit.row >= 0) {
+    } else if (hit.hovered >= 0 && hit.row >= 0 && !onDevice) {
         const auto [q, k] = isColumn(state) ? std::pair{hit.col, hit.row} : std::pair{hit.row, hit.col};
         ImGui::BeginTooltip();
         ImGui::Text("head %d: query '%s', key '%s': weight %s", hit.hovered, axisLabel(queryLabels(state), q).c_str(),
@@ -1019,10 +1090,17 @@ void planChainLayout(AppState& state)
     bool anyOpen = false;
     for (const auto& [id, open] : v.inputOpen) anyOpen = anyOpen || open;
     in.stripWidth = kInputsStripWidth + (anyOpen ? inputsColumnWidth(state, stripEditorMax()) : 0.0f);
-    in.wRows = static_cast<int>(hr.weights.rows());
-    in.wCols = static_cast<int>(hr.weights.cols());
-    in.wVisible = static_cast<int>(hr.weights.size());
-    if (hr.masked.size() == hr.weights.size()) in.wVisible -= static_cast<int>(hr.masked.cast<int>().sum());
+    // The stored shape: a result whose maps are still on the device is planned as it will be drawn.
+    const auto [mapRows, mapCols] = storedMapShape(r);
+    in.wRows = static_cast<int>(mapRows);
+    in.wCols = static_cast<int>(mapCols);
+    in.wVisible = static_cast<int>(mapRows * mapCols);
+    if (hr.weights.size() > 0 && hr.masked.size() == hr.weights.size()) {
+        in.wVisible -= static_cast<int>(hr.masked.cast<int>().sum());
+        v.knownVisible = in.wVisible, v.knownRows = in.wRows, v.knownCols = in.wCols;
+    } else if (hr.weights.size() == 0 && v.knownRows == in.wRows && v.knownCols == in.wCols && v.knownVisible >= 0) {
+        in.wVisible = v.knownVisible;  // maps still on the device: its masked cells are not here to count
+    }
     in.oRows = static_cast<int>(hr.output.rows());
     in.oCols = static_cast<int>(hr.output.cols());
     in.qkvRows = static_cast<int>(r.Q.rows() + r.K.rows() + r.V.rows());

@@ -1,5 +1,5 @@
 // Status bar: backend (attn::backendDescription), last compute time (result.timings.total) or "computing… N ms"
-// while the worker computes newer inputs, sizes, errors.
+// while the worker computes newer inputs, sizes, whether the shown result's maps are still coming from the GPU, errors.
 #include "panels/model_panels.h"
 #include "panels/panels.h"
 
@@ -40,6 +40,11 @@ void drawStatusBar(AppState& state)
         const int decimals = ms < 10 ? 3 : ms < 100 ? 2 : ms < 1000 ? 1 : 0;
         ImGui::Text("%s   |   compute %.*f ms   |   n=%d  n_kv=%d  heads=%s  d_k=%d  d_v=%d", backend.c_str(), decimals, ms, z.T,
                     z.S, heads.c_str(), z.dk, z.dv);
+    }
+    // A result on the device is shown before its maps are back (Document::mapsArriving): say that they are coming.
+    if (!bundleViewShown(state) && !modelViewShown(state) && (state.doc.mapsArriving() || state.doc.mapsLost())) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("  |  %s", state.doc.mapsArriving() ? "maps coming from the GPU…" : "maps lost on the GPU: compute again");
     }
     if (!state.doc.path().empty()) {
         ImGui::SameLine();

@@ -1,5 +1,7 @@
 #include "state/compute_worker.h"
 
+#include <attnscope/device_maps.h>
+
 #include <utility>
 
 namespace app {
@@ -36,11 +38,15 @@ ComputeWorker::Shapes ComputeWorker::shapesOf(const attn::AttentionResult& r)
     return s;
 }
 
-ComputeWorker::ComputeWorker(ComputeFn fn)
+ComputeWorker::ComputeWorker(ComputeFn fn, FetchFn fetch)
     : m_fn(fn ? std::move(fn)
               : ComputeFn([](attn::AttentionInput& in, const attn::AttentionConfig& cfg, attn::AttentionResult& out) {
                     return attn::compute(in, cfg, out);
                 })),
+      m_fetchFn(fetch ? std::move(fetch)
+                      : FetchFn([](attn::AttentionResult& r, const std::function<bool()>& carryOn) {
+                            return attn::fetchDeviceMaps(r, carryOn);
+                        })),
       m_thread([this] { run(); })
 {
 }
@@ -53,6 +59,7 @@ ComputeWorker::~ComputeWorker()
         m_pending.reset();
         m_reshape.reset();
         m_copyFrom = nullptr;
+        m_fetch.reset();
     }
     m_cv.notify_all();
     m_thread.join();
@@ -84,10 +91,66 @@ std::optional<ComputeWorker::Finished> ComputeWorker::take(attn::AttentionResult
                 m_reshape = std::move(want);
                 m_copyFrom = &shown;
             }
+            m_mapsFinished.reset();  // maps of the result shown before: no longer wanted
+            m_fetch = fetchJobOf(shown);
         }
     }
     m_cv.notify_all();  // the worker may start the next job
     return f;
+}
+
+std::optional<ComputeWorker::MapsFinished> ComputeWorker::takeMaps(attn::AttentionResult& shown)
+{
+    std::optional<MapsFinished> f;
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        if (!m_mapsFinished) return std::nullopt;
+        f = std::move(m_mapsFinished);
+        m_mapsFinished.reset();
+        // The worker fetches again only after this (fetchWaits), so m_maps is not being written now.
+        if (f->status.ok() && shown.mapsOnDevice && shown.deviceGeneration == f->generation &&
+            shown.heads.size() == m_maps.heads.size()) {
+            for (std::size_t h = 0; h < shown.heads.size(); ++h) {
+                std::swap(shown.heads[h].scores, m_maps.heads[h].scores);
+                std::swap(shown.heads[h].weights, m_maps.heads[h].weights);
+                std::swap(shown.heads[h].masked, m_maps.heads[h].masked);
+            }
+            shown.mapsOnDevice = false;
+            f->moved = true;
+        }
+    }
+    m_cv.notify_all();
+    return f;
+}
+
+std::optional<ComputeWorker::FetchJob> ComputeWorker::fetchJobOf(const attn::AttentionResult& shown)
+{
+    // Only a device result's: a CPU result's maps are on the host, and it never calls into CUDA.
+    if (!shown.mapsOnDevice || shown.backend != attn::Backend::Cuda || shown.deviceGeneration == 0) return std::nullopt;
+    return FetchJob{shown.deviceGeneration, shown.heads.size(), shown.layout};
+}
+
+void ComputeWorker::fetchMapsOf(const attn::AttentionResult& shown)
+{
+    std::optional<FetchJob> job = fetchJobOf(shown);
+    if (!job) return;
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        m_fetch = job;
+    }
+    m_cv.notify_all();
+}
+
+bool ComputeWorker::fetchingMaps() const
+{
+    std::lock_guard<std::mutex> lock(m_mutex);
+    return m_fetching || fetchWaits();
+}
+
+long ComputeWorker::fetchesAbandoned() const
+{
+    std::lock_guard<std::mutex> lock(m_mutex);
+    return m_fetchesAbandoned;
 }
 
 bool ComputeWorker::busy() const
@@ -107,7 +170,9 @@ void ComputeWorker::waitUntilDone()
 {
     std::unique_lock<std::mutex> lock(m_mutex);
     // A waiting job cannot start while a finished one is untaken: then it does not count as waiting here.
-    m_cv.wait(lock, [this] { return !m_running && !m_reshaping && !m_reshape && (!m_pending || m_finished); });
+    m_cv.wait(lock, [this] {
+        return !m_running && !m_reshaping && !m_reshape && (!m_pending || m_finished) && !m_fetching && !fetchWaits();
+    });
 }
 
 long ComputeWorker::jobsStarted() const
@@ -126,7 +191,7 @@ void ComputeWorker::run()
 {
     std::unique_lock<std::mutex> lock(m_mutex);
     for (;;) {
-        m_cv.wait(lock, [this] { return m_stop || m_reshape || (m_pending && !m_finished); });
+        m_cv.wait(lock, [this] { return m_stop || m_reshape || (m_pending && !m_finished) || fetchWaits(); });
         if (m_stop) return;
         if (m_reshape) {  // set by take(), so no finished result waits: m_buffer is the worker's
             const Shapes shapes = std::move(*m_reshape);
@@ -143,6 +208,12 @@ void ComputeWorker::run()
             m_cv.notify_all();
             continue;
         }
+        if (!(m_pending && !m_finished)) {  // no newer work: the maps of the result shown
+            fetch(lock);
+            continue;
+        }
+        if (m_fetch) ++m_fetchesAbandoned;  // not started: this compute replaces the device's result
+        m_fetch.reset();
         Job job = std::move(*m_pending);
         m_pending.reset();
         m_running = true;
@@ -158,6 +229,43 @@ void ComputeWorker::run()
         m_finished = Finished{std::move(st), job.revision, ms};
         m_cv.notify_all();
     }
+}
+
+void ComputeWorker::fetch(std::unique_lock<std::mutex>& lock)
+{
+    const FetchJob job = *m_fetch;
+    m_fetch.reset();
+    m_fetching = true;
+    lock.unlock();
+    const auto t0 = std::chrono::steady_clock::now();
+    // Storage: the maps the buffer given back still holds (the result shown before this one). The buffer's next
+    // compute makes its maps again anyway (on the device it drops them), and its incremental cache must no longer
+    // take them for computed.
+    m_maps.heads.resize(job.heads);
+    for (std::size_t h = 0; h < job.heads && h < m_buffer.heads.size(); ++h) {
+        attn::HeadResult& to = m_maps.heads[h];
+        attn::HeadResult& from = m_buffer.heads[h];
+        if (to.scores.size() == 0 && from.scores.size() > 0) {
+            std::swap(to.scores, from.scores);
+            std::swap(to.weights, from.weights);
+            std::swap(to.masked, from.masked);
+            m_buffer.cache = attn::IncrementalCache();
+        }
+    }
+    m_maps.layout = job.layout;
+    m_maps.backend = attn::Backend::Cuda;
+    m_maps.deviceGeneration = job.generation;
+    m_maps.mapsOnDevice = true;
+    const attn::Status st = m_fetchFn(m_maps, [this] {
+        std::lock_guard<std::mutex> l(m_mutex);
+        return !m_stop && !m_pending;
+    });
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    lock.lock();
+    m_fetching = false;
+    if (st.code == attn::StatusCode::Cancelled) ++m_fetchesAbandoned;  // the job waiting replaces the result
+    else m_mapsFinished = MapsFinished{st, job.generation, false, ms};
+    m_cv.notify_all();
 }
 
 } // namespace app

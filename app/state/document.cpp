@@ -791,7 +791,7 @@ Document::ShapeKey Document::shapeKey() const
             static_cast<int>(c.layout), static_cast<int>(backend)};
 }
 
-void Document::startWorker(ComputeFn fn)
+void Document::startWorker(ComputeFn fn, FetchFn fetch)
 {
     // The worker transposes for the Column layout (the caller's fn sees the inputs as core gets them), then
     // computes, then the result's colour ranges and the pooled parts its maps' views asked for: all off the
@@ -817,7 +817,8 @@ void Document::startWorker(ComputeFn fn)
                 m_workerPooled.clear();
             }
             return st;
-        });
+        },
+        std::move(fetch));
 }
 
 void Document::setRangeOptions(const RangeOptions& o)
@@ -862,6 +863,25 @@ bool Document::recomputeIfNeeded()
 {
     if (m_worker) {
         bool shown = false;
+        // The shown result's maps, back from the device: the same result, whole now (a new generation: views that
+        // made something of its empty maps make it again).
+        if (std::optional<ComputeWorker::MapsFinished> m = m_worker->takeMaps(m_result)) {
+            if (m->moved) {
+                m_mapsMs = m->ms;
+                ++m_generation;
+                shown = true;
+            } else if (!m->status.ok() && m_result.mapsOnDevice && m->generation == m_result.deviceGeneration) {
+                // The device lost the result before its maps came back (another compute on the device replaced it,
+                // or a CUDA error): compute the same inputs again with the maps copied back, unless newer inputs
+                // are on their way anyway; inputs that no longer compute leave the maps lost.
+                if (m_resultRevision == m_revision && m_lastError.ok()) {
+                    m_copyMapsNext = true;
+                    m_dirty = true;
+                } else if (!m_dirty && !m_awaiting) {
+                    m_mapsLost = true;
+                }
+            }
+        }
         // Take first: the worker starts a new job only once its finished result was taken.
         if (std::optional<ComputeWorker::Finished> f = m_worker->take(m_result)) {
             m_awaiting = false;
@@ -869,7 +889,14 @@ bool Document::recomputeIfNeeded()
                 std::swap(m_ranges, m_workerRanges);
                 std::swap(m_pooled, m_workerPooled);
                 m_poolMs = m_workerPoolMs;
+                m_mapsLost = false;
+                m_mapsMs = 0;
                 if (m_ranges.options != m_rangeOptions) m_ranges = computeResultRanges(m_result, m_rangeOptions);
+            } else if (m_result.mapsOnDevice && !m_dirty) {
+                // The last good result stays without its maps: they may still be on the device (a compute that
+                // failed before it reached the device), else its maps are lost.
+                m_worker->fetchMapsOf(m_result);
+                if (!m_worker->fetchingMaps()) m_mapsLost = true;
             }
             showFinished(f->status, f->revision, m_submittedShape, f->ms);
             shown = true;
@@ -884,6 +911,10 @@ bool Document::recomputeIfNeeded()
             m_poolWanted.clear();
             attn::AttentionConfig cfg = m_session.config;
             cfg.backend = backend;
+            // On the device the maps stay there and come back after the result is shown (ComputeWorker); the CPU
+            // backend ignores the field (and a Cpu session never asks for it).
+            cfg.mapsOnDevice = backend != attn::Backend::Cpu && !m_copyMapsNext;
+            m_copyMapsNext = false;
             m_worker->submit(m_session.input, cfg, m_revision);
         }
         return shown;
@@ -919,7 +950,15 @@ void Document::waitForCompute()
     }
     for (;;) {
         recomputeIfNeeded();
-        if (!computing()) return;
+        if (!computing() && !mapsArriving()) return;
+        // The maps still owed with nothing left to bring them (cannot happen: a fetch or a compute is always
+        // queued while mapsArriving()); never wait forever for them.
+        if (!computing() && !m_worker->fetchingMaps()) {
+            m_worker->waitUntilDone();
+            recomputeIfNeeded();
+            if (!computing() && mapsArriving() && !m_worker->fetchingMaps()) m_mapsLost = true;
+            continue;
+        }
         m_worker->waitUntilDone();
     }
 }

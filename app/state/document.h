@@ -147,15 +147,27 @@ public:
     // and it is free (edits made while it computes are coalesced: the latest wins), and shows a finished
     // compute; returns true when a new result or error became visible.
     bool recomputeIfNeeded();
-    // Computes on a worker thread from now on. `fn` replaces attn::compute (tests: a gated fake).
-    void startWorker(ComputeFn fn = {});
+    // Computes on a worker thread from now on. `fn` replaces attn::compute (tests: a gated fake), `fetch`
+    // attn::fetchDeviceMaps. With a worker, a compute on the device keeps its maps there (mapsOnDevice): the result is
+    // shown at once (its heatmaps filled from the device, its ranges and pooled parts made there) and its maps come
+    // back on the worker afterwards (mapsArriving() until then); a CPU session computes as without it.
+    void startWorker(ComputeFn fn = {}, FetchFn fetch = {});
     bool hasWorker() const { return m_worker != nullptr; }
     // With a worker: the inputs changed since the shown result (or error) was computed, i.e. a compute is
     // waiting, running, or finished but not shown yet. Always false without a worker.
     bool computing() const { return m_worker && (m_dirty || m_awaiting); }
     double computingMs() const { return m_worker ? m_worker->runningMs() : 0.0; }
-    // With a worker: blocks until the result of the current inputs is shown (screenshots, bench, tests).
+    // With a worker: blocks until the result of the current inputs is shown, with its maps (screenshots, bench, tests).
     void waitForCompute();
+    // The shown result's maps are still on the device only (its HeadResults' scores, weights and masked are empty)
+    // and the worker is bringing them back (or a compute that will bring them is coming). Readers of whole maps wait
+    // for them (or show that they are coming); a hovered cell can be read through attn::DeviceMaps meanwhile.
+    bool mapsArriving() const { return m_hasResult && m_result.mapsOnDevice && !m_mapsLost; }
+    // The shown result's maps are on the device only and will not come back: the device lost the result and the
+    // inputs since failed to compute (the last good result is kept without its maps until the next good compute).
+    bool mapsLost() const { return m_hasResult && m_result.mapsOnDevice && m_mapsLost; }
+    // Milliseconds the worker took to bring the shown result's maps back (0 when none were fetched).
+    double mapsFetchMs() const { return m_mapsMs; }
     // Also waits for the worker's background work after a result was taken (giving its spare buffer the new
     // shapes): what a person looking at the new picture for a moment before editing leaves it time for.
     void waitForWorkerIdle();
@@ -180,7 +192,8 @@ public:
     bool hasResult() const { return m_hasResult; }
     // The error of the last compute, or ok.
     const attn::Status& lastError() const { return m_lastError; }
-    std::uint64_t resultGeneration() const { return m_generation; }  // +1 for each successful compute
+    // +1 for each successful compute, and when its maps arrive from the device (the shown result changed)
+    std::uint64_t resultGeneration() const { return m_generation; }
     std::uint64_t revision() const { return m_revision; }             // +1 for each change of the inputs
     std::uint64_t resultRevision() const { return m_resultRevision; } // the revision the shown result was computed from
     // Wall time of the compute that made the shown result (worker: the whole job, colour ranges included).
@@ -242,6 +255,9 @@ private:
     double m_poolMs = 0, m_workerPoolMs = 0;  // time the worker took to pool them (of m_result, of its buffer)
     std::unique_ptr<ComputeWorker> m_worker;
     bool m_awaiting = false;         // a job was submitted and its outcome is not shown yet
+    bool m_copyMapsNext = false;     // the next job brings its maps back with it (the device lost the shown ones)
+    bool m_mapsLost = false;         // the shown result's maps are on the device only and will not come back
+    double m_mapsMs = 0;
     ShapeKey m_submittedShape{};
 };
 

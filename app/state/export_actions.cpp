@@ -52,7 +52,9 @@ attn::Expected<ExportSource> exportSource(const Document& doc)
     ExportSource src;
     src.session = doc.sessionForSave(doc.session().viewJson);
     attn::AttentionConfig cfg = src.session.config;
-    cfg.backend = attn::Backend::Cpu;  // as the command line: the same bits whatever the window's backend
+    // As the command line: the same bits whatever the window's backend. So an export never waits for the shown
+    // result's maps to come back from the device (Document::mapsArriving), nor reads them.
+    cfg.backend = attn::Backend::Cpu;
     ATTNSCOPE_RETURN_IF_ERROR(attn::compute(src.session.input, cfg, src.result));
     return src;
 }

@@ -77,6 +77,13 @@ const attn::Matrix* findPooled(const PooledParts& pooled, int slot, const PoolPa
     return nullptr;
 }
 
+std::pair<Eigen::Index, Eigen::Index> storedMapShape(const attn::AttentionResult& r)
+{
+    const bool row = r.layout == attn::Layout::Row;
+    const Eigen::Index T = row ? r.Q.rows() : r.Q.cols(), S = row ? r.K.rows() : r.K.cols();
+    return row ? std::pair{T, S} : std::pair{S, T};
+}
+
 PooledParts poolParts(const attn::AttentionResult& r, const PoolRequests& wanted, int threads)
 {
     // A CUDA result the device still holds: its scores' and weights' parts are pooled there (a kernel each, only the
@@ -84,8 +91,7 @@ PooledParts poolParts(const attn::AttentionResult& r, const PoolRequests& wanted
     const attn::DeviceMaps maps(r);
     const bool device = r.backend == attn::Backend::Cuda && maps.current();
     // The stored maps' shape, for a result whose maps are on the device only (its HeadResults hold none).
-    const bool row = r.layout == attn::Layout::Row;
-    const Eigen::Index T = row ? r.Q.rows() : r.Q.cols(), S = row ? r.K.rows() : r.K.cols();
+    const auto [mapRows, mapCols] = storedMapShape(r);
     PooledParts out, onHost;
     for (const PoolRequest& w : wanted) {
         const attn::Matrix* m = resultMatrixAt(r, w.slot);
@@ -95,7 +101,7 @@ PooledParts poolParts(const attn::AttentionResult& r, const PoolRequests& wanted
         attn::MapKind kind = attn::MapKind::Scores;
         const bool isMap = mapSlot(w.slot, head, kind);
         const bool hostHas = m->size() > 0 || !r.mapsOnDevice || !isMap;
-        const Eigen::Index rows = hostHas ? m->rows() : row ? T : S, cols = hostHas ? m->cols() : row ? S : T;
+        const Eigen::Index rows = hostHas ? m->rows() : mapRows, cols = hostHas ? m->cols() : mapCols;
         if (p.empty() || p.r0 < 0 || p.c0 < 0 || p.r0 + p.rows > rows || p.c0 + p.cols > cols) continue;
         if (device && isMap) {
             PrepooledPart part{w.slot, p, {}};

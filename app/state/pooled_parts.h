@@ -9,6 +9,7 @@
 
 #include <attnscope/types.h>
 
+#include <utility>
 #include <vector>
 
 namespace app {
@@ -37,6 +38,9 @@ struct PrepooledPart {
 // scores, masked (not a float matrix: never pooled), weights, output. -1 when `m` is none of r's matrices (an
 // input, or a copy the view made, such as the weights divided by their row maximum).
 int resultSlot(const attn::AttentionResult& r, const attn::Matrix* m);
+// The shape of each head's scores and weights as `r` stores them (HeadResult::scores: queries × keys in Row layout,
+// keys × queries in Column), read from its projections, so also for a result whose maps are on the device only.
+std::pair<Eigen::Index, Eigen::Index> storedMapShape(const attn::AttentionResult& r);
 // The matrix at `slot` of r (resultSlot's order); null when r has no such slot.
 const attn::Matrix* resultMatrixAt(const attn::AttentionResult& r, int slot);
 

@@ -98,6 +98,9 @@ struct ChainView {
     std::vector<attn::Matrix> rowMax;
     std::vector<std::uint64_t> rowMaxStamps;
     int gridPooledSide = 0;
+    // The current head's unmasked weights and their shape, from the last result whose maps were on the host: a
+    // result whose maps are still on the device (same shape, the mask seldom changes) is planned with it.
+    int knownVisible = -1, knownRows = 0, knownCols = 0;
     bool planned = false;
     std::string focus;              // the key of the map in focus mode ("weights/0"); "" = none
     // Colour ranges held by RangeMode::Locked, per map key ("weights/1"); cleared when unlocked.

@@ -27,6 +27,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -169,12 +170,11 @@ Status downloadMaps(Workspace& ws, const std::vector<HostPiece>& pieces)
     return {};
 }
 
-// Every head's T×S scores and weights of the result in the workspace (dScores, dWeights: one head after another)
-// into out's HeadResults, resized to the storage's shape with their `masked`, through downloadMaps; with a mask,
-// the mask once, into the first head's `masked` (spreadMask gives the others theirs). The copied path's download,
-// and attn::fetchDeviceMaps's. The copies may still be in flight on the stream when it returns.
-Status downloadHeadMaps(Workspace& ws, const Storage& st, int T, int S, bool anyMask, const float* dScores,
-                        const float* dWeights, const std::uint8_t* dMask, AttentionResult& out)
+// Every head's scores and weights of the result in the workspace (dScores, dWeights: T×S floats a head, one head
+// after another) as pieces bound for out's HeadResults, scores then weights of each head, which are resized to the
+// storage's shape with their `masked`. The copied path's download and attn::fetchDeviceMaps's.
+std::vector<MapPiece> headMapPieces(const Storage& st, int T, int S, const float* dScores, const float* dWeights,
+                                    AttentionResult& out)
 {
     const std::size_t TS = std::size_t(T) * S;
     std::vector<HostPiece> pieces;
@@ -187,9 +187,18 @@ Status downloadHeadMaps(Workspace& ws, const Storage& st, int T, int S, bool any
         pieces.push_back({r.scores.data(), dScores + h * TS, TS});
         pieces.push_back({r.weights.data(), dWeights + h * TS, TS});
     }
-    ATTNSCOPE_RETURN_IF_ERROR(downloadMaps(ws, pieces));
+    return pieces;
+}
+
+// Every head's maps into out's HeadResults through downloadMaps, in one go; with a mask, the mask once, into the
+// first head's `masked` (spreadMask gives the others theirs). The copies may still be in flight on the stream when
+// it returns.
+Status downloadHeadMaps(Workspace& ws, const Storage& st, int T, int S, bool anyMask, const float* dScores,
+                        const float* dWeights, const std::uint8_t* dMask, AttentionResult& out)
+{
+    ATTNSCOPE_RETURN_IF_ERROR(downloadMaps(ws, headMapPieces(st, T, S, dScores, dWeights, out)));
     // The mask as the softmax read it (the scores' storage order, as HeadResult::masked stores it).
-    if (anyMask) ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.heads[0].masked.data(), dMask, TS));
+    if (anyMask) ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.heads[0].masked.data(), dMask, std::size_t(T) * S));
     return {};
 }
 
@@ -521,39 +530,70 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
 
 } // namespace
 
-Status fetchMaps(AttentionResult& out)
+// The result with `generation`, if the device still holds it and no compute is replacing it; under the lock.
+Status fetchHeld(const Workspace& ws, std::uint64_t generation, DeviceResult& r)
+{
+    if (generation == 0)
+        return makeError(StatusCode::Unavailable, "fetch device maps: the result was not computed on the CUDA device");
+    r = ws.result();
+    if (r.generation != generation)
+        return makeError(StatusCode::Unavailable,
+                         "fetch device maps: the device no longer holds this result (generation " + std::to_string(generation) +
+                             "; a later compute on the device replaced it): compute it again to bring its maps back");
+    return {};
+}
+
+Status fetchMaps(AttentionResult& out, const std::function<bool()>& carryOn)
 {
     if (!out.mapsOnDevice) return {};  // the maps are on the host already (a CPU result, or the copied path's)
     Workspace& ws = Workspace::instance();
-    if (ws.beingReplaced())
-        return makeError(StatusCode::Unavailable,
-                         "fetch device maps: a compute on the device is replacing this result: compute it again to bring its maps back");
-    std::lock_guard<std::mutex> lock(ws.mutex());
-    const DeviceResult r = ws.result();
-    if (out.deviceGeneration == 0)
-        return makeError(StatusCode::Unavailable, "fetch device maps: the result was not computed on the CUDA device");
-    if (r.generation != out.deviceGeneration)
-        return makeError(StatusCode::Unavailable,
-                         "fetch device maps: the device no longer holds this result (generation " +
-                             std::to_string(out.deviceGeneration) +
-                             "; a later compute on the device replaced it): compute it again to bring its maps back");
+    const Status replacing = makeError(
+        StatusCode::Unavailable, "fetch device maps: a compute on the device is replacing this result: compute it again to bring its maps back");
+    if (ws.beingReplaced()) return replacing;
+    DeviceResult r;
+    {
+        std::lock_guard<std::mutex> lock(ws.mutex());
+        ATTNSCOPE_RETURN_IF_ERROR(fetchHeld(ws, out.deviceGeneration, r));
+    }
     const Storage st{r.columnMajor};
     if (int(out.heads.size()) != r.H || (out.layout == Layout::Column) != r.columnMajor)
         return makeError(StatusCode::InvalidArgument,
                          "fetch device maps: the result has " + std::to_string(out.heads.size()) +
                              " head(s) in its layout, the device's " + std::to_string(r.H));
+    // The buffers' addresses do not change while the generation holds (a compute that could grow them publishes a
+    // new one), so they are read once; each piece checks the generation again under the lock.
     const auto* dScores = static_cast<const float*>(ws.buffer(Buf::Scores));
     const auto* dWeights = static_cast<const float*>(ws.buffer(Buf::Weights));
     const auto* dMask = static_cast<const std::uint8_t*>(ws.buffer(Buf::Mask));
-    auto run = [&]() -> Status {
-        ATTNSCOPE_RETURN_IF_ERROR(downloadHeadMaps(ws, st, r.T, r.S, r.hasMask, dScores, dWeights, dMask, out));
-        ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(ws.stream()));
-        ATTNSCOPE_CUDA_TRY(cudaGetLastError());
-        return {};
+    const std::vector<MapPiece> pieces = headMapPieces(st, r.T, r.S, dScores, dWeights, out);
+    // One map at a time, the lock released between them: a frame's read (a tile, a texture) or another thread's
+    // compute waits for one map's copy at most (n = 8192: 256 MiB, ~5 ms at the pinned link's rate), never for all
+    // of them; and `carryOn` may stop the fetch between maps (the window's worker, when newer work came).
+    auto onePiece = [&](const MapPiece* piece) -> Status {
+        if (carryOn && !carryOn())
+            return makeError(StatusCode::Cancelled, "fetch device maps: stopped (newer work came first)");
+        if (ws.beingReplaced()) return replacing;
+        std::lock_guard<std::mutex> lock(ws.mutex());
+        DeviceResult now;
+        ATTNSCOPE_RETURN_IF_ERROR(fetchHeld(ws, out.deviceGeneration, now));
+        auto run = [&]() -> Status {
+            if (piece) ATTNSCOPE_RETURN_IF_ERROR(downloadMaps(ws, {*piece}));
+            else ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.heads[0].masked.data(), dMask, std::size_t(r.T) * r.S));
+            ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(ws.stream()));
+            ATTNSCOPE_CUDA_TRY(cudaGetLastError());
+            return {};
+        };
+        Status s = run();
+        if (!s.ok()) {
+            (void)cudaStreamSynchronize(ws.stream());
+            (void)cudaGetLastError();
+        }
+        return s;
     };
-    if (Status s = run(); !s.ok()) {
-        (void)cudaStreamSynchronize(ws.stream());
-        (void)cudaGetLastError();
+    Status s;
+    for (std::size_t k = 0; k < pieces.size() && s.ok(); ++k) s = onePiece(&pieces[k]);
+    if (s.ok() && r.hasMask) s = onePiece(nullptr);
+    if (!s.ok()) {
         for (HeadResult& h : out.heads) {  // still a result whose maps are on the device, whole
             h.scores.resize(0, 0);
             h.weights.resize(0, 0);

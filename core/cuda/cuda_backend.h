@@ -8,6 +8,7 @@
 #include "attnscope/gpu_bounds.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -49,8 +50,9 @@ Status mapPooled(std::uint64_t generation, int T, int S, MapKind kind, int head,
 Status mapRanges(std::uint64_t generation, int T, int S, MapKind kind, std::vector<float>& lo, std::vector<float>& hi,
                  std::vector<unsigned long long>& bad);
 // attn::fetchDeviceMaps (backend.cpp): every head's scores, weights and mask of `out` (a mapsOnDevice result the
-// device still holds) into its HeadResults, as the copied path brings them; out.mapsOnDevice becomes false.
-Status fetchMaps(AttentionResult& out);
+// device still holds) into its HeadResults, as the copied path brings them, one map at a time (the lock released
+// between them, `carryOn` asked before each: false stops it, Cancelled); out.mapsOnDevice becomes false.
+Status fetchMaps(AttentionResult& out, const std::function<bool()>& carryOn);
 
 // CUDA-OpenGL interop (gl_interop.cpp): the implementations of attnscope/device_interop.h, same contracts.
 bool glInteropAvailable(std::string* why);

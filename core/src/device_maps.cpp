@@ -80,7 +80,7 @@ Status DeviceMaps::pooledStored(MapKind kind, int layer, int head, const MapRect
     return cuda::mapPooled(m_generation, m_queries, m_keys, kind, head, stored, outRows, outCols, out, true);
 }
 
-Status fetchDeviceMaps(AttentionResult& result) { return cuda::fetchMaps(result); }
+Status fetchDeviceMaps(AttentionResult& result, const std::function<bool()>& carryOn) { return cuda::fetchMaps(result, carryOn); }
 
 #else
 
@@ -102,7 +102,7 @@ Status DeviceMaps::pooledStored(MapKind, int, int, const MapRect&, int, int, Mat
     return makeError(StatusCode::Unavailable, kNotBuilt);
 }
 
-Status fetchDeviceMaps(AttentionResult& result)
+Status fetchDeviceMaps(AttentionResult& result, const std::function<bool()>&)
 {
     if (!result.mapsOnDevice) return Status::success();
     return makeError(StatusCode::Unavailable, kNotBuilt);

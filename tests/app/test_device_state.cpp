@@ -4,8 +4,13 @@
 // generation, whose maps the host scans and pools), for maps copied back and for maps kept on the device, in both
 // layouts, with and without masks, multi-head and grouped-query, T ≠ S; and once the device no longer holds the
 // result, the host path (maps copied back) or nothing (maps only on the device), without a crash.
+// The window's document on the device (state/document.h, state/compute_worker.h): a result computed with its maps
+// kept on the device is shown at once, with the ranges of the copied path's maps, then its maps come back on the
+// worker, bit for bit the copied path's; a fetch gives way to newer work; a result the device lost before its maps
+// came back is computed again with its maps copied; a CPU session never asks the device for anything.
 // Built over the emulated runtime (test_device_state_emulated, label unit) and for a GPU (test_device_state, label
 // gpu: 77 without a device).
+#include "state/document.h"
 #include "state/pooled_parts.h"
 #include "state/result_ranges.h"
 
@@ -18,7 +23,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -183,6 +193,236 @@ TEST(DeviceResultPooledParts, AreTheHostsPoolsOfTheSameMaps)
                 for (const app::PrepooledPart& p : small) EXPECT_NE(p.slot, slot);
         }
     }
+}
+
+// ---- The window's document: two publications ---------------------------------------------------------------------
+
+// A door the test opens: the worker's fetch waits at it.
+class Gate {
+public:
+    void open()
+    {
+        {
+            std::lock_guard<std::mutex> l(m_mutex);
+            m_open = true;
+        }
+        m_cv.notify_all();
+    }
+    void pass()
+    {
+        std::unique_lock<std::mutex> l(m_mutex);
+        m_cv.wait(l, [this] { return m_open; });
+    }
+
+private:
+    std::mutex m_mutex;
+    std::condition_variable m_cv;
+    bool m_open = false;
+};
+
+// Frames (recomputeIfNeeded) until `done`; false after a minute (a hang, not a slow machine: each step is a few ms).
+template <class Pred>
+bool frameUntil(app::Document& doc, Pred done)
+{
+    const auto end = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+    while (!done()) {
+        if (std::chrono::steady_clock::now() > end) return false;
+        doc.recomputeIfNeeded();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+}
+
+::testing::AssertionResult sameMatrixBits(const Matrix& a, const Matrix& b, const std::string& name)
+{
+    if (a.rows() != b.rows() || a.cols() != b.cols())
+        return ::testing::AssertionFailure() << name << ": " << a.rows() << "×" << a.cols() << ", expected " << b.rows() << "×" << b.cols();
+    if (a.size() > 0 && std::memcmp(a.data(), b.data(), sizeof(float) * std::size_t(a.size())) != 0)
+        return ::testing::AssertionFailure() << name << " differs";
+    return ::testing::AssertionSuccess();
+}
+
+// The shown result's matrices against the copied path's (the oracle): the maps too unless `mapsHere` is false (then
+// they must be empty).
+::testing::AssertionResult sameAsCopied(const AttentionResult& got, const AttentionResult& want, bool mapsHere)
+{
+    if (got.heads.size() != want.heads.size()) return ::testing::AssertionFailure() << "head counts differ";
+    for (auto [x, y, name] : {std::tuple{&got.Q, &want.Q, "Q"}, {&got.K, &want.K, "K"}, {&got.V, &want.V, "V"},
+                              {&got.concat, &want.concat, "concat"}, {&got.output, &want.output, "output"}})
+        if (auto ok = sameMatrixBits(*x, *y, name); !ok) return ok;
+    for (std::size_t h = 0; h < got.heads.size(); ++h) {
+        const attn::HeadResult &x = got.heads[h], &y = want.heads[h];
+        const std::string head = "head " + std::to_string(h) + " ";
+        if (auto ok = sameMatrixBits(x.output, y.output, head + "output"); !ok) return ok;
+        if (!mapsHere) {
+            if (x.scores.size() || x.weights.size() || x.masked.size()) return ::testing::AssertionFailure() << head << "holds maps";
+            continue;
+        }
+        if (auto ok = sameMatrixBits(x.scores, y.scores, head + "scores"); !ok) return ok;
+        if (auto ok = sameMatrixBits(x.weights, y.weights, head + "weights"); !ok) return ok;
+        if (x.masked.rows() != y.masked.rows() || x.masked.cols() != y.masked.cols() || x.masked != y.masked)
+            return ::testing::AssertionFailure() << head << "masked differs";
+    }
+    return ::testing::AssertionSuccess();
+}
+
+// A document on the case's session (file orientation, as opening it gives) computing on the device through a
+// worker, with `fetch` as its fetch; `asked` gets each job's mapsOnDevice.
+void startDocument(app::Document& doc, const Case& c, attn::Backend backend, app::FetchFn fetch, std::vector<int>& asked)
+{
+    attn::Session s;
+    attn::test::makeProblem(c.p, s.input, s.config);
+    if (c.layout == Layout::Column) s.input = attn::test::transposed(s.input);
+    s.config.layout = c.layout;
+    doc.setSession(s, "");
+    doc.backend = backend;
+    doc.startWorker(
+        [&asked](attn::AttentionInput& in, const AttentionConfig& cfg, AttentionResult& out) {
+            asked.push_back(cfg.mapsOnDevice);
+            return attn::compute(in, cfg, out);
+        },
+        std::move(fetch));
+}
+
+std::vector<Case> windowCases()
+{
+    std::vector<Case> all = cases(), some;
+    for (std::size_t k = 0; k < all.size(); k += 3) some.push_back(all[k]);  // both layouts, masks or not, GQA, cross
+    return some;
+}
+
+TEST(DeviceResultWindow, ShowsTheResultAtOnceThenItsMapsAsTheCopiedPathsBitForBit)
+{
+    for (const Case& c : windowCases()) {
+        SCOPED_TRACE(describe(c));
+        const AttentionResult want = computeOnDevice(c, false);
+        Gate gate;
+        std::atomic<int> fetches{0};
+        std::vector<int> asked;
+        app::Document doc;
+        startDocument(doc, c, attn::Backend::Cuda,
+                      [&](AttentionResult& r, const std::function<bool()>& carryOn) {
+                          gate.pass();
+                          ++fetches;
+                          return attn::fetchDeviceMaps(r, carryOn);
+                      },
+                      asked);
+        ASSERT_TRUE(frameUntil(doc, [&] { return doc.hasResult(); }));
+        // First publication: no maps on the host, everything else the copied path's, its ranges the host's of the
+        // copied maps (made on the device).
+        EXPECT_TRUE(doc.result().mapsOnDevice);
+        EXPECT_TRUE(doc.mapsArriving());
+        EXPECT_TRUE(sameAsCopied(doc.result(), want, false));
+        EXPECT_TRUE(sameRanges(doc.ranges(), app::computeResultRanges(onHostOnly(want), doc.ranges().options)));
+        const std::uint64_t generation = doc.resultGeneration();
+        // Second: the maps, the copied path's bit for bit, with the ranges unchanged.
+        gate.open();
+        doc.waitForCompute();
+        EXPECT_FALSE(doc.result().mapsOnDevice);
+        EXPECT_FALSE(doc.mapsArriving());
+        EXPECT_FALSE(doc.mapsLost());
+        EXPECT_TRUE(sameAsCopied(doc.result(), want, true));
+        EXPECT_TRUE(sameRanges(doc.ranges(), app::computeResultRanges(onHostOnly(want), doc.ranges().options)));
+        EXPECT_EQ(doc.resultGeneration(), generation + 1) << "the shown result changed: views made of its empty maps remake";
+        EXPECT_EQ(asked, std::vector<int>{1});
+        EXPECT_EQ(fetches.load(), 1);
+    }
+}
+
+TEST(DeviceResultWindow, AFetchGivesWayToNewerWorkBeforeItsNextMap)
+{
+    const Case c = windowCases().front();
+    const AttentionResult want = computeOnDevice(c, false);
+    Gate inFetch, resume;
+    std::mutex m;
+    std::vector<attn::Status> outcomes;
+    std::vector<int> mapsBeforeEnd;
+    std::vector<int> asked;
+    app::Document doc;
+    startDocument(doc, c, attn::Backend::Cuda,
+                  [&](AttentionResult& r, const std::function<bool()>& carryOn) {
+                      int asks = 0;
+                      const bool first = outcomes.empty();
+                      const attn::Status st = attn::fetchDeviceMaps(r, [&] {
+                          if (first && asks == 1) {  // one map copied: newer work comes now
+                              inFetch.open();
+                              resume.pass();
+                          }
+                          ++asks;
+                          return carryOn();
+                      });
+                      std::lock_guard<std::mutex> l(m);
+                      outcomes.push_back(st);
+                      mapsBeforeEnd.push_back(asks);
+                      return st;
+                  },
+                  asked);
+    ASSERT_TRUE(frameUntil(doc, [&] { return doc.hasResult(); }));
+    inFetch.pass();
+    doc.markDirty();        // an edit: the same inputs again, a newer job all the same
+    doc.recomputeIfNeeded();  // submitted while the fetch waits between maps
+    resume.open();
+    doc.waitForCompute();
+    std::lock_guard<std::mutex> l(m);
+    ASSERT_EQ(outcomes.size(), 2u);
+    EXPECT_EQ(outcomes[0].code, attn::StatusCode::Cancelled) << outcomes[0].message;
+    EXPECT_EQ(mapsBeforeEnd[0], 2) << "stopped before its second map";
+    EXPECT_TRUE(outcomes[1].ok()) << outcomes[1].message;
+    EXPECT_EQ(asked, (std::vector<int>{1, 1}));
+    EXPECT_FALSE(doc.result().mapsOnDevice);
+    EXPECT_TRUE(sameAsCopied(doc.result(), want, true));
+}
+
+TEST(DeviceResultWindow, AResultTheDeviceLostBeforeItsMapsCameIsComputedAgainWithItsMaps)
+{
+    const std::vector<Case> all = windowCases();
+    const Case c = all.back();
+    const AttentionResult want = computeOnDevice(c, false);
+    Gate gate;
+    std::vector<attn::Status> outcomes;
+    std::vector<int> asked;
+    app::Document doc;
+    startDocument(doc, c, attn::Backend::Cuda,
+                  [&](AttentionResult& r, const std::function<bool()>& carryOn) {
+                      gate.pass();
+                      outcomes.push_back(attn::fetchDeviceMaps(r, carryOn));
+                      return outcomes.back();
+                  },
+                  asked);
+    ASSERT_TRUE(frameUntil(doc, [&] { return doc.hasResult(); }));
+    ASSERT_TRUE(doc.mapsArriving());
+    (void)computeOnDevice(all.front(), true);  // another compute on the device replaces the shown result there
+    gate.open();
+    doc.waitForCompute();
+    ASSERT_EQ(outcomes.size(), 1u);
+    EXPECT_EQ(outcomes[0].code, attn::StatusCode::Unavailable) << outcomes[0].message;
+    EXPECT_EQ(asked, (std::vector<int>{1, 0})) << "computed again with the maps copied back";
+    EXPECT_FALSE(doc.result().mapsOnDevice);
+    EXPECT_FALSE(doc.mapsLost());
+    EXPECT_TRUE(sameAsCopied(doc.result(), want, true));
+}
+
+TEST(DeviceResultWindow, ACpuSessionNeverAsksTheDevice)
+{
+    const Case c = windowCases().front();
+    std::atomic<int> fetches{0};
+    std::vector<int> asked;
+    app::Document doc;
+    startDocument(doc, c, attn::Backend::Cpu,
+                  [&](AttentionResult& r, const std::function<bool()>& carryOn) {
+                      ++fetches;
+                      return attn::fetchDeviceMaps(r, carryOn);
+                  },
+                  asked);
+    doc.waitForCompute();
+    ASSERT_TRUE(doc.hasResult());
+    EXPECT_EQ(doc.result().backend, attn::Backend::Cpu);
+    EXPECT_EQ(doc.result().deviceGeneration, 0u);
+    EXPECT_FALSE(doc.result().mapsOnDevice);
+    EXPECT_FALSE(doc.mapsArriving());
+    EXPECT_GT(doc.result().heads[0].weights.size(), 0);
+    EXPECT_EQ(asked, std::vector<int>{0});
+    EXPECT_EQ(fetches.load(), 0);
 }
 
 } // namespace

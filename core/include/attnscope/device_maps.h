@@ -15,6 +15,7 @@
 #include "attnscope/colormap.h"
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace attn {
@@ -79,12 +80,17 @@ private:
 // Brings every head's scores, weights and mask of `result`, a result computed with AttentionConfig::mapsOnDevice, back
 // into its HeadResults while the device still holds it (the backend's pinned staging, as the copied path does), after
 // which `result` is exactly what the copied path (mapsOnDevice = false) gives, with mapsOnDevice false. For export,
-// figures and lessons, which read the maps whole. A result whose maps are on the host already (mapsOnDevice false: a
-// CPU result, or the copied path's) is left as it is: OK, a no-op, so callers need not ask first.
+// figures, lessons and the window's worker, which read the maps whole. A result whose maps are on the host already
+// (mapsOnDevice false: a CPU result, or the copied path's) is left as it is: OK, a no-op, so callers need not ask.
+// One map (a head's scores or weights) at a time: the backend's lock is held for one map's copy, never for the whole
+// fetch, so a frame's read or a compute on another thread waits for one map at most. `carryOn`, when given, is asked
+// before each map (from the calling thread); false stops the fetch (Cancelled).
 //   Unavailable      no CUDA backend in this build; or the device no longer holds the result (a later compute on
-//                    the device started; the message says so): compute it again
+//                    the device started, also during the fetch; the message says so): compute it again
+//   Cancelled        carryOn() said false
 //   InvalidArgument  the result's heads or layout are not the device's (a result edited since)
-//   Internal / ResourceExhausted  a CUDA error (the message names the call); the result is left as it was
-Status fetchDeviceMaps(AttentionResult& result);
+//   Internal / ResourceExhausted  a CUDA error (the message names the call)
+// On any error the result is left a mapsOnDevice result with empty maps, as it was.
+Status fetchDeviceMaps(AttentionResult& result, const std::function<bool()>& carryOn = {});
 
 } // namespace attn
