@@ -173,7 +173,7 @@ Status downloadMaps(Workspace& ws, const std::vector<HostPiece>& pieces)
 // Every head's scores and weights of the result in the workspace (dScores, dWeights: T×S floats a head, one head
 // after another) as pieces bound for out's HeadResults, scores then weights of each head, which are resized to the
 // storage's shape with their `masked`. The copied path's download and attn::fetchDeviceMaps's.
-std::vector<MapPiece> headMapPieces(const Storage& st, int T, int S, const float* dScores, const float* dWeights,
+std::vector<HostPiece> headHostPieces(const Storage& st, int T, int S, const float* dScores, const float* dWeights,
                                     AttentionResult& out)
 {
     const std::size_t TS = std::size_t(T) * S;
@@ -196,7 +196,7 @@ std::vector<MapPiece> headMapPieces(const Storage& st, int T, int S, const float
 Status downloadHeadMaps(Workspace& ws, const Storage& st, int T, int S, bool anyMask, const float* dScores,
                         const float* dWeights, const std::uint8_t* dMask, AttentionResult& out)
 {
-    ATTNSCOPE_RETURN_IF_ERROR(downloadMaps(ws, headMapPieces(st, T, S, dScores, dWeights, out)));
+    ATTNSCOPE_RETURN_IF_ERROR(downloadMaps(ws, headHostPieces(st, T, S, dScores, dWeights, out)));
     // The mask as the softmax read it (the scores' storage order, as HeadResult::masked stores it).
     if (anyMask) ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.heads[0].masked.data(), dMask, std::size_t(T) * S));
     return {};
@@ -565,11 +565,11 @@ Status fetchMaps(AttentionResult& out, const std::function<bool()>& carryOn)
     const auto* dScores = static_cast<const float*>(ws.buffer(Buf::Scores));
     const auto* dWeights = static_cast<const float*>(ws.buffer(Buf::Weights));
     const auto* dMask = static_cast<const std::uint8_t*>(ws.buffer(Buf::Mask));
-    const std::vector<MapPiece> pieces = headMapPieces(st, r.T, r.S, dScores, dWeights, out);
+    const std::vector<HostPiece> pieces = headHostPieces(st, r.T, r.S, dScores, dWeights, out);
     // One map at a time, the lock released between them: a frame's read (a tile, a texture) or another thread's
     // compute waits for one map's copy at most (n = 8192: 256 MiB, ~5 ms at the pinned link's rate), never for all
     // of them; and `carryOn` may stop the fetch between maps (the window's worker, when newer work came).
-    auto onePiece = [&](const MapPiece* piece) -> Status {
+    auto onePiece = [&](const HostPiece* piece) -> Status {
         if (carryOn && !carryOn())
             return makeError(StatusCode::Cancelled, "fetch device maps: stopped (newer work came first)");
         if (ws.beingReplaced()) return replacing;
