@@ -626,6 +626,37 @@ TEST(DecoderDeviceMemory, TooSmallIsAClearErrorAndAutoFallsBack)
     ASSERT_TRUE(cpu.ok());
     EXPECT_CLOSE(fallback->hidden.back(), cpu->hidden.back(), 0.0, "fallback");
 }
+
+// An append the device cannot take (its upload needs new slots, and the device is full): Cuda is ResourceExhausted
+// and leaves the run as it was; Auto recomputes the whole text instead (here on the CPU: the forward does not fit
+// either) and says so.
+TEST(DecoderDeviceMemory, AnAppendThatDoesNotFitIsAnErrorOrAutoRecomputes)
+{
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama");
+    ASSERT_TRUE(model.ok());
+    attn::DecoderOptions o;
+    o.backend = attn::Backend::Cuda;
+    auto run = attn::runDecoder(*model, kIds, o);
+    auto other = attn::runDecoder(*model, {1, 2, 3}, o);  // replaces its K and V, in slots no larger
+    ASSERT_TRUE(run.ok() && other.ok());
+    const size_t saved = emu::deviceBytes;
+    emu::deviceBytes = 0;
+    const attn::Status s = attn::appendTokens(*model, {11}, *run, attn::Backend::Cuda);
+    EXPECT_EQ(s.code, attn::StatusCode::ResourceExhausted) << s.message;
+    EXPECT_EQ(run->encoding.ids, kIds);
+    EXPECT_EQ(run->hidden.back().rows(), Eigen::Index(kIds.size()));
+    const attn::Status a = attn::appendTokens(*model, {11}, *run, attn::Backend::Auto);
+    emu::deviceBytes = saved;
+    ASSERT_TRUE(a.ok()) << a.message;
+    ASSERT_FALSE(run->warnings.empty());
+    EXPECT_NE(run->warnings[0].find("the whole text recomputed instead"), std::string::npos) << run->warnings[0];
+    std::vector<int> longer = kIds;
+    longer.push_back(11);
+    auto cpu = attn::runDecoder(*model, longer, {});
+    ASSERT_TRUE(cpu.ok());
+    EXPECT_CLOSE(run->hidden.back(), cpu->hidden.back(), kHiddenTol, "the recompute after the failed append");
+    EXPECT_CLOSE(attn::Matrix(run->lastLogits), attn::Matrix(cpu->lastLogits), kLogitTol, "the recompute's last logits");
+}
 #endif
 
 } // namespace
