@@ -154,6 +154,20 @@ public:
     // maps are read from its Q, K and log-sum-exp on the device only while the generation is still its own.
     std::uint64_t nextGeneration() { return ++m_generation; }
     std::uint64_t generation() const { return m_generation; }
+    // Starts a call that writes the activations: its generation, and whether the slots held the run of `kept` before
+    // (holds) with their stride then. The slots are usable again only once the call completes (one that fails
+    // midway leaves none).
+    struct Start {
+        std::uint64_t generation;
+        bool held;
+        long long stride;
+    };
+    Start startWriting(std::uint64_t kept = 0, long long rows = 0, long long stride = 0, bool lazy = false)
+    {
+        const Start start{0, holds(kept, rows, stride, lazy), m_layout.stride};
+        m_layout = {};
+        return {nextGeneration(), start.held, start.stride};
+    }
     // How the Q, K, V and lse buffers hold a run's layers: layer l's slot starts at row l·stride, its first `rows`
     // rows valid, written by the call of `generation` (0: nothing usable, e.g. after a scan, or a call that failed).
     // An append writes its rows behind them in place; the map reads find a layer's rows there.
@@ -163,6 +177,13 @@ public:
         bool lazy = false;  // the lse slots are filled too
     };
     Layout& layout() { return m_layout; }
+    // Whether the slots hold the run of `kept` (DecoderRun::deviceKVGeneration: no call on the device since that
+    // run's), of the same kind, with at least `rows` rows valid and slots of at least `stride`.
+    bool holds(std::uint64_t kept, long long rows, long long stride, bool lazy) const
+    {
+        return kept != 0 && kept == m_generation && m_layout.generation == m_generation && m_layout.rows >= rows &&
+               m_layout.stride >= stride && m_layout.lazy == lazy;
+    }
     // Forwards and scans in flight (in_flight.h): the map reads do not wait for those, only for one another.
     std::atomic<int>& callsInFlight() { return m_calls; }
     bool writing() const { return m_calls.load() > 0; }
@@ -186,6 +207,14 @@ private:
     cublasHandle_t m_blas = nullptr;
     std::array<cudaEvent_t, 5> m_events{};
     std::array<Buffer, static_cast<std::size_t>(Act::Count)> m_bufs{};
+};
+
+// A call that writes the activations (a forward, an append, a scan), for its whole length: counted in flight first
+// (the map reads give up rather than wait for it), then holding the device's lock.
+struct WritingCall {
+    explicit WritingCall(DecoderContext& ctx) : inFlight(ctx.callsInFlight()), lock(ctx.mutex()) {}
+    const InFlight inFlight;
+    const std::lock_guard<std::mutex> lock;
 };
 
 } // namespace
@@ -371,7 +400,67 @@ struct Buffers {
     float *normed, *Q, *K, *V, *scores, *concat, *attnOut, *ffnA, *ffnB, *mlpOut, *lse, *surprise, *logits;
     int *ids, *targets;
     int logitRows;
+    float* hidden;  // a forward's or append's every residual stream (callBuffers)
 };
+
+// The buffers of a forward (rows = n) or an append (rows = m new rows), in elements: L + 1 residual streams of
+// `rows`, `normedRows` rows of the normed stream, every layer's slot of `stride` rows of Q, K, V and lse, `scores`
+// floats of maps and `concat` of contexts, `rows` of the block's other buffers, ids, targets and surprises, and
+// logitRows × V logits.
+struct CallShape {
+    std::size_t rows, normedRows, stride, scores, concat;
+    int logitRows;
+};
+
+// Checks that a call's buffers fit the device (ResourceExhausted naming `what` otherwise), then gets them into b:
+// Q, K, V, lse, scores, concat and hidden at their starts.
+Status callBuffers(DecoderContext& ctx, const DecoderConfig& c, int V, const CallShape& sh, const std::string& what, Buffers& b)
+{
+    const std::size_t f = sizeof(float), Lz = static_cast<std::size_t>(c.layers), M = static_cast<std::size_t>(c.hidden);
+    const std::size_t H = static_cast<std::size_t>(c.heads), F = static_cast<std::size_t>(std::max(c.intermediate, 1));
+    const std::size_t qw = H * c.headDim, kw = static_cast<std::size_t>(c.kvHeads) * c.headDim;
+    const std::size_t logits = static_cast<std::size_t>(sh.logitRows) * static_cast<std::size_t>(V);
+    std::array<std::size_t, static_cast<std::size_t>(Act::Count)> count{};  // elements (floats or ints) per buffer
+    auto set = [&](Act a, std::size_t n) { count[static_cast<std::size_t>(a)] = n; };
+    set(Act::Hidden, (Lz + 1) * sh.rows * M);
+    set(Act::Normed, sh.normedRows * M);
+    set(Act::Q, Lz * sh.stride * qw);
+    set(Act::K, Lz * sh.stride * kw);
+    set(Act::V, Lz * sh.stride * kw);
+    set(Act::Scores, sh.scores);
+    set(Act::Concat, sh.concat);
+    set(Act::AttnOut, sh.rows * M);
+    set(Act::FfnA, sh.rows * F);
+    set(Act::FfnB, sh.rows * F);
+    set(Act::MlpOut, sh.rows * M);
+    set(Act::Lse, Lz * sh.stride * H);
+    set(Act::Ids, sh.rows);
+    set(Act::Targets, sh.rows);
+    set(Act::Surprise, sh.rows);
+    set(Act::Logits, logits);
+    std::array<std::size_t, static_cast<std::size_t>(Act::Count)> need{};
+    for (std::size_t i = 0; i < need.size(); ++i) need[i] = count[i] * f;  // sizeof(int) == sizeof(float)
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.checkFits(need, what));
+    auto n = [&](Act a) { return count[static_cast<std::size_t>(a)]; };
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Hidden, n(Act::Hidden), b.hidden));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Normed, n(Act::Normed), b.normed));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Q, n(Act::Q), b.Q));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::K, n(Act::K), b.K));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::V, n(Act::V), b.V));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Scores, n(Act::Scores), b.scores));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Concat, n(Act::Concat), b.concat));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::AttnOut, n(Act::AttnOut), b.attnOut));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::FfnA, n(Act::FfnA), b.ffnA));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::FfnB, n(Act::FfnB), b.ffnB));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::MlpOut, n(Act::MlpOut), b.mlpOut));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Lse, n(Act::Lse), b.lse));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Ids, n(Act::Ids), b.ids));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Targets, n(Act::Targets), b.targets));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Surprise, n(Act::Surprise), b.surprise));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Logits, n(Act::Logits), b.logits));
+    b.logitRows = sh.logitRows;
+    return Status::success();
+}
 
 // normRows: the model's norm (RMSNorm or LayerNorm) of rows × M.
 Status normRows(DecoderContext& ctx, const DecoderConfig& c, const float* in, const float* residual, const DeviceArray& gamma,
@@ -579,6 +668,27 @@ Status lmHeadRows(DecoderContext& ctx, const DecoderWeights& w, const DeviceArra
     return Status::success();
 }
 
+// The end of a forward or an append, once its copies are enqueued: waits for the stream, then the last logits (lastRow),
+// the phases between events 0…4, the wall time since t0, the call's generation (layout.generation); with kvHeld
+// (every layer's K and V of the run in the slots) the slots' layout, for the next call.
+Status finishCall(DecoderContext& ctx, const Matrix& lastRow, std::chrono::steady_clock::time_point t0, bool kvHeld,
+                  const DecoderContext::Layout& layout, DeviceForwardResult& out)
+{
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(4), ctx.stream()));
+    ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(ctx.stream()));
+    ATTNSCOPE_CUDA_TRY(cudaGetLastError());
+    out.lastLogits = lastRow.row(0).transpose();
+    out.timings.embed = elapsed(ctx, 0, 1);
+    out.timings.layers = elapsed(ctx, 1, 2);
+    out.timings.head = elapsed(ctx, 2, 3);
+    out.timings.copies = elapsed(ctx, 3, 4);
+    out.timings.total = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    out.generation = layout.generation;
+    out.kvHeld = kvHeld;
+    if (kvHeld) ctx.layout() = layout;
+    return Status::success();
+}
+
 // The host buffers a forward's copies back land in, touched (a byte a page) on host threads while the device
 // computes, so that the copies write into memory that is already mapped. A copy into fresh pageable memory runs
 // at the rate the kernel maps pages in, in the driver's one thread: 1.5 GB/s on the H100's host for the 1.56 GB of
@@ -647,7 +757,6 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     const auto t0 = Clock::now();
     const DecoderConfig& c = w.config;
     const int n = static_cast<int>(req.ids.size()), L = c.layers, M = c.hidden, H = c.heads, Hkv = c.kvHeads, D = c.headDim;
-    const int F = c.intermediate;
     const DeviceArray& E = w.at(ModelTensor::Embeddings);
     const DeviceArray& head = w.at(ModelTensor::LmHead).ptr ? w.at(ModelTensor::LmHead) : E;
     const int V = static_cast<int>(head.cols);
@@ -667,67 +776,31 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
                                    std::to_string(n) + "×" + std::to_string(Hkv * D));
     }
 
-    DecoderContext& ctx = DecoderContext::instance();
-    const InFlight inFlight(ctx.callsInFlight());
-    std::lock_guard<std::mutex> lock(ctx.mutex());
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.init());
     out.generation = 0;
     out.kvHeld = out.inPlace = false;
+    DecoderContext& ctx = DecoderContext::instance();
+    const WritingCall call(ctx);
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.init());
     // A recompute from a layer of the run the device holds (no call since its own) keeps the layers below where they
     // are, in the slots they have; else every layer gets a slot of n rows and the room behind.
-    const DecoderContext::Layout held = ctx.layout();
-    const bool keepBelow = req.fromLayer > 0 && req.keptGeneration != 0 && req.keptGeneration == ctx.generation() &&
-                           held.generation == ctx.generation() && held.rows >= n && held.stride >= n && held.lazy == req.lazy;
-    const std::uint64_t generation = ctx.nextGeneration();
-    ctx.layout() = {};  // until this call completes
+    const DecoderContext::Start start = ctx.startWriting(req.fromLayer > 0 ? req.keptGeneration : 0, n, n, req.lazy);
+    const std::uint64_t generation = start.generation;
+    const bool keepBelow = start.held;
     const std::size_t f = sizeof(float), nz = static_cast<std::size_t>(n), Lz = static_cast<std::size_t>(L);
     const std::size_t nn = nz * nz, qw = static_cast<std::size_t>(H) * D, kw = static_cast<std::size_t>(Hkv) * D;
     // Rows of every layer's slot in the Q, K, V and lse buffers.
-    const std::size_t stride = keepBelow ? static_cast<std::size_t>(held.stride) : nz + static_cast<std::size_t>(std::max(0LL, req.roomRows));
+    const std::size_t stride = keepBelow ? static_cast<std::size_t>(start.stride) : nz + static_cast<std::size_t>(std::max(0LL, req.roomRows));
     const int logitRows = std::min(n, kLogitRows);
     // What a run keeps stays on the device until every layer is done (each layer's slice of these buffers), and
     // comes back after: a copy to pageable memory waits for the stream, so copies between the layers would stall the
     // GPU at every layer. Every head's weights of every layer stay too when they fit kKeepMapsBytes; else each
     // layer's come back before the next layer reuses the buffer.
     const bool dense = !req.lazy, keepMaps = dense && req.keepWeights && Lz * H * nn * f <= kKeepMapsBytes;
-    std::array<std::size_t, static_cast<std::size_t>(Act::Count)> need{};
-    auto setNeed = [&](Act a, std::size_t bytes) { need[static_cast<std::size_t>(a)] = bytes; };
-    setNeed(Act::Hidden, (Lz + 1) * nz * M * f);
-    setNeed(Act::Normed, nz * M * f);
-    setNeed(Act::Q, Lz * stride * qw * f);
-    setNeed(Act::K, Lz * stride * kw * f);
-    setNeed(Act::V, Lz * stride * kw * f);
-    setNeed(Act::Scores, (keepMaps ? Lz : 1) * H * nn * f);
-    setNeed(Act::Concat, (dense ? Lz : 1) * nz * qw * f);
-    setNeed(Act::AttnOut, nz * M * f);
-    setNeed(Act::FfnA, nz * std::max(F, 1) * f);
-    setNeed(Act::FfnB, nz * std::max(F, 1) * f);
-    setNeed(Act::MlpOut, nz * M * f);
-    setNeed(Act::Lse, Lz * stride * H * f);
-    setNeed(Act::Ids, nz * sizeof(int));
-    setNeed(Act::Targets, nz * sizeof(int));
-    setNeed(Act::Surprise, nz * f);
-    setNeed(Act::Logits, static_cast<std::size_t>(logitRows) * V * f);
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.checkFits(need, "a forward over " + std::to_string(n) + " tokens"));
     float *hidden, *allQ, *allK, *allV, *allScores, *allConcat, *allLse;
     Buffers b{};
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Hidden, (Lz + 1) * nz * M, hidden));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Normed, nz * M, b.normed));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Q, Lz * stride * qw, allQ));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::K, Lz * stride * kw, allK));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::V, Lz * stride * kw, allV));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Scores, (keepMaps ? Lz : 1) * H * nn, allScores));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Concat, (dense ? Lz : 1) * nz * qw, allConcat));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::AttnOut, nz * M, b.attnOut));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::FfnA, nz * std::max(F, 1), b.ffnA));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::FfnB, nz * std::max(F, 1), b.ffnB));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::MlpOut, nz * M, b.mlpOut));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Lse, Lz * stride * H, allLse));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Ids, nz, b.ids));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Targets, nz, b.targets));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Surprise, nz, b.surprise));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Logits, static_cast<std::size_t>(logitRows) * V, b.logits));
-    b.logitRows = logitRows;
+    ATTNSCOPE_RETURN_IF_ERROR(callBuffers(ctx, c, V, {nz, nz, stride, (keepMaps ? Lz : 1) * H * nn, (dense ? Lz : 1) * nz * qw, logitRows},
+                                          "a forward over " + std::to_string(n) + " tokens", b));
+    hidden = b.hidden, allQ = b.Q, allK = b.K, allV = b.V, allScores = b.scores, allConcat = b.concat, allLse = b.lse;
     auto hiddenOf = [&](int l) { return hidden + static_cast<std::size_t>(l) * nz * M; };
     auto scoresOf = [&](int l) { return allScores + (keepMaps ? static_cast<std::size_t>(l) : 0) * H * nn; };
     auto concatOf = [&](int l) { return allConcat + (dense ? static_cast<std::size_t>(l) : 0) * nz * qw; };
@@ -832,19 +905,8 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
         if (n > 1) ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(out.surprise.data() + 1, b.surprise, (nz - 1) * f, cudaMemcpyDeviceToHost, s));
         bytesBack += double((nz - 1) * f);
     }
-    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(4), s));
-    ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(s));
-    ATTNSCOPE_CUDA_TRY(cudaGetLastError());
-    out.lastLogits = lastRow.row(0).transpose();
-    out.timings.embed = elapsed(ctx, 0, 1);
-    out.timings.layers = elapsed(ctx, 1, 2);
-    out.timings.head = elapsed(ctx, 2, 3);
-    out.timings.copies = elapsed(ctx, 3, 4);
-    out.timings.total = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    out.generation = generation;
-    out.kvHeld = req.fromLayer == 0 || keepBelow;
-    if (out.kvHeld) ctx.layout() = {generation, n, static_cast<long long>(stride), req.lazy};
-    return Status::success();
+    const bool kvHeld = req.fromLayer == 0 || keepBelow;
+    return finishCall(ctx, lastRow, t0, kvHeld, {generation, n, static_cast<long long>(stride), req.lazy}, out);
 }
 
 // appendTokens' new rows on the device (contract in decoder_device.h): the forward's steps on the m new rows, their
@@ -855,7 +917,7 @@ Status decoderAppend(const DecoderWeights& w, const DeviceAppendRequest& req, De
     const auto t0 = Clock::now();
     const DecoderConfig& c = w.config;
     const int m = static_cast<int>(req.ids.size()), n = req.n, L = c.layers, M = c.hidden, H = c.heads, Hkv = c.kvHeads, D = c.headDim;
-    const int F = c.intermediate, T = n + m;
+    const int T = n + m;
     const DeviceArray& E = w.at(ModelTensor::Embeddings);
     const DeviceArray& head = w.at(ModelTensor::LmHead).ptr ? w.at(ModelTensor::LmHead) : E;
     const int V = static_cast<int>(head.cols);
@@ -873,63 +935,27 @@ Status decoderAppend(const DecoderWeights& w, const DeviceAppendRequest& req, De
     if (!req.lastFinalHidden.data || req.lastFinalHidden.cols != M)
         return invalidArgument("device append: the run's final norm of position " + std::to_string(n - 1) + " is missing");
 
-    DecoderContext& ctx = DecoderContext::instance();
-    const InFlight inFlight(ctx.callsInFlight());
-    std::lock_guard<std::mutex> lock(ctx.mutex());
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.init());
     out.generation = 0;
     out.kvHeld = out.inPlace = false;
+    DecoderContext& ctx = DecoderContext::instance();
+    const WritingCall call(ctx);
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.init());
     // In place when the slots still hold the run (its generation is the device's: no call since) and the new rows
     // fit their room; else new slots, the kept K and V uploaded into them.
-    const DecoderContext::Layout held = ctx.layout();
-    const bool inPlace = req.keptGeneration != 0 && req.keptGeneration == ctx.generation() && held.generation == ctx.generation() &&
-                         held.rows >= n && held.stride >= T && held.lazy == req.lazy;
-    const std::uint64_t generation = ctx.nextGeneration();
-    ctx.layout() = {};  // until this call completes
+    const DecoderContext::Start start = ctx.startWriting(req.keptGeneration, n, T, req.lazy);
+    const std::uint64_t generation = start.generation;
+    const bool inPlace = start.held;
     const std::size_t f = sizeof(float), mz = static_cast<std::size_t>(m), Lz = static_cast<std::size_t>(L);
-    const std::size_t stride = inPlace ? static_cast<std::size_t>(held.stride) : static_cast<std::size_t>(T) + static_cast<std::size_t>(std::max(0LL, req.roomRows));
+    const std::size_t stride = inPlace ? static_cast<std::size_t>(start.stride) : static_cast<std::size_t>(T) + static_cast<std::size_t>(std::max(0LL, req.roomRows));
     const std::size_t mt = mz * static_cast<std::size_t>(T);
     const bool dense = !req.lazy, keepMaps = dense && req.keepWeights && Lz * H * mt * f <= kKeepMapsBytes;
     const int logitRows = std::min(m + 1, kLogitRows);
-    std::array<std::size_t, static_cast<std::size_t>(Act::Count)> need{};
-    auto setNeed = [&](Act a, std::size_t bytes) { need[static_cast<std::size_t>(a)] = bytes; };
-    setNeed(Act::Hidden, (Lz + 1) * mz * M * f);
-    setNeed(Act::Normed, (mz + 1) * M * f);
-    setNeed(Act::Q, Lz * stride * qw * f);
-    setNeed(Act::K, Lz * stride * kw * f);
-    setNeed(Act::V, Lz * stride * kw * f);
-    setNeed(Act::Scores, (keepMaps ? Lz : 1) * H * mt * f);
-    setNeed(Act::Concat, (dense ? Lz : 1) * mz * qw * f);
-    setNeed(Act::AttnOut, mz * M * f);
-    setNeed(Act::FfnA, mz * std::max(F, 1) * f);
-    setNeed(Act::FfnB, mz * std::max(F, 1) * f);
-    setNeed(Act::MlpOut, mz * M * f);
-    setNeed(Act::Lse, Lz * stride * H * f);
-    setNeed(Act::Ids, mz * sizeof(int));
-    setNeed(Act::Targets, mz * sizeof(int));
-    setNeed(Act::Surprise, mz * f);
-    setNeed(Act::Logits, static_cast<std::size_t>(logitRows) * V * f);
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.checkFits(need, "appending " + std::to_string(m) + " tokens to " + std::to_string(n)));
     // (In place, the slots' buffers hold that much already: nothing grows, nothing kept is lost.)
     float *hidden, *allQ, *allK, *allV, *allScores, *allConcat, *allLse;
     Buffers b{};
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Hidden, (Lz + 1) * mz * M, hidden));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Normed, (mz + 1) * M, b.normed));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Q, Lz * stride * qw, allQ));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::K, Lz * stride * kw, allK));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::V, Lz * stride * kw, allV));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Scores, (keepMaps ? Lz : 1) * H * mt, allScores));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Concat, (dense ? Lz : 1) * mz * qw, allConcat));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::AttnOut, mz * M, b.attnOut));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::FfnA, mz * std::max(F, 1), b.ffnA));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::FfnB, mz * std::max(F, 1), b.ffnB));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::MlpOut, mz * M, b.mlpOut));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Lse, Lz * stride * H, allLse));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Ids, mz, b.ids));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Targets, mz, b.targets));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Surprise, mz, b.surprise));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Logits, static_cast<std::size_t>(logitRows) * V, b.logits));
-    b.logitRows = logitRows;
+    ATTNSCOPE_RETURN_IF_ERROR(callBuffers(ctx, c, V, {mz, mz + 1, stride, (keepMaps ? Lz : 1) * H * mt, (dense ? Lz : 1) * mz * qw, logitRows},
+                                          "appending " + std::to_string(m) + " tokens to " + std::to_string(n), b));
+    hidden = b.hidden, allQ = b.Q, allK = b.K, allV = b.V, allScores = b.scores, allConcat = b.concat, allLse = b.lse;
     auto hiddenOf = [&](int l) { return hidden + static_cast<std::size_t>(l) * mz * M; };
     auto scoresOf = [&](int l) { return allScores + (keepMaps ? static_cast<std::size_t>(l) : 0) * H * mt; };
     auto concatOf = [&](int l) { return allConcat + (dense ? static_cast<std::size_t>(l) : 0) * mz * qw; };
@@ -1003,20 +1029,8 @@ Status decoderAppend(const DecoderWeights& w, const DeviceAppendRequest& req, De
     out.surprise.assign(mz, 0.0f);
     ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(out.surprise.data(), b.surprise, mz * f, cudaMemcpyDeviceToHost, s));
     bytesBack += double(mz * f);
-    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(4), s));
-    ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(s));
-    ATTNSCOPE_CUDA_TRY(cudaGetLastError());
-    out.lastLogits = lastRow.row(0).transpose();
-    out.timings.embed = elapsed(ctx, 0, 1);
-    out.timings.layers = elapsed(ctx, 1, 2);
-    out.timings.head = elapsed(ctx, 2, 3);
-    out.timings.copies = elapsed(ctx, 3, 4);
-    out.timings.total = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    out.generation = generation;
-    out.kvHeld = true;
     out.inPlace = inPlace;
-    ctx.layout() = {generation, T, static_cast<long long>(stride), req.lazy};
-    return Status::success();
+    return finishCall(ctx, lastRow, t0, true, {generation, T, static_cast<long long>(stride), req.lazy}, out);
 }
 
 Status lazyMapsRead(const DeviceLazyMapsRead& r, Matrix& out)
@@ -1150,11 +1164,9 @@ Status decoderScan(const DecoderWeights& w, const DeviceScanRequest& req, Matrix
     setNeed(Act::Logits, gz * V * f);
 
     DecoderContext& ctx = DecoderContext::instance();
-    const InFlight inFlight(ctx.callsInFlight());
-    std::lock_guard<std::mutex> lock(ctx.mutex());
+    const WritingCall call(ctx);
     ATTNSCOPE_RETURN_IF_ERROR(ctx.init());
-    ctx.nextGeneration();  // the scan's variants overwrite the activations, a lazy run's Q, K and lse among them
-    ctx.layout() = {};     // and every run's kept K and V
+    ctx.startWriting();  // the scan's variants overwrite the activations: a lazy run's Q, K and lse, every run's K and V
     ATTNSCOPE_RETURN_IF_ERROR(ctx.checkFits(need, "a scan of " + std::to_string(gMax) + " variants of " + std::to_string(n) + " tokens"));
     float *hidden, *Qbuf;
     Buffers b{};
