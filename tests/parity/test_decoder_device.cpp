@@ -503,8 +503,14 @@ TEST_P(DecoderDevice, LazyAppendsEqualTheCpuAndKeepTheirMapsCurrent)
             EXPECT_LE(maxAbsDiff(a, b), kWeightTol) << at;
             EXPECT_CLOSE(sa, sb, kHiddenTol, at + " scores");
             EXPECT_LE(maxAbsDiff(a, dense->weights[std::size_t(l)][std::size_t(h)].toMatrix()), kWeightTol) << at << " against the dense CPU run";
+            // An overview of the new rows' corner (their keys and the kept ones in the window).
+            const int T = n0 + 5;
+            const attn::MapRect corner{n0 - 2, 2, T - n0 + 2, T - 2};
+            ASSERT_TRUE(maps->pooled(attn::MapKind::Weights, l, h, corner, 3, 4, a).ok());
+            ASSERT_TRUE(host->pooled(attn::MapKind::Weights, l, h, corner, 3, 4, b).ok());
+            EXPECT_LE(maxAbsDiff(a, b), kWeightTol) << at << " pooled";
         }
-    EXPECT_EQ(attn::decoderMapsDeviceReads(*maps), long(L) * model.config.heads * 2) << tc.name << ": every read on the device";
+    EXPECT_EQ(attn::decoderMapsDeviceReads(*maps), long(L) * model.config.heads * 3) << tc.name << ": every read on the device";
     // The maps made before the appends: the device's rows are another call's now, so they are read on the host, with
     // the shorter run's values.
     const long readsBefore = attn::decoderMapsDeviceReads(*before);
