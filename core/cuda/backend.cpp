@@ -19,14 +19,13 @@
 #include "cuda_status.h"
 #include "kernels.h"
 #include "in_flight.h"
+#include "staged_copy.h"
 #include "workspace.h"
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -145,131 +144,29 @@ Status finitenessStatus(const std::array<unsigned long long, kFinitenessSlots>& 
 }
 
 // ---- Whole maps to the host ---------------------------------------------------------------------------------------
-// A device array of `count` floats bound for host memory.
-struct MapPiece {
-    float* host;
-    const float* dev;
-    std::size_t count;
-};
-
 // Below this many bytes in all the maps go straight into the result's (pageable) buffers: the driver's own
 // staging is as fast for a window's sizes, and no pinned memory is held for them.
+#ifdef ATTNSCOPE_STAGED_FROM_BYTES  // the emulated tests: their problems' small matrices go through the slots too
+constexpr std::size_t kStagedFromBytes = ATTNSCOPE_STAGED_FROM_BYTES;
+#else
 constexpr std::size_t kStagedFromBytes = std::size_t(4) << 20;
+#endif
 
-// The maps through the workspace's pinned staging slots (Workspace::kStagingSlots chunks of kStagingChunkBytes):
-// the device copies chunk k into slot k mod slots at the link's pinned rate while a pool of host threads (one per
-// hardware thread, at most one per slot) moves the chunks before it out into the result's buffers; a slot is
-// refilled once its chunk has been moved out. A pageable destination cannot be the target of a DMA, so without
-// staging the driver does the same in one thread (pageable_device_to_host_gbs in the GPU bounds: 14-16 GB/s on
-// the H100's host, against 55 GB/s pinned and 38 GB/s for the host's memcpy on 16 threads). The first version
-// started a thread per chunk and waited for the slots in order: 6 GB/s.
-Status downloadMaps(Workspace& ws, const std::vector<MapPiece>& pieces)
+// The pieces through the workspace's pinned staging slots (staged_copy.h), or straight when they are small or no
+// pinned memory is to be had; returns with every piece in its destination.
+Status downloadMaps(Workspace& ws, const std::vector<HostPiece>& pieces)
 {
     std::size_t total = 0;
-    for (const MapPiece& p : pieces) total += p.count * sizeof(float);
-    float* staging = nullptr;
+    for (const HostPiece& p : pieces) total += p.count * sizeof(float);
     if (total >= kStagedFromBytes) {
-        const Status s = ws.pinnedStaging(staging);
-        if (!s.ok() && s.code != StatusCode::ResourceExhausted) return s;
+        const Status s = ws.staging().ensure();
+        if (s.ok()) return stagedDownload(ws.stream(), ws.staging(), pieces);
+        if (s.code != StatusCode::ResourceExhausted) return s;
         // No pinned memory to be had: the direct copies below still work, slower.
     }
-    if (!staging) {
-        for (const MapPiece& p : pieces) ATTNSCOPE_RETURN_IF_ERROR(download(ws, p.host, p.dev, p.count));
-        return {};
-    }
-    constexpr std::size_t kChunk = Workspace::kStagingChunkBytes / sizeof(float);
-    constexpr int kSlots = Workspace::kStagingSlots;
-
-    // The pool: chunks handed over in a queue; a slot is free again when its chunk was moved (or failed).
-    struct Job {
-        float* dst;
-        const float* slot;
-        std::size_t count;
-        int s;
-    };
-    std::mutex mutex;
-    std::condition_variable wake, freed;
-    std::deque<Job> queue;
-    std::array<bool, kSlots> busy{};
-    bool closed = false;
-    cudaError_t moveError = cudaSuccess;
-    auto worker = [&] {
-        for (;;) {
-            Job job;
-            {
-                std::unique_lock<std::mutex> lock(mutex);
-                wake.wait(lock, [&] { return closed || !queue.empty(); });
-                if (queue.empty()) return;
-                job = queue.front();
-                queue.pop_front();
-            }
-            const cudaError_t e = cudaEventSynchronize(ws.stagingEvent(job.s));
-            if (e == cudaSuccess) std::memcpy(job.dst, job.slot, job.count * sizeof(float));
-            {
-                std::lock_guard<std::mutex> lock(mutex);
-                if (e != cudaSuccess && moveError == cudaSuccess) moveError = e;
-                busy[static_cast<std::size_t>(job.s)] = false;
-            }
-            freed.notify_all();
-        }
-    };
-    const std::size_t chunks = (total / sizeof(float) + kChunk - 1) / kChunk;
-    const unsigned threads = static_cast<unsigned>(
-        std::min<std::size_t>({std::max(1u, std::thread::hardware_concurrency()), std::size_t(kSlots), std::max<std::size_t>(chunks, 1)}));
-    std::vector<std::thread> pool;
-    try {
-        for (unsigned t = 0; t < threads; ++t) pool.emplace_back(worker);
-    } catch (const std::system_error&) {
-        // Fewer threads than asked (none at all: the loop below moves each chunk itself).
-    }
-    Status failed;
-    int k = 0;
-    for (const MapPiece& p : pieces) {
-        for (std::size_t at = 0; at < p.count && failed.ok(); at += kChunk, ++k) {
-            const int s = k % kSlots;
-            const std::size_t n = std::min(kChunk, p.count - at);
-            float* slot = staging + std::size_t(s) * kChunk;
-            {
-                std::unique_lock<std::mutex> lock(mutex);
-                freed.wait(lock, [&] { return !busy[static_cast<std::size_t>(s)] || moveError != cudaSuccess; });
-                if (moveError != cudaSuccess) break;
-                busy[static_cast<std::size_t>(s)] = true;
-            }
-            cudaEvent_t copied = ws.stagingEvent(s);
-            const cudaError_t e1 = cudaMemcpyAsync(slot, p.dev + at, n * sizeof(float), cudaMemcpyDeviceToHost, ws.stream());
-            const cudaError_t e2 = e1 == cudaSuccess ? cudaEventRecord(copied, ws.stream()) : e1;
-            if (e2 != cudaSuccess) {
-                failed = fromCudaError(e2, "cudaMemcpyAsync(staging slot)", __FILE__, __LINE__);
-                std::lock_guard<std::mutex> lock(mutex);
-                busy[static_cast<std::size_t>(s)] = false;
-                break;
-            }
-            if (pool.empty()) {  // no thread to be had: move it out here
-                const cudaError_t e = cudaEventSynchronize(copied);
-                if (e == cudaSuccess) std::memcpy(p.host + at, slot, n * sizeof(float));
-                std::lock_guard<std::mutex> lock(mutex);
-                if (e != cudaSuccess && moveError == cudaSuccess) moveError = e;
-                busy[static_cast<std::size_t>(s)] = false;
-                continue;
-            }
-            {
-                std::lock_guard<std::mutex> lock(mutex);
-                queue.push_back({p.host + at, slot, n, s});
-            }
-            wake.notify_one();
-        }
-        if (!failed.ok()) break;
-        std::lock_guard<std::mutex> lock(mutex);
-        if (moveError != cudaSuccess) break;
-    }
-    {
-        std::lock_guard<std::mutex> lock(mutex);
-        closed = true;
-    }
-    wake.notify_all();
-    for (std::thread& t : pool) t.join();
-    if (failed.ok() && moveError != cudaSuccess) failed = fromCudaError(moveError, "cudaEventSynchronize(staging)", __FILE__, __LINE__);
-    return failed;
+    ATTNSCOPE_RETURN_IF_ERROR(directDownload(ws.stream(), pieces));
+    ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(ws.stream()));
+    return {};
 }
 
 // Every head's T×S scores and weights of the result in the workspace (dScores, dWeights: one head after another)
@@ -280,7 +177,7 @@ Status downloadHeadMaps(Workspace& ws, const Storage& st, int T, int S, bool any
                         const float* dWeights, const std::uint8_t* dMask, AttentionResult& out)
 {
     const std::size_t TS = std::size_t(T) * S;
-    std::vector<MapPiece> pieces;
+    std::vector<HostPiece> pieces;
     pieces.reserve(2 * out.heads.size());
     for (std::size_t h = 0; h < out.heads.size(); ++h) {
         HeadResult& r = out.heads[h];
@@ -530,11 +427,15 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     ATTNSCOPE_CUDA_TRY(cudaGetLastError());
     ATTNSCOPE_RETURN_IF_ERROR(finitenessStatus(firstBad, st, d, hasWo));
 
-    // [download] Q, K, V, the concat and the output (small: tokens × widths) straight into the result's buffers
-    // (Eigen's resize keeps them when the shape is unchanged); the per-head T×S maps either stay on the device
-    // (cfg.mapsOnDevice) or come back through pinned staging buffers (downloadMaps), and with them the mask, once.
-    // Each part is timed on the host clock (the downloads are synchronous): PhaseTimings::copyParts.
+    // [download] Q, K, V, the concat and the output (tokens × widths: 84 MB at n = 8192, d_model 512) into the
+    // result's buffers (Eigen's resize keeps them when the shape is unchanged), through the pinned staging as the
+    // maps are (downloadMaps: straight copies below its threshold, a window's sizes). A pageable copy runs at the
+    // driver's one-thread rate (pageable_device_to_host_gbs: 11-14 GB/s on the H100's host, against 55 GB/s pinned),
+    // and with the maps kept on the device these are all that comes back. The per-head T×S maps either stay on the
+    // device (cfg.mapsOnDevice) or come back after them the same way, and with them the mask, once. Each part is
+    // timed on the host clock (the downloads are synchronous): PhaseTimings::copyParts.
     const auto tDownload = Clock::now();
+    std::vector<HostPiece> small;
     if (direct) {
         out.Q = in.Q;
         out.K = in.K;
@@ -543,16 +444,17 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
         st.resize(out.Q, T, wq);
         st.resize(out.K, S, wk);
         st.resize(out.V, S, wv);
-        ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.Q.data(), dQ, out.Q.size()));
-        ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.K.data(), dK, out.K.size()));
-        ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.V.data(), dV, out.V.size()));
+        small.push_back({out.Q.data(), dQ, std::size_t(out.Q.size())});
+        small.push_back({out.K.data(), dK, std::size_t(out.K.size())});
+        small.push_back({out.V.data(), dV, std::size_t(out.V.size())});
     }
     st.resize(out.concat, T, wc);
-    ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.concat.data(), dConcat, out.concat.size()));
+    small.push_back({out.concat.data(), dConcat, std::size_t(out.concat.size())});
     if (hasWo) {
         st.resize(out.output, T, O);
-        ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.output.data(), dOutput, out.output.size()));
+        small.push_back({out.output.data(), dOutput, std::size_t(out.output.size())});
     }
+    ATTNSCOPE_RETURN_IF_ERROR(downloadMaps(ws, small));
     out.mapsOnDevice = cfg.mapsOnDevice;
     std::vector<int> keyOpen;
     if (fullyMaskedRule) {

@@ -14,6 +14,7 @@
 #include "decoder_device.h"
 
 #include "cuda_status.h"
+#include "staged_copy.h"
 #include "decoder_kernels.h"
 #include "in_flight.h"
 
@@ -104,6 +105,7 @@ public:
         // Plain FP32 products: TF32 would round the inputs to 10 mantissa bits, outside the parity tolerances.
         ATTNSCOPE_CUBLAS_TRY(cublasSetMathMode(m_blas, CUBLAS_DEFAULT_MATH));
         for (cudaEvent_t& e : m_events) ATTNSCOPE_CUDA_TRY(cudaEventCreate(&e));
+        ATTNSCOPE_CUDA_TRY(cudaStreamCreateWithFlags(&m_copyStream, cudaStreamNonBlocking));
         m_ready = true;
         return Status::success();
     }
@@ -193,6 +195,23 @@ public:
     cublasHandle_t blas() const { return m_blas; }
     cudaEvent_t event(int k) const { return m_events[static_cast<std::size_t>(k)]; }
 
+    // What a forward keeps comes back on its own stream, each layer's part once that layer is done (an event
+    // recorded after it on the computing stream), through pinned staging slots: the copies run while later layers
+    // compute (staged_copy.h).
+    cudaStream_t copyStream() const { return m_copyStream; }
+    PinnedStaging& staging() { return m_staging; }
+    // At least `count` events recorded after each layer (ordering only, no timing).
+    Status layerEvents(int count, const std::vector<cudaEvent_t>*& out)
+    {
+        while (static_cast<int>(m_layerEvents.size()) < count) {
+            cudaEvent_t e = nullptr;
+            ATTNSCOPE_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+            m_layerEvents.push_back(e);
+        }
+        out = &m_layerEvents;
+        return Status::success();
+    }
+
 private:
     struct Buffer {
         void* ptr = nullptr;
@@ -207,6 +226,15 @@ private:
     cublasHandle_t m_blas = nullptr;
     std::array<cudaEvent_t, 5> m_events{};
     std::array<Buffer, static_cast<std::size_t>(Act::Count)> m_bufs{};
+    cudaStream_t m_copyStream = nullptr;
+    std::vector<cudaEvent_t> m_layerEvents;
+    // 16 slots of 8 MiB, as the attention core's (workspace.h): 16 host threads move chunks out while the link
+    // fills the next slots. Its own, since a forward and an attention compute may run at once.
+#ifdef ATTNSCOPE_STAGING_CHUNK_BYTES  // the emulated tests: small chunks, so that a tiny model's run reuses every slot
+    PinnedStaging m_staging{16, ATTNSCOPE_STAGING_CHUNK_BYTES};
+#else
+    PinnedStaging m_staging{16, std::size_t(8) << 20};
+#endif
 };
 
 // A call that writes the activations (a forward, an append, a scan), for its whole length: counted in flight first
@@ -619,7 +647,19 @@ double elapsed(DecoderContext& ctx, int a, int b)
 
 // Rows of logits made at once: n×V logits never exist (8192 × 49152 floats would be 1.6 GB), as logitRows on the
 // CPU; 512 rows of SmolLM2's 49152 are 96 MiB, large enough to keep the GEMM at its rate.
+#ifdef ATTNSCOPE_DECODER_LOGIT_ROWS  // the emulated tests: blocks of a few rows, so that their short texts cross blocks
+constexpr int kLogitRows = ATTNSCOPE_DECODER_LOGIT_ROWS;
+#else
 constexpr int kLogitRows = 512;
+#endif
+
+// What a forward keeps comes back through the pinned staging from this many bytes in all (a run of a few hundred
+// tokens and up); below, straight copies are as fast and hold no pinned memory.
+#ifdef ATTNSCOPE_STAGED_FROM_BYTES  // the emulated tests: every forward through the slots
+constexpr std::size_t kStagedFromBytes = ATTNSCOPE_STAGED_FROM_BYTES;
+#else
+constexpr std::size_t kStagedFromBytes = std::size_t(4) << 20;
+#endif
 
 // Every head's weights of a layer come back in one copy up to this size (then split on the host: a copy of these
 // bytes more, ~0.1 ms), else one copy per head into its own map (no host copy of maps that are large).
@@ -649,9 +689,10 @@ Status downloadHeads(DecoderContext& ctx, const float* maps, int H, long long ro
 
 // predictions' LM head over `rows` normed rows (b.normed), from row `first`: in blocks of b.logitRows, soft-capped,
 // each row with a target (b.targets[r], rows 0…rows−2) reduced to its surprise (b.surprise[r]); the last row's
-// logits into lastRow (read after the stream's synchronisation).
+// logits copied into *lastRow when given (read after the stream's synchronisation; a forward's comes back with its
+// other pieces instead).
 Status lmHeadRows(DecoderContext& ctx, const DecoderWeights& w, const DeviceArray& head, int rows, int first, const Buffers& b,
-                  Matrix& lastRow, double& bytesBack)
+                  Matrix* lastRow, double& bytesBack)
 {
     const DecoderConfig& c = w.config;
     const int M = c.hidden, V = static_cast<int>(head.cols);
@@ -662,21 +703,29 @@ Status lmHeadRows(DecoderContext& ctx, const DecoderWeights& w, const DeviceArra
         if (c.finalSoftcap > 0) ATTNSCOPE_CUDA_TRY(launchSoftcap(b.logits, static_cast<long long>(count) * V, c.finalSoftcap, ctx.stream()));
         const int withTarget = std::min(count, rows - 1 - r0);
         if (withTarget > 0) ATTNSCOPE_CUDA_TRY(launchSurprise(b.logits, b.targets + r0, b.surprise + r0, withTarget, V, ctx.stream()));
-        if (r0 + count == rows)
-            ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.logits + static_cast<long long>(count - 1) * V, 1, V, lastRow, bytesBack));
+        if (lastRow && r0 + count == rows)
+            ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.logits + static_cast<long long>(count - 1) * V, 1, V, *lastRow, bytesBack));
     }
     return Status::success();
 }
 
-// The end of a forward or an append, once its copies are enqueued: waits for the stream, then the last logits (lastRow),
-// the phases between events 0…4, the wall time since t0, the call's generation (layout.generation); with kvHeld
-// (every layer's K and V of the run in the slots) the slots' layout, for the next call.
+// A forward's or an append's copies are enqueued on `copies` (the computing stream, or the forward's copy stream):
+// event 4 after the last of them, then both streams waited for.
+Status waitForCall(DecoderContext& ctx, cudaStream_t copies)
+{
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(4), copies));
+    ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(ctx.stream()));
+    if (copies != ctx.stream()) ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(copies));
+    ATTNSCOPE_CUDA_TRY(cudaGetLastError());
+    return Status::success();
+}
+
+// The end of a forward or an append, once waitForCall returned: the last logits (lastRow), the phases between events
+// 0…4, the wall time since t0, the call's generation (layout.generation); with kvHeld (every layer's K and V of the
+// run in the slots) the slots' layout, for the next call.
 Status finishCall(DecoderContext& ctx, const Matrix& lastRow, std::chrono::steady_clock::time_point t0, bool kvHeld,
                   const DecoderContext::Layout& layout, DeviceForwardResult& out)
 {
-    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(4), ctx.stream()));
-    ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(ctx.stream()));
-    ATTNSCOPE_CUDA_TRY(cudaGetLastError());
     out.lastLogits = lastRow.row(0).transpose();
     out.timings.embed = elapsed(ctx, 0, 1);
     out.timings.layers = elapsed(ctx, 1, 2);
@@ -812,28 +861,69 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     double &bytesBack = out.timings.bytesBack, &bytesUp = out.timings.bytesUp;
     Matrix allHeads;
     auto downloadMaps = [&](int l, DeviceLayerResult& r) { return downloadHeads(ctx, scoresOf(l), H, n, n, r.weights, allHeads, bytesBack); };
-    // Every buffer the copies after the layers fill, sized now and touched on host threads while the device works.
+    // What the run keeps, each buffer sized now and listed as a piece to copy back once the part of the forward that
+    // writes it is done (an event after the embedding, after each layer, after the predictions). Through the
+    // pinned staging on the copy stream, each layer's pieces cross while later layers compute; without pinned memory
+    // (or for a short run) straight into these buffers, touched on host threads meanwhile (HostPrefault), after the
+    // predictions. In the order they become ready: the copy stream waits for each piece's event in turn.
+    const std::vector<cudaEvent_t>* layerDone = nullptr;
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.layerEvents(L, layerDone));
     HostPrefault prefault;
+    std::vector<HostPiece> pieces;
+    auto keep = [&](Matrix& m, const float* dev, long long rows, long long cols, cudaEvent_t ready, long long spare = 0) {
+        prefault.add(m, rows, cols, spare);
+        pieces.push_back({m.data(), dev, static_cast<std::size_t>(rows * cols), ready});
+    };
     const bool mapsPerHead = static_cast<std::size_t>(H) * nn * f > kOneCopyBytes;
-    prefault.add(out.finalHidden, n, M);
-    if (req.fromLayer == 0) prefault.add(out.hidden[0], n, M);
+    std::vector<Matrix> headsOf(keepMaps && !mapsPerHead ? Lz : 0);  // layer l's maps in one copy, split after
+    if (req.fromLayer == 0) keep(out.hidden[0], hiddenOf(0), n, M, ctx.event(1));
     for (int l = req.fromLayer; l < L; ++l) {
-        DeviceLayerResult& r = out.layers[static_cast<std::size_t>(l)];
-        prefault.add(out.hidden[static_cast<std::size_t>(l) + 1], n, M);
+        const std::size_t lz = static_cast<std::size_t>(l);
+        DeviceLayerResult& r = out.layers[lz];
+        cudaEvent_t done = (*layerDone)[lz];
+        keep(out.hidden[lz + 1], hiddenOf(l + 1), n, M, done);
         const long long spare = dense ? 0 : std::max(0LL, req.spareRows);
-        prefault.add(r.Q, n, static_cast<long long>(qw), spare);
-        prefault.add(r.K, n, static_cast<long long>(kw), spare);
-        prefault.add(r.V, n, static_cast<long long>(kw), spare);
-        if (dense) prefault.add(r.concat, n, static_cast<long long>(qw));
-        else prefault.add(r.lse, n, H, spare);
-        // (Maps that come back during the layers, !keepMaps, are not touched here: their copies would race the
-        // touching.)
-        if (keepMaps && mapsPerHead) {
-            r.weights.resize(static_cast<std::size_t>(H));
-            for (Matrix& m : r.weights) prefault.add(m, n, n);
+        keep(r.Q, allQ + lz * stride * qw, n, static_cast<long long>(qw), done, spare);
+        keep(r.K, allK + lz * stride * kw, n, static_cast<long long>(kw), done, spare);
+        keep(r.V, allV + lz * stride * kw, n, static_cast<long long>(kw), done, spare);
+        if (dense) {
+            r.lse.resize(0, 0);
+            keep(r.concat, concatOf(l), n, static_cast<long long>(qw), done);
+        } else {
+            r.concat.resize(0, 0);
+            r.weights.clear();
+            keep(r.lse, allLse + lz * stride * H, n, H, done, spare);
         }
+        if (!dense || !req.keepWeights) {
+            r.weights.clear();
+        } else if (keepMaps && mapsPerHead) {
+            r.weights.resize(static_cast<std::size_t>(H));
+            for (int h = 0; h < H; ++h) keep(r.weights[static_cast<std::size_t>(h)], scoresOf(l) + h * nn, n, n, done);
+        } else if (keepMaps) {
+            keep(headsOf[lz], scoresOf(l), static_cast<long long>(H) * n, n, done);
+        }
+        // (Maps that do not stay on the device, !keepMaps, come back during the layers: downloadMaps below.)
     }
-    prefault.start();
+    keep(out.finalHidden, b.normed, n, M, ctx.event(3));
+    // The last position's logits: the last row of the last block of rows the predictions below make.
+    const int firstRow = req.everySurprise ? 0 : n - 1;
+    const int lastBlockRows = n - (firstRow + (n - 1 - firstRow) / logitRows * logitRows);
+    Matrix lastRow;
+    keep(lastRow, b.logits + static_cast<long long>(lastBlockRows - 1) * V, 1, V, ctx.event(3));
+    out.surprise.clear();
+    if (req.everySurprise) {
+        out.surprise.assign(nz, std::numeric_limits<float>::quiet_NaN());
+        if (n > 1) pieces.push_back({out.surprise.data() + 1, b.surprise, nz - 1, ctx.event(3)});
+    }
+    std::size_t piecesBytes = 0;
+    for (const HostPiece& p : pieces) piecesBytes += p.count * f;
+    bool staged = piecesBytes >= kStagedFromBytes;
+    if (staged) {
+        const Status st = ctx.staging().ensure();
+        if (!st.ok() && st.code != StatusCode::ResourceExhausted) return st;
+        staged = st.ok();  // no pinned memory to be had: the straight copies, slower
+    }
+    if (!staged) prefault.start();
     // The targets of positions 0…n−2 are tokens 1…n−1 (uploaded from a host copy that lives to the sync below).
     std::vector<int> targets(req.ids.begin() + 1, req.ids.end());
     targets.push_back(-1);
@@ -867,6 +957,7 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
         if (dense && req.keepWeights && !keepMaps) ATTNSCOPE_RETURN_IF_ERROR(downloadMaps(l, out.layers[lz]));
         ATTNSCOPE_RETURN_IF_ERROR(project(ctx, b.concat, n, w.at(l, LayerTensor::Wo), w.at(l, LayerTensor::Bo), b.attnOut));
         ATTNSCOPE_RETURN_IF_ERROR(afterAttention(ctx, w, l, hiddenOf(l), n, hiddenOf(l + 1), b));
+        ATTNSCOPE_CUDA_TRY(cudaEventRecord((*layerDone)[lz], s));
     }
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(2), s));
     float* x = hiddenOf(L);
@@ -874,36 +965,24 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     // predictions: the final norm, then the LM head in row blocks, each reduced to the surprise of the next token;
     // only the last row's logits come back.
     ATTNSCOPE_RETURN_IF_ERROR(normRows(ctx, c, x, nullptr, w.at(ModelTensor::FinalNormGamma), w.at(ModelTensor::FinalNormBeta), b.normed, n));
-    Matrix lastRow;  // read after the synchronisation below
-    ATTNSCOPE_RETURN_IF_ERROR(lmHeadRows(ctx, w, head, n, req.everySurprise ? 0 : n - 1, b, lastRow, bytesBack));
+    ATTNSCOPE_RETURN_IF_ERROR(lmHeadRows(ctx, w, head, n, firstRow, b, nullptr, bytesBack));
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(3), s));
-    // What the run keeps, back to the host, into the buffers touched meanwhile.
-    prefault.wait();
-    ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.normed, n, M, out.finalHidden, bytesBack));
-    if (req.fromLayer == 0) ATTNSCOPE_RETURN_IF_ERROR(download(ctx, hiddenOf(0), n, M, out.hidden[0], bytesBack));
-    for (int l = req.fromLayer; l < L; ++l) {
-        const std::size_t lz = static_cast<std::size_t>(l);
-        DeviceLayerResult& r = out.layers[lz];
-        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, hiddenOf(l + 1), n, M, out.hidden[lz + 1], bytesBack));
-        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, allQ + lz * stride * qw, n, static_cast<long long>(qw), r.Q, bytesBack));
-        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, allK + lz * stride * kw, n, static_cast<long long>(kw), r.K, bytesBack));
-        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, allV + lz * stride * kw, n, static_cast<long long>(kw), r.V, bytesBack));
-        if (dense) {
-            r.lse.resize(0, 0);
-            ATTNSCOPE_RETURN_IF_ERROR(download(ctx, concatOf(l), n, static_cast<long long>(qw), r.concat, bytesBack));
-            if (!req.keepWeights) r.weights.clear();
-            else if (keepMaps) ATTNSCOPE_RETURN_IF_ERROR(downloadMaps(l, r));
-        } else {
-            r.concat.resize(0, 0);
-            r.weights.clear();
-            ATTNSCOPE_RETURN_IF_ERROR(download(ctx, allLse + lz * stride * H, n, H, r.lse, bytesBack));
-        }
+    // The copies back (the pieces above). `copies` is what they add after the predictions: event 4 follows the last
+    // of them, on the stream that ran them.
+    cudaStream_t copies = staged ? ctx.copyStream() : s;
+    if (staged) {
+        ATTNSCOPE_RETURN_IF_ERROR(stagedDownload(copies, ctx.staging(), pieces));
+    } else {
+        prefault.wait();
+        ATTNSCOPE_RETURN_IF_ERROR(directDownload(s, pieces));
     }
-    out.surprise.clear();
-    if (req.everySurprise) {
-        out.surprise.assign(nz, std::numeric_limits<float>::quiet_NaN());
-        if (n > 1) ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(out.surprise.data() + 1, b.surprise, (nz - 1) * f, cudaMemcpyDeviceToHost, s));
-        bytesBack += double((nz - 1) * f);
+    ATTNSCOPE_RETURN_IF_ERROR(waitForCall(ctx, copies));
+    bytesBack += double(piecesBytes);
+    for (std::size_t lz = 0; lz < headsOf.size(); ++lz) {
+        if (static_cast<int>(lz) < req.fromLayer) continue;
+        std::vector<Matrix>& maps = out.layers[lz].weights;
+        maps.resize(static_cast<std::size_t>(H));
+        for (int h = 0; h < H; ++h) maps[static_cast<std::size_t>(h)] = headsOf[lz].middleRows(static_cast<Eigen::Index>(h) * n, n);
     }
     const bool kvHeld = req.fromLayer == 0 || keepBelow;
     return finishCall(ctx, lastRow, t0, kvHeld, {generation, n, static_cast<long long>(stride), req.lazy}, out);
@@ -1009,7 +1088,7 @@ Status decoderAppend(const DecoderWeights& w, const DeviceAppendRequest& req, De
     ATTNSCOPE_RETURN_IF_ERROR(normRows(ctx, c, hiddenOf(L), nullptr, w.at(ModelTensor::FinalNormGamma), w.at(ModelTensor::FinalNormBeta),
                                        b.normed + M, m));
     Matrix lastRow;
-    ATTNSCOPE_RETURN_IF_ERROR(lmHeadRows(ctx, w, head, m + 1, 0, b, lastRow, bytesBack));
+    ATTNSCOPE_RETURN_IF_ERROR(lmHeadRows(ctx, w, head, m + 1, 0, b, &lastRow, bytesBack));
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(3), s));
     ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.normed + M, m, M, out.finalHidden, bytesBack));
     for (int l = 0; l <= L; ++l) ATTNSCOPE_RETURN_IF_ERROR(download(ctx, hiddenOf(l), m, M, out.hidden[static_cast<std::size_t>(l)], bytesBack));
@@ -1030,6 +1109,7 @@ Status decoderAppend(const DecoderWeights& w, const DeviceAppendRequest& req, De
     ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(out.surprise.data(), b.surprise, mz * f, cudaMemcpyDeviceToHost, s));
     bytesBack += double(mz * f);
     out.inPlace = inPlace;
+    ATTNSCOPE_RETURN_IF_ERROR(waitForCall(ctx, s));
     return finishCall(ctx, lastRow, t0, true, {generation, T, static_cast<long long>(stride), req.lazy}, out);
 }
 

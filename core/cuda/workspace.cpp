@@ -38,9 +38,6 @@ Status Workspace::init()
     if (!m_stream) ATTNSCOPE_CUDA_TRY(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
     for (cudaEvent_t& e : m_events)
         if (!e) ATTNSCOPE_CUDA_TRY(cudaEventCreate(&e));
-    // Staging events only order copies (cudaEventSynchronize): no timing, so the cheaper kind.
-    for (cudaEvent_t& e : m_stagingEvents)
-        if (!e) ATTNSCOPE_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     if (!m_blas) {
         ATTNSCOPE_CUBLAS_TRY(cublasCreate(&m_blas));
         // CUBLAS_DEFAULT_MATH: SGEMM in plain FP32 with FMA; TF32 tensor cores (10-bit mantissa, ~1e-3
@@ -64,23 +61,6 @@ Status Workspace::checkFits(std::size_t bytes, const std::string& what) const
     return makeError(StatusCode::ResourceExhausted, "CUDA device memory: " + what + " needs " + mib(bytes) +
                                                         " on the device, " + mib(held + freeBytes) + " of " +
                                                         mib(totalBytes) + " available; reduce n or heads");
-}
-
-Status Workspace::pinnedStaging(float*& slots)
-{
-    if (!m_staging) {
-        void* p = nullptr;
-        const cudaError_t err = cudaMallocHost(&p, kStagingSlots * kStagingChunkBytes);
-        if (err == cudaErrorMemoryAllocation) {
-            (void)cudaGetLastError();
-            return makeError(StatusCode::ResourceExhausted,
-                             "pinned host memory: cannot allocate " + mib(kStagingSlots * kStagingChunkBytes) + " of staging");
-        }
-        if (err != cudaSuccess) return fromCudaError(err, "cudaMallocHost(&p, staging)", __FILE__, __LINE__);
-        m_staging = static_cast<float*>(p);
-    }
-    slots = m_staging;
-    return {};
 }
 
 Status Workspace::reserve(Buf b, std::size_t bytes, void*& ptr)

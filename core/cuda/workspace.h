@@ -7,6 +7,7 @@
 #pragma once
 
 #include "cuda_status.h"
+#include "staged_copy.h"
 
 #include <array>
 #include <cstddef>
@@ -89,19 +90,17 @@ public:
         return r.generation;
     }
 
-    // Page-locked host memory for whole maps on their way to the host (backend.cpp, downloadMaps): kStagingSlots
-    // slots of kStagingChunkBytes, allocated on first use and kept (128 MiB). An 8 MiB chunk crosses the link in
-    // ~0.16 ms at 55 GB/s but takes one host thread ~3 ms to move out (the H100 host's memcpy: 38 GB/s on 16
-    // threads, ~2.5 GB/s each), so 16 slots keep 16 threads moving while the link fills the next ones.
-    // ResourceExhausted when the pinned memory cannot be had (the caller then copies unstaged).
+    // Page-locked host memory for whole maps on their way to the host (backend.cpp, downloadMaps; staged_copy.h):
+    // kStagingSlots slots of kStagingChunkBytes, allocated on first use and kept (128 MiB). An 8 MiB chunk crosses
+    // the link in ~0.16 ms at 55 GB/s but takes one host thread ~3 ms to move out (the H100 host's memcpy: 38 GB/s
+    // on 16 threads, ~2.5 GB/s each), so 16 slots keep 16 threads moving while the link fills the next ones.
     static constexpr int kStagingSlots = 16;
 #ifdef ATTNSCOPE_STAGING_CHUNK_BYTES  // the emulated tests: small chunks, so that small maps reuse every slot
     static constexpr std::size_t kStagingChunkBytes = ATTNSCOPE_STAGING_CHUNK_BYTES;
 #else
     static constexpr std::size_t kStagingChunkBytes = std::size_t(8) << 20;
 #endif
-    Status pinnedStaging(float*& slots);
-    cudaEvent_t stagingEvent(int slot) const { return m_stagingEvents[slot]; }
+    PinnedStaging& staging() { return m_staging; }
 
     cublasHandle_t blas() const { return m_blas; }
     cudaStream_t stream() const { return m_stream; }
@@ -121,8 +120,7 @@ private:
     cublasHandle_t m_blas = nullptr;
     cudaStream_t m_stream = nullptr;
     std::array<cudaEvent_t, kEvents> m_events{};
-    std::array<cudaEvent_t, kStagingSlots> m_stagingEvents{};
-    float* m_staging = nullptr;  // kStagingSlots × kStagingChunkBytes of pinned host memory, once allocated
+    PinnedStaging m_staging{kStagingSlots, kStagingChunkBytes};
     std::array<DeviceBuffer, static_cast<std::size_t>(Buf::Count)> m_buffers{};
     DeviceResult m_result;
     std::uint64_t m_lastGeneration = 0;

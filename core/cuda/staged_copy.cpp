@@ -1,0 +1,158 @@
+#include "staged_copy.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <system_error>
+#include <thread>
+
+namespace attn::cuda {
+
+Status PinnedStaging::ensure()
+{
+    if (m_memory) return {};
+    if (m_events.empty()) {
+        m_events.assign(std::size_t(m_slots), nullptr);
+        // Staging events only order copies (cudaEventSynchronize): no timing, so the cheaper kind.
+        for (cudaEvent_t& e : m_events) {
+            if (const cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming); err != cudaSuccess) {
+                m_events.clear();
+                return fromCudaError(err, "cudaEventCreateWithFlags(&e, cudaEventDisableTiming)", __FILE__, __LINE__);
+            }
+        }
+    }
+    void* p = nullptr;
+    const cudaError_t err = cudaMallocHost(&p, bytes());
+    if (err == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        char mib[32];
+        std::snprintf(mib, sizeof mib, "%.1f MiB", double(bytes()) / double(1 << 20));
+        return makeError(StatusCode::ResourceExhausted, std::string("pinned host memory: cannot allocate ") + mib + " of staging");
+    }
+    if (err != cudaSuccess) return fromCudaError(err, "cudaMallocHost(&p, staging)", __FILE__, __LINE__);
+    m_memory = static_cast<float*>(p);
+    return {};
+}
+
+Status directDownload(cudaStream_t stream, const std::vector<HostPiece>& pieces)
+{
+    for (const HostPiece& p : pieces) {
+        if (p.ready) ATTNSCOPE_CUDA_TRY(cudaStreamWaitEvent(stream, p.ready, 0));
+        if (p.count) ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(p.host, p.dev, p.count * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    }
+    return {};
+}
+
+// The device copies chunk k into slot k mod slots while a pool of host threads (one per hardware thread, at most
+// one per slot) moves the chunks before it out; a slot is refilled once its chunk was moved out. The first version
+// started a thread per chunk and waited for the slots in order: 6 GB/s on the H100's host.
+Status stagedDownload(cudaStream_t stream, PinnedStaging& staging, const std::vector<HostPiece>& pieces)
+{
+    const std::size_t chunk = staging.chunkFloats();
+    const int slots = staging.slots();
+    std::size_t total = 0;
+    for (const HostPiece& p : pieces) total += p.count;
+
+    // The pool: chunks handed over in a queue; a slot is free again when its chunk was moved (or failed).
+    struct Job {
+        float* dst;
+        const float* slot;
+        std::size_t count;
+        int s;
+    };
+    std::mutex mutex;
+    std::condition_variable wake, freed;
+    std::deque<Job> queue;
+    std::vector<bool> busy(std::size_t(slots), false);
+    bool closed = false;
+    cudaError_t moveError = cudaSuccess;
+    auto worker = [&] {
+        for (;;) {
+            Job job;
+            {
+                std::unique_lock<std::mutex> lock(mutex);
+                wake.wait(lock, [&] { return closed || !queue.empty(); });
+                if (queue.empty()) return;
+                job = queue.front();
+                queue.pop_front();
+            }
+            const cudaError_t e = cudaEventSynchronize(staging.event(job.s));
+            if (e == cudaSuccess) std::memcpy(job.dst, job.slot, job.count * sizeof(float));
+            {
+                std::lock_guard<std::mutex> lock(mutex);
+                if (e != cudaSuccess && moveError == cudaSuccess) moveError = e;
+                busy[std::size_t(job.s)] = false;
+            }
+            freed.notify_all();
+        }
+    };
+    const std::size_t chunks = (total + chunk - 1) / chunk;
+    const unsigned threads = static_cast<unsigned>(
+        std::min<std::size_t>({std::max(1u, std::thread::hardware_concurrency()), std::size_t(slots), std::max<std::size_t>(chunks, 1)}));
+    std::vector<std::thread> pool;
+    try {
+        for (unsigned t = 0; t < threads; ++t) pool.emplace_back(worker);
+    } catch (const std::system_error&) {
+        // Fewer threads than asked (none at all: the loop below moves each chunk itself).
+    }
+    Status failed;
+    int k = 0;
+    for (const HostPiece& p : pieces) {
+        if (p.ready && p.count) {
+            if (const cudaError_t e = cudaStreamWaitEvent(stream, p.ready, 0); e != cudaSuccess) {
+                failed = fromCudaError(e, "cudaStreamWaitEvent(stream, piece.ready)", __FILE__, __LINE__);
+                break;
+            }
+        }
+        for (std::size_t at = 0; at < p.count && failed.ok(); at += chunk, ++k) {
+            const int s = k % slots;
+            const std::size_t n = std::min(chunk, p.count - at);
+            float* slot = staging.slot(s);
+            {
+                std::unique_lock<std::mutex> lock(mutex);
+                freed.wait(lock, [&] { return !busy[std::size_t(s)] || moveError != cudaSuccess; });
+                if (moveError != cudaSuccess) break;
+                busy[std::size_t(s)] = true;
+            }
+            cudaEvent_t copied = staging.event(s);
+            const cudaError_t e1 = cudaMemcpyAsync(slot, p.dev + at, n * sizeof(float), cudaMemcpyDeviceToHost, stream);
+            const cudaError_t e2 = e1 == cudaSuccess ? cudaEventRecord(copied, stream) : e1;
+            if (e2 != cudaSuccess) {
+                failed = fromCudaError(e2, "cudaMemcpyAsync(staging slot)", __FILE__, __LINE__);
+                std::lock_guard<std::mutex> lock(mutex);
+                busy[std::size_t(s)] = false;
+                break;
+            }
+            if (pool.empty()) {  // no thread to be had: move it out here
+                const cudaError_t e = cudaEventSynchronize(copied);
+                if (e == cudaSuccess) std::memcpy(p.host + at, slot, n * sizeof(float));
+                std::lock_guard<std::mutex> lock(mutex);
+                if (e != cudaSuccess && moveError == cudaSuccess) moveError = e;
+                busy[std::size_t(s)] = false;
+                continue;
+            }
+            {
+                std::lock_guard<std::mutex> lock(mutex);
+                queue.push_back({p.host + at, slot, n, s});
+            }
+            wake.notify_one();
+        }
+        if (!failed.ok()) break;
+        std::lock_guard<std::mutex> lock(mutex);
+        if (moveError != cudaSuccess) break;
+    }
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        closed = true;
+    }
+    wake.notify_all();
+    for (std::thread& t : pool) t.join();
+    if (failed.ok() && moveError != cudaSuccess) failed = fromCudaError(moveError, "cudaEventSynchronize(staging)", __FILE__, __LINE__);
+    return failed;
+}
+
+} // namespace attn::cuda
