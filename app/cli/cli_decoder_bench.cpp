@@ -73,14 +73,15 @@ attn::Status benchIds(const attn::DecoderModel& model, int n, std::vector<int>& 
 json phasesOf(const attn::DecoderRun::DeviceTimings& t)
 {
     return {{"embed_ms", t.embed}, {"layers_ms", t.layers}, {"head_ms", t.head}, {"copies_ms", t.copies}, {"wall_ms", t.total},
-            {"bytes_back_mb", t.bytesBack / 1e6}};
+            {"bytes_back_mb", t.bytesBack / 1e6}, {"bytes_up_mb", t.bytesUp / 1e6}};
 }
 
 // `model --bench --backend cuda` (or auto with a device): the decoder forward on the GPU (issue 34), every layer
 // there. The forward at n tokens (lazy past 1024, as on the CPU) with its phases from CUDA events; the cost of
 // bringing every head's n×n weights back to the host (a dense forward against a lazy one at min(n, 1024) tokens);
-// an appended token (a whole forward on the device) and an ablation toggle; the head-importance scan: every head
-// ablated in turn at min(n, 128) tokens, each a recompute from its layer with the last logits only.
+// an appended token (the new rows on the device: the kept K and V read in place there, and uploaded from the run
+// when another call came between) and an ablation toggle; the head-importance scan: every head ablated in turn at
+// min(n, 128) tokens, each a recompute from its layer with the last logits only.
 int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model, double loadMs, attn::Backend backend)
 {
     const attn::DecoderConfig& c = model.config;
@@ -160,16 +161,25 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
         if (attn::Status s = attn::runDecoder(model, denseIds, lOpt, l); !s.ok()) return printError(s.message), kExitFailure;
         lazy.push_back(msSince(t0));
     }
-    // An appended token and an ablation toggle in the middle layer (to the new predictions).
-    std::vector<double> append, ablate;
+    // An appended token, to two forwards over n − 1 tokens: to the last one, whose K and V the device holds (read in
+    // place), then to the first, whose K and V the second replaced (uploaded from the run); and an ablation toggle
+    // in the middle layer (to the new predictions).
+    std::vector<double> append, appendUploaded, ablate;
+    attn::DecoderRun::DeviceTimings appendPhases, appendUploadedPhases;
     const int layer = c.layers / 2;
     for (int r = 0; r < repeats; ++r) {
-        attn::DecoderRun grown;
-        if (attn::Status s = attn::runDecoder(model, std::vector<int>(ids.begin(), ids.end() - 1), mo, grown); !s.ok())
-            return printError(s.message), kExitFailure;
+        attn::DecoderRun grown, replaced;
+        for (attn::DecoderRun* g : {&replaced, &grown})
+            if (attn::Status s = attn::runDecoder(model, std::vector<int>(ids.begin(), ids.end() - 1), mo, *g); !s.ok())
+                return printError(s.message), kExitFailure;
         t0 = Clock::now();
         if (attn::Status s = attn::appendTokens(model, {ids.back()}, grown, backend); !s.ok()) return printError(s.message), kExitFailure;
         append.push_back(msSince(t0));
+        appendPhases = grown.deviceTimings;
+        t0 = Clock::now();
+        if (attn::Status s = attn::appendTokens(model, {ids.back()}, replaced, backend); !s.ok()) return printError(s.message), kExitFailure;
+        appendUploaded.push_back(msSince(t0));
+        appendUploadedPhases = replaced.deviceTimings;
         run.ablated = {{layer, r % c.heads}};
         t0 = Clock::now();
         if (attn::Status s = attn::recomputeDecoderFrom(model, layer, run, backend, attn::SurpriseUpdate::Deferred); !s.ok())
@@ -225,7 +235,12 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
     j["weights_back"] = {{"tokens", nd}, {"dense_ms", median(dense)}, {"lazy_ms", median(lazy)},
                          {"dense", phasesOf(d.deviceTimings)}, {"lazy", phasesOf(l.deviceTimings)}};
     if (!mapsJson.is_null()) j["lazy_maps_pooled"] = mapsJson;  // every head of a layer, on the device and on the host
-    j["append_token_ms"] = median(append);  // a whole forward over n tokens on the device
+    // The new rows only; in place: nothing of the kept text crosses the bus. Uploaded: every layer's K and V go up
+    // (bound: those bytes at the pinned host-to-device rate; the copies are from pageable memory).
+    j["append_token_ms"] = median(append);
+    j["append"] = {{"in_place", phasesOf(appendPhases)}, {"uploaded", phasesOf(appendUploadedPhases)}};
+    j["append_token_uploaded_ms"] = median(appendUploaded);
+    j["append_upload_bound_ms"] = gb.hostToDeviceGBs > 0 ? appendUploadedPhases.bytesUp / (gb.hostToDeviceGBs * 1e6) : 0;
     j["ablation_layer"] = layer;
     j["ablation_toggle_ms"] = median(ablate);
     j["head_scan"] = {{"tokens", ns}, {"heads", c.layers * c.heads}, {"total_ms", scanMs},

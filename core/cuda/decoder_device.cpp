@@ -156,6 +156,36 @@ public:
     // maps are read from its Q, K and log-sum-exp on the device only while the generation is still its own.
     std::uint64_t nextGeneration() { return ++m_generation; }
     std::uint64_t generation() const { return m_generation; }
+    // Starts a call that writes the activations: its generation, and whether the slots held the run of `kept` before
+    // (holds) with their stride then. The slots are usable again only once the call completes (one that fails
+    // midway leaves none).
+    struct Start {
+        std::uint64_t generation;
+        bool held;
+        long long stride;
+    };
+    Start startWriting(std::uint64_t kept = 0, long long rows = 0, long long stride = 0, bool lazy = false)
+    {
+        const Start start{0, holds(kept, rows, stride, lazy), m_layout.stride};
+        m_layout = {};
+        return {nextGeneration(), start.held, start.stride};
+    }
+    // How the Q, K, V and lse buffers hold a run's layers: layer l's slot starts at row l·stride, its first `rows`
+    // rows valid, written by the call of `generation` (0: nothing usable, e.g. after a scan, or a call that failed).
+    // An append writes its rows behind them in place; the map reads find a layer's rows there.
+    struct Layout {
+        std::uint64_t generation = 0;
+        long long rows = 0, stride = 0;
+        bool lazy = false;  // the lse slots are filled too
+    };
+    Layout& layout() { return m_layout; }
+    // Whether the slots hold the run of `kept` (DecoderRun::deviceKVGeneration: no call on the device since that
+    // run's), of the same kind, with at least `rows` rows valid and slots of at least `stride`.
+    bool holds(std::uint64_t kept, long long rows, long long stride, bool lazy) const
+    {
+        return kept != 0 && kept == m_generation && m_layout.generation == m_generation && m_layout.rows >= rows &&
+               m_layout.stride >= stride && m_layout.lazy == lazy;
+    }
     // Forwards and scans in flight (in_flight.h): the map reads do not wait for those, only for one another.
     std::atomic<int>& callsInFlight() { return m_calls; }
     bool writing() const { return m_calls.load() > 0; }
@@ -190,6 +220,7 @@ private:
     std::mutex m_mutex;
     bool m_ready = false;
     std::uint64_t m_generation = 0;
+    Layout m_layout;
     std::atomic<int> m_calls{0};
     cudaStream_t m_stream = nullptr;
     cublasHandle_t m_blas = nullptr;
@@ -204,6 +235,14 @@ private:
 #else
     PinnedStaging m_staging{16, std::size_t(8) << 20};
 #endif
+};
+
+// A call that writes the activations (a forward, an append, a scan), for its whole length: counted in flight first
+// (the map reads give up rather than wait for it), then holding the device's lock.
+struct WritingCall {
+    explicit WritingCall(DecoderContext& ctx) : inFlight(ctx.callsInFlight()), lock(ctx.mutex()) {}
+    const InFlight inFlight;
+    const std::lock_guard<std::mutex> lock;
 };
 
 } // namespace
@@ -360,11 +399,25 @@ Status download(DecoderContext& ctx, const float* dev, long long rows, long long
     return Status::success();
 }
 
+// Host → device: `count` floats (or ints), added to `bytes`.
+template <class T>
+Status uploadHost(DecoderContext& ctx, const T* host, std::size_t count, T* dev, double& bytes)
+{
+    const std::size_t b = count * sizeof(T);
+    if (b) ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(dev, host, b, cudaMemcpyHostToDevice, ctx.stream()));
+    bytes += double(b);
+    return Status::success();
+}
+
+Status uploadMatrix(DecoderContext& ctx, const Matrix& host, float* dev, double& bytes)
+{
+    return uploadHost(ctx, host.data(), static_cast<std::size_t>(host.size()), dev, bytes);
+}
+
 Status uploadMatrix(DecoderContext& ctx, const Matrix& host, float* dev)
 {
-    const std::size_t b = static_cast<std::size_t>(host.size()) * sizeof(float);
-    if (b) ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(dev, host.data(), b, cudaMemcpyHostToDevice, ctx.stream()));
-    return Status::success();
+    double ignored = 0;
+    return uploadMatrix(ctx, host, dev, ignored);
 }
 
 // -----------------------------------------------------------------------------------------------------
@@ -375,7 +428,67 @@ struct Buffers {
     float *normed, *Q, *K, *V, *scores, *concat, *attnOut, *ffnA, *ffnB, *mlpOut, *lse, *surprise, *logits;
     int *ids, *targets;
     int logitRows;
+    float* hidden;  // a forward's or append's every residual stream (callBuffers)
 };
+
+// The buffers of a forward (rows = n) or an append (rows = m new rows), in elements: L + 1 residual streams of
+// `rows`, `normedRows` rows of the normed stream, every layer's slot of `stride` rows of Q, K, V and lse, `scores`
+// floats of maps and `concat` of contexts, `rows` of the block's other buffers, ids, targets and surprises, and
+// logitRows × V logits.
+struct CallShape {
+    std::size_t rows, normedRows, stride, scores, concat;
+    int logitRows;
+};
+
+// Checks that a call's buffers fit the device (ResourceExhausted naming `what` otherwise), then gets them into b:
+// Q, K, V, lse, scores, concat and hidden at their starts.
+Status callBuffers(DecoderContext& ctx, const DecoderConfig& c, int V, const CallShape& sh, const std::string& what, Buffers& b)
+{
+    const std::size_t f = sizeof(float), Lz = static_cast<std::size_t>(c.layers), M = static_cast<std::size_t>(c.hidden);
+    const std::size_t H = static_cast<std::size_t>(c.heads), F = static_cast<std::size_t>(std::max(c.intermediate, 1));
+    const std::size_t qw = H * c.headDim, kw = static_cast<std::size_t>(c.kvHeads) * c.headDim;
+    const std::size_t logits = static_cast<std::size_t>(sh.logitRows) * static_cast<std::size_t>(V);
+    std::array<std::size_t, static_cast<std::size_t>(Act::Count)> count{};  // elements (floats or ints) per buffer
+    auto set = [&](Act a, std::size_t n) { count[static_cast<std::size_t>(a)] = n; };
+    set(Act::Hidden, (Lz + 1) * sh.rows * M);
+    set(Act::Normed, sh.normedRows * M);
+    set(Act::Q, Lz * sh.stride * qw);
+    set(Act::K, Lz * sh.stride * kw);
+    set(Act::V, Lz * sh.stride * kw);
+    set(Act::Scores, sh.scores);
+    set(Act::Concat, sh.concat);
+    set(Act::AttnOut, sh.rows * M);
+    set(Act::FfnA, sh.rows * F);
+    set(Act::FfnB, sh.rows * F);
+    set(Act::MlpOut, sh.rows * M);
+    set(Act::Lse, Lz * sh.stride * H);
+    set(Act::Ids, sh.rows);
+    set(Act::Targets, sh.rows);
+    set(Act::Surprise, sh.rows);
+    set(Act::Logits, logits);
+    std::array<std::size_t, static_cast<std::size_t>(Act::Count)> need{};
+    for (std::size_t i = 0; i < need.size(); ++i) need[i] = count[i] * f;  // sizeof(int) == sizeof(float)
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.checkFits(need, what));
+    auto n = [&](Act a) { return count[static_cast<std::size_t>(a)]; };
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Hidden, n(Act::Hidden), b.hidden));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Normed, n(Act::Normed), b.normed));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Q, n(Act::Q), b.Q));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::K, n(Act::K), b.K));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::V, n(Act::V), b.V));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Scores, n(Act::Scores), b.scores));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Concat, n(Act::Concat), b.concat));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::AttnOut, n(Act::AttnOut), b.attnOut));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::FfnA, n(Act::FfnA), b.ffnA));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::FfnB, n(Act::FfnB), b.ffnB));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::MlpOut, n(Act::MlpOut), b.mlpOut));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Lse, n(Act::Lse), b.lse));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Ids, n(Act::Ids), b.ids));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Targets, n(Act::Targets), b.targets));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Surprise, n(Act::Surprise), b.surprise));
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Logits, n(Act::Logits), b.logits));
+    b.logitRows = sh.logitRows;
+    return Status::success();
+}
 
 // normRows: the model's norm (RMSNorm or LayerNorm) of rows × M.
 Status normRows(DecoderContext& ctx, const DecoderConfig& c, const float* in, const float* residual, const DeviceArray& gamma,
@@ -397,21 +510,22 @@ Status qkNormRows(DecoderContext& ctx, const DecoderConfig& c, const DeviceArray
     return Status::success();
 }
 
-// ropeRows on `heads` heads of x (rows at positions 0…, or 0…period−1 again for every block of `period` rows: a
+// ropeRows on `heads` heads of x (rows at positions pos0…, or 0…period−1 again for every block of `period` rows: a
 // scan's stacked variants).
 Status ropeRows(DecoderContext& ctx, const DecoderConfig& c, const DecoderWeights& w, int layer, float* x, int heads, int rows,
-                int period = 0)
+                int period, int pos0)
 {
     const int half = c.rotaryDims() / 2;
     if (half <= 0) return Status::success();
-    ATTNSCOPE_CUDA_TRY(launchRope(x, rows, heads, c.headDim, half, w.invFreq.ptr + static_cast<long long>(layer) * half, 0, period,
+    ATTNSCOPE_CUDA_TRY(launchRope(x, rows, heads, c.headDim, half, w.invFreq.ptr + static_cast<long long>(layer) * half, pos0, period,
                                   ctx.stream()));
     return Status::success();
 }
 
-// attentionInputs: Q, K, V of the stream x (n × M), normed and rotated where the model does (positions restart
-// every `period` rows when it is > 0).
-Status attentionInputs(DecoderContext& ctx, const DecoderWeights& w, int l, const float* x, int n, const Buffers& b, int period = 0)
+// attentionInputs: Q, K, V of the stream x (n × M) into b.Q, b.K, b.V, normed and rotated where the model does: rows
+// at positions pos0… (an append's new rows: the run's length), or restarting every `period` rows when it is > 0.
+Status attentionInputs(DecoderContext& ctx, const DecoderWeights& w, int l, const float* x, int n, const Buffers& b, int period = 0,
+                       int pos0 = 0)
 {
     const DecoderConfig& c = w.config;
     const float* in = x;
@@ -424,8 +538,8 @@ Status attentionInputs(DecoderContext& ctx, const DecoderWeights& w, int l, cons
     ATTNSCOPE_RETURN_IF_ERROR(project(ctx, in, n, w.at(l, LayerTensor::Wv), w.at(l, LayerTensor::Bv), b.V));
     ATTNSCOPE_RETURN_IF_ERROR(qkNormRows(ctx, c, w.at(l, LayerTensor::QNorm), c.heads, b.Q, n));
     ATTNSCOPE_RETURN_IF_ERROR(qkNormRows(ctx, c, w.at(l, LayerTensor::KNorm), c.kvHeads, b.K, n));
-    ATTNSCOPE_RETURN_IF_ERROR(ropeRows(ctx, c, w, l, b.Q, c.heads, n, period));
-    ATTNSCOPE_RETURN_IF_ERROR(ropeRows(ctx, c, w, l, b.K, c.kvHeads, n, period));
+    ATTNSCOPE_RETURN_IF_ERROR(ropeRows(ctx, c, w, l, b.Q, c.heads, n, period, pos0));
+    ATTNSCOPE_RETURN_IF_ERROR(ropeRows(ctx, c, w, l, b.K, c.kvHeads, n, period, pos0));
     return Status::success();
 }
 
@@ -441,45 +555,47 @@ Status attentionInputs(DecoderContext& ctx, const DecoderWeights& w, int l, cons
 constexpr int kRowBlock = ATTNSCOPE_DECODER_ROW_BLOCK;
 
 // The attention core of a decoder layer (layerConfig's: Direct, causal, grouped-query, the model's scale and
-// soft-cap; slidingWindowMask's window): per row block, scores of every head over the block's key span (one
-// strided batched GEMM per KV head, over the query heads of its group, the KV head's block shared), the masked
-// softmax (and lse), weights·V over the same span into the concat; the ablated heads' contexts zeroed (projectOut).
-// A dense run (!lazy) keeps every head's whole maps for the views: its softmax writes every masked cell 0, so the
-// cells no block computed are zeros too.
-Status attention(DecoderContext& ctx, const DecoderWeights& w, int l, int n, bool lazy, const std::vector<std::pair<int, int>>& ablated,
-                 const Buffers& b)
+// soft-cap; slidingWindowMask's window) for T queries at positions pos0… (b.Q: their rows, b.lse: their lse rows)
+// against keys 0…S−1 (b.K, b.V: from row 0): a forward's T = S = n, pos0 = 0; an append's T = m new rows at
+// pos0 = n against S = n + m (newRowsAttention). Per row block, scores of every head over the block's key span
+// (one strided batched GEMM per KV head, over the query heads of its group, the KV head's block shared) into b.scores
+// (H × T × S), the masked softmax (and lse), weights·V over the same span into the concat (T × H·D); the ablated
+// heads' contexts zeroed (projectOut). A dense run (!lazy) keeps every head's whole rows for the views: its softmax
+// writes every masked cell 0, so the cells no block computed are zeros too.
+Status attention(DecoderContext& ctx, const DecoderWeights& w, int l, int T, int pos0, int S, bool lazy,
+                 const std::vector<std::pair<int, int>>& ablated, const Buffers& b)
 {
     const DecoderConfig& c = w.config;
     const int H = c.heads, Hkv = c.kvHeads, D = c.headDim, group = H / Hkv;
-    const long long nn = static_cast<long long>(n) * n, qw = static_cast<long long>(H) * D, kw = static_cast<long long>(Hkv) * D;
+    const long long ts = static_cast<long long>(T) * S, qw = static_cast<long long>(H) * D, kw = static_cast<long long>(Hkv) * D;
     const float scale = c.attnScale > 0 ? c.attnScale : 1.0f / std::sqrt(static_cast<float>(D));
     const int window = c.windowOf(l);
-    for (int r0 = 0; r0 < n; r0 += kRowBlock) {
-        const int r1 = std::min(n, r0 + kRowBlock);
-        const KeySpan span = causalKeySpan(r0, r1, 0, n, window);
+    for (int r0 = 0; r0 < T; r0 += kRowBlock) {
+        const int r1 = std::min(T, r0 + kRowBlock);
+        const KeySpan span = causalKeySpan(r0, r1, pos0, S, window);
         for (int g = 0; g < Hkv; ++g) {
             const int h0 = g * group;
             ATTNSCOPE_RETURN_IF_ERROR(gemm(ctx.blas(), false, true, r1 - r0, span.k1 - span.k0, D, scale,
                                            b.Q + r0 * qw + static_cast<long long>(h0) * D, qw, D,
                                            b.K + span.k0 * kw + static_cast<long long>(g) * D, kw, 0,
-                                           b.scores + h0 * nn + static_cast<long long>(r0) * n + span.k0, n, nn, group));
+                                           b.scores + h0 * ts + static_cast<long long>(r0) * S + span.k0, S, ts, group));
         }
     }
-    ATTNSCOPE_CUDA_TRY(launchCausalSoftmax(b.scores, lazy ? b.lse : nullptr, H, n, n, 0, window, c.attnSoftcap, lazy ? kRowBlock : 0,
+    ATTNSCOPE_CUDA_TRY(launchCausalSoftmax(b.scores, lazy ? b.lse : nullptr, H, T, S, pos0, window, c.attnSoftcap, lazy ? kRowBlock : 0,
                                            ctx.stream()));
-    for (int r0 = 0; r0 < n; r0 += kRowBlock) {
-        const int r1 = std::min(n, r0 + kRowBlock);
-        const KeySpan span = causalKeySpan(r0, r1, 0, n, window);
+    for (int r0 = 0; r0 < T; r0 += kRowBlock) {
+        const int r1 = std::min(T, r0 + kRowBlock);
+        const KeySpan span = causalKeySpan(r0, r1, pos0, S, window);
         for (int g = 0; g < Hkv; ++g) {
             const int h0 = g * group;
             ATTNSCOPE_RETURN_IF_ERROR(gemm(ctx.blas(), false, false, r1 - r0, D, span.k1 - span.k0, 1.0f,
-                                           b.scores + h0 * nn + static_cast<long long>(r0) * n + span.k0, n, nn,
+                                           b.scores + h0 * ts + static_cast<long long>(r0) * S + span.k0, S, ts,
                                            b.V + span.k0 * kw + static_cast<long long>(g) * D, kw, 0,
                                            b.concat + r0 * qw + static_cast<long long>(h0) * D, qw, D, group));
         }
     }
     for (const auto& [al, ah] : ablated)
-        if (al == l) ATTNSCOPE_CUDA_TRY(launchZeroColumns(b.concat, n, H * D, ah * D, D, ctx.stream()));
+        if (al == l) ATTNSCOPE_CUDA_TRY(launchZeroColumns(b.concat, T, H * D, ah * D, D, ctx.stream()));
     return Status::success();
 }
 
@@ -553,6 +669,75 @@ constexpr std::size_t kOneCopyBytes = std::size_t(4) << 20;
 // tokens: 1.1 GB); beyond, each layer's come back before the next layer's scores overwrite them.
 constexpr std::size_t kKeepMapsBytes = std::size_t(2) << 30;
 
+// Every head's map of a layer (H blocks of rows × cols on the device, `maps`) into `out` (H matrices): one copy when
+// small (then split on the host: each copy to pageable memory waits for the stream), else one per head into its own
+// matrix. `allHeads` is the one copy's host buffer.
+Status downloadHeads(DecoderContext& ctx, const float* maps, int H, long long rows, long long cols, std::vector<Matrix>& out,
+                     Matrix& allHeads, double& bytes)
+{
+    out.resize(static_cast<std::size_t>(H));
+    const long long each = rows * cols;
+    if (static_cast<std::size_t>(H * each) * sizeof(float) <= kOneCopyBytes) {
+        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, maps, H * rows, cols, allHeads, bytes));
+        ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(ctx.stream()));
+        for (int h = 0; h < H; ++h) out[static_cast<std::size_t>(h)] = allHeads.middleRows(static_cast<Eigen::Index>(h) * rows, rows);
+        return Status::success();
+    }
+    for (int h = 0; h < H; ++h) ATTNSCOPE_RETURN_IF_ERROR(download(ctx, maps + h * each, rows, cols, out[static_cast<std::size_t>(h)], bytes));
+    return Status::success();
+}
+
+// predictions' LM head over `rows` normed rows (b.normed), from row `first`: in blocks of b.logitRows, soft-capped,
+// each row with a target (b.targets[r], rows 0…rows−2) reduced to its surprise (b.surprise[r]); the last row's
+// logits copied into *lastRow when given (read after the stream's synchronisation; a forward's comes back with its
+// other pieces instead).
+Status lmHeadRows(DecoderContext& ctx, const DecoderWeights& w, const DeviceArray& head, int rows, int first, const Buffers& b,
+                  Matrix* lastRow, double& bytesBack)
+{
+    const DecoderConfig& c = w.config;
+    const int M = c.hidden, V = static_cast<int>(head.cols);
+    for (int r0 = first; r0 < rows; r0 += b.logitRows) {
+        const int count = std::min(b.logitRows, rows - r0);
+        ATTNSCOPE_RETURN_IF_ERROR(gemm(ctx.blas(), false, false, count, V, M, 1.0f, b.normed + static_cast<long long>(r0) * M, M, 0, head.ptr,
+                                       V, 0, b.logits, V, 0));
+        if (c.finalSoftcap > 0) ATTNSCOPE_CUDA_TRY(launchSoftcap(b.logits, static_cast<long long>(count) * V, c.finalSoftcap, ctx.stream()));
+        const int withTarget = std::min(count, rows - 1 - r0);
+        if (withTarget > 0) ATTNSCOPE_CUDA_TRY(launchSurprise(b.logits, b.targets + r0, b.surprise + r0, withTarget, V, ctx.stream()));
+        if (lastRow && r0 + count == rows)
+            ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.logits + static_cast<long long>(count - 1) * V, 1, V, *lastRow, bytesBack));
+    }
+    return Status::success();
+}
+
+// A forward's or an append's copies are enqueued on `copies` (the computing stream, or the forward's copy stream):
+// event 4 after the last of them, then both streams waited for.
+Status waitForCall(DecoderContext& ctx, cudaStream_t copies)
+{
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(4), copies));
+    ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(ctx.stream()));
+    if (copies != ctx.stream()) ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(copies));
+    ATTNSCOPE_CUDA_TRY(cudaGetLastError());
+    return Status::success();
+}
+
+// The end of a forward or an append, once waitForCall returned: the last logits (lastRow), the phases between events
+// 0…4, the wall time since t0, the call's generation (layout.generation); with kvHeld (every layer's K and V of the
+// run in the slots) the slots' layout, for the next call.
+Status finishCall(DecoderContext& ctx, const Matrix& lastRow, std::chrono::steady_clock::time_point t0, bool kvHeld,
+                  const DecoderContext::Layout& layout, DeviceForwardResult& out)
+{
+    out.lastLogits = lastRow.row(0).transpose();
+    out.timings.embed = elapsed(ctx, 0, 1);
+    out.timings.layers = elapsed(ctx, 1, 2);
+    out.timings.head = elapsed(ctx, 2, 3);
+    out.timings.copies = elapsed(ctx, 3, 4);
+    out.timings.total = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    out.generation = layout.generation;
+    out.kvHeld = kvHeld;
+    if (kvHeld) ctx.layout() = layout;
+    return Status::success();
+}
+
 // The host buffers a forward's copies back land in, touched (a byte a page) on host threads while the device
 // computes, so that the copies write into memory that is already mapped. A copy into fresh pageable memory runs
 // at the rate the kernel maps pages in, in the driver's one thread: 1.5 GB/s on the H100's host for the 1.56 GB of
@@ -621,7 +806,6 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     const auto t0 = Clock::now();
     const DecoderConfig& c = w.config;
     const int n = static_cast<int>(req.ids.size()), L = c.layers, M = c.hidden, H = c.heads, Hkv = c.kvHeads, D = c.headDim;
-    const int F = c.intermediate;
     const DeviceArray& E = w.at(ModelTensor::Embeddings);
     const DeviceArray& head = w.at(ModelTensor::LmHead).ptr ? w.at(ModelTensor::LmHead) : E;
     const int V = static_cast<int>(head.cols);
@@ -641,58 +825,31 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
                                    std::to_string(n) + "×" + std::to_string(Hkv * D));
     }
 
-    DecoderContext& ctx = DecoderContext::instance();
-    const InFlight inFlight(ctx.callsInFlight());
-    std::lock_guard<std::mutex> lock(ctx.mutex());
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.init());
     out.generation = 0;
-    const std::uint64_t generation = ctx.nextGeneration();
+    out.kvHeld = out.inPlace = false;
+    DecoderContext& ctx = DecoderContext::instance();
+    const WritingCall call(ctx);
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.init());
+    // A recompute from a layer of the run the device holds (no call since its own) keeps the layers below where they
+    // are, in the slots they have; else every layer gets a slot of n rows and the room behind.
+    const DecoderContext::Start start = ctx.startWriting(req.fromLayer > 0 ? req.keptGeneration : 0, n, n, req.lazy);
+    const std::uint64_t generation = start.generation;
+    const bool keepBelow = start.held;
     const std::size_t f = sizeof(float), nz = static_cast<std::size_t>(n), Lz = static_cast<std::size_t>(L);
     const std::size_t nn = nz * nz, qw = static_cast<std::size_t>(H) * D, kw = static_cast<std::size_t>(Hkv) * D;
+    // Rows of every layer's slot in the Q, K, V and lse buffers.
+    const std::size_t stride = keepBelow ? static_cast<std::size_t>(start.stride) : nz + static_cast<std::size_t>(std::max(0LL, req.roomRows));
     const int logitRows = std::min(n, kLogitRows);
     // What a run keeps stays on the device until every layer is done (each layer's slice of these buffers), and
     // comes back after: a copy to pageable memory waits for the stream, so copies between the layers would stall the
     // GPU at every layer. Every head's weights of every layer stay too when they fit kKeepMapsBytes; else each
     // layer's come back before the next layer reuses the buffer.
     const bool dense = !req.lazy, keepMaps = dense && req.keepWeights && Lz * H * nn * f <= kKeepMapsBytes;
-    std::array<std::size_t, static_cast<std::size_t>(Act::Count)> need{};
-    auto setNeed = [&](Act a, std::size_t bytes) { need[static_cast<std::size_t>(a)] = bytes; };
-    setNeed(Act::Hidden, (Lz + 1) * nz * M * f);
-    setNeed(Act::Normed, nz * M * f);
-    setNeed(Act::Q, Lz * nz * qw * f);
-    setNeed(Act::K, Lz * nz * kw * f);
-    setNeed(Act::V, Lz * nz * kw * f);
-    setNeed(Act::Scores, (keepMaps ? Lz : 1) * H * nn * f);
-    setNeed(Act::Concat, (dense ? Lz : 1) * nz * qw * f);
-    setNeed(Act::AttnOut, nz * M * f);
-    setNeed(Act::FfnA, nz * std::max(F, 1) * f);
-    setNeed(Act::FfnB, nz * std::max(F, 1) * f);
-    setNeed(Act::MlpOut, nz * M * f);
-    setNeed(Act::Lse, Lz * nz * H * f);
-    setNeed(Act::Ids, nz * sizeof(int));
-    setNeed(Act::Targets, nz * sizeof(int));
-    setNeed(Act::Surprise, nz * f);
-    setNeed(Act::Logits, static_cast<std::size_t>(logitRows) * V * f);
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.checkFits(need, "a forward over " + std::to_string(n) + " tokens"));
     float *hidden, *allQ, *allK, *allV, *allScores, *allConcat, *allLse;
     Buffers b{};
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Hidden, (Lz + 1) * nz * M, hidden));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Normed, nz * M, b.normed));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Q, Lz * nz * qw, allQ));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::K, Lz * nz * kw, allK));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::V, Lz * nz * kw, allV));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Scores, (keepMaps ? Lz : 1) * H * nn, allScores));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Concat, (dense ? Lz : 1) * nz * qw, allConcat));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::AttnOut, nz * M, b.attnOut));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::FfnA, nz * std::max(F, 1), b.ffnA));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::FfnB, nz * std::max(F, 1), b.ffnB));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::MlpOut, nz * M, b.mlpOut));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Lse, Lz * nz * H, allLse));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Ids, nz, b.ids));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Targets, nz, b.targets));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Surprise, nz, b.surprise));
-    ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Logits, static_cast<std::size_t>(logitRows) * V, b.logits));
-    b.logitRows = logitRows;
+    ATTNSCOPE_RETURN_IF_ERROR(callBuffers(ctx, c, V, {nz, nz, stride, (keepMaps ? Lz : 1) * H * nn, (dense ? Lz : 1) * nz * qw, logitRows},
+                                          "a forward over " + std::to_string(n) + " tokens", b));
+    hidden = b.hidden, allQ = b.Q, allK = b.K, allV = b.V, allScores = b.scores, allConcat = b.concat, allLse = b.lse;
     auto hiddenOf = [&](int l) { return hidden + static_cast<std::size_t>(l) * nz * M; };
     auto scoresOf = [&](int l) { return allScores + (keepMaps ? static_cast<std::size_t>(l) : 0) * H * nn; };
     auto concatOf = [&](int l) { return allConcat + (dense ? static_cast<std::size_t>(l) : 0) * nz * qw; };
@@ -701,23 +858,9 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     out.hidden.resize(Lz + 1);
     out.layers.resize(Lz);
     out.timings = {};
-    double& bytesBack = out.timings.bytesBack;
-    // Every head's map of layer l into r.weights: one copy when small (then split on the host: each copy to
-    // pageable memory waits for the stream), else one per head into its own map.
+    double &bytesBack = out.timings.bytesBack, &bytesUp = out.timings.bytesUp;
     Matrix allHeads;
-    auto downloadMaps = [&](int l, DeviceLayerResult& r) -> Status {
-        r.weights.resize(static_cast<std::size_t>(H));
-        const float* maps = scoresOf(l);
-        if (static_cast<std::size_t>(H) * nn * f <= kOneCopyBytes) {
-            ATTNSCOPE_RETURN_IF_ERROR(download(ctx, maps, static_cast<long long>(H) * n, n, allHeads, bytesBack));
-            ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(s));
-            for (int h = 0; h < H; ++h) r.weights[static_cast<std::size_t>(h)] = allHeads.middleRows(static_cast<Eigen::Index>(h) * n, n);
-            return Status::success();
-        }
-        for (int h = 0; h < H; ++h)
-            ATTNSCOPE_RETURN_IF_ERROR(download(ctx, maps + h * nn, n, n, r.weights[static_cast<std::size_t>(h)], bytesBack));
-        return Status::success();
-    };
+    auto downloadMaps = [&](int l, DeviceLayerResult& r) { return downloadHeads(ctx, scoresOf(l), H, n, n, r.weights, allHeads, bytesBack); };
     // What the run keeps, each buffer sized now and listed as a piece to copy back once the part of the forward that
     // writes it is done (an event after the embedding, after each layer, after the predictions). Through the
     // pinned staging on the copy stream, each layer's pieces cross while later layers compute; without pinned memory
@@ -740,16 +883,16 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
         cudaEvent_t done = (*layerDone)[lz];
         keep(out.hidden[lz + 1], hiddenOf(l + 1), n, M, done);
         const long long spare = dense ? 0 : std::max(0LL, req.spareRows);
-        keep(r.Q, allQ + lz * nz * qw, n, static_cast<long long>(qw), done, spare);
-        keep(r.K, allK + lz * nz * kw, n, static_cast<long long>(kw), done, spare);
-        keep(r.V, allV + lz * nz * kw, n, static_cast<long long>(kw), done, spare);
+        keep(r.Q, allQ + lz * stride * qw, n, static_cast<long long>(qw), done, spare);
+        keep(r.K, allK + lz * stride * kw, n, static_cast<long long>(kw), done, spare);
+        keep(r.V, allV + lz * stride * kw, n, static_cast<long long>(kw), done, spare);
         if (dense) {
             r.lse.resize(0, 0);
             keep(r.concat, concatOf(l), n, static_cast<long long>(qw), done);
         } else {
             r.concat.resize(0, 0);
             r.weights.clear();
-            keep(r.lse, allLse + lz * nz * H, n, H, done, spare);
+            keep(r.lse, allLse + lz * stride * H, n, H, done, spare);
         }
         if (!dense || !req.keepWeights) {
             r.weights.clear();
@@ -786,31 +929,31 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     targets.push_back(-1);
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(0), s));
     if (req.fromLayer == 0) {
-        ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(b.ids, req.ids.data(), nz * sizeof(int), cudaMemcpyHostToDevice, s));
+        ATTNSCOPE_RETURN_IF_ERROR(uploadHost(ctx, req.ids.data(), nz, b.ids, bytesUp));
         const DeviceArray& P = w.at(ModelTensor::Positions);
         ATTNSCOPE_CUDA_TRY(launchEmbed(b.ids, E.ptr, static_cast<int>(E.cols), P.ptr, 0, c.embedScale, hiddenOf(0), n, M, s));
     } else {
-        ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.hiddenFrom, hiddenOf(req.fromLayer)));
+        ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.hiddenFrom, hiddenOf(req.fromLayer), bytesUp));
     }
-    ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(b.targets, targets.data(), nz * sizeof(int), cudaMemcpyHostToDevice, s));
+    ATTNSCOPE_RETURN_IF_ERROR(uploadHost(ctx, targets.data(), nz, b.targets, bytesUp));
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(1), s));
 
     for (int l = req.fromLayer; l < L; ++l) {
         const std::size_t lz = static_cast<std::size_t>(l);
-        b.Q = allQ + lz * nz * qw;
-        b.K = allK + lz * nz * kw;
-        b.V = allV + lz * nz * kw;
-        b.lse = allLse + lz * nz * H;
+        b.Q = allQ + lz * stride * qw;
+        b.K = allK + lz * stride * kw;
+        b.V = allV + lz * stride * kw;
+        b.lse = allLse + lz * stride * H;
         b.scores = scoresOf(l);
         b.concat = concatOf(l);
         if (req.pinnedLayer == l) {
-            ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.pinnedQ, b.Q));
-            ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.pinnedK, b.K));
-            ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.pinnedV, b.V));
+            ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.pinnedQ, b.Q, bytesUp));
+            ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.pinnedK, b.K, bytesUp));
+            ATTNSCOPE_RETURN_IF_ERROR(uploadMatrix(ctx, *req.pinnedV, b.V, bytesUp));
         } else {
             ATTNSCOPE_RETURN_IF_ERROR(attentionInputs(ctx, w, l, hiddenOf(l), n, b));
         }
-        ATTNSCOPE_RETURN_IF_ERROR(attention(ctx, w, l, n, req.lazy, req.ablated, b));
+        ATTNSCOPE_RETURN_IF_ERROR(attention(ctx, w, l, n, 0, n, req.lazy, req.ablated, b));
         if (dense && req.keepWeights && !keepMaps) ATTNSCOPE_RETURN_IF_ERROR(downloadMaps(l, out.layers[lz]));
         ATTNSCOPE_RETURN_IF_ERROR(project(ctx, b.concat, n, w.at(l, LayerTensor::Wo), w.at(l, LayerTensor::Bo), b.attnOut));
         ATTNSCOPE_RETURN_IF_ERROR(afterAttention(ctx, w, l, hiddenOf(l), n, hiddenOf(l + 1), b));
@@ -822,14 +965,7 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     // predictions: the final norm, then the LM head in row blocks, each reduced to the surprise of the next token;
     // only the last row's logits come back.
     ATTNSCOPE_RETURN_IF_ERROR(normRows(ctx, c, x, nullptr, w.at(ModelTensor::FinalNormGamma), w.at(ModelTensor::FinalNormBeta), b.normed, n));
-    for (int r0 = firstRow; r0 < n; r0 += logitRows) {
-        const int rows = std::min(logitRows, n - r0);
-        ATTNSCOPE_RETURN_IF_ERROR(gemm(ctx.blas(), false, false, rows, V, M, 1.0f, b.normed + static_cast<long long>(r0) * M, M, 0, head.ptr, V, 0,
-                                       b.logits, V, 0));
-        if (c.finalSoftcap > 0) ATTNSCOPE_CUDA_TRY(launchSoftcap(b.logits, static_cast<long long>(rows) * V, c.finalSoftcap, s));
-        const int withTarget = std::min(rows, n - 1 - r0);
-        if (withTarget > 0) ATTNSCOPE_CUDA_TRY(launchSurprise(b.logits, b.targets + r0, b.surprise + r0, withTarget, V, s));
-    }
+    ATTNSCOPE_RETURN_IF_ERROR(lmHeadRows(ctx, w, head, n, firstRow, b, nullptr, bytesBack));
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(3), s));
     // The copies back (the pieces above). `copies` is what they add after the predictions: event 4 follows the last
     // of them, on the stream that ran them.
@@ -840,10 +976,7 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
         prefault.wait();
         ATTNSCOPE_RETURN_IF_ERROR(directDownload(s, pieces));
     }
-    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(4), copies));
-    ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(s));
-    ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(copies));
-    ATTNSCOPE_CUDA_TRY(cudaGetLastError());
+    ATTNSCOPE_RETURN_IF_ERROR(waitForCall(ctx, copies));
     bytesBack += double(piecesBytes);
     for (std::size_t lz = 0; lz < headsOf.size(); ++lz) {
         if (static_cast<int>(lz) < req.fromLayer) continue;
@@ -851,19 +984,137 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
         maps.resize(static_cast<std::size_t>(H));
         for (int h = 0; h < H; ++h) maps[static_cast<std::size_t>(h)] = headsOf[lz].middleRows(static_cast<Eigen::Index>(h) * n, n);
     }
-    out.lastLogits = lastRow.row(0).transpose();
-    out.timings.embed = elapsed(ctx, 0, 1);
-    out.timings.layers = elapsed(ctx, 1, 2);
-    out.timings.head = elapsed(ctx, 2, 3);
-    out.timings.copies = elapsed(ctx, 3, 4);
-    out.timings.total = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    out.generation = generation;
-    return Status::success();
+    const bool kvHeld = req.fromLayer == 0 || keepBelow;
+    return finishCall(ctx, lastRow, t0, kvHeld, {generation, n, static_cast<long long>(stride), req.lazy}, out);
+}
+
+// appendTokens' new rows on the device (contract in decoder_device.h): the forward's steps on the m new rows, their
+// Q, K, V written into every layer's slot behind the kept n rows, their queries against all n + m keys there.
+Status decoderAppend(const DecoderWeights& w, const DeviceAppendRequest& req, DeviceForwardResult& out)
+{
+    using Clock = std::chrono::steady_clock;
+    const auto t0 = Clock::now();
+    const DecoderConfig& c = w.config;
+    const int m = static_cast<int>(req.ids.size()), n = req.n, L = c.layers, M = c.hidden, H = c.heads, Hkv = c.kvHeads, D = c.headDim;
+    const int T = n + m;
+    const DeviceArray& E = w.at(ModelTensor::Embeddings);
+    const DeviceArray& head = w.at(ModelTensor::LmHead).ptr ? w.at(ModelTensor::LmHead) : E;
+    const int V = static_cast<int>(head.cols);
+    const long long qw = static_cast<long long>(H) * D, kw = static_cast<long long>(Hkv) * D;
+    if (m <= 0 || n <= 0) return invalidArgument("device append: " + std::to_string(m) + " tokens to a run of " + std::to_string(n));
+    if (!E.ptr || E.rows != M || V <= 0) return invalidArgument("device append: the model's embeddings are not on the device");
+    if (static_cast<int>(req.keptK.size()) != L || static_cast<int>(req.keptV.size()) != L)
+        return invalidArgument("device append: the run's K and V of " + std::to_string(L) + " layers are missing");
+    for (int l = 0; l < L; ++l) {
+        const HostTensor &k = req.keptK[static_cast<std::size_t>(l)], &v = req.keptV[static_cast<std::size_t>(l)];
+        if (!k.data || !v.data || k.rows < n || v.rows < n || k.cols != kw || v.cols != kw)
+            return invalidArgument("device append: layer " + std::to_string(l) + "'s kept K and V must have " + std::to_string(n) + " rows of " +
+                                   std::to_string(kw));
+    }
+    if (!req.lastFinalHidden.data || req.lastFinalHidden.cols != M)
+        return invalidArgument("device append: the run's final norm of position " + std::to_string(n - 1) + " is missing");
+
+    out.generation = 0;
+    out.kvHeld = out.inPlace = false;
+    DecoderContext& ctx = DecoderContext::instance();
+    const WritingCall call(ctx);
+    ATTNSCOPE_RETURN_IF_ERROR(ctx.init());
+    // In place when the slots still hold the run (its generation is the device's: no call since) and the new rows
+    // fit their room; else new slots, the kept K and V uploaded into them.
+    const DecoderContext::Start start = ctx.startWriting(req.keptGeneration, n, T, req.lazy);
+    const std::uint64_t generation = start.generation;
+    const bool inPlace = start.held;
+    const std::size_t f = sizeof(float), mz = static_cast<std::size_t>(m), Lz = static_cast<std::size_t>(L);
+    const std::size_t stride = inPlace ? static_cast<std::size_t>(start.stride) : static_cast<std::size_t>(T) + static_cast<std::size_t>(std::max(0LL, req.roomRows));
+    const std::size_t mt = mz * static_cast<std::size_t>(T);
+    const bool dense = !req.lazy, keepMaps = dense && req.keepWeights && Lz * H * mt * f <= kKeepMapsBytes;
+    const int logitRows = std::min(m + 1, kLogitRows);
+    // (In place, the slots' buffers hold that much already: nothing grows, nothing kept is lost.)
+    float *hidden, *allQ, *allK, *allV, *allScores, *allConcat, *allLse;
+    Buffers b{};
+    ATTNSCOPE_RETURN_IF_ERROR(callBuffers(ctx, c, V, {mz, mz + 1, stride, (keepMaps ? Lz : 1) * H * mt, (dense ? Lz : 1) * mz * qw, logitRows},
+                                          "appending " + std::to_string(m) + " tokens to " + std::to_string(n), b));
+    hidden = b.hidden, allQ = b.Q, allK = b.K, allV = b.V, allScores = b.scores, allConcat = b.concat, allLse = b.lse;
+    auto hiddenOf = [&](int l) { return hidden + static_cast<std::size_t>(l) * mz * M; };
+    auto scoresOf = [&](int l) { return allScores + (keepMaps ? static_cast<std::size_t>(l) : 0) * H * mt; };
+    auto concatOf = [&](int l) { return allConcat + (dense ? static_cast<std::size_t>(l) : 0) * mz * qw; };
+
+    cudaStream_t s = ctx.stream();
+    out.hidden.assign(Lz + 1, Matrix());
+    out.layers.assign(Lz, DeviceLayerResult());
+    out.timings = {};
+    double &bytesBack = out.timings.bytesBack, &bytesUp = out.timings.bytesUp;
+    Matrix allHeads;
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(0), s));
+    if (!inPlace)
+        for (int l = 0; l < L; ++l) {
+            const std::size_t lz = static_cast<std::size_t>(l), kept = static_cast<std::size_t>(n) * kw;
+            ATTNSCOPE_RETURN_IF_ERROR(uploadHost(ctx, req.keptK[lz].data, kept, allK + lz * stride * kw, bytesUp));
+            ATTNSCOPE_RETURN_IF_ERROR(uploadHost(ctx, req.keptV[lz].data, kept, allV + lz * stride * kw, bytesUp));
+        }
+    // The new positions' embeddings; their targets are the tokens that follow them, from position n − 1's (the
+    // run's last row of the final norm, which goes up before the predictions) to the last one's (none).
+    ATTNSCOPE_RETURN_IF_ERROR(uploadHost(ctx, req.ids.data(), mz, b.ids, bytesUp));
+    ATTNSCOPE_RETURN_IF_ERROR(uploadHost(ctx, req.ids.data(), mz, b.targets, bytesUp));
+    const DeviceArray& P = w.at(ModelTensor::Positions);
+    ATTNSCOPE_CUDA_TRY(launchEmbed(b.ids, E.ptr, static_cast<int>(E.cols), P.ptr, n, c.embedScale, hiddenOf(0), m, M, s));
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(1), s));
+
+    for (int l = 0; l < L; ++l) {
+        const std::size_t lz = static_cast<std::size_t>(l);
+        float *slotQ = allQ + lz * stride * qw, *slotK = allK + lz * stride * kw, *slotV = allV + lz * stride * kw;
+        // The new rows' Q, K, V behind the kept ones, rotated at their positions n…
+        b.Q = slotQ + static_cast<std::size_t>(n) * qw;
+        b.K = slotK + static_cast<std::size_t>(n) * kw;
+        b.V = slotV + static_cast<std::size_t>(n) * kw;
+        ATTNSCOPE_RETURN_IF_ERROR(attentionInputs(ctx, w, l, hiddenOf(l), m, b, 0, n));
+        // … and their queries against all n + m keys of the slot.
+        b.K = slotK;
+        b.V = slotV;
+        b.lse = allLse + lz * stride * H + static_cast<std::size_t>(n) * H;
+        b.scores = scoresOf(l);
+        b.concat = concatOf(l);
+        ATTNSCOPE_RETURN_IF_ERROR(attention(ctx, w, l, m, n, T, req.lazy, req.ablated, b));
+        if (dense && req.keepWeights && !keepMaps)
+            ATTNSCOPE_RETURN_IF_ERROR(downloadHeads(ctx, scoresOf(l), H, m, T, out.layers[lz].weights, allHeads, bytesBack));
+        ATTNSCOPE_RETURN_IF_ERROR(project(ctx, b.concat, m, w.at(l, LayerTensor::Wo), w.at(l, LayerTensor::Bo), b.attnOut));
+        ATTNSCOPE_RETURN_IF_ERROR(afterAttention(ctx, w, l, hiddenOf(l), m, hiddenOf(l + 1), b));
+    }
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(2), s));
+
+    // predictions from position n − 1: its final norm (the run's) in row 0, the new rows' below it; m + 1 rows of
+    // logits whose first m give the surprise of positions n…n+m−1, the last the run's new last logits.
+    ATTNSCOPE_RETURN_IF_ERROR(uploadHost(ctx, req.lastFinalHidden.data, static_cast<std::size_t>(M), b.normed, bytesUp));
+    ATTNSCOPE_RETURN_IF_ERROR(normRows(ctx, c, hiddenOf(L), nullptr, w.at(ModelTensor::FinalNormGamma), w.at(ModelTensor::FinalNormBeta),
+                                       b.normed + M, m));
+    Matrix lastRow;
+    ATTNSCOPE_RETURN_IF_ERROR(lmHeadRows(ctx, w, head, m + 1, 0, b, &lastRow, bytesBack));
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(3), s));
+    ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.normed + M, m, M, out.finalHidden, bytesBack));
+    for (int l = 0; l <= L; ++l) ATTNSCOPE_RETURN_IF_ERROR(download(ctx, hiddenOf(l), m, M, out.hidden[static_cast<std::size_t>(l)], bytesBack));
+    for (int l = 0; l < L; ++l) {
+        const std::size_t lz = static_cast<std::size_t>(l), row = lz * stride + static_cast<std::size_t>(n);
+        DeviceLayerResult& r = out.layers[lz];
+        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, allQ + row * qw, m, qw, r.Q, bytesBack));
+        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, allK + row * kw, m, kw, r.K, bytesBack));
+        ATTNSCOPE_RETURN_IF_ERROR(download(ctx, allV + row * kw, m, kw, r.V, bytesBack));
+        if (dense) {
+            ATTNSCOPE_RETURN_IF_ERROR(download(ctx, concatOf(l), m, qw, r.concat, bytesBack));
+            if (keepMaps) ATTNSCOPE_RETURN_IF_ERROR(downloadHeads(ctx, scoresOf(l), H, m, T, r.weights, allHeads, bytesBack));
+        } else {
+            ATTNSCOPE_RETURN_IF_ERROR(download(ctx, allLse + row * H, m, H, r.lse, bytesBack));
+        }
+    }
+    out.surprise.assign(mz, 0.0f);
+    ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(out.surprise.data(), b.surprise, mz * f, cudaMemcpyDeviceToHost, s));
+    bytesBack += double(mz * f);
+    out.inPlace = inPlace;
+    ATTNSCOPE_RETURN_IF_ERROR(waitForCall(ctx, s));
+    return finishCall(ctx, lastRow, t0, true, {generation, T, static_cast<long long>(stride), req.lazy}, out);
 }
 
 Status lazyMapsRead(const DeviceLazyMapsRead& r, Matrix& out)
 {
-    const std::size_t n = static_cast<std::size_t>(std::max(0, r.n));
     if (r.n <= 0 || r.layer < 0 || r.H <= 0 || r.Hkv <= 0 || r.H % r.Hkv != 0 || r.D <= 0 || r.head < 0 || r.head >= r.H ||
         r.r0 < 0 || r.c0 < 0 || r.rows < 0 || r.cols < 0 || r.r0 + r.rows > r.n || r.c0 + r.cols > r.n || r.outRows < 0 ||
         r.outCols < 0 || r.outRows > r.rows || r.outCols > r.cols)
@@ -876,17 +1127,18 @@ Status lazyMapsRead(const DeviceLazyMapsRead& r, Matrix& out)
     // new generation then sends this read to the host.
     if (ctx.writing()) return makeError(StatusCode::Unavailable, "the device is busy with a forward");
     std::lock_guard<std::mutex> lock(ctx.mutex());
-    if (!ctx.ready() || r.generation == 0 || r.generation != ctx.generation())
+    const DecoderContext::Layout& held = ctx.layout();
+    if (!ctx.ready() || r.generation == 0 || r.generation != ctx.generation() || held.generation != r.generation)
         return makeError(StatusCode::Unavailable,
                          "the device no longer holds this run's Q, K and log-sum-exp: a later call on the device replaced them");
     const std::size_t f = sizeof(float), qw = static_cast<std::size_t>(r.H) * r.D, kw = static_cast<std::size_t>(r.Hkv) * r.D;
-    const std::size_t layer = static_cast<std::size_t>(r.layer);
+    const std::size_t layer = static_cast<std::size_t>(r.layer), stride = static_cast<std::size_t>(held.stride);
     std::size_t capQ = 0, capK = 0, capL = 0;
     const float* Q = ctx.peek(Act::Q, capQ);
     const float* K = ctx.peek(Act::K, capK);
     const float* lse = ctx.peek(Act::Lse, capL);
-    if (!Q || !K || !lse || (layer + 1) * n * qw * f > capQ || (layer + 1) * n * kw * f > capK ||
-        (layer + 1) * n * static_cast<std::size_t>(r.H) * f > capL)
+    if (!Q || !K || !lse || !held.lazy || r.n > held.rows || (layer + 1) * stride * qw * f > capQ || (layer + 1) * stride * kw * f > capK ||
+        (layer + 1) * stride * static_cast<std::size_t>(r.H) * f > capL)
         return invalidArgument("device maps: layer " + std::to_string(r.layer) + " of " + std::to_string(r.n) +
                                " tokens is not in the device's buffers");
     const bool pooled = r.outRows > 0 && r.outCols > 0;
@@ -895,7 +1147,7 @@ Status lazyMapsRead(const DeviceLazyMapsRead& r, Matrix& out)
     if (rows == 0 || cols == 0) return Status::success();
     float* dev = nullptr;
     ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::MapRead, static_cast<std::size_t>(rows * cols), dev));
-    LazyMapsArgs a{Q + layer * n * qw, K + layer * n * kw, lse + layer * n * static_cast<std::size_t>(r.H), r.H, r.Hkv, r.D, r.head,
+    LazyMapsArgs a{Q + layer * stride * qw, K + layer * stride * kw, lse + layer * stride * static_cast<std::size_t>(r.H), r.H, r.Hkv, r.D, r.head,
                    r.scale, r.softcap, r.window, r.causal, r.weights, r.r0, r.c0, r.rows, r.cols};
     cudaStream_t s = ctx.stream();
     if (pooled) ATTNSCOPE_CUDA_TRY(launchLazyPooled(a, r.outRows, r.outCols, dev, s));
@@ -992,10 +1244,9 @@ Status decoderScan(const DecoderWeights& w, const DeviceScanRequest& req, Matrix
     setNeed(Act::Logits, gz * V * f);
 
     DecoderContext& ctx = DecoderContext::instance();
-    const InFlight inFlight(ctx.callsInFlight());
-    std::lock_guard<std::mutex> lock(ctx.mutex());
+    const WritingCall call(ctx);
     ATTNSCOPE_RETURN_IF_ERROR(ctx.init());
-    ctx.nextGeneration();  // the scan's variants overwrite the activations, a lazy run's Q, K and lse among them
+    ctx.startWriting();  // the scan's variants overwrite the activations: a lazy run's Q, K and lse, every run's K and V
     ATTNSCOPE_RETURN_IF_ERROR(ctx.checkFits(need, "a scan of " + std::to_string(gMax) + " variants of " + std::to_string(n) + " tokens"));
     float *hidden, *Qbuf;
     Buffers b{};

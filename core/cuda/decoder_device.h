@@ -65,6 +65,11 @@ struct DeviceForwardRequest {
     long long spareRows = 0;    // lazy: rows allocated (never touched) behind those four, LazyLayer::adopt's spare
     bool keepWeights = true;    // dense: bring back every head's n×n weights (false: the bench's measurement)
     bool everySurprise = true;  // false: the last position's logits only (SurpriseUpdate::Deferred)
+    // Rows kept free behind every layer's Q, K, V and lse on the device, for appends in place (decoderAppend).
+    long long roomRows = 0;
+    // DecoderRun::deviceKVGeneration: when it is still the device's (no call since) and fromLayer > 0, the layers
+    // below fromLayer stay where they are and the result holds every layer (DeviceForwardResult::kvHeld).
+    std::uint64_t keptGeneration = 0;
 };
 
 // Phase times of one device forward, in milliseconds, from CUDA events on the stream. (A dense run's maps too large
@@ -76,6 +81,7 @@ struct DeviceForwardTimings {
     double copies = 0;      // what the run keeps, device → host (pageable memory), after the layers
     double total = 0;       // host wall time of the call
     double bytesBack = 0;   // bytes copied device → host
+    double bytesUp = 0;     // bytes copied host → device (ids, streams, pinned Q/K/V, an append's kept K and V)
 };
 
 struct DeviceLayerResult {
@@ -93,14 +99,51 @@ struct DeviceForwardResult {
     std::vector<float> surprise;            // n (everySurprise): NaN at 0; else empty
     DeviceForwardTimings timings;
     // The device's activations as this call left them (lazyMapsRead): the next call on the device (a forward,
-    // recompute or scan) starts a new generation and the reads of this one's are refused. 0 on failure.
+    // recompute, append or scan) starts a new generation and the reads of this one's are refused. 0 on failure.
     std::uint64_t generation = 0;
+    // Every layer's K and V of the run (all its rows) are in the device's buffers of this generation, for a later
+    // decoderAppend in place: a forward from layer 0, a recompute that kept the layers below (keptGeneration), an
+    // append.
+    bool kvHeld = false;
+    bool inPlace = false;  // decoderAppend: the kept K and V were the device's own (nothing of them uploaded)
 };
 
 // Runs layers fromLayer…L−1 and the predictions on the device. InvalidArgument for shapes that disagree with the
 // weights' configuration, ResourceExhausted (naming sizes) when the activations do not fit, Internal for a CUDA or
 // cuBLAS failure (naming the call). Thread-safe: calls are serialised.
 Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, DeviceForwardResult& out);
+
+// Appending m tokens to a run of n on the device: per layer only the new rows (norm → Q, K, V → QK-norm, RoPE at
+// positions n…n+m−1 → the new queries against all n + m keys: causal, the layer's window and soft-cap → W^O with
+// the ablated heads zeroed → the rest of the block), then the final norm and the LM head of the new rows.
+// The kept K and V (n rows a layer): every layer's Q, K, V (and lse) live on the device in slots with room for
+// appended rows (DeviceForwardRequest::roomRows), and a call leaves them there. When the run's keptGeneration is
+// still the device's (no call on the device since, so no other text or scan overwrote them) and the new rows fit
+// the room, the append reads them in place and writes its rows behind them: nothing of the kept text crosses the
+// bus. Otherwise (another call came between, a layer recomputed on the CPU: DecoderRun::deviceKVGeneration 0, no
+// room left) the run's host copies of every layer's K and V go up into new slots (timings.bytesUp counts them):
+// one copy of 2·n·H_kv·D floats a layer, against a whole forward's recompute. Either way the device holds every
+// layer's K and V of the n + m rows after the call (kvHeld), so the next append is in place.
+struct DeviceAppendRequest {
+    std::vector<int> ids;       // the m new token ids (each in 0…V−1: the caller checked)
+    int n = 0;                  // the run's tokens before them (≥ 1)
+    std::uint64_t keptGeneration = 0;  // DecoderRun::deviceKVGeneration
+    // Per layer the run's kept K and V (at least n rows × H_kv·D, row-major: the first n rows are read), uploaded
+    // when the device's are not the run's; and its final norm's last row (1 × M: position n−1, whose logits give
+    // the first new token's surprise).
+    std::vector<HostTensor> keptK, keptV;
+    HostTensor lastFinalHidden;
+    std::vector<std::pair<int, int>> ablated;  // (layer, query head) zeroed before W^O
+    bool lazy = false;          // lse of the new rows (m × H) instead of their weights and contexts
+    bool keepWeights = true;    // dense: the new rows of every head's weights, m × (n+m)
+    long long roomRows = 0;     // rows kept free behind the n + m when the slots are made anew (an upload)
+};
+
+// out: hidden (L+1 entries of m × M: the new rows of every residual stream), layers (per layer the new rows' Q, K,
+// V; dense: concat m × H·D and weights H × (m × (n+m)); lazy: lse m × H), finalHidden (m × M), lastLogits (position
+// n+m−1's), surprise (m: positions n…n+m−1), timings (bytesUp), generation, kvHeld, inPlace. Errors as
+// decoderForward's.
+Status decoderAppend(const DecoderWeights& w, const DeviceAppendRequest& req, DeviceForwardResult& out);
 
 // A lazy run's map read where the run computed it (LazyMaps' rules: a tile of scores or weights, or a rect
 // max-pooled; attnscope/lazy_attention.h): from layer `layer`'s Q, K and log-sum-exp still in the device's

@@ -761,6 +761,7 @@ Status recomputeDecoderFrom(DecoderModel& model, int fromLayer, DecoderRun& run,
     }
     run.backend = Backend::Cpu;
     run.deviceTimings = {};
+    run.deviceKVGeneration = 0;  // the layers' K and V are the CPU's now
     const TeamsForTheLoad teams;
     for (int l = fromLayer; l < L; ++l) {
         ATTNSCOPE_RETURN_IF_ERROR(runLayer(model, l, run, backend));
@@ -889,19 +890,34 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
     for (int id : ids)
         if (id < 0 || id >= c.vocab)
             return invalidArgument("append: id " + std::to_string(id) + " is outside 0.." + std::to_string(c.vocab - 1));
-    // On the GPU: the whole run again over the longer text (a forward's cost: the device keeps no K and V between
-    // calls), which equals the appended run by definition. So too where LongRoPE's set changes with the length (as
-    // transformers' Phi-3 generate drops its cache there).
-    auto onDevice = onDeviceFor(c, backend, run.warnings);
-    if (!onDevice) return onDevice.status();
-    if (*onDevice || ropeSetChanges(c, n, n + m)) {
-        run.pinned = {};  // the pinned Q, K, V were for the old length
-        for (int i = 0; i < m; ++i) {
-            const int id = ids[static_cast<std::size_t>(i)];
+    auto pushIds = [&] {
+        for (int id : ids) {
             run.encoding.ids.push_back(id);
             run.encoding.tokens.push_back(model.tokenizer.tokenText(id));
             run.encoding.typeIds.push_back(0);
         }
+    };
+    // On the GPU: the new rows there (deviceAppend: the kept K and V read in place while the device still holds
+    // them, else uploaded). Where LongRoPE's set changes with the length every key is rotated anew (as transformers'
+    // Phi-3 generate drops its cache there): the whole run again over the longer text, which equals the appended run
+    // by definition; so too Auto's fallback when the device fails.
+    auto onDevice = onDeviceFor(c, backend, run.warnings);
+    if (!onDevice) return onDevice.status();
+    run.pinned = {};  // the pinned Q, K, V were for the old length
+    bool whole = ropeSetChanges(c, n, n + m);
+    if (*onDevice && !whole) {
+        Status s = deviceAppend(model, ids, run);
+        if (s.ok()) {
+            pushIds();
+            if (run.onLayer) (void)run.onLayer(L, L);  // one call: nothing left to cancel
+            return s;
+        }
+        if (backend != Backend::Auto || s.code == StatusCode::InvalidArgument) return s;
+        run.warnings.push_back(s.message + "; the whole text recomputed instead");
+        whole = true;
+    }
+    if (whole) {
+        pushIds();
         // The new positions' embeddings on the host too, for Auto's fallback to the CPU (the device makes its own).
         Matrix x;
         embedTokens(model, ids, n, x);
@@ -912,7 +928,9 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
     // The step's ~250 short products (7 a layer and the LM head, one token) on a team whose threads spin between
     // them, instead of an OpenMP region each that wakes a sleeping thread.
     ProductBurst burst;
-    run.pinned = {};  // the pinned Q, K, V were for the old length
+    run.backend = Backend::Cpu;
+    run.deviceTimings = {};
+    run.deviceKVGeneration = 0;  // the new rows' K and V are the CPU's
     Matrix x;
     embedTokens(model, ids, n, x);
     appendRows(run.hidden[0], x);
@@ -972,11 +990,7 @@ Status appendTokens(DecoderModel& model, const std::vector<int>& ids, DecoderRun
         afterAttention(model, l, part.output, run.hidden[static_cast<std::size_t>(l)].bottomRows(m), buf.block, out);
         appendRows(run.hidden[static_cast<std::size_t>(l) + 1], out);
     }
-    for (int id : ids) {
-        run.encoding.ids.push_back(id);
-        run.encoding.tokens.push_back(model.tokenizer.tokenText(id));
-        run.encoding.typeIds.push_back(0);
-    }
+    pushIds();
     predictions(model, run, n);
     return Status::success();
 }

@@ -43,6 +43,11 @@ Status deviceScanLayer(DecoderModel&, const DecoderRun&, int, const std::vector<
     return makeError(StatusCode::Unavailable, "backend cuda: this build has no CUDA backend (configure with -DATTNSCOPE_CUDA=ON)");
 }
 
+Status deviceAppend(DecoderModel&, const std::vector<int>&, DecoderRun&)
+{
+    return makeError(StatusCode::Unavailable, "backend cuda: this build has no CUDA backend (configure with -DATTNSCOPE_CUDA=ON)");
+}
+
 std::shared_ptr<const AttentionMaps> lazyMapsWithDevice(std::shared_ptr<const LazyMaps> host, const DecoderRun&, const DecoderConfig&)
 {
     return host;
@@ -184,6 +189,18 @@ Expected<cuda::DecoderWeights*> deviceWeights(DecoderModel& model, int fromLayer
     return w;
 }
 
+// The rows appendTokens' steps kept on the device for appends in place (DeviceForwardRequest::roomRows): the lazy
+// layers' spare (LazyLayer::defaultSpareRows), never past the model's context.
+long long roomRows(const DecoderConfig& c, long long n)
+{
+    return std::clamp<long long>(LazyLayer::defaultSpareRows(n), 0, std::max<long long>(0, c.maxPositions - n));
+}
+
+DecoderRun::DeviceTimings timingsOf(const cuda::DeviceForwardTimings& t)
+{
+    return {t.embed, t.layers, t.head, t.copies, t.total, t.bytesBack, t.bytesUp};
+}
+
 } // namespace
 
 Status deviceRecompute(DecoderModel& model, int fromLayer, DecoderRun& run, SurpriseUpdate surprise)
@@ -204,10 +221,12 @@ Status deviceRecompute(DecoderModel& model, int fromLayer, DecoderRun& run, Surp
         req.pinnedV = &run.pinned.V;
     }
     req.lazy = run.lazy;
-    // lazyLayer's spare rows (never past the model's context), allocated behind Q, K, V and lse as they come back.
-    const Eigen::Index spare =
-        std::clamp<Eigen::Index>(LazyLayer::defaultSpareRows(n), 0, std::max<Eigen::Index>(0, c.maxPositions - n));
+    // lazyLayer's spare rows (never past the model's context), allocated behind Q, K, V and lse as they come back,
+    // and as much room behind them on the device, for appends there.
+    const long long spare = roomRows(c, n);
     if (run.lazy) req.spareRows = spare;
+    req.roomRows = spare;
+    req.keptGeneration = run.deviceKVGeneration;
     req.everySurprise = surprise == SurpriseUpdate::Now;
     cuda::DeviceForwardResult out;
     if (Status s = cuda::decoderForward(**weights, req, out); !s.ok()) return makeError(s.code, "the GPU forward: " + s.message);
@@ -264,8 +283,87 @@ Status deviceRecompute(DecoderModel& model, int fromLayer, DecoderRun& run, Surp
         run.surpriseStale = true;
     }
     run.backend = Backend::Cuda;
-    run.deviceTimings = {out.timings.embed, out.timings.layers, out.timings.head, out.timings.copies, out.timings.total,
-                         out.timings.bytesBack};
+    run.deviceTimings = timingsOf(out.timings);
+    run.deviceKVGeneration = out.kvHeld ? out.generation : 0;
+    return Status::success();
+}
+
+Status deviceAppend(DecoderModel& model, const std::vector<int>& ids, DecoderRun& run)
+{
+    const DecoderConfig& c = model.config;
+    const int L = c.layers, n = static_cast<int>(run.encoding.ids.size()), m = static_cast<int>(ids.size());
+    bool fits = run.finalHidden.rows() == n && run.finalHidden.cols() == c.hidden &&
+                static_cast<int>((run.lazy ? run.lazyLayers.size() : run.weights.size())) == L;
+    for (int l = 0; fits && !run.lazy && l < L; ++l) fits = static_cast<int>(run.weights[static_cast<std::size_t>(l)].size()) == c.heads;
+    if (!fits) return invalidArgument("append: the run's final norm or layers do not match its " + std::to_string(n) + " tokens");
+    // The run was computed with the weights as they are: the W^O that changed since their upload go up.
+    auto weights = deviceWeights(model, 0, false);
+    if (!weights) return weights.status();
+    cuda::DeviceAppendRequest req;
+    req.ids = ids;
+    req.n = n;
+    req.keptGeneration = run.deviceKVGeneration;
+    for (int l = 0; l < L; ++l) {
+        if (run.lazy) {
+            const LazyLayer* kept = run.lazyLayers[static_cast<std::size_t>(l)].get();
+            if (!kept) return invalidArgument("append: the run's layer " + std::to_string(l) + " is missing");
+            req.keptK.push_back(HostTensor{kept->K.data(), kept->K.rows(), kept->K.cols()});
+            req.keptV.push_back(HostTensor{kept->V.data(), kept->V.rows(), kept->V.cols()});
+        } else {
+            const AttentionResult& res = run.attention[static_cast<std::size_t>(l)];
+            req.keptK.push_back(hostOf(res.K));
+            req.keptV.push_back(hostOf(res.V));
+        }
+    }
+    req.lastFinalHidden = HostTensor{run.finalHidden.data() + static_cast<std::ptrdiff_t>(n - 1) * c.hidden, 1, c.hidden};
+    req.ablated = run.ablated;
+    req.lazy = run.lazy;
+    req.roomRows = roomRows(c, n + m);
+    cuda::DeviceForwardResult out;
+    if (Status s = cuda::decoderAppend(**weights, req, out); !s.ok()) return makeError(s.code, "the GPU append: " + s.message);
+
+    // Into the run, as appendTokens' CPU steps leave it (the encoding is the caller's). A lazy run's maps stay on the
+    // device where they were before (the append wrote its rows behind them there); uploaded, only K and V went up.
+    auto grow = [](Matrix& dst, const Matrix& rows) {
+        const Eigen::Index r = dst.rows();
+        dst.conservativeResize(r + rows.rows(), rows.cols());
+        dst.bottomRows(rows.rows()) = rows;
+    };
+    const bool mapsStay = out.inPlace && run.lazy && run.deviceMapsGeneration != 0 && run.deviceMapsGeneration == req.keptGeneration &&
+                          run.deviceLayers.size() == static_cast<std::size_t>(L);
+    std::vector<std::weak_ptr<const LazyLayer>> onDevice(mapsStay ? static_cast<std::size_t>(L) : 0);
+    for (int l = 0; l <= L; ++l) grow(run.hidden[static_cast<std::size_t>(l)], out.hidden[static_cast<std::size_t>(l)]);
+    for (int l = 0; l < L; ++l) {
+        const std::size_t lz = static_cast<std::size_t>(l);
+        cuda::DeviceLayerResult& r = out.layers[lz];
+        AttentionResult& res = run.attention[lz];
+        res.backend = Backend::Cuda;
+        if (run.lazy) {
+            std::shared_ptr<const LazyLayer>& kept = run.lazyLayers[lz];
+            const bool wasOnDevice = mapsStay && run.deviceLayers[lz].lock() == kept;
+            std::shared_ptr<LazyLayer> grown = kept->appended(r.Q, r.K, r.V);
+            grown->setLse(n, r.lse);
+            kept = std::move(grown);
+            if (wasOnDevice) onDevice[lz] = kept;
+        } else {
+            grow(res.Q, r.Q);
+            grow(res.K, r.K);
+            grow(res.V, r.V);
+            grow(res.concat, r.concat);
+            std::vector<HeadWeights>& maps = run.weights[lz];
+            for (int h = 0; h < c.heads && h < static_cast<int>(r.weights.size()); ++h)
+                maps[static_cast<std::size_t>(h)].append(r.weights[static_cast<std::size_t>(h)]);
+        }
+    }
+    grow(run.finalHidden, out.finalHidden);
+    run.lastLogits = std::move(out.lastLogits);
+    run.surprise.resize(static_cast<std::size_t>(n + m));
+    for (int i = 0; i < m; ++i) run.surprise[static_cast<std::size_t>(n + i)] = out.surprise[static_cast<std::size_t>(i)];
+    run.deviceMapsGeneration = mapsStay ? out.generation : 0;
+    run.deviceLayers = std::move(onDevice);
+    run.deviceKVGeneration = out.kvHeld ? out.generation : 0;
+    run.backend = Backend::Cuda;
+    run.deviceTimings = timingsOf(out.timings);
     return Status::success();
 }
 

@@ -18,6 +18,13 @@ Expected<bool> decoderOnDevice(Backend backend);
 // path leaves it. Errors: ResourceExhausted (device memory, naming sizes), Internal (a CUDA call).
 Status deviceRecompute(DecoderModel& model, int fromLayer, DecoderRun& run, SurpriseUpdate surprise);
 
+// appendTokens on the device (cuda::decoderAppend): the m new tokens' rows of every layer and their predictions,
+// the kept K and V read where the device still holds them (run.deviceKVGeneration) or uploaded from the run. Grows
+// the run as the CPU's append does (streams, Q/K/V/concat and the heads' weights of a dense run, LazyLayer::appended
+// of a lazy one, finalHidden, the surprise of the new positions, lastLogits), all but the encoding (the caller's);
+// the run is untouched on an error. The caller clears run.pinned first.
+Status deviceAppend(DecoderModel& model, const std::vector<int>& ids, DecoderRun& run);
+
 // One layer's unit of a scan on the device (cuda::decoderScan): logits (heads.size() × V, the last position's) of
 // `run` with each head of `heads` at `layer` zeroed (patch null) or given patch's columns (n × H·D), the layers
 // above recomputed on all of them at once. The run must be dense (its concat and streams kept).

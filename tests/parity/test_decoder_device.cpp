@@ -301,6 +301,256 @@ TEST_P(DecoderDevice, ScansEqualTheCpu)
     EXPECT_CLOSE(onDevice, onCpu, kLogitTol, tc.name + " activation patching");
 }
 
+// A lazy run: every stream, each layer's Q, K, V and log-sum-exp, the predictions.
+void expectSameLazyRun(const attn::DecoderModel& model, const attn::DecoderRun& dev, const attn::DecoderRun& cpu, const std::string& what)
+{
+    ASSERT_EQ(dev.encoding.ids, cpu.encoding.ids) << what;
+    ASSERT_EQ(dev.lazyLayers.size(), std::size_t(model.config.layers)) << what;
+    ASSERT_EQ(cpu.lazyLayers.size(), std::size_t(model.config.layers)) << what;
+    EXPECT_TRUE(dev.weights.empty()) << what;
+    for (std::size_t l = 0; l < dev.hidden.size(); ++l) EXPECT_CLOSE(dev.hidden[l], cpu.hidden[l], kHiddenTol, what + " hidden " + std::to_string(l));
+    for (int l = 0; l < model.config.layers; ++l) {
+        const attn::LazyLayer &a = *dev.lazyLayers[std::size_t(l)], &b = *cpu.lazyLayers[std::size_t(l)];
+        const std::string at = what + " lazy layer " + std::to_string(l);
+        EXPECT_CLOSE(attn::Matrix(a.Q), attn::Matrix(b.Q), kHiddenTol, at + " Q");
+        EXPECT_CLOSE(attn::Matrix(a.K), attn::Matrix(b.K), kHiddenTol, at + " K");
+        EXPECT_CLOSE(attn::Matrix(a.V), attn::Matrix(b.V), kHiddenTol, at + " V");
+        EXPECT_CLOSE(attn::Matrix(a.lse), attn::Matrix(b.lse), kHiddenTol, at + " lse");
+    }
+    expectSamePredictions(dev, cpu, what);
+}
+
+// The bytes of every layer's K and V of a run of n tokens: what an append uploads when the device no longer holds
+// them.
+double keptBytes(const attn::DecoderConfig& c, int n) { return 2.0 * c.layers * n * c.kvHeads * c.headDim * sizeof(float); }
+
+// What the last append of m tokens to n uploaded: in place, only the new ids (and their targets) and position n−1's
+// row of the final norm; else every layer's kept K and V besides.
+double appendUpload(const attn::DecoderConfig& c, int m) { return 2.0 * m * sizeof(int) + double(c.hidden) * sizeof(float); }
+void expectInPlace(const attn::DecoderModel& model, const attn::DecoderRun& run, int m, const std::string& what)
+{
+    EXPECT_EQ(run.deviceTimings.bytesUp, appendUpload(model.config, m)) << what << ": the append uploaded the kept K and V";
+    EXPECT_NE(run.deviceKVGeneration, 0u) << what;
+}
+void expectUploaded(const attn::DecoderModel& model, const attn::DecoderRun& run, int n, int m, const std::string& what)
+{
+    EXPECT_EQ(run.deviceTimings.bytesUp, appendUpload(model.config, m) + keptBytes(model.config, n)) << what << ": not the kept K and V uploaded";
+    EXPECT_NE(run.deviceKVGeneration, 0u) << what;
+}
+
+// 12 tokens: an append's new rows cross the emulated build's row blocks of 3 and the tiny Gemmas' window of 4.
+const std::vector<int> kLong = {5, 17, 42, 99, 3, 250, 7, 64, 128, 11, 200, 31};
+std::vector<int> firstOf(int n) { return std::vector<int>(kLong.begin(), kLong.begin() + n); }
+std::vector<int> between(int a, int b) { return std::vector<int>(kLong.begin() + a, kLong.begin() + b); }
+
+// Appends on the device (cuda::decoderAppend: the new rows only) against the CPU's append of the same run and a whole
+// CPU forward over the longer text: one token, then four (two of the emulated row blocks, past the window), in place;
+// with ablations; after a pinned layer (cleared by an append, as on the CPU); after a recompute on the device (the
+// layers below kept), after one on the CPU and after another text on the device (the kept K and V uploaded).
+TEST_P(DecoderDevice, AppendsEqualTheCpuAppendAndAForward)
+{
+    const Case& tc = GetParam();
+    if (!tc.full) return;  // the GGUF twins append in EqualsTheCpu
+    const int n0 = 6;
+    auto d = attn::runDecoder(model, firstOf(n0), dev);
+    auto c = attn::runDecoder(model, firstOf(n0), cpu);
+    ASSERT_TRUE(d.ok()) << d.status().message;
+    ASSERT_TRUE(c.ok()) << c.status().message;
+    ASSERT_NE(d->deviceKVGeneration, 0u) << tc.name << ": a forward leaves every layer's K and V on the device";
+    ASSERT_TRUE(attn::appendTokens(model, between(n0, n0 + 1), *d, attn::Backend::Cuda).ok());
+    expectInPlace(model, *d, 1, tc.name + " one token");
+    ASSERT_TRUE(attn::appendTokens(model, between(n0, n0 + 1), *c, attn::Backend::Cpu).ok());
+    expectOnTheDevice(*d, tc.name + " one token");
+    expectSameDenseRun(model, *d, *c, tc.name + " one token against the CPU's append");
+    ASSERT_TRUE(attn::appendTokens(model, between(n0 + 1, n0 + 5), *d, attn::Backend::Cuda).ok());
+    expectInPlace(model, *d, 4, tc.name + " four tokens");
+    ASSERT_TRUE(attn::appendTokens(model, between(n0 + 1, n0 + 5), *c, attn::Backend::Cpu).ok());
+    expectSameDenseRun(model, *d, *c, tc.name + " four tokens against the CPU's append");
+    auto whole = attn::runDecoder(model, firstOf(n0 + 5), cpu);
+    ASSERT_TRUE(whole.ok());
+    expectSameDenseRun(model, *d, *whole, tc.name + " four tokens against a forward");
+
+    // Ablations (the first layer's head 0, the last layer's head 1), recomputed on the device (from layer 0: every
+    // layer's K and V change) and appended to.
+    const std::vector<std::pair<int, int>> ablate = {{0, 0}, {L - 1, 1}};
+    d->ablated = ablate;
+    ASSERT_TRUE(attn::recomputeDecoderFrom(model, 0, *d, attn::Backend::Cuda).ok());
+    ASSERT_TRUE(attn::appendTokens(model, between(n0 + 5, n0 + 6), *d, attn::Backend::Cuda).ok());
+    expectInPlace(model, *d, 1, tc.name + " ablated");
+    attn::DecoderOptions ablatedCpu = cpu;
+    ablatedCpu.ablate = ablate;
+    auto ca = attn::runDecoder(model, firstOf(n0 + 6), ablatedCpu);
+    ASSERT_TRUE(ca.ok());
+    expectSameDenseRun(model, *d, *ca, tc.name + " appended after an ablation");
+
+    // A recompute on the device from the last layer keeps the layers below in place: the append that follows is in
+    // place too.
+    d->ablated = {{0, 0}};
+    ASSERT_TRUE(attn::recomputeDecoderFrom(model, L - 1, *d, attn::Backend::Cuda).ok());
+    ASSERT_NE(d->deviceKVGeneration, 0u) << tc.name;
+    // (Layer L−1's head 1 ablated no more: a CPU run ablating only layer 0's head 0 is the same run.)
+    std::vector<int> extra = {77, 150};
+    ASSERT_TRUE(attn::appendTokens(model, extra, *d, attn::Backend::Cuda).ok());
+    expectInPlace(model, *d, 2, tc.name + " after a recompute from the last layer");
+    attn::DecoderOptions firstAblated = cpu;
+    firstAblated.ablate = {{0, 0}};
+    std::vector<int> all = firstOf(n0 + 6);
+    all.insert(all.end(), extra.begin(), extra.end());
+    auto cf = attn::runDecoder(model, all, firstAblated);
+    ASSERT_TRUE(cf.ok());
+    expectSameDenseRun(model, *d, *cf, tc.name + " appended after a recompute from the last layer");
+
+    // A recompute on the CPU (the ablation gone: every layer's K and V differ from those the device holds): the next
+    // append on the device uploads the run's.
+    d->ablated.clear();
+    ASSERT_TRUE(attn::recomputeDecoderFrom(model, 0, *d, attn::Backend::Cpu).ok());
+    EXPECT_EQ(d->deviceKVGeneration, 0u) << tc.name;
+    const int nd = static_cast<int>(d->encoding.ids.size());
+    ASSERT_TRUE(attn::appendTokens(model, {9}, *d, attn::Backend::Cuda).ok());
+    expectUploaded(model, *d, nd, 1, tc.name + " after a recompute on the CPU");
+    expectOnTheDevice(*d, tc.name + " after a recompute on the CPU");
+    all.push_back(9);
+    auto plain = attn::runDecoder(model, all, cpu);
+    ASSERT_TRUE(plain.ok());
+    expectSameDenseRun(model, *d, *plain, tc.name + " appended after a recompute on the CPU");
+
+    // Another text on the device between: uploaded again, then in place again.
+    auto other = attn::runDecoder(model, firstOf(8), dev);
+    ASSERT_TRUE(other.ok());
+    ASSERT_TRUE(attn::appendTokens(model, {21, 22}, *d, attn::Backend::Cuda).ok());
+    expectUploaded(model, *d, nd + 1, 2, tc.name + " after another text");
+    ASSERT_TRUE(attn::appendTokens(model, {23}, *d, attn::Backend::Cuda).ok());
+    expectInPlace(model, *d, 1, tc.name + " after another text, again");
+    for (int id : {21, 22, 23}) all.push_back(id);
+    auto plain2 = attn::runDecoder(model, all, cpu);
+    ASSERT_TRUE(plain2.ok());
+    expectSameDenseRun(model, *d, *plain2, tc.name + " appended after another text");
+    // The other run's append finds its K and V replaced: uploaded, and right.
+    ASSERT_TRUE(attn::appendTokens(model, {5}, *other, attn::Backend::Cuda).ok());
+    expectUploaded(model, *other, 8, 1, tc.name + " the other run");
+    std::vector<int> otherIds = firstOf(8);
+    otherIds.push_back(5);
+    auto po = attn::runDecoder(model, otherIds, cpu);
+    ASSERT_TRUE(po.ok());
+    expectSameDenseRun(model, *other, *po, tc.name + " the other run appended");
+
+    // A pinned layer: an append clears it on both paths (the pinned rows stay the kept K and V of that layer).
+    auto pd = attn::runDecoder(model, firstOf(n0), dev);
+    auto pc = attn::runDecoder(model, firstOf(n0), cpu);
+    ASSERT_TRUE(pd.ok() && pc.ok());
+    for (attn::DecoderRun* r : {&*pd, &*pc}) {
+        r->pinned.layer = L - 1;
+        r->pinned.Q = pc->attention[std::size_t(L - 1)].Q * 0.5f;
+        r->pinned.K = pc->attention[std::size_t(L - 1)].K * 0.5f;
+        r->pinned.V = pc->attention[std::size_t(L - 1)].V;
+    }
+    ASSERT_TRUE(attn::recomputeDecoderFrom(model, L - 1, *pd, attn::Backend::Cuda).ok());
+    ASSERT_TRUE(attn::recomputeDecoderFrom(model, L - 1, *pc, attn::Backend::Cpu).ok());
+    ASSERT_TRUE(attn::appendTokens(model, between(n0, n0 + 4), *pd, attn::Backend::Cuda).ok());
+    ASSERT_TRUE(attn::appendTokens(model, between(n0, n0 + 4), *pc, attn::Backend::Cpu).ok());
+    EXPECT_EQ(pd->pinned.layer, -1);
+    expectInPlace(model, *pd, 4, tc.name + " pinned");
+    expectSameDenseRun(model, *pd, *pc, tc.name + " appended after a pinned layer");
+}
+
+// A lazy run's appends on the device: its lazy layers grow as LazyLayer::appended does on the CPU, and its maps stay
+// on the device while the append was in place (the new rows' Q, K and lse written behind the kept ones there): every
+// tile equals the host's read of the same run and the dense CPU forward's weights. Maps made before an append read
+// nothing stale: the device refuses them, and the host gives the shorter run's. After another text on the device, an
+// append uploads the kept K and V and the maps are read on the host.
+TEST_P(DecoderDevice, LazyAppendsEqualTheCpuAndKeepTheirMapsCurrent)
+{
+    const Case& tc = GetParam();
+    if (!tc.full) return;
+    attn::DecoderOptions lazyDev = dev, lazyCpu = cpu;
+    lazyDev.lazy = lazyCpu.lazy = true;
+    const int n0 = 6;
+    auto d = attn::runDecoder(model, firstOf(n0), lazyDev);
+    auto c = attn::runDecoder(model, firstOf(n0), lazyCpu);
+    ASSERT_TRUE(d.ok()) << d.status().message;
+    ASSERT_TRUE(c.ok()) << c.status().message;
+    const auto before = attn::decoderMaps(model, *d), beforeHost = attn::decoderMaps(model, *d, false);
+    attn::Matrix was;
+    ASSERT_TRUE(before->whole(attn::MapKind::Weights, L - 1, 0, was).ok());
+    EXPECT_GT(attn::decoderMapsDeviceReads(*before), 0) << tc.name;
+
+    ASSERT_TRUE(attn::appendTokens(model, between(n0, n0 + 1), *d, attn::Backend::Cuda).ok());
+    expectInPlace(model, *d, 1, tc.name + " lazy one token");
+    ASSERT_TRUE(attn::appendTokens(model, between(n0 + 1, n0 + 5), *d, attn::Backend::Cuda).ok());
+    expectInPlace(model, *d, 4, tc.name + " lazy four tokens");
+    expectOnTheDevice(*d, tc.name + " lazy appended");
+    for (const auto& ids : {between(n0, n0 + 1), between(n0 + 1, n0 + 5)})
+        ASSERT_TRUE(attn::appendTokens(model, ids, *c, attn::Backend::Cpu).ok());
+    expectSameLazyRun(model, *d, *c, tc.name + " lazy appended against the CPU's append");
+    auto whole = attn::runDecoder(model, firstOf(n0 + 5), lazyCpu);
+    ASSERT_TRUE(whole.ok());
+    expectSameLazyRun(model, *d, *whole, tc.name + " lazy appended against a forward");
+
+    // Its maps, on the device (every layer: the append was in place), equal the host's read of the run and the dense
+    // CPU forward's weights.
+    auto dense = attn::runDecoder(model, firstOf(n0 + 5), cpu);
+    ASSERT_TRUE(dense.ok());
+    ASSERT_NE(d->deviceMapsGeneration, 0u) << tc.name;
+    const auto maps = attn::decoderMaps(model, *d), host = attn::decoderMaps(model, *d, false);
+    for (int l = 0; l < L; ++l)
+        for (int h = 0; h < model.config.heads; ++h) {
+            attn::Matrix a, b, sa, sb;
+            ASSERT_TRUE(maps->whole(attn::MapKind::Weights, l, h, a).ok());
+            ASSERT_TRUE(host->whole(attn::MapKind::Weights, l, h, b).ok());
+            ASSERT_TRUE(maps->whole(attn::MapKind::Scores, l, h, sa).ok());
+            ASSERT_TRUE(host->whole(attn::MapKind::Scores, l, h, sb).ok());
+            const std::string at = tc.name + " lazy maps layer " + std::to_string(l) + " head " + std::to_string(h);
+            EXPECT_LE(maxAbsDiff(a, b), kWeightTol) << at;
+            EXPECT_CLOSE(sa, sb, kHiddenTol, at + " scores");
+            EXPECT_LE(maxAbsDiff(a, dense->weights[std::size_t(l)][std::size_t(h)].toMatrix()), kWeightTol) << at << " against the dense CPU run";
+            // An overview of the new rows' corner (their keys and the kept ones in the window).
+            const int T = n0 + 5;
+            const attn::MapRect corner{n0 - 2, 2, T - n0 + 2, T - 2};
+            ASSERT_TRUE(maps->pooled(attn::MapKind::Weights, l, h, corner, 3, 4, a).ok());
+            ASSERT_TRUE(host->pooled(attn::MapKind::Weights, l, h, corner, 3, 4, b).ok());
+            EXPECT_LE(maxAbsDiff(a, b), kWeightTol) << at << " pooled";
+        }
+    EXPECT_EQ(attn::decoderMapsDeviceReads(*maps), long(L) * model.config.heads * 3) << tc.name << ": every read on the device";
+    // The maps made before the appends: the device's rows are another call's now, so they are read on the host, with
+    // the shorter run's values.
+    const long readsBefore = attn::decoderMapsDeviceReads(*before);
+    attn::Matrix still;
+    ASSERT_TRUE(before->whole(attn::MapKind::Weights, L - 1, 0, still).ok());
+    EXPECT_EQ(attn::decoderMapsDeviceReads(*before), readsBefore) << tc.name << ": a stale read on the device";
+    attn::Matrix hostWas;
+    ASSERT_TRUE(beforeHost->whole(attn::MapKind::Weights, L - 1, 0, hostWas).ok());
+    EXPECT_LE(maxAbsDiff(still, hostWas), 0.0) << tc.name;
+    EXPECT_LE(maxAbsDiff(still, was), kWeightTol) << tc.name;
+
+    // Another text on the device between: the append uploads the kept K and V, its maps are the host's.
+    auto other = attn::runDecoder(model, firstOf(5), lazyDev);
+    ASSERT_TRUE(other.ok());
+    const int n1 = n0 + 5;
+    ASSERT_TRUE(attn::appendTokens(model, {77, 150}, *d, attn::Backend::Cuda).ok());
+    expectUploaded(model, *d, n1, 2, tc.name + " lazy after another text");
+    EXPECT_EQ(d->deviceMapsGeneration, 0u) << tc.name;
+    std::vector<int> all = firstOf(n1);
+    all.insert(all.end(), {77, 150});
+    auto c2 = attn::runDecoder(model, all, lazyCpu);
+    ASSERT_TRUE(c2.ok());
+    expectSameLazyRun(model, *d, *c2, tc.name + " lazy appended after another text");
+    const auto hostOnly = attn::decoderMaps(model, *d), oracle = attn::decoderMaps(model, *d, false);
+    attn::Matrix x, y;
+    ASSERT_TRUE(hostOnly->whole(attn::MapKind::Weights, L - 1, 1, x).ok());
+    ASSERT_TRUE(oracle->whole(attn::MapKind::Weights, L - 1, 1, y).ok());
+    EXPECT_LE(maxAbsDiff(x, y), 0.0) << tc.name;
+    EXPECT_EQ(attn::decoderMapsDeviceReads(*hostOnly), 0) << tc.name;
+    // The next append is in place again (the device holds its K and V), but the old rows' Q and lse never went up:
+    // the maps stay the host's.
+    ASSERT_TRUE(attn::appendTokens(model, {3}, *d, attn::Backend::Cuda).ok());
+    expectInPlace(model, *d, 1, tc.name + " lazy after the upload");
+    EXPECT_EQ(d->deviceMapsGeneration, 0u) << tc.name;
+    all.push_back(3);
+    auto c3 = attn::runDecoder(model, all, lazyCpu);
+    ASSERT_TRUE(c3.ok());
+    expectSameLazyRun(model, *d, *c3, tc.name + " lazy appended in place after the upload");
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, DecoderDevice, ::testing::ValuesIn(cases()), [](const auto& info) {
     std::string s = info.param.name;
     for (char& ch : s)
@@ -381,6 +631,37 @@ TEST(DecoderDeviceMemory, TooSmallIsAClearErrorAndAutoFallsBack)
     auto cpu = attn::runDecoder(*model, kIds, {});
     ASSERT_TRUE(cpu.ok());
     EXPECT_CLOSE(fallback->hidden.back(), cpu->hidden.back(), 0.0, "fallback");
+}
+
+// An append the device cannot take (its upload needs new slots, and the device is full): Cuda is ResourceExhausted
+// and leaves the run as it was; Auto recomputes the whole text instead (here on the CPU: the forward does not fit
+// either) and says so.
+TEST(DecoderDeviceMemory, AnAppendThatDoesNotFitIsAnErrorOrAutoRecomputes)
+{
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama");
+    ASSERT_TRUE(model.ok());
+    attn::DecoderOptions o;
+    o.backend = attn::Backend::Cuda;
+    auto run = attn::runDecoder(*model, kIds, o);
+    auto other = attn::runDecoder(*model, {1, 2, 3}, o);  // replaces its K and V, in slots no larger
+    ASSERT_TRUE(run.ok() && other.ok());
+    const size_t saved = emu::deviceBytes;
+    emu::deviceBytes = 0;
+    const attn::Status s = attn::appendTokens(*model, {11}, *run, attn::Backend::Cuda);
+    EXPECT_EQ(s.code, attn::StatusCode::ResourceExhausted) << s.message;
+    EXPECT_EQ(run->encoding.ids, kIds);
+    EXPECT_EQ(run->hidden.back().rows(), Eigen::Index(kIds.size()));
+    const attn::Status a = attn::appendTokens(*model, {11}, *run, attn::Backend::Auto);
+    emu::deviceBytes = saved;
+    ASSERT_TRUE(a.ok()) << a.message;
+    ASSERT_FALSE(run->warnings.empty());
+    EXPECT_NE(run->warnings[0].find("the whole text recomputed instead"), std::string::npos) << run->warnings[0];
+    std::vector<int> longer = kIds;
+    longer.push_back(11);
+    auto cpu = attn::runDecoder(*model, longer, {});
+    ASSERT_TRUE(cpu.ok());
+    EXPECT_CLOSE(run->hidden.back(), cpu->hidden.back(), kHiddenTol, "the recompute after the failed append");
+    EXPECT_CLOSE(attn::Matrix(run->lastLogits), attn::Matrix(cpu->lastLogits), kLogitTol, "the recompute's last logits");
 }
 #endif
 

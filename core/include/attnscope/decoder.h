@@ -275,12 +275,17 @@ struct DecoderRun {
     std::vector<std::string> warnings;          // truncation, backend fallback
     Backend backend = Backend::Cpu;             // where the last forward, recompute or append ran its layers: Cuda =
                                                 // every layer on the GPU (the device forward), Cpu otherwise
-    // The last device forward's phases in ms (CUDA events; zero after a CPU run): the embedding (or the residual
-    // stream uploaded), the layers, the predictions, the copies of what the run keeps back to the host; the call's
-    // wall time; and the bytes copied back.
+    // The last device call's phases in ms (a forward, recompute or append; CUDA events; zero after a CPU run): the
+    // embedding (or the residual stream uploaded; an append's kept K and V when it uploads them), the layers, the
+    // predictions, the copies of what the run keeps back to the host; the call's wall time; and the bytes copied
+    // back and up.
     struct DeviceTimings {
-        double embed = 0, layers = 0, head = 0, copies = 0, total = 0, bytesBack = 0;
+        double embed = 0, layers = 0, head = 0, copies = 0, total = 0, bytesBack = 0, bytesUp = 0;
     } deviceTimings;
+    // The device call whose buffers hold every layer's K and V of this run (a forward, a recompute that kept the
+    // layers below, an append): while no other call on the device came since, an append there reads them in place
+    // instead of uploading them. 0: none (a computation on the CPU clears it).
+    std::uint64_t deviceKVGeneration = 0;
     // A lazy run (DecoderOptions::lazy): no n×n map exists, and attention[l] holds nothing (no Q, K, V, heads,
     // context or output: the interpretability scans and the chain view need a dense run); lazyLayers[l] holds Q
     // and K as the scores use them, V, and the softmax's log-sum-exp, from which decoderMaps() rebuilds any tile
