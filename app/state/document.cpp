@@ -911,9 +911,11 @@ bool Document::recomputeIfNeeded()
             m_poolWanted.clear();
             attn::AttentionConfig cfg = m_session.config;
             cfg.backend = backend;
-            // On the device the maps stay there and come back after the result is shown (ComputeWorker); the CPU
+            // On the device large maps stay there and come back after the result is shown (ComputeWorker); the CPU
             // backend ignores the field (and a Cpu session never asks for it).
-            cfg.mapsOnDevice = backend != attn::Backend::Cpu && !m_copyMapsNext;
+            const Sizes z = sizes();
+            const double mapBytes = 2.0 * z.H * double(z.T) * double(z.S) * sizeof(float);
+            cfg.mapsOnDevice = backend != attn::Backend::Cpu && !m_copyMapsNext && mapBytes >= double(mapsOnDeviceFromBytes);
             m_copyMapsNext = false;
             m_worker->submit(m_session.input, cfg, m_revision);
         }

@@ -163,6 +163,11 @@ public:
     // and the worker is bringing them back (or a compute that will bring them is coming). Readers of whole maps wait
     // for them (or show that they are coming); a hovered cell can be read through attn::DeviceMaps meanwhile.
     bool mapsArriving() const { return m_hasResult && m_result.mapsOnDevice && !m_mapsLost; }
+    // Maps of at least this many bytes (every head's scores and weights) stay on the device and come after the result;
+    // smaller ones come back with it, as their copy takes a few milliseconds (64 MiB: n = 1024 with 8 heads), where
+    // the views would otherwise say "maps coming from the GPU…" for a frame at every edit. Tests set 0.
+    static constexpr std::size_t kMapsOnDeviceFromBytes = std::size_t(64) << 20;
+    std::size_t mapsOnDeviceFromBytes = kMapsOnDeviceFromBytes;
     // The shown result's maps are on the device only and will not come back: the device lost the result and the
     // inputs since failed to compute (the last good result is kept without its maps until the next good compute).
     bool mapsLost() const { return m_hasResult && m_result.mapsOnDevice && m_mapsLost; }

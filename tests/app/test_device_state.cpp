@@ -276,6 +276,7 @@ void startDocument(app::Document& doc, const Case& c, attn::Backend backend, app
     s.config.layout = c.layout;
     doc.setSession(s, "");
     doc.backend = backend;
+    doc.mapsOnDeviceFromBytes = 0;  // the cases' maps are small: every one stays on the device first
     doc.startWorker(
         [&asked](attn::AttentionInput& in, const AttentionConfig& cfg, AttentionResult& out) {
             asked.push_back(cfg.mapsOnDevice);
@@ -400,6 +401,37 @@ TEST(DeviceResultWindow, AResultTheDeviceLostBeforeItsMapsCameIsComputedAgainWit
     EXPECT_FALSE(doc.result().mapsOnDevice);
     EXPECT_FALSE(doc.mapsLost());
     EXPECT_TRUE(sameAsCopied(doc.result(), want, true));
+}
+
+TEST(DeviceResultWindow, MapsBelowTheThresholdComeBackWithTheResult)
+{
+    const Case c = windowCases().front();
+    const AttentionResult want = computeOnDevice(c, false);
+    std::atomic<int> fetches{0};
+    std::vector<int> asked;
+    app::Document doc;
+    startDocument(doc, c, attn::Backend::Cuda,
+                  [&](AttentionResult& r, const std::function<bool()>& carryOn) {
+                      ++fetches;
+                      return attn::fetchDeviceMaps(r, carryOn);
+                  },
+                  asked);
+    const std::size_t mapBytes = 2 * want.heads.size() * std::size_t(want.heads[0].weights.size()) * sizeof(float);
+    doc.mapsOnDeviceFromBytes = mapBytes + 1;  // one byte more than this case's maps: they come with the result
+    doc.waitForCompute();
+    ASSERT_TRUE(doc.hasResult());
+    EXPECT_EQ(doc.result().backend, attn::Backend::Cuda);
+    EXPECT_FALSE(doc.result().mapsOnDevice);
+    EXPECT_FALSE(doc.mapsArriving());
+    EXPECT_TRUE(sameAsCopied(doc.result(), want, true));
+    EXPECT_EQ(asked, std::vector<int>{0});
+    EXPECT_EQ(fetches.load(), 0);
+    // At the threshold they stay on the device first.
+    doc.mapsOnDeviceFromBytes = mapBytes;
+    doc.edit([](attn::Session& s) { s.input.X(0, 0) += 0.5f; });
+    doc.waitForCompute();
+    EXPECT_EQ(asked, (std::vector<int>{0, 1}));
+    EXPECT_EQ(fetches.load(), 1);
 }
 
 TEST(DeviceResultWindow, ACpuSessionNeverAsksTheDevice)
