@@ -148,12 +148,16 @@ int runGuiBench(const GuiBenchOptions& opt, const Bounds& bounds)
     struct Drag {
         std::vector<double> frameMs, latencyMs, computingFrameMs;
         std::vector<double> shownFrameMs;  // the frames that took a new result and drew it
+        // Edit to the frame that drew its maps: with a large result of the device, they come after the result
+        // (Document::mapsArriving); otherwise with it (the same as latencyMs).
+        std::vector<double> mapsLatencyMs;
     };
     auto drag = [&](int dragFrames) {
         Drag d;
         std::vector<std::pair<std::uint64_t, std::chrono::steady_clock::time_point>> open;  // revision, edit time
+        std::vector<std::pair<std::uint64_t, std::chrono::steady_clock::time_point>> noMaps;  // shown, maps not yet
         state.doc.beginGesture();
-        for (int i = 0; !(i >= dragFrames && open.empty()); ++i) {
+        for (int i = 0; !(i >= dragFrames && open.empty() && noMaps.empty()); ++i) {
             const auto t0 = std::chrono::steady_clock::now();
             if (i < dragFrames) {
                 state.doc.setCellInGesture(MatrixId::X, 3, 5, 0.5f + 0.01f * static_cast<float>(i));
@@ -172,7 +176,13 @@ int runGuiBench(const GuiBenchOptions& opt, const Bounds& bounds)
             const std::uint64_t shownRev = state.doc.resultRevision();
             while (!open.empty() && open.front().first <= shownRev) {
                 d.latencyMs.push_back(std::chrono::duration<double, std::milli>(t1 - open.front().second).count());
+                noMaps.push_back(open.front());
                 open.erase(open.begin());
+            }
+            // (A result whose maps the device lost is computed again: mapsArriving stays true until they come.)
+            if (!state.doc.mapsArriving()) {
+                for (const auto& e : noMaps) d.mapsLatencyMs.push_back(std::chrono::duration<double, std::milli>(t1 - e.second).count());
+                noMaps.clear();
             }
         }
         return d;
@@ -220,8 +230,10 @@ int runGuiBench(const GuiBenchOptions& opt, const Bounds& bounds)
         job4096.incremental = r.incremental;
         job4096.scoresUpdated = state.doc.ranges().scoresUpdated;
         job4096.weightsUpdated = state.doc.ranges().weightsUpdated;
-        const double H = double(r.heads.size()), T = double(r.heads.empty() ? 0 : r.heads[0].weights.rows()),
-                     S = double(r.heads.empty() ? 0 : r.heads[0].weights.cols());
+        // (The bench's sessions are row-major: a head's Q is T × d_q and its K S × d_k, also while its maps are still
+        // on the device.)
+        const double H = double(r.heads.size()), T = double(r.heads.empty() ? 0 : r.heads[0].Q.rows()),
+                     S = double(r.heads.empty() ? 0 : r.heads[0].K.rows());
         const double pooledValues = H * T * S + T * S;  // the heads grid's thumbnails and the current head's weights
         // The ranges of a head scanned whole read its scores (or weights) and half the mask flags' bytes each;
         // a head's range updated from the changed cells reads next to nothing.
@@ -277,11 +289,12 @@ int runGuiBench(const GuiBenchOptions& opt, const Bounds& bounds)
     struct Large {
         int n = 0;
         double openToPictureMs = 0, firstFrameMs = 0, jobMs = 0, rangesMs = 0, poolMs = 0;
-        Summary latency, computing, shown;
+        double openToMapsMs = 0;  // to the frame that drew the maps (after the result when they stayed on the device)
+        Summary latency, computing, shown, mapsLatency;
         // Zoomed in (view zoom 8: the maps drawn as tiles of readable cells, not pooled): the first frame after the
         // zoom, then three edits as above.
         double zoomFirstFrameMs = 0;
-        Summary zoomLatency, zoomShown;
+        Summary zoomLatency, zoomShown, zoomMapsLatency;
         std::string backend, error;
         long deviceFills = 0, hostUploads = 0;
     } large;
@@ -305,6 +318,12 @@ int runGuiBench(const GuiBenchOptions& opt, const Bounds& bounds)
             std::this_thread::sleep_until(f0 + std::chrono::microseconds(16667));
         }
         large.openToPictureMs = msSince(t0);
+        while (large.error.empty() && state.doc.mapsArriving()) {
+            const auto f0 = std::chrono::steady_clock::now();
+            runFrame();
+            std::this_thread::sleep_until(f0 + std::chrono::microseconds(16667));
+        }
+        large.openToMapsMs = msSince(t0);
     }
     if (large.n > 0 && large.error.empty()) {
         large.jobMs = state.doc.resultComputeMs();
@@ -317,6 +336,7 @@ int runGuiBench(const GuiBenchOptions& opt, const Bounds& bounds)
         large.latency = summarize(d.latencyMs);
         large.computing = summarize(d.computingFrameMs);
         large.shown = summarize(d.shownFrameMs);
+        large.mapsLatency = summarize(d.mapsLatencyMs);
         state.view.zoom = 8.0f;
         const auto z0 = std::chrono::steady_clock::now();
         runFrame();
@@ -326,6 +346,7 @@ int runGuiBench(const GuiBenchOptions& opt, const Bounds& bounds)
         const Drag dz = drag(3);
         large.zoomLatency = summarize(dz.latencyMs);
         large.zoomShown = summarize(dz.shownFrameMs);
+        large.zoomMapsLatency = summarize(dz.mapsLatencyMs);
         state.view.zoom = 1.0f;
         large.deviceFills = renderer.fillStats().deviceFills - before.deviceFills;
         large.hostUploads = renderer.fillStats().hostUploads - before.hostUploads;
@@ -378,15 +399,18 @@ int runGuiBench(const GuiBenchOptions& opt, const Bounds& bounds)
                           {"heads", 8},
                           {"backend", large.backend},
                           {"open_to_picture_ms", large.openToPictureMs},
+                          {"open_to_maps_ms", large.openToMapsMs},
                           {"first_frame_ms", large.firstFrameMs},
                           {"job_ms", large.jobMs},
                           {"display_ranges_ms", large.rangesMs},
                           {"pooling_ms", large.poolMs},
                           {"edit_to_picture_ms", toJson(large.latency, true)},
+                          {"edit_to_maps_ms", toJson(large.mapsLatency, true)},
                           {"frame_ms_while_computing", toJson(large.computing, true)},
                           {"frame_showing_result_ms", toJson(large.shown, true)},
                           {"zoomed", {{"first_frame_ms", large.zoomFirstFrameMs},
                                       {"edit_to_picture_ms", toJson(large.zoomLatency, true)},
+                                      {"edit_to_maps_ms", toJson(large.zoomMapsLatency, true)},
                                       {"frame_showing_result_ms", toJson(large.zoomShown, true)}}},
                           {"heatmap_device_fills", large.deviceFills},
                           {"heatmap_host_uploads", large.hostUploads}};
@@ -421,13 +445,14 @@ int runGuiBench(const GuiBenchOptions& opt, const Bounds& bounds)
         if (!large.error.empty())
             std::printf("n=%d d_model=512 h=8: %s\n", large.n, large.error.c_str());
         else if (large.n > 0)
-            std::printf("n=%d d_model=512 h=8 (%s): open to picture %.0f ms (job %.0f ms: colour ranges %.1f, pooling %.1f; "
-                        "first frame %.1f ms); edit to picture median %.0f max %.0f ms; frames while computing p95 %.1f max "
-                        "%.1f ms; frames showing a result median %.1f max %.1f ms; heatmaps %ld filled from device memory, "
-                        "%ld uploaded\n",
-                        large.n, large.backend.c_str(), large.openToPictureMs, large.jobMs, large.rangesMs, large.poolMs,
-                        large.firstFrameMs, large.latency.median, large.latency.max, large.computing.p95, large.computing.max,
-                        large.shown.median, large.shown.max, large.deviceFills, large.hostUploads);
+            std::printf("n=%d d_model=512 h=8 (%s): open to picture %.0f ms, to its maps %.0f ms (job %.0f ms: colour ranges "
+                        "%.1f, pooling %.1f; first frame %.1f ms); edit to picture median %.0f max %.0f ms, to its maps median "
+                        "%.0f ms; frames while computing p95 %.1f max %.1f ms; frames showing a result median %.1f max %.1f ms; "
+                        "heatmaps %ld filled from device memory, %ld uploaded\n",
+                        large.n, large.backend.c_str(), large.openToPictureMs, large.openToMapsMs, large.jobMs, large.rangesMs,
+                        large.poolMs, large.firstFrameMs, large.latency.median, large.latency.max, large.mapsLatency.median,
+                        large.computing.p95, large.computing.max, large.shown.median, large.shown.max, large.deviceFills,
+                        large.hostUploads);
         if (large.n > 0 && large.error.empty())
             std::printf("n=%d zoomed in (view zoom 8): first frame %.1f ms; edit to picture median %.0f ms; frames showing a "
                         "result max %.1f ms\n",
