@@ -31,6 +31,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -632,6 +633,28 @@ void drawMapColorbar(AppState& state, const MapStyle& style, MapRef m, const std
     ImGui::EndGroup();
 }
 
+// Part `p` of map m of a result whose maps are still on the device, pooled there (attn::DeviceMaps::pooledStored),
+// kept per map until the result or the part changes; null when the device cannot (busy with the next compute, or
+// no longer holding the result).
+const attn::Matrix* devicePooled(AppState& state, MapRef m, const PoolPart& p)
+{
+    struct Kept {
+        std::uint64_t generation = 0;
+        PoolPart part;
+        attn::Matrix values;
+    };
+    static std::map<std::string, Kept> kept;
+    const attn::AttentionResult& r = state.doc.result();
+    Kept& k = kept[mapKey(m)];
+    if (k.generation == state.doc.resultGeneration() && k.part == p && k.values.size() > 0) return &k.values;
+    const attn::MapKind kind = m.kind == MapKind::Scores ? attn::MapKind::Scores : attn::MapKind::Weights;
+    attn::Matrix out;
+    if (!attn::DeviceMaps(r).pooledStored(kind, 0, m.head, attn::MapRect{p.r0, p.c0, p.rows, p.cols}, p.outRows, p.outCols, out).ok())
+        return nullptr;
+    k = Kept{state.doc.resultGeneration(), p, std::move(out)};
+    return &k.values;
+}
+
 // Draws one map of the chain at the cursor: its title, the cells, its colorbar; handles hover, tooltips,
 // painting, key padding and the double-click that puts it in focus. Returns the height of its column
 // label band (the cells' offset below the title); `cellsShown`, when given, gets the height of its cells on screen.
@@ -649,9 +672,11 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style, float* cellsShow
     }
     const view::MapDescription& d = *described;
     const std::string name = view::plainText(d.name);
-    if ((m.kind == MapKind::Scores || m.kind == MapKind::Weights) && d.source->size() == 0 && r.mapsOnDevice) {
-        // The result is shown before its maps are back from the device (Document::mapsArriving): the heatmap widget
-        // draws host matrices, so this map waits for them (a frame or so after the rest of the result).
+    // The result is shown before its maps are back from the device (Document::mapsArriving): the map is drawn from
+    // the device (pooled parts made there, full-size cells through the interop) at the shape describeMap gives it.
+    // Not when they were lost there, nor as the row-max view, which is made on the host from the maps.
+    const bool onDevice = (m.kind == MapKind::Scores || m.kind == MapKind::Weights) && d.source->size() == 0 && r.mapsOnDevice;
+    if (onDevice && (state.doc.mapsLost() || (m.kind == MapKind::Weights && rowMaxShown(state)))) {
         const auto [rows, cols] = storedMapShape(r);
         ImGui::TextDisabled("%s  %ld×%ld: %s", name.c_str(), static_cast<long>(rows), static_cast<long>(cols),
                             state.doc.mapsLost() ? "its maps were lost on the GPU (compute again)" : kMapsComing);
@@ -679,6 +704,7 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style, float* cellsShow
         spec.src.deviceGeneration = 0;
     }
     if (m.kind == MapKind::HeadOut) fromDevice(spec, r, attn::DeviceMatrix::Output, m.head, state.doc.computing());
+    if (onDevice) spec.src.shapeRows = static_cast<int>(d.rows), spec.src.shapeCols = static_cast<int>(d.cols);
     if (!style.rowLabels) spec.rowLabelsShown = false;
     const FittedZoom fz = fittedZoom(state, key, d, style);
     spec.maxWidth = style.maxSize;
@@ -694,8 +720,8 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style, float* cellsShow
         // Zoomed on its own: the map keeps its unzoomed footprint and its cells scroll inside it, so that
         // the maps around it stay where they were.
         const float bands = 80.0f;  // room for the label bands (at most 70 px, heatmap_view) and spacing
-        spec.maxWidth = std::min(style.maxSize, float(spec.src.values->cols()) * style.cell + bands);
-        spec.maxHeight = std::min(style.maxSize, float(spec.src.values->rows()) * style.cell + bands);
+        spec.maxWidth = std::min(style.maxSize, float(spec.src.cols()) * style.cell + bands);
+        spec.maxHeight = std::min(style.maxSize, float(spec.src.rows()) * style.cell + bands);
         spec.cellPx = style.cell * local;
     }
     spec.minColBand = style.minColBand;
@@ -740,7 +766,12 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style, float* cellsShow
     const float top = ImGui::GetCursorScreenPos().y;
     // A fitted map's pooled picture comes with the result from the worker; what this frame pooled is asked of
     // the next results (state/pooled_parts.h).
-    spec.prepooled = [&state, source = spec.src.values](const PoolPart& p) { return state.doc.prepooled(source, p); };
+    // Maps still on the device: a part not pooled on the worker is pooled there now (a kernel; only the pooled cells
+    // cross the bus), or left blank while the device is busy.
+    spec.prepooled = [&state, source = spec.src.values, onDevice, &m](const PoolPart& p) -> const attn::Matrix* {
+        if (const attn::Matrix* ready = state.doc.prepooled(source, p)) return ready;
+        return onDevice ? devicePooled(state, m, p) : nullptr;
+    };
     const HeatmapHit hit = drawHeatmap(spec);
     if (!hit.pooled.empty()) state.doc.wantPooled(spec.src.values, hit.pooled);
     state.recordRect("heatmap/" + rectName, hit.cellsMin, hit.cellsMax);
@@ -752,8 +783,8 @@ float drawMap(AppState& state, MapRef m, const MapStyle& style, float* cellsShow
     if (fz.fitted) zoomFitted(state, key, fz, hit);
     else handleZoom(state, key, hit);
     if (hit.row >= 0) {
-        const float cw = (hit.cellsMax.x - hit.cellsMin.x) / static_cast<float>(spec.src.values->cols());
-        const float ch = (hit.cellsMax.y - hit.cellsMin.y) / static_cast<float>(spec.src.values->rows());
+        const float cw = (hit.cellsMax.x - hit.cellsMin.x) / static_cast<float>(spec.src.cols());
+        const float ch = (hit.cellsMax.y - hit.cellsMin.y) / static_cast<float>(spec.src.rows());
         const ImVec2 c0(hit.cellsMin.x + cw * static_cast<float>(hit.col), hit.cellsMin.y + ch * static_cast<float>(hit.row));
         state.recordRect("hover/" + key + "/" + std::to_string(hit.row) + "/" + std::to_string(hit.col), c0, ImVec2(c0.x + cw, c0.y + ch));
         switch (m.kind) {

@@ -154,8 +154,7 @@ void GlHeatmapRenderer::addDraw(ImDrawList* dl, unsigned values, unsigned mask, 
 
 void GlHeatmapRenderer::drawCells(ImDrawList* dl, ImVec2 a, ImVec2 b, const std::string& key, const HeatmapSource& src)
 {
-    const attn::Matrix& m = *src.values;
-    if (m.size() == 0) return;
+    if (src.rows() == 0 || src.cols() == 0) return;
     // What of the map is on screen (the rest of a large map lies outside its scrolling view, or a whole map
     // below the window): nothing else is uploaded or drawn.
     const ImVec2 clipMin = dl->GetClipRectMin(), clipMax = dl->GetClipRectMax();
@@ -170,8 +169,7 @@ void GlHeatmapRenderer::drawCells(ImDrawList* dl, ImVec2 a, ImVec2 b, const std:
 
 bool GlHeatmapRenderer::drawFromDevice(Entry& e, ImDrawList* dl, ImVec2 a, ImVec2 b, const HeatmapSource& src)
 {
-    const attn::Matrix& m = *src.values;
-    const int rows = static_cast<int>(m.rows()), cols = static_cast<int>(m.cols());
+    const int rows = src.rows(), cols = src.cols();  // (also of a map whose cells are on the device only)
     // One texture for the whole matrix: interop registers whole textures.
     if (src.deviceGeneration == 0 || m_interop == Interop::Off || rows > m_maxTextureSize || cols > m_maxTextureSize) {
         if (e.registered) {
@@ -184,7 +182,7 @@ bool GlHeatmapRenderer::drawFromDevice(Entry& e, ImDrawList* dl, ImVec2 a, ImVec
         }
         return false;
     }
-    const bool hasMask = src.mask && src.mask->size() == m.size();
+    const bool hasMask = src.mask && src.mask->size() == Eigen::Index(rows) * cols;
     if (e.generation != src.generation || e.rows != rows || e.cols != cols || e.hasMask != hasMask) {
         if (!fillFromDevice(e, rows, cols, src)) {
             ++m_stats.deviceFallbacks;
@@ -281,6 +279,7 @@ void GlHeatmapRenderer::refreshTile(Tile& t, int r0, int c0, int h, int w, const
 
 void GlHeatmapRenderer::drawTiles(Entry& e, ImDrawList* dl, ImVec2 a, ImVec2 b, ImVec2 visMin, ImVec2 visMax, const HeatmapSource& src)
 {
+    if (!src.onHost()) return;  // cells on the device only, which could not fill a texture: left blank
     const attn::Matrix& m = *src.values;
     const int rows = static_cast<int>(m.rows()), cols = static_cast<int>(m.cols());
     const bool hasMask = src.mask && src.mask->size() == m.size();

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cfloat>
 #include <cmath>
+#include <limits>
 #include <map>
 
 namespace app {
@@ -123,6 +124,7 @@ struct PooledPart {
     PoolPart part;
     attn::Matrix values;
     std::uint64_t generation = 0;  // unique in the process (the renderer's texture key is the map's key + "/pooled")
+    bool blank = false;            // nothing to pool yet (cells not on the host, not pooled on the device): ask again
 };
 
 const PooledPart& pooledPart(const std::string& key, const HeatmapSource& src, const PoolPart& part,
@@ -131,9 +133,21 @@ const PooledPart& pooledPart(const std::string& key, const HeatmapSource& src, c
     static std::map<std::string, PooledPart> parts;
     static std::atomic<std::uint64_t> next{1};
     PooledPart& p = parts[key];
-    if (p.generation == 0 || p.sourceGeneration != src.generation || p.part != part) {
-        if (const attn::Matrix* ready = prepooled ? prepooled(part) : nullptr) p.values = *ready;
-        else p.values = attn::poolMax(src.values->block(part.r0, part.c0, part.rows, part.cols), part.outRows, part.outCols);
+    if (p.generation == 0 || p.blank || p.sourceGeneration != src.generation || p.part != part) {
+        const attn::Matrix* ready = prepooled ? prepooled(part) : nullptr;
+        const bool wasBlank = p.blank && p.sourceGeneration == src.generation && p.part == part;
+        p.blank = false;
+        if (ready) {
+            p.values = *ready;
+        } else if (src.onHost()) {
+            p.values = attn::poolMax(src.values->block(part.r0, part.c0, part.rows, part.cols), part.outRows, part.outCols);
+        } else {
+            // Cells neither on the host nor pooled yet (a device result's maps while the device is busy or gone):
+            // blank (NaN: no value), asked again next frame.
+            p.blank = true;
+            if (wasBlank) return p;  // the same blank: its texture stands
+            p.values = attn::Matrix::Constant(part.outRows, part.outCols, std::numeric_limits<float>::quiet_NaN());
+        }
         p.sourceGeneration = src.generation;
         p.part = part;
         p.generation = next.fetch_add(1);
@@ -195,7 +209,7 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
 {
     HeatmapHit hit;
     const attn::Matrix& m = *spec.src.values;
-    const int rows = static_cast<int>(m.rows()), cols = static_cast<int>(m.cols());
+    const int rows = spec.src.rows(), cols = spec.src.cols();  // (the map's shape also while its cells are not on the host)
     ImGui::PushID(spec.key.c_str());
     if (rows == 0 || cols == 0) {
         ImGui::TextDisabled("(empty)");
@@ -304,6 +318,7 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
         const PooledPart& part = pooledPart(spec.key, spec.src, hit.pooled, spec.prepooled);
         HeatmapSource ps = spec.src;
         ps.values = &part.values;
+        ps.shapeRows = ps.shapeCols = 0;
         ps.mask = nullptr;  // masked weights are 0 and masked scores not finite: the maxima show them as such
         ps.generation = part.generation;
         ps.deviceGeneration = 0;
@@ -322,7 +337,7 @@ HeatmapHit drawHeatmap(const HeatmapSpec& spec)
     // cell; at most the UI font's size).
     const float valueFont = std::clamp(std::min(cw, ch) * 0.42f, 11.5f, fontH);
     ImFont* font = ImGui::GetFont();
-    if (spec.showValues && std::min(cw, ch) >= 11.5f * 1.6f) {
+    if (spec.showValues && spec.src.onHost() && std::min(cw, ch) >= 11.5f * 1.6f) {
         for (int r = vr0; r < vr1; ++r) {
             const float y = a.y + ch * static_cast<float>(r);
             if (y > clipMax.y || y + ch < clipMin.y) continue;

@@ -35,6 +35,14 @@ struct HeatmapSource {
     std::uint64_t deviceGeneration = 0;
     attn::DeviceMatrix deviceMatrix = attn::DeviceMatrix::Scores;
     int deviceHead = 0;
+    // With *values empty, the shape of a map whose cells are not on the host (a CUDA result shown before its maps
+    // come back, AttentionResult::mapsOnDevice): it is laid out as it will be, its pooled parts come from the
+    // spec's `prepooled` (made on the device) and its full-size cells from device memory (the GL renderer's
+    // interop); what neither gives is left blank. 0 = the shape of *values.
+    int shapeRows = 0, shapeCols = 0;
+    bool onHost() const { return values && values->size() > 0; }
+    int rows() const { return onHost() || shapeRows <= 0 ? static_cast<int>(values ? values->rows() : 0) : shapeRows; }
+    int cols() const { return onHost() || shapeCols <= 0 ? static_cast<int>(values ? values->cols() : 0) : shapeCols; }
 };
 
 class HeatmapRenderer {

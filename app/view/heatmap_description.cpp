@@ -131,6 +131,13 @@ attn::Expected<MapDescription> describeMap(const attn::Session& s, const attn::A
         break;
     }
     d.rows = d.source->rows(), d.cols = d.source->cols();
+    if ((kind == MapKind::Scores || kind == MapKind::Weights) && d.source->size() == 0 && r.mapsOnDevice) {
+        // Maps still on the device (a large CUDA result shown before its maps came back): the shape they have there,
+        // so that the map is laid out, labelled and drawn (from the device) as it will be.
+        // (As stored: T × S, or S × T in Column, where Q and K are stored transposed: app::storedMapShape's rule.)
+        const Eigen::Index T = column ? r.Q.cols() : r.Q.rows(), S = column ? r.K.cols() : r.K.rows();
+        d.rows = column ? S : T, d.cols = column ? T : S;
+    }
     if (blockWidth >= 0) {
         // A head's block: columns in Row orientation (rows for W^O), the other way round in Column.
         if (blockOfRows != column) d.row0 = blockStart, d.rows = blockWidth;

@@ -2,7 +2,7 @@
 // drawn headless with a result whose HeadResults hold no scores, weights or mask, as a compute on the device that kept
 // them there gives (faked here on the CPU: this build's tests have no device, and the fake's maps come back through
 // the worker's fetch when the test opens its gate). Nothing may crash or read an empty map; the chain's scores and
-// weights say the maps are coming, the fit plan is the one the maps will have, the heads grid of a large session shows
+// weights are drawn from the device at the shape the maps will have (the row-max view says they are coming), the fit plan is the one the maps will have, the heads grid of a large session shows
 // its thumbnails or says they are coming, tooltips read through the device or say so, lessons wait, the export
 // dialog's figure computes its own result and a figure of the shown result is refused with a message. Then the maps
 // arrive and the same panels draw them.
@@ -143,6 +143,7 @@ void checkWhileArriving(int n, bool lessons)
             for (bool& open : state.view.lessons) open = true;
         state.doc.setSession(session(n), "");
         state.doc.backend = attn::Backend::Cuda;
+        state.doc.mapsOnDeviceFromBytes = 0;  // small maps too stay on the device first (the window's threshold is 64 MiB)
         state.doc.startWorker([&](attn::AttentionInput& in, const attn::AttentionConfig& cfg,
                                   attn::AttentionResult& out) { return device.compute(in, cfg, out); },
                               [&](attn::AttentionResult& r, const std::function<bool()>&) { return device.fetch(r); });
@@ -154,11 +155,21 @@ void checkWhileArriving(int n, bool lessons)
         ASSERT_TRUE(state.doc.hasResult());
         ASSERT_TRUE(state.doc.mapsArriving());
         frames(state, 3);
-        // The chain: every head's scores and weights say the maps are coming; no heatmap reads the empty maps.
+        // The chain: every head's scores and weights are drawn at the shape the maps will have, from the device (here
+        // it can pool nothing: blank cells); none reads the empty maps, hovering them included.
         for (const char* kind : {"scores/", "weights/"}) {
-            EXPECT_TRUE(has(state, std::string("mapscoming/") + kind + "0")) << kind;
-            EXPECT_FALSE(has(state, std::string("heatmap/") + kind + "0")) << kind;
+            EXPECT_FALSE(has(state, std::string("mapscoming/") + kind + "0")) << kind;
+            EXPECT_TRUE(has(state, std::string("heatmap/") + kind + "0")) << kind;
+            hover(state, std::string("heatmap/") + kind + "0");
         }
+        const app::UiRect drawn = state.rects.at("heatmap/weights/0");
+        // The row-max view of the weights is made on the host from the maps: it waits for them.
+        state.view.weightsScale = attn::WeightsScale::RowMax;
+        frames(state, 2);
+        EXPECT_TRUE(has(state, "mapscoming/weights/0"));
+        state.view.weightsScale = attn::WeightsScale::Auto;
+        frames(state, 2);
+        ASSERT_TRUE(has(state, "heatmap/weights/0"));
         EXPECT_TRUE(has(state, "heatmap/headout/0"));
         const bool pooledGrid = n > 96;
         // The heads grid: a large session's pooled thumbnails (from the device; here it cannot read them, so empty),
@@ -197,6 +208,10 @@ void checkWhileArriving(int n, bool lessons)
             // session may grow once; below, the next ones keep the count.)
             EXPECT_EQ(state.chain.plan.cell, planned.cell) << "the fit plan did not wait for the maps";
             EXPECT_EQ(state.chain.plan.bigView, planned.bigView);
+            // The map is as large as it was drawn before its maps came.
+            const app::UiRect arrived = state.rects.at("heatmap/weights/0");
+            EXPECT_FLOAT_EQ(arrived.x1 - arrived.x0, drawn.x1 - drawn.x0);
+            EXPECT_FLOAT_EQ(arrived.y1 - arrived.y0, drawn.y1 - drawn.y0);
         }
         // An edit: the next result (same shape) is planned as the one before while its maps are on their way.
         const app::FitPlan before = state.chain.plan;
@@ -209,7 +224,8 @@ void checkWhileArriving(int n, bool lessons)
         }
         ASSERT_TRUE(state.doc.mapsArriving());
         frames(state, 2);
-        EXPECT_TRUE(has(state, "mapscoming/weights/0"));
+        EXPECT_TRUE(has(state, "heatmap/weights/0"));
+        EXPECT_FALSE(has(state, "mapscoming/weights/0"));
         EXPECT_EQ(state.chain.plan.cell, before.cell);
         EXPECT_EQ(state.chain.plan.bigView, before.bigView);
         device.open();
