@@ -187,6 +187,13 @@ int runGuiBench(const GuiBenchOptions& opt, const Bounds& bounds)
         }
         return d;
     };
+    // A drag's figures: edit to picture and to its maps, frames while computing, frames that took a result and drew it.
+    struct EditSummary {
+        Summary latency, maps, computing, shown;
+    };
+    auto summarizeEdits = [](const Drag& d) {
+        return EditSummary{summarize(d.latencyMs), summarize(d.mapsLatencyMs), summarize(d.computingFrameMs), summarize(d.shownFrameMs)};
+    };
 
     // 1. n=64, d_model=64, h=4: a drag.
     load(64, 64, 4);
@@ -290,11 +297,11 @@ int runGuiBench(const GuiBenchOptions& opt, const Bounds& bounds)
         int n = 0;
         double openToPictureMs = 0, firstFrameMs = 0, jobMs = 0, rangesMs = 0, poolMs = 0;
         double openToMapsMs = 0;  // to the frame that drew the maps (after the result when they stayed on the device)
-        Summary latency, computing, shown, mapsLatency;
+        EditSummary edits;
         // Zoomed in (view zoom 8: the maps drawn as tiles of readable cells, not pooled): the first frame after the
         // zoom, then three edits as above.
         double zoomFirstFrameMs = 0;
-        Summary zoomLatency, zoomShown, zoomMapsLatency;
+        EditSummary zoomed;
         std::string backend, error;
         long deviceFills = 0, hostUploads = 0;
     } large;
@@ -333,10 +340,7 @@ int runGuiBench(const GuiBenchOptions& opt, const Bounds& bounds)
         for (int i = 0; i < 5; ++i) runFrame();
         state.doc.waitForWorkerIdle();
         const Drag d = drag(3);
-        large.latency = summarize(d.latencyMs);
-        large.computing = summarize(d.computingFrameMs);
-        large.shown = summarize(d.shownFrameMs);
-        large.mapsLatency = summarize(d.mapsLatencyMs);
+        large.edits = summarizeEdits(d);
         state.view.zoom = 8.0f;
         const auto z0 = std::chrono::steady_clock::now();
         runFrame();
@@ -344,9 +348,7 @@ int runGuiBench(const GuiBenchOptions& opt, const Bounds& bounds)
         for (int i = 0; i < 3; ++i) runFrame();
         state.doc.waitForWorkerIdle();
         const Drag dz = drag(3);
-        large.zoomLatency = summarize(dz.latencyMs);
-        large.zoomShown = summarize(dz.shownFrameMs);
-        large.zoomMapsLatency = summarize(dz.mapsLatencyMs);
+        large.zoomed = summarizeEdits(dz);
         state.view.zoom = 1.0f;
         large.deviceFills = renderer.fillStats().deviceFills - before.deviceFills;
         large.hostUploads = renderer.fillStats().hostUploads - before.hostUploads;
@@ -404,14 +406,14 @@ int runGuiBench(const GuiBenchOptions& opt, const Bounds& bounds)
                           {"job_ms", large.jobMs},
                           {"display_ranges_ms", large.rangesMs},
                           {"pooling_ms", large.poolMs},
-                          {"edit_to_picture_ms", toJson(large.latency, true)},
-                          {"edit_to_maps_ms", toJson(large.mapsLatency, true)},
-                          {"frame_ms_while_computing", toJson(large.computing, true)},
-                          {"frame_showing_result_ms", toJson(large.shown, true)},
+                          {"edit_to_picture_ms", toJson(large.edits.latency, true)},
+                          {"edit_to_maps_ms", toJson(large.edits.maps, true)},
+                          {"frame_ms_while_computing", toJson(large.edits.computing, true)},
+                          {"frame_showing_result_ms", toJson(large.edits.shown, true)},
                           {"zoomed", {{"first_frame_ms", large.zoomFirstFrameMs},
-                                      {"edit_to_picture_ms", toJson(large.zoomLatency, true)},
-                                      {"edit_to_maps_ms", toJson(large.zoomMapsLatency, true)},
-                                      {"frame_showing_result_ms", toJson(large.zoomShown, true)}}},
+                                      {"edit_to_picture_ms", toJson(large.zoomed.latency, true)},
+                                      {"edit_to_maps_ms", toJson(large.zoomed.maps, true)},
+                                      {"frame_showing_result_ms", toJson(large.zoomed.shown, true)}}},
                           {"heatmap_device_fills", large.deviceFills},
                           {"heatmap_host_uploads", large.hostUploads}};
         j["heatmap_uploads"] = {{"host_tiles", fs.hostUploads}, {"device", fs.deviceFills}, {"rows_uploaded", fs.rowsUploaded},
@@ -450,13 +452,13 @@ int runGuiBench(const GuiBenchOptions& opt, const Bounds& bounds)
                         "%.0f ms; frames while computing p95 %.1f max %.1f ms; frames showing a result median %.1f max %.1f ms; "
                         "heatmaps %ld filled from device memory, %ld uploaded\n",
                         large.n, large.backend.c_str(), large.openToPictureMs, large.openToMapsMs, large.jobMs, large.rangesMs,
-                        large.poolMs, large.firstFrameMs, large.latency.median, large.latency.max, large.mapsLatency.median,
-                        large.computing.p95, large.computing.max, large.shown.median, large.shown.max, large.deviceFills,
+                        large.poolMs, large.firstFrameMs, large.edits.latency.median, large.edits.latency.max, large.edits.maps.median,
+                        large.edits.computing.p95, large.edits.computing.max, large.edits.shown.median, large.edits.shown.max, large.deviceFills,
                         large.hostUploads);
         if (large.n > 0 && large.error.empty())
             std::printf("n=%d zoomed in (view zoom 8): first frame %.1f ms; edit to picture median %.0f ms; frames showing a "
                         "result max %.1f ms\n",
-                        large.n, large.zoomFirstFrameMs, large.zoomLatency.median, large.zoomShown.max);
+                        large.n, large.zoomFirstFrameMs, large.zoomed.latency.median, large.zoomed.shown.max);
         std::printf("heatmap textures: %ld tiles uploaded from host memory (%ld rows sent, %ld unchanged rows kept), %ld filled "
                     "from device memory (CUDA-OpenGL interop)\n",
                     fs.hostUploads, fs.rowsUploaded, fs.rowsSkipped, fs.deviceFills);

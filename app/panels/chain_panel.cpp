@@ -31,7 +31,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -638,20 +637,14 @@ void drawMapColorbar(AppState& state, const MapStyle& style, MapRef m, const std
 // no longer holding the result).
 const attn::Matrix* devicePooled(AppState& state, MapRef m, const PoolPart& p)
 {
-    struct Kept {
-        std::uint64_t generation = 0;
-        PoolPart part;
-        attn::Matrix values;
-    };
-    static std::map<std::string, Kept> kept;
     const attn::AttentionResult& r = state.doc.result();
-    Kept& k = kept[mapKey(m)];
+    ChainView::DevicePooled& k = state.chain.devicePooled[mapKey(m)];
     if (k.generation == state.doc.resultGeneration() && k.part == p && k.values.size() > 0) return &k.values;
     const attn::MapKind kind = m.kind == MapKind::Scores ? attn::MapKind::Scores : attn::MapKind::Weights;
     attn::Matrix out;
     if (!attn::DeviceMaps(r).pooledStored(kind, 0, m.head, attn::MapRect{p.r0, p.c0, p.rows, p.cols}, p.outRows, p.outCols, out).ok())
         return nullptr;
-    k = Kept{state.doc.resultGeneration(), p, std::move(out)};
+    k = ChainView::DevicePooled{state.doc.resultGeneration(), p, std::move(out)};
     return &k.values;
 }
 

@@ -11,6 +11,7 @@
 
 #include <attnscope/types.h>
 
+#include "state/pooled_parts.h"
 #include "state/result_ranges.h"
 
 #include <attnscope/colormap.h>
@@ -101,6 +102,14 @@ struct ChainView {
     // The current head's unmasked weights and their shape, from the last result whose maps were on the host: a
     // result whose maps are still on the device (same shape, the mask seldom changes) is planned with it.
     int knownVisible = -1, knownRows = 0, knownCols = 0;
+    // Parts of the maps of a result whose maps are still on the device, pooled there in a frame (chain_panel's
+    // devicePooled), per map key: the result generation and the part they are of.
+    struct DevicePooled {
+        std::uint64_t generation = 0;
+        PoolPart part;
+        attn::Matrix values;
+    };
+    std::map<std::string, DevicePooled> devicePooled;
     bool planned = false;
     std::string focus;              // the key of the map in focus mode ("weights/0"); "" = none
     // Colour ranges held by RangeMode::Locked, per map key ("weights/1"); cleared when unlocked.

@@ -145,17 +145,9 @@ Status finitenessStatus(const std::array<unsigned long long, kFinitenessSlots>& 
 }
 
 // ---- Whole maps to the host ---------------------------------------------------------------------------------------
-// Below this many bytes in all the maps go straight into the result's (pageable) buffers: the driver's own
-// staging is as fast for a window's sizes, and no pinned memory is held for them.
-#ifdef ATTNSCOPE_STAGED_FROM_BYTES  // the emulated tests: their problems' small matrices go through the slots too
-constexpr std::size_t kStagedFromBytes = ATTNSCOPE_STAGED_FROM_BYTES;
-#else
-constexpr std::size_t kStagedFromBytes = std::size_t(4) << 20;
-#endif
-
 // The pieces through the workspace's pinned staging slots (staged_copy.h), or straight when they are small or no
 // pinned memory is to be had; returns with every piece in its destination.
-Status downloadMaps(Workspace& ws, const std::vector<HostPiece>& pieces)
+Status downloadStaged(Workspace& ws, const std::vector<HostPiece>& pieces)
 {
     std::size_t total = 0;
     for (const HostPiece& p : pieces) total += p.count * sizeof(float);
@@ -196,7 +188,7 @@ std::vector<HostPiece> headHostPieces(const Storage& st, int T, int S, const flo
 Status downloadHeadMaps(Workspace& ws, const Storage& st, int T, int S, bool anyMask, const float* dScores,
                         const float* dWeights, const std::uint8_t* dMask, AttentionResult& out)
 {
-    ATTNSCOPE_RETURN_IF_ERROR(downloadMaps(ws, headHostPieces(st, T, S, dScores, dWeights, out)));
+    ATTNSCOPE_RETURN_IF_ERROR(downloadStaged(ws, headHostPieces(st, T, S, dScores, dWeights, out)));
     // The mask as the softmax read it (the scores' storage order, as HeadResult::masked stores it).
     if (anyMask) ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.heads[0].masked.data(), dMask, std::size_t(T) * S));
     return {};
@@ -463,7 +455,7 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
         st.resize(out.output, T, O);
         small.push_back({out.output.data(), dOutput, std::size_t(out.output.size())});
     }
-    ATTNSCOPE_RETURN_IF_ERROR(downloadMaps(ws, small));
+    ATTNSCOPE_RETURN_IF_ERROR(downloadStaged(ws, small));
     out.mapsOnDevice = cfg.mapsOnDevice;
     std::vector<int> keyOpen;
     if (fullyMaskedRule) {
@@ -577,7 +569,7 @@ Status fetchMaps(AttentionResult& out, const std::function<bool()>& carryOn)
         DeviceResult now;
         ATTNSCOPE_RETURN_IF_ERROR(fetchHeld(ws, out.deviceGeneration, now));
         auto run = [&]() -> Status {
-            if (piece) ATTNSCOPE_RETURN_IF_ERROR(downloadMaps(ws, {*piece}));
+            if (piece) ATTNSCOPE_RETURN_IF_ERROR(downloadStaged(ws, {*piece}));
             else ATTNSCOPE_RETURN_IF_ERROR(download(ws, out.heads[0].masked.data(), dMask, std::size_t(r.T) * r.S));
             ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(ws.stream()));
             ATTNSCOPE_CUDA_TRY(cudaGetLastError());

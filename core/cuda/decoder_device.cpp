@@ -228,13 +228,8 @@ private:
     std::array<Buffer, static_cast<std::size_t>(Act::Count)> m_bufs{};
     cudaStream_t m_copyStream = nullptr;
     std::vector<cudaEvent_t> m_layerEvents;
-    // 16 slots of 8 MiB, as the attention core's (workspace.h): 16 host threads move chunks out while the link
-    // fills the next slots. Its own, since a forward and an attention compute may run at once.
-#ifdef ATTNSCOPE_STAGING_CHUNK_BYTES  // the emulated tests: small chunks, so that a tiny model's run reuses every slot
-    PinnedStaging m_staging{16, ATTNSCOPE_STAGING_CHUNK_BYTES};
-#else
-    PinnedStaging m_staging{16, std::size_t(8) << 20};
-#endif
+    // Its own, as large as the attention core's: a forward and an attention compute may run at once.
+    PinnedStaging m_staging;
 };
 
 // A call that writes the activations (a forward, an append, a scan), for its whole length: counted in flight first
@@ -653,13 +648,6 @@ constexpr int kLogitRows = ATTNSCOPE_DECODER_LOGIT_ROWS;
 constexpr int kLogitRows = 512;
 #endif
 
-// What a forward keeps comes back through the pinned staging from this many bytes in all (a run of a few hundred
-// tokens and up); below, straight copies are as fast and hold no pinned memory.
-#ifdef ATTNSCOPE_STAGED_FROM_BYTES  // the emulated tests: every forward through the slots
-constexpr std::size_t kStagedFromBytes = ATTNSCOPE_STAGED_FROM_BYTES;
-#else
-constexpr std::size_t kStagedFromBytes = std::size_t(4) << 20;
-#endif
 
 // Every head's weights of a layer come back in one copy up to this size (then split on the host: a copy of these
 // bytes more, ~0.1 ms), else one copy per head into its own map (no host copy of maps that are large).

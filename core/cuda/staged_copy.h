@@ -28,11 +28,32 @@ struct HostPiece {
     cudaEvent_t ready = nullptr;
 };
 
+// (Namespace-scope constexpr: internal linkage, so that the emulated tests' two libraries may each set their own.)
+// The staging both users hold: 16 slots of 8 MiB (128 MiB of pinned memory each). An 8 MiB chunk crosses the link in
+// ~0.16 ms at 55 GB/s but takes one host thread ~3 ms to move out (the H100 host's memcpy: 38 GB/s on 16 threads,
+// ~2.5 GB/s each), so 16 slots keep 16 threads moving while the link fills the next ones.
+constexpr int kStagingSlots = 16;
+#ifdef ATTNSCOPE_STAGING_CHUNK_BYTES  // the emulated tests: small chunks, so that small copies reuse every slot
+constexpr std::size_t kStagingChunkBytes = ATTNSCOPE_STAGING_CHUNK_BYTES;
+#else
+constexpr std::size_t kStagingChunkBytes = std::size_t(8) << 20;
+#endif
+// Copies of fewer bytes in all go straight into their (pageable) destinations: the driver's own staging is as fast
+// for them, and no pinned memory is held for them.
+#ifdef ATTNSCOPE_STAGED_FROM_BYTES  // the emulated tests: their small problems go through the slots too
+constexpr std::size_t kStagedFromBytes = ATTNSCOPE_STAGED_FROM_BYTES;
+#else
+constexpr std::size_t kStagedFromBytes = std::size_t(4) << 20;
+#endif
+
 // `slots` chunks of `chunkBytes` of pinned host memory and an event per slot, allocated on first use and kept for
 // the process (never freed: see Workspace). Not thread-safe: its owner's lock guards it.
 class PinnedStaging {
 public:
-    PinnedStaging(int slots, std::size_t chunkBytes) : m_slots(slots), m_chunkBytes(chunkBytes) {}
+    explicit PinnedStaging(int slots = kStagingSlots, std::size_t chunkBytes = kStagingChunkBytes)
+        : m_slots(slots), m_chunkBytes(chunkBytes)
+    {
+    }
     // Allocates the slots and events once. ResourceExhausted when the pinned memory cannot be had (callers then
     // copy straight into pageable memory), Internal for another CUDA error.
     Status ensure();

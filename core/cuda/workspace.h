@@ -90,16 +90,8 @@ public:
         return r.generation;
     }
 
-    // Page-locked host memory for whole maps on their way to the host (backend.cpp, downloadMaps; staged_copy.h):
-    // kStagingSlots slots of kStagingChunkBytes, allocated on first use and kept (128 MiB). An 8 MiB chunk crosses
-    // the link in ~0.16 ms at 55 GB/s but takes one host thread ~3 ms to move out (the H100 host's memcpy: 38 GB/s
-    // on 16 threads, ~2.5 GB/s each), so 16 slots keep 16 threads moving while the link fills the next ones.
-    static constexpr int kStagingSlots = 16;
-#ifdef ATTNSCOPE_STAGING_CHUNK_BYTES  // the emulated tests: small chunks, so that small maps reuse every slot
-    static constexpr std::size_t kStagingChunkBytes = ATTNSCOPE_STAGING_CHUNK_BYTES;
-#else
-    static constexpr std::size_t kStagingChunkBytes = std::size_t(8) << 20;
-#endif
+    // Page-locked host memory for whole maps on their way to the host (backend.cpp, downloadStaged; staged_copy.h),
+    // allocated on first use and kept.
     PinnedStaging& staging() { return m_staging; }
 
     cublasHandle_t blas() const { return m_blas; }
@@ -120,7 +112,7 @@ private:
     cublasHandle_t m_blas = nullptr;
     cudaStream_t m_stream = nullptr;
     std::array<cudaEvent_t, kEvents> m_events{};
-    PinnedStaging m_staging{kStagingSlots, kStagingChunkBytes};
+    PinnedStaging m_staging;
     std::array<DeviceBuffer, static_cast<std::size_t>(Buf::Count)> m_buffers{};
     DeviceResult m_result;
     std::uint64_t m_lastGeneration = 0;
