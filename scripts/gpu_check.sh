@@ -68,10 +68,6 @@ want core && step bench.n1024 120 "$bin/attnscope" bench --backend cuda --n 1024
 want core && step bench.n4096 180 "$bin/attnscope" bench --backend cuda --n 4096 --causal --skip-reference --repeat 3 --json
 want core && step bench.n8192 180 "$bin/attnscope" bench --backend cuda --n 8192 --causal --skip-reference --skip-cpu --repeat 3 --json
 
-# 2b. The window on the GPU, off screen (an EGL context on the device: the same NVIDIA EGL as test_gl_interop), with
-# the n = 8192 case of bench --gui (--gui-large-n defaults to it with --backend cuda).
-want gui && step gui.bench 300 "$bin/attnscope" bench --gui --offscreen --backend cuda --gui-frames 60 --json
-
 # 3. Decoders: synthetic models of the real shapes (no model files here), on the GPU at 128 tokens, then torch on the
 # same GPU, then 8192 tokens and the CPU's figures (the order of importance, in case the deadline comes first).
 want models && for s in smollm2 gemma3-270m; do
@@ -88,6 +84,11 @@ fi
 want models && for s in smollm2 gemma3-270m; do
   step "model.$s.cuda.8192" 180 "$bin/attnscope" model --synthetic "$s" --backend cuda --bench --tokens 8192 --repeats 3 --json
 done
+# 5. The window on the GPU, off screen (an EGL context on the device: the same NVIDIA EGL as test_gl_interop), with
+# the n = 8192 case of bench --gui (--gui-large-n defaults to it with --backend cuda). After the decoders: its time is
+# the least known, and a loan's deadline should cut it rather than them.
+want gui && step gui.bench 300 "$bin/attnscope" bench --gui --offscreen --backend cuda --gui-frames 60 --json
+
 want models && for s in smollm2 gemma3-270m; do
   step "model.$s.cpu.128" 150 "$bin/attnscope" model --synthetic "$s" --backend cpu --bench --tokens 128 --repeats 3 --json
 done

@@ -52,8 +52,12 @@ done
 {
   for exe in "$stage"/bin/*; do ldd "$exe" | awk '/=> \//{print $3}'; done
   # libEGL is loaded by dlopen for --offscreen (bench --gui on the GPU machine), so ldd does not list it; its
-  # libGLdispatch comes with the GL libraries ldd lists.
-  ldconfig -p | awk '/libEGL\.so\.1 .*x86-64/{print $NF; exit}'
+  # libGLdispatch comes with the GL libraries ldd lists. So is libGL.so.1 (with its libGLX): the OpenGL3 backend of
+  # Debian's ImGui finds GL's functions through its own loader, which opens libGL.so.1 and asks glXGetProcAddressARB;
+  # glvnd's answers with dispatch stubs that call the current context's vendor, the EGL one here, no X display
+  # needed. The GPU machines have no libGL.so.1 (the first loan that tried stopped at "Failed to initialize OpenGL
+  # loader!").
+  for l in libEGL.so.1 libGL.so.1 libGLX.so.0; do ldconfig -p | awk -v l="$l" '$1 == l && /x86-64/ {print $NF; exit}'; done
 } | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libresolv.so*|libcuda.so*|libcublas*|libcudart*) ;;
