@@ -17,15 +17,15 @@ cudaError_t launchAddBias(float* c, const float* bias, int tokens, int features,
 }
 
 cudaError_t launchMaskedSoftmax(const float* scores, const std::uint8_t* mask, float fill, float* weights, int H,
-                                int T, int S, bool columnMajor, cudaStream_t stream)
+                                int T, int S, bool columnMajor, unsigned long long* firstBad, cudaStream_t stream)
 {
     if (!columnMajor) {
         const long long rows = static_cast<long long>(H) * T;
         const LaunchShape s = softmaxRowsShape(rows);
-        softmaxRowsKernel<<<s.grid, s.block, 0, stream>>>(scores, mask, fill, weights, rows, T, S);
+        softmaxRowsKernel<<<s.grid, s.block, 0, stream>>>(scores, mask, fill, weights, rows, T, S, firstBad);
     } else {
         const LaunchShape s = softmaxColsShape(H, T);
-        softmaxColsKernel<<<s.grid, s.block, 0, stream>>>(scores, mask, fill, weights, H, T, S);
+        softmaxColsKernel<<<s.grid, s.block, 0, stream>>>(scores, mask, fill, weights, H, T, S, firstBad);
     }
     return cudaGetLastError();
 }

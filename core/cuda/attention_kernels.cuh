@@ -70,10 +70,18 @@ __global__ void addBiasKernel(float* c, const float* bias, long long n, int toke
     }
 }
 
-// Row-major scores: rows = H·T rows of S, contiguous. One warp per row: one pass for (max, sum), one pass
-// writing the weights.
+// The finiteness check of the scores, folded into the softmax that reads them anyway (firstBad may be null): the
+// stored index of the first non-finite score (every cell, masked or not, as firstNonFiniteKernel checks it) is
+// atomicMin'd into *firstBad, once per thread that saw one. Order-independent, like the rest of the kernel.
+__device__ __forceinline__ void noteNonFinite(unsigned long long& mine, float x, long long idx)
+{
+    if (!(fabsf(x) <= 3.402823466e38f) && static_cast<unsigned long long>(idx) < mine) mine = static_cast<unsigned long long>(idx);
+}
+
+// Row-major scores: rows = H·T rows of S, contiguous. One warp per row: one pass for (max, sum) and the check,
+// one pass writing the weights.
 __global__ void softmaxRowsKernel(const float* scores, const std::uint8_t* mask, float fill, float* weights,
-                                  long long rows, int T, int S)
+                                  long long rows, int T, int S, unsigned long long* firstBad)
 {
     const long long row = static_cast<long long>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
     if (row >= rows) return;  // the whole warp leaves together, so the shuffles below stay full-warp
@@ -83,7 +91,13 @@ __global__ void softmaxRowsKernel(const float* scores, const std::uint8_t* mask,
     const std::uint8_t* mk = mask ? mask + (row % T) * static_cast<long long>(S) : nullptr;
 
     float m = -INFINITY, l = 0.0f;
-    for (int j = lane; j < S; j += kWarpSize) pushValue(m, l, (mk && mk[j]) ? fill : in[j]);
+    unsigned long long bad = ~0ull;
+    for (int j = lane; j < S; j += kWarpSize) {
+        const float x = in[j];
+        if (firstBad) noteNonFinite(bad, x, row * S + j);
+        pushValue(m, l, (mk && mk[j]) ? fill : x);
+    }
+    if (bad != ~0ull) atomicMin(firstBad, bad);
     for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
         const float m2 = __shfl_xor_sync(kFullWarp, m, offset);
         const float l2 = __shfl_xor_sync(kFullWarp, l, offset);
@@ -95,7 +109,7 @@ __global__ void softmaxRowsKernel(const float* scores, const std::uint8_t* mask,
 // Column-major scores: per head an S×T row-major block (key j, query i at j·T + i). A block handles 32
 // queries; its 8 thread rows each scan every 8th key, then thread row 0 merges the 8 partial states.
 __global__ void softmaxColsKernel(const float* scores, const std::uint8_t* mask, float fill, float* weights, int H,
-                                  int T, int S)
+                                  int T, int S, unsigned long long* firstBad)
 {
     __shared__ float sm[kColSlices][kColQueries];
     __shared__ float sl[kColSlices][kColQueries];
@@ -106,11 +120,15 @@ __global__ void softmaxColsKernel(const float* scores, const std::uint8_t* mask,
         const float* in = scores + static_cast<long long>(h) * T * S;
         float* out = weights + static_cast<long long>(h) * T * S;
         float m = -INFINITY, l = 0.0f;
+        unsigned long long bad = ~0ull;
         if (active)
             for (int j = ty; j < S; j += kColSlices) {
                 const long long at = static_cast<long long>(j) * T + i;
-                pushValue(m, l, (mask && mask[at]) ? fill : in[at]);
+                const float x = in[at];
+                if (firstBad) noteNonFinite(bad, x, static_cast<long long>(h) * T * S + at);
+                pushValue(m, l, (mask && mask[at]) ? fill : x);
             }
+        if (bad != ~0ull) atomicMin(firstBad, bad);
         sm[ty][tx] = m;
         sl[ty][tx] = l;
         __syncthreads();

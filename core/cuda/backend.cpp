@@ -33,6 +33,7 @@
 #include <mutex>
 #include <string>
 #include <system_error>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -146,19 +147,20 @@ Status finitenessStatus(const std::array<unsigned long long, kFinitenessSlots>& 
 
 // ---- Whole maps to the host ---------------------------------------------------------------------------------------
 // The pieces through the workspace's pinned staging slots (staged_copy.h), or straight when they are small or no
-// pinned memory is to be had; returns with every piece in its destination.
+// pinned memory is to be had, on the workspace's copy stream, each after its `ready` event; returns with every piece
+// in its destination.
 Status downloadStaged(Workspace& ws, const std::vector<HostPiece>& pieces)
 {
     std::size_t total = 0;
     for (const HostPiece& p : pieces) total += p.count * sizeof(float);
     if (total >= kStagedFromBytes) {
         const Status s = ws.staging().ensure();
-        if (s.ok()) return stagedDownload(ws.stream(), ws.staging(), pieces);
+        if (s.ok()) return stagedDownload(ws.copyStream(), ws.staging(), pieces);
         if (s.code != StatusCode::ResourceExhausted) return s;
         // No pinned memory to be had: the direct copies below still work, slower.
     }
-    ATTNSCOPE_RETURN_IF_ERROR(directDownload(ws.stream(), pieces));
-    ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(ws.stream()));
+    ATTNSCOPE_RETURN_IF_ERROR(directDownload(ws.copyStream(), pieces));
+    ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(ws.copyStream()));
     return {};
 }
 
@@ -350,6 +352,10 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Weights, TS * H, dWeights));
     ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Concat, std::size_t(T) * wc, dConcat));
     if (hasWo) ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Output, std::size_t(T) * O, dOutput));
+    // The first bad key of each checked matrix ([checks] below; the softmax checks the scores as it reads them).
+    unsigned long long* dFlags = nullptr;
+    ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Flags, kFinitenessSlots, dFlags));
+    ATTNSCOPE_CUDA_TRY(cudaMemsetAsync(dFlags, 0xff, kFinitenessSlots * sizeof(unsigned long long), stream));
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(1), stream));
 
     // [projections]
@@ -386,8 +392,9 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     }
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(3), stream));
 
-    // [softmax] masked, over the keys of each query; scores stay as they are (HeadResult keeps both).
-    ATTNSCOPE_CUDA_TRY(launchMaskedSoftmax(dScores, dMask, in.mask.fill, dWeights, H, T, S, st.col, stream));
+    // [softmax] masked, over the keys of each query; scores stay as they are (HeadResult keeps both). It checks the
+    // scores' finiteness as it reads them ([checks]).
+    ATTNSCOPE_CUDA_TRY(launchMaskedSoftmax(dScores, dMask, in.mask.fill, dWeights, H, T, S, st.col, dFlags + kSlotScores, stream));
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(4), stream));
 
     // [pv] O_h (T×d_v) = P_h·V_h, written as column block h of the concat; per KV head when grouped.
@@ -406,16 +413,15 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(6), stream));
 
     // [checks] Products can overflow float32 though the inputs are finite (validate checks those): every matrix
-    // of the result is checked on the device, one kernel each, and only the first bad key of each comes back.
-    unsigned long long* dFlags = nullptr;
-    ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Flags, kFinitenessSlots, dFlags));
-    ATTNSCOPE_CUDA_TRY(cudaMemsetAsync(dFlags, 0xff, kFinitenessSlots * sizeof(unsigned long long), stream));
+    // of the result is checked on the device and only the first bad key of each comes back. The scores were checked
+    // by the softmax as it read them; the weights need no pass of their own: a row of finite scores has a finite
+    // maximum, each exp(s − max) ≤ 1 and a sum ≥ 1 (or, every key masked with -inf, zeros), so a weight is
+    // non-finite only where its row's scores are, and checkResultFinite (core/src/compute.cpp), which names a head's
+    // scores before its weights, names the scores then. That pass read H·T·S floats: 0.7 ms at n = 8192 on an H100.
     const long long nQ = (long long)T * wq, nK = (long long)S * wk, nV = (long long)S * wv;
     ATTNSCOPE_CUDA_TRY(launchFirstNonFinite(dQ, nQ, 0, 0, 0, dFlags + kSlotQ, stream));
     ATTNSCOPE_CUDA_TRY(launchFirstNonFinite(dK, nK, 0, 0, 0, dFlags + kSlotK, stream));
     ATTNSCOPE_CUDA_TRY(launchFirstNonFinite(dV, nV, 0, 0, 0, dFlags + kSlotV, stream));
-    ATTNSCOPE_CUDA_TRY(launchFirstNonFinite(dScores, (long long)(TS * H), 0, 0, 0, dFlags + kSlotScores, stream));
-    ATTNSCOPE_CUDA_TRY(launchFirstNonFinite(dWeights, (long long)(TS * H), 0, 0, 0, dFlags + kSlotWeights, stream));
     // Row: the concat's heads are column blocks d_v wide, reordered head by head; Column: already head by head.
     ATTNSCOPE_CUDA_TRY(launchFirstNonFinite(dConcat, (long long)T * wc, wc, T, st.col ? 0 : d.dv, dFlags + kSlotConcat,
                                             stream));
@@ -424,19 +430,16 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     std::array<unsigned long long, kFinitenessSlots> firstBad{};
     ATTNSCOPE_RETURN_IF_ERROR(download(ws, firstBad.data(), dFlags, firstBad.size()));
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(7), stream));
-    ATTNSCOPE_CUDA_TRY(cudaEventSynchronize(ws.event(7)));
-    ATTNSCOPE_CUDA_TRY(cudaGetLastError());
-    ATTNSCOPE_RETURN_IF_ERROR(finitenessStatus(firstBad, st, d, hasWo));
 
     // [download] Q, K, V, the concat and the output (tokens × widths: 84 MB at n = 8192, d_model 512) into the
     // result's buffers (Eigen's resize keeps them when the shape is unchanged), through the pinned staging as the
-    // maps are (downloadMaps: straight copies below its threshold, a window's sizes). A pageable copy runs at the
-    // driver's one-thread rate (pageable_device_to_host_gbs: 11-14 GB/s on the H100's host, against 55 GB/s pinned),
-    // and with the maps kept on the device these are all that comes back. The per-head T×S maps either stay on the
-    // device (cfg.mapsOnDevice) or come back after them the same way, and with them the mask, once. Each part is
-    // timed on the host clock (the downloads are synchronous): PhaseTimings::copyParts.
-    const auto tDownload = Clock::now();
-    std::vector<HostPiece> small;
+    // maps are (downloadStaged: straight copies below its threshold, a window's sizes), on the workspace's copy
+    // stream. A pageable copy runs at the driver's one-thread rate (pageable_device_to_host_gbs: 11-14 GB/s on the
+    // H100's host, against 55 GB/s pinned), and with the maps kept on the device these are all that comes back.
+    // Q, K and V cross while the scores, softmax and weights·V still compute (their `ready` event: the projections
+    // done), and host threads cut them into the heads' views while the rest computes; the concat and output follow
+    // the kernels, then (unless they stay on the device) every head's maps and the mask, once.
+    const auto tEnqueued = Clock::now();
     if (direct) {
         out.Q = in.Q;
         out.K = in.K;
@@ -445,17 +448,50 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
         st.resize(out.Q, T, wq);
         st.resize(out.K, S, wk);
         st.resize(out.V, S, wv);
-        small.push_back({out.Q.data(), dQ, std::size_t(out.Q.size())});
-        small.push_back({out.K.data(), dK, std::size_t(out.K.size())});
-        small.push_back({out.V.data(), dV, std::size_t(out.V.size())});
+        ATTNSCOPE_RETURN_IF_ERROR(downloadStaged(ws, {{out.Q.data(), dQ, std::size_t(out.Q.size()), ws.event(2)},
+                                                      {out.K.data(), dK, std::size_t(out.K.size()), ws.event(2)},
+                                                      {out.V.data(), dV, std::size_t(out.V.size()), ws.event(2)}}));
     }
+    ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(9), ws.copyStream()));
+    // Each head's views of Q, K and V (copies, HeadResult's contract), on host threads while the kernels finish.
+    auto inputViews = [&](int h) {
+        HeadResult& r = out.heads[h];
+        if (st.col) {
+            r.Q = out.Q.middleRows(h * d.dq, d.dq);
+            r.K = out.K.middleRows(d.kvHead(h) * d.dk, d.dk);
+            r.V = out.V.middleRows(d.kvHead(h) * d.dv, d.dv);
+        } else {
+            r.Q = out.Q.middleCols(h * d.dq, d.dq);
+            r.K = out.K.middleCols(d.kvHead(h) * d.dk, d.dk);
+            r.V = out.V.middleCols(d.kvHead(h) * d.dv, d.dv);
+        }
+    };
+    std::future<void> views;
+    try {
+        views = std::async(std::launch::async, [&] { forEachHead(H, inputViews); });
+    } catch (const std::system_error&) {
+        // No thread to be had: the views are cut below, after the copies.
+    }
+    // Waits for the views before leaving, whichever way (they write into `out`).
+    struct Join {
+        std::future<void>& f;
+        ~Join()
+        {
+            if (f.valid()) f.wait();
+        }
+    } join{views};
+    ATTNSCOPE_CUDA_TRY(cudaEventSynchronize(ws.event(7)));
+    ATTNSCOPE_CUDA_TRY(cudaGetLastError());
+    const auto tKernels = Clock::now();
+    ATTNSCOPE_RETURN_IF_ERROR(finitenessStatus(firstBad, st, d, hasWo));
+    std::vector<HostPiece> tail;
     st.resize(out.concat, T, wc);
-    small.push_back({out.concat.data(), dConcat, std::size_t(out.concat.size())});
+    tail.push_back({out.concat.data(), dConcat, std::size_t(out.concat.size())});
     if (hasWo) {
         st.resize(out.output, T, O);
-        small.push_back({out.output.data(), dOutput, std::size_t(out.output.size())});
+        tail.push_back({out.output.data(), dOutput, std::size_t(out.output.size())});
     }
-    ATTNSCOPE_RETURN_IF_ERROR(downloadStaged(ws, small));
+    ATTNSCOPE_RETURN_IF_ERROR(downloadStaged(ws, tail));
     out.mapsOnDevice = cfg.mapsOnDevice;
     std::vector<int> keyOpen;
     if (fullyMaskedRule) {
@@ -477,8 +513,11 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     // Kernel execution errors (e.g. an illegal address) surface at the first synchronising call.
     ATTNSCOPE_CUDA_TRY(cudaGetLastError());
 
-    // Per-head views and flags, on the host (copies, counted with the transfers), one head per host thread.
+    // The rest of each head's views and flags, on the host (copies, counted with the transfers), one head per host
+    // thread.
     const auto tHost = Clock::now();
+    if (views.valid()) views.get();  // rethrows what a view's copy threw (std::bad_alloc)
+    else forEachHead(H, inputViews);
     if (!hasWo) out.output = out.concat;
     // A query is fully masked when fill is -inf and every one of its keys is masked: exactly when the
     // softmax kernel's running maximum stays -inf (scores are finite), i.e. when it wrote a zero row.
@@ -487,17 +526,7 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
         if (!keyOpen[std::size_t(i)]) fullyMasked.push_back(i);
     forEachHead(H, [&](int h) {
         HeadResult& r = out.heads[h];
-        if (st.col) {
-            r.Q = out.Q.middleRows(h * d.dq, d.dq);
-            r.K = out.K.middleRows(d.kvHead(h) * d.dk, d.dk);
-            r.V = out.V.middleRows(d.kvHead(h) * d.dv, d.dv);
-            r.output = out.concat.middleRows(h * d.dv, d.dv);
-        } else {
-            r.Q = out.Q.middleCols(h * d.dq, d.dq);
-            r.K = out.K.middleCols(d.kvHead(h) * d.dk, d.dk);
-            r.V = out.V.middleCols(d.kvHead(h) * d.dv, d.dv);
-            r.output = out.concat.middleCols(h * d.dv, d.dv);
-        }
+        r.output = st.col ? Matrix(out.concat.middleRows(h * d.dv, d.dv)) : Matrix(out.concat.middleCols(h * d.dv, d.dv));
         if (!cfg.mapsOnDevice) spreadMask(out, anyMask, h);
         r.fullyMaskedQueries = fullyMasked;
     });
@@ -512,7 +541,11 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     tm.output = elapsedMs(ws.event(5), ws.event(6));
     tm.checks = elapsedMs(ws.event(6), ws.event(7));
     tm.copyParts.upload = elapsedMs(ws.event(0), ws.event(1));
-    tm.copyParts.download = ms(tDownload, tMaps);
+    // What the copies add after the kernels: Q, K and V's download where it ran past them (event 9 on the copy
+    // stream after them, event 7 after the kernels; they cross during the kernels otherwise, and when the kernels
+    // were done before the copies were even enqueued, all of it), then the concat, output and flags.
+    const double qkvPast = std::max(0.0, elapsedMs(ws.event(7), ws.event(9)));
+    tm.copyParts.download = std::min(qkvPast, ms(tEnqueued, tKernels)) + ms(tKernels, tMaps);
     // With the maps on the device nothing T×S comes back: the heads' emptied buffers count as host work.
     tm.copyParts.maps = cfg.mapsOnDevice ? 0.0 : ms(tMaps, tHost);
     tm.copyParts.host = cfg.mapsOnDevice ? ms(tMaps, tEnd) : ms(tHost, tEnd);

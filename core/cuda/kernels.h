@@ -20,9 +20,10 @@ cudaError_t launchAddBias(float* c, const float* bias, int tokens, int features,
 // another (head stride T·S). Row-major storage (query i, key j at i·S + j): softmax along rows.
 // Column-major (at j·T + i): softmax down columns. `mask` (may be null = nothing masked) has the same
 // storage as one head, 1 = masked; masked entries take `fill`. When fill is -inf and every key of a query
-// is masked, that query's weights are all 0 (the rule of attention_ref.cpp).
+// is masked, that query's weights are all 0 (the rule of attention_ref.cpp). firstBad (null: no check): the smallest
+// stored index (head·T·S + the cell's index in its head) of a non-finite score is atomicMin'd into it.
 cudaError_t launchMaskedSoftmax(const float* scores, const std::uint8_t* mask, float fill, float* weights, int H,
-                                int T, int S, bool columnMajor, cudaStream_t stream);
+                                int T, int S, bool columnMajor, unsigned long long* firstBad, cudaStream_t stream);
 
 // Additive (Bahdanau) scores: scores_h(i, j) = Σ_a wv[a]·tanh(qa_h(i, a) + ka_g(j, a)) for H heads, where
 // g = h / group is the KV head of query head h (group = H / H_kv; 1 without grouped-query attention).

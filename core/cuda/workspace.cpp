@@ -36,6 +36,7 @@ Status Workspace::init()
 {
     if (m_ready) return {};
     if (!m_stream) ATTNSCOPE_CUDA_TRY(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+    if (!m_copyStream) ATTNSCOPE_CUDA_TRY(cudaStreamCreateWithFlags(&m_copyStream, cudaStreamNonBlocking));
     for (cudaEvent_t& e : m_events)
         if (!e) ATTNSCOPE_CUDA_TRY(cudaEventCreate(&e));
     if (!m_blas) {

@@ -43,7 +43,7 @@ struct DeviceResult {
 class Workspace {
 public:
     // Phase boundaries recorded on the stream; elapsed times between them become PhaseTimings.
-    static constexpr int kEvents = 9;
+    static constexpr int kEvents = 10;
 
     // The process-wide workspace. Deliberately never destroyed: freeing device memory from a static
     // destructor races the CUDA runtime's own teardown at exit, and the driver releases it all anyway.
@@ -96,6 +96,9 @@ public:
 
     cublasHandle_t blas() const { return m_blas; }
     cudaStream_t stream() const { return m_stream; }
+    // The result's copies to the host run here, so that Q, K and V cross the link while the attention kernels still
+    // compute on stream() (backend.cpp, run()).
+    cudaStream_t copyStream() const { return m_copyStream; }
     cudaEvent_t event(int k) const { return m_events[k]; }
 
 private:
@@ -111,6 +114,7 @@ private:
     bool m_ready = false;
     cublasHandle_t m_blas = nullptr;
     cudaStream_t m_stream = nullptr;
+    cudaStream_t m_copyStream = nullptr;
     std::array<cudaEvent_t, kEvents> m_events{};
     PinnedStaging m_staging;
     std::array<DeviceBuffer, static_cast<std::size_t>(Buf::Count)> m_buffers{};

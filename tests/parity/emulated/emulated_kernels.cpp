@@ -25,15 +25,15 @@ cudaError_t launchAddBias(float* c, const float* bias, int tokens, int features,
 }
 
 cudaError_t launchMaskedSoftmax(const float* scores, const std::uint8_t* mask, float fill, float* weights, int H,
-                                int T, int S, bool columnMajor, cudaStream_t)
+                                int T, int S, bool columnMajor, unsigned long long* firstBad, cudaStream_t)
 {
     if (!columnMajor) {
         const long long rows = static_cast<long long>(H) * T;
         const LaunchShape s = softmaxRowsShape(rows);
-        emu::launch(s.grid, s.block, [&] { softmaxRowsKernel(scores, mask, fill, weights, rows, T, S); });
+        emu::launch(s.grid, s.block, [&] { softmaxRowsKernel(scores, mask, fill, weights, rows, T, S, firstBad); });
     } else {
         const LaunchShape s = softmaxColsShape(H, T, kEmulatedGridCap);
-        emu::launch(s.grid, s.block, [&] { softmaxColsKernel(scores, mask, fill, weights, H, T, S); });
+        emu::launch(s.grid, s.block, [&] { softmaxColsKernel(scores, mask, fill, weights, H, T, S, firstBad); });
     }
     return cudaSuccess;
 }
