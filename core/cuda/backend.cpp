@@ -80,12 +80,13 @@ Status gemm(cublasHandle_t h, const Storage& st, bool transA, bool transB, int m
     return {};
 }
 
-// Copies `count` floats (or flags) of a host buffer into the workspace buffer `b`.
+// The workspace buffer `b` for `count` floats (or flags) of a host buffer, and their copy into it as a piece of the
+// call's upload (stagedUpload, once every piece is listed).
 template <class T>
-Status upload(Workspace& ws, Buf b, const T* host, std::size_t count, T*& dev)
+Status upload(Workspace& ws, Buf b, const T* host, std::size_t count, T*& dev, std::vector<DevicePiece>& ups)
 {
     ATTNSCOPE_RETURN_IF_ERROR(ws.get(b, count, dev));
-    if (count) ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(dev, host, count * sizeof(T), cudaMemcpyHostToDevice, ws.stream()));
+    if (count) ups.push_back({dev, host, count * sizeof(T)});
     return {};
 }
 
@@ -272,33 +273,34 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     }
 
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(0), stream));
-    // [upload]
+    // [upload] Every input listed as a piece, then all of them through the pinned staging (stagedUpload).
+    std::vector<DevicePiece> ups;
     float *dQ = nullptr, *dK = nullptr, *dV = nullptr;
     const float *dBq = nullptr, *dBk = nullptr, *dBv = nullptr, *dBo = nullptr;
     float *dX = nullptr, *dXkv = nullptr, *dWq = nullptr, *dWk = nullptr, *dWv = nullptr, *dWo = nullptr;
     float *dAq = nullptr, *dAk = nullptr, *dWvec = nullptr, *tmp = nullptr;
     std::uint8_t* dMask = nullptr;
     if (direct) {
-        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Q, in.Q.data(), in.Q.size(), dQ));
-        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::K, in.K.data(), in.K.size(), dK));
-        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::V, in.V.data(), in.V.size(), dV));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Q, in.Q.data(), in.Q.size(), dQ, ups));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::K, in.K.data(), in.K.size(), dK, ups));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::V, in.V.data(), in.V.size(), dV, ups));
     } else {
-        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::X, in.X.data(), in.X.size(), dX));
-        if (cfg.mode == Mode::Cross) ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Xkv, in.Xkv.data(), in.Xkv.size(), dXkv));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::X, in.X.data(), in.X.size(), dX, ups));
+        if (cfg.mode == Mode::Cross) ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Xkv, in.Xkv.data(), in.Xkv.size(), dXkv, ups));
         else dXkv = dX;
-        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Wq, in.Wq.data(), in.Wq.size(), dWq));
-        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Wk, in.Wk.data(), in.Wk.size(), dWk));
-        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Wv, in.Wv.data(), in.Wv.size(), dWv));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Wq, in.Wq.data(), in.Wq.size(), dWq, ups));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Wk, in.Wk.data(), in.Wk.size(), dWk, ups));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Wv, in.Wv.data(), in.Wv.size(), dWv, ups));
         if (in.bq.size()) {
-            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Bq, in.bq.data(), in.bq.size(), tmp));
+            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Bq, in.bq.data(), in.bq.size(), tmp, ups));
             dBq = tmp;
         }
         if (in.bk.size()) {
-            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Bk, in.bk.data(), in.bk.size(), tmp));
+            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Bk, in.bk.data(), in.bk.size(), tmp, ups));
             dBk = tmp;
         }
         if (in.bv.size()) {
-            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Bv, in.bv.data(), in.bv.size(), tmp));
+            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Bv, in.bv.data(), in.bv.size(), tmp, ups));
             dBv = tmp;
         }
         ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Q, std::size_t(T) * wq, dQ));
@@ -306,18 +308,22 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
         ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::V, std::size_t(S) * wv, dV));
     }
     if (hasWo) {
-        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Wo, in.Wo.data(), in.Wo.size(), dWo));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Wo, in.Wo.data(), in.Wo.size(), dWo, ups));
         if (in.bo.size()) {
-            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Bo, in.bo.data(), in.bo.size(), tmp));
+            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Bo, in.bo.data(), in.bo.size(), tmp, ups));
             dBo = tmp;
         }
     }
     if (additive) {
-        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Aq, in.additive.Aq.data(), in.additive.Aq.size(), dAq));
-        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Ak, in.additive.Ak.data(), in.additive.Ak.size(), dAk));
-        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Wvec, in.additive.wv.data(), in.additive.wv.size(), dWvec));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Aq, in.additive.Aq.data(), in.additive.Aq.size(), dAq, ups));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Ak, in.additive.Ak.data(), in.additive.Ak.size(), dAk, ups));
+        ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Wvec, in.additive.wv.data(), in.additive.wv.size(), dWvec, ups));
     }
     int* dKeyOpen = nullptr;
+    // The mask's parts are listed too; `lens` lives to stagedUpload, which has copied every piece out of its
+    // source when it returns (into the staging, or, straight, as a cudaMemcpyAsync from pageable memory does:
+    // CUDA runtime API, "API synchronization behavior").
+    std::vector<int> lens;
     if (anyMask) {
         // The custom mask is already in the scores' storage order (Row T×S, Column S×T, row-major), the one
         // buildMaskKernel indexes; one valid length per query (a single value applies to all).
@@ -327,26 +333,26 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
         std::uint8_t* bytes = nullptr;
         int* ints = nullptr;
         if (!in.mask.keyPadding.empty()) {
-            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::KeyPadding, in.mask.keyPadding.data(), in.mask.keyPadding.size(), bytes));
+            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::KeyPadding, in.mask.keyPadding.data(), in.mask.keyPadding.size(), bytes, ups));
             dPad = bytes;
         }
-        std::vector<int> lens;
         if (!in.mask.validLens.empty()) {
             lens = in.mask.validLens.size() == 1 ? std::vector<int>(std::size_t(T), in.mask.validLens[0]) : in.mask.validLens;
-            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::ValidLens, lens.data(), lens.size(), ints));
+            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::ValidLens, lens.data(), lens.size(), ints, ups));
             dLens = ints;
         }
         if (in.mask.custom.size() > 0) {
-            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Custom, in.mask.custom.data(), std::size_t(in.mask.custom.size()), bytes));
+            ATTNSCOPE_RETURN_IF_ERROR(upload(ws, Buf::Custom, in.mask.custom.data(), std::size_t(in.mask.custom.size()), bytes, ups));
             dCustom = bytes;
         }
         ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Mask, TS, dMask));
         ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::KeyOpen, std::size_t(T), dKeyOpen));
+        ATTNSCOPE_RETURN_IF_ERROR(stagedUpload(stream, ws.staging(), ups));
+        ups.clear();
         ATTNSCOPE_CUDA_TRY(cudaMemsetAsync(dKeyOpen, 0, sizeof(int) * std::size_t(T), stream));
         ATTNSCOPE_CUDA_TRY(launchBuildMask(dMask, T, S, st.col, in.mask.causal, dPad, dLens, dCustom, dKeyOpen, stream));
-        // `lens` may go out of scope now: a cudaMemcpyAsync from pageable memory returns once its source has been
-        // staged (CUDA runtime API, "API synchronization behavior").
     }
+    ATTNSCOPE_RETURN_IF_ERROR(stagedUpload(stream, ws.staging(), ups));
     float *dScores = nullptr, *dWeights = nullptr, *dConcat = nullptr, *dOutput = nullptr;
     ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Scores, TS * H, dScores));
     ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Weights, TS * H, dWeights));
@@ -357,6 +363,8 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     ATTNSCOPE_RETURN_IF_ERROR(ws.get(Buf::Flags, kFinitenessSlots, dFlags));
     ATTNSCOPE_CUDA_TRY(cudaMemsetAsync(dFlags, 0xff, kFinitenessSlots * sizeof(unsigned long long), stream));
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ws.event(1), stream));
+    // The copy stream writes the staging's slots (downloadStaged) only once the uploads have read them.
+    ATTNSCOPE_CUDA_TRY(cudaStreamWaitEvent(ws.copyStream(), ws.event(1), 0));
 
     // [projections]
     if (!direct) {

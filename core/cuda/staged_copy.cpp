@@ -155,4 +155,54 @@ Status stagedDownload(cudaStream_t stream, PinnedStaging& staging, const std::ve
     return failed;
 }
 
+Status stagedUpload(cudaStream_t stream, PinnedStaging& staging, const std::vector<DevicePiece>& pieces)
+{
+    std::size_t total = 0;
+    for (const DevicePiece& p : pieces) total += p.bytes;
+    bool staged = total >= kStagedUploadFromBytes && total <= staging.bytes();
+    if (staged) {
+        const Status s = staging.ensure();
+        if (!s.ok() && s.code != StatusCode::ResourceExhausted) return s;
+        staged = s.ok();
+    }
+    // The staging's last readers (an earlier call's uploads that an error left in flight) ran on this stream.
+    if (staged) ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(stream));
+    if (!staged) {
+        for (const DevicePiece& p : pieces)
+            if (p.bytes) ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(p.dev, p.host, p.bytes, cudaMemcpyHostToDevice, stream));
+        return {};
+    }
+    // The pieces' bytes side by side in the pinned buffer, cut into near-equal spans of at least an eighth of a slot
+    // (1 MiB), one per host thread (the calling one among them).
+    char* pinned = reinterpret_cast<char*>(staging.slot(0));
+    const std::size_t minSpan = std::max<std::size_t>(1, staging.chunkFloats() * sizeof(float) / 8);
+    const std::size_t threads = std::max<std::size_t>(
+        1, std::min<std::size_t>(std::max(1u, std::thread::hardware_concurrency()), total / minSpan));
+    auto copySpan = [&](std::size_t from, std::size_t to) {  // bytes [from, to) of the pieces laid end to end
+        std::size_t base = 0;
+        for (const DevicePiece& p : pieces) {
+            const std::size_t a = std::max(from, base), b = std::min(to, base + p.bytes);
+            if (a < b) std::memcpy(pinned + a, static_cast<const char*>(p.host) + (a - base), b - a);
+            base += p.bytes;
+        }
+    };
+    const std::size_t share = (total + threads - 1) / threads;
+    std::vector<std::thread> pool;
+    std::size_t t = 1;
+    try {
+        for (; t < threads; ++t) pool.emplace_back(copySpan, share * t, std::min(total, share * (t + 1)));
+    } catch (const std::system_error&) {
+        // Fewer threads than asked: this one copies the spans left.
+    }
+    copySpan(0, std::min(total, share));
+    if (t < threads) copySpan(std::min(total, share * t), total);
+    for (std::thread& t : pool) t.join();
+    std::size_t at = 0;
+    for (const DevicePiece& p : pieces) {
+        if (p.bytes) ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(p.dev, pinned + at, p.bytes, cudaMemcpyHostToDevice, stream));
+        at += p.bytes;
+    }
+    return {};
+}
+
 } // namespace attn::cuda

@@ -46,6 +46,13 @@ constexpr std::size_t kStagedFromBytes = ATTNSCOPE_STAGED_FROM_BYTES;
 constexpr std::size_t kStagedFromBytes = std::size_t(4) << 20;
 #endif
 
+// Uploads of fewer bytes in all go straight (stagedUpload): a call's inputs at a window's sizes.
+#ifdef ATTNSCOPE_STAGED_UPLOAD_FROM_BYTES  // the emulated tests: their inputs of a few KiB go through the staging
+constexpr std::size_t kStagedUploadFromBytes = ATTNSCOPE_STAGED_UPLOAD_FROM_BYTES;
+#else
+constexpr std::size_t kStagedUploadFromBytes = kStagedFromBytes;
+#endif
+
 // `slots` chunks of `chunkBytes` of pinned host memory and an event per slot, allocated on first use and kept for
 // the process (never freed: see Workspace). Not thread-safe: its owner's lock guards it.
 class PinnedStaging {
@@ -74,6 +81,21 @@ private:
 // once every chunk is in its destination. The destinations need not be touched beforehand: the pool's threads
 // fault their pages in, in parallel.
 Status stagedDownload(cudaStream_t stream, PinnedStaging& staging, const std::vector<HostPiece>& pieces);
+
+// `bytes` at `host` bound for `dev` (host → device).
+struct DevicePiece {
+    void* dev = nullptr;
+    const void* host = nullptr;
+    std::size_t bytes = 0;
+};
+
+// Uploads every piece on `stream` through `staging`'s memory, seen as one pinned buffer: host threads copy the pieces
+// into it side by side (a pageable upload runs at the driver's one-thread rate, 8-9 GB/s on the H100's host, and
+// returns only once its source was staged), then each crosses at the pinned rate. Returns with the copies in flight:
+// the staging must not be written again before they are done (the caller's stream orders that, e.g. a copy stream
+// made to wait for an event after them). Pieces larger in all than the staging go straight, as does everything
+// when ensure() fails for want of pinned memory.
+Status stagedUpload(cudaStream_t stream, PinnedStaging& staging, const std::vector<DevicePiece>& pieces);
 
 // Straight copies of every piece on `stream` (each after its `ready` event), for when no pinned memory is to be
 // had or the pieces are small; returns with the copies still in flight (synchronise the stream).
