@@ -20,7 +20,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <future>
 #include <limits>
+#include <memory>
+#include <mutex>
+#include <system_error>
 
 namespace attn::detail {
 
@@ -196,6 +200,31 @@ long long roomRows(const DecoderConfig& c, long long n)
     return std::clamp<long long>(LazyLayer::defaultSpareRows(n), 0, std::max<long long>(0, c.maxPositions - n));
 }
 
+// What a device call's results replace in the run: the earlier call's host buffers (1.3-1.6 GB at 8192 tokens). Freeing
+// them hands every page back to the kernel, about 60 ms a GB on one thread (92 ms for 1.5 GB on the development
+// machine; the gap between an 8192-token forward's phases and its wall time on the H100, 78 ms), so they are freed
+// on a thread of their own (release) while the caller goes on with the new run.
+struct Replaced {
+    std::vector<Matrix> matrices;
+    std::vector<std::shared_ptr<const LazyLayer>> lazy;  // freed with their last holder, which may be the window's
+    std::vector<std::vector<HeadWeights>> weights;
+};
+
+// Frees `old` on a background thread, one batch at a time (a call waits for the batch before it: at most two runs'
+// buffers are ever held), or here when no thread is to be had. The last batch is waited for at exit.
+void release(Replaced&& old)
+{
+    static std::mutex mutex;
+    static std::future<void> last;  // destroyed at exit: its destructor waits for the batch
+    std::lock_guard<std::mutex> lock(mutex);
+    if (last.valid()) last.wait();
+    try {
+        last = std::async(std::launch::async, [batch = std::move(old)]() mutable { Replaced freedHere = std::move(batch); });
+    } catch (const std::system_error&) {
+        // No thread: the batch is freed here, with the lambda that held it.
+    }
+}
+
 DecoderRun::DeviceTimings timingsOf(const cuda::DeviceForwardTimings& t)
 {
     return {t.embed, t.layers, t.head, t.copies, t.total, t.bytesBack, t.bytesUp};
@@ -231,10 +260,15 @@ Status deviceRecompute(DecoderModel& model, int fromLayer, DecoderRun& run, Surp
     cuda::DeviceForwardResult out;
     if (Status s = cuda::decoderForward(**weights, req, out); !s.ok()) return makeError(s.code, "the GPU forward: " + s.message);
 
-    // Into the run, as runLayer / lazyLayer / predictions leave it.
-    if (fromLayer == 0) run.hidden[0] = std::move(out.hidden[0]);
+    // Into the run, as runLayer / lazyLayer / predictions leave it; what it held there freed in the background.
+    Replaced old;
+    auto replace = [&old](Matrix& dst, Matrix&& src) {
+        old.matrices.push_back(std::move(dst));
+        dst = std::move(src);
+    };
+    if (fromLayer == 0) replace(run.hidden[0], std::move(out.hidden[0]));
     for (int l = fromLayer; l < L; ++l) {
-        run.hidden[static_cast<std::size_t>(l) + 1] = std::move(out.hidden[static_cast<std::size_t>(l) + 1]);
+        replace(run.hidden[static_cast<std::size_t>(l) + 1], std::move(out.hidden[static_cast<std::size_t>(l) + 1]));
         cuda::DeviceLayerResult& r = out.layers[static_cast<std::size_t>(l)];
         AttentionResult& res = run.attention[static_cast<std::size_t>(l)];
         res.warnings.clear();
@@ -246,19 +280,23 @@ Status deviceRecompute(DecoderModel& model, int fromLayer, DecoderRun& run, Surp
         res.timings = {};
         if (run.lazy) {
             // lazyLayer's: Q, K, V and lse in a LazyLayer, adopted with the spare rows they came back with.
-            run.lazyLayers[static_cast<std::size_t>(l)] = LazyLayer::adopt(std::move(r.Q), std::move(r.K), std::move(r.lse), std::move(r.V), n);
-            res.Q.resize(0, 0);
-            res.K.resize(0, 0);
-            res.V.resize(0, 0);
-            res.concat.resize(0, 0);
+            std::shared_ptr<const LazyLayer>& lazy = run.lazyLayers[static_cast<std::size_t>(l)];
+            old.lazy.push_back(std::move(lazy));
+            lazy = LazyLayer::adopt(std::move(r.Q), std::move(r.K), std::move(r.lse), std::move(r.V), n);
+            replace(res.Q, Matrix());
+            replace(res.K, Matrix());
+            replace(res.V, Matrix());
+            replace(res.concat, Matrix());
             res.heads.clear();
         } else {
-            res.Q = std::move(r.Q);
-            res.K = std::move(r.K);
-            res.V = std::move(r.V);
-            res.concat = std::move(r.concat);
+            replace(res.Q, std::move(r.Q));
+            replace(res.K, std::move(r.K));
+            replace(res.V, std::move(r.V));
+            replace(res.concat, std::move(r.concat));
             res.heads.assign(static_cast<std::size_t>(c.heads), HeadResult{});
             std::vector<HeadWeights>& kept = run.weights[static_cast<std::size_t>(l)];
+            old.weights.push_back(std::move(kept));
+            kept.clear();
             kept.resize(static_cast<std::size_t>(c.heads));
             for (int h = 0; h < c.heads; ++h)
                 kept[static_cast<std::size_t>(h)] = HeadWeights(std::move(r.weights[static_cast<std::size_t>(h)]));
@@ -272,7 +310,8 @@ Status deviceRecompute(DecoderModel& model, int fromLayer, DecoderRun& run, Surp
         run.deviceLayers.resize(static_cast<std::size_t>(L));
         for (int l = fromLayer; l < L; ++l) run.deviceLayers[static_cast<std::size_t>(l)] = run.lazyLayers[static_cast<std::size_t>(l)];
     }
-    run.finalHidden = std::move(out.finalHidden);
+    replace(run.finalHidden, std::move(out.finalHidden));
+    release(std::move(old));
     run.lastLogits = std::move(out.lastLogits);
     if (surprise == SurpriseUpdate::Now) {
         run.surprise = std::move(out.surprise);
