@@ -2,6 +2,7 @@
 
 #include <attnscope/device_maps.h>
 
+#include <system_error>
 #include <utility>
 
 namespace app {
@@ -219,7 +220,10 @@ void ComputeWorker::run()
         m_running = true;
         m_started = std::chrono::steady_clock::now();
         ++m_jobsStarted;
+        std::vector<attn::HeadResult> dropped;
+        if (job.cfg.mapsOnDevice) dropped = parkBufferMaps();
         lock.unlock();
+        if (!dropped.empty()) releaseLater(std::move(dropped));
 
         attn::Status st = m_fn(job.in, job.cfg, m_buffer);
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m_started).count();
@@ -228,6 +232,34 @@ void ComputeWorker::run()
         m_running = false;
         m_finished = Finished{std::move(st), job.revision, ms};
         m_cv.notify_all();
+    }
+}
+
+std::vector<attn::HeadResult> ComputeWorker::parkBufferMaps()
+{
+    std::vector<attn::HeadResult> dropped;
+    const bool room = !m_mapsFinished && !m_fetching;  // m_maps is no one else's now
+    if (room && m_maps.heads.size() < m_buffer.heads.size()) m_maps.heads.resize(m_buffer.heads.size());
+    for (std::size_t h = 0; h < m_buffer.heads.size(); ++h) {
+        attn::HeadResult& from = m_buffer.heads[h];
+        if (from.scores.size() == 0 && from.weights.size() == 0 && from.masked.size() == 0) continue;
+        attn::HeadResult* to = room && m_maps.heads[h].scores.size() == 0 && m_maps.heads[h].weights.size() == 0 ? &m_maps.heads[h] : nullptr;
+        if (!to) to = &dropped.emplace_back();
+        std::swap(to->scores, from.scores);
+        std::swap(to->weights, from.weights);
+        std::swap(to->masked, from.masked);
+        m_buffer.cache = attn::IncrementalCache();  // its maps are gone: nothing to update incrementally
+    }
+    return dropped;
+}
+
+void ComputeWorker::releaseLater(std::vector<attn::HeadResult>&& maps)
+{
+    if (m_release.valid()) m_release.wait();
+    try {
+        m_release = std::async(std::launch::async, [batch = std::move(maps)]() mutable { std::vector<attn::HeadResult> freedHere = std::move(batch); });
+    } catch (const std::system_error&) {
+        // No thread: the batch is freed here, with the lambda that held it.
     }
 }
 

@@ -33,6 +33,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -119,6 +120,12 @@ private:
     static std::optional<FetchJob> fetchJobOf(const attn::AttentionResult& shown);
     void run();
     void fetch(std::unique_lock<std::mutex>& lock);
+    // Before a compute that keeps its maps on the device (which drops the buffer's): the buffer's host maps become
+    // the next fetch's storage when m_maps has room, else they are returned to be freed (under m_mutex).
+    std::vector<attn::HeadResult> parkBufferMaps();
+    // Frees `maps` on a thread of its own (after the batch before it): a result's maps at n = 8192 are 4 GB, whose
+    // pages take a quarter of a second to hand back. Here when no thread is to be had.
+    void releaseLater(std::vector<attn::HeadResult>&& maps);
     bool fetchWaits() const { return m_fetch && !m_finished && !m_mapsFinished; }
 
     ComputeFn m_fn;
@@ -138,6 +145,7 @@ private:
     std::optional<MapsFinished> m_mapsFinished;  // set while m_maps holds fetched maps, untaken
     attn::AttentionResult m_maps;        // the fetch's target: only HeadResults' maps (the worker's while fetching)
     long m_fetchesAbandoned = 0;
+    std::future<void> m_release;         // the last releaseLater's (its destructor waits for it)
     std::chrono::steady_clock::time_point m_started;
     long m_jobsStarted = 0;
     std::thread m_thread;  // last: starts after every other member is ready

@@ -17,6 +17,7 @@
 // of AttentionInput/AttentionResult are uploaded and downloaded as they are.
 #include "cuda_backend.h"
 #include "cuda_status.h"
+#include "host_tasks.h"
 #include "kernels.h"
 #include "in_flight.h"
 #include "staged_copy.h"
@@ -33,7 +34,6 @@
 #include <mutex>
 #include <string>
 #include <system_error>
-#include <future>
 #include <thread>
 #include <vector>
 
@@ -207,26 +207,13 @@ void spreadMask(AttentionResult& out, bool anyMask, int h)
     else if (h > 0) std::memcpy(r.masked.data(), out.heads[0].masked.data(), std::size_t(r.masked.size()));
 }
 
-// fn(h) for every head h, on up to one host thread per hardware thread (the calling one among them): the per-head
-// copies of a result (its views of Q, K, V and the concat, and its mask: T×S bytes a head) are independent and
-// bound by the host's memory, which one thread does not saturate (host_memcpy_gbs in the GPU bounds is measured
-// on every thread). Without threads to be had, the calling thread does them all.
+// fn(h) for every head h, on the host pool's threads (host_tasks.h): the per-head copies of a result (its views of Q,
+// K, V and the concat, and its mask: T×S bytes a head) are independent and bound by the host's memory, which one
+// thread does not saturate (host_memcpy_gbs in the GPU bounds is measured on every thread).
 template <class Fn>
 void forEachHead(int heads, const Fn& fn)
 {
-    const int threads = std::min(heads, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-    std::atomic<int> next{0};
-    auto work = [&] {
-        for (int h = next++; h < heads; h = next++) fn(h);
-    };
-    std::vector<std::thread> pool;
-    try {
-        for (int t = 1; t < threads; ++t) pool.emplace_back(work);
-    } catch (const std::system_error&) {
-        // Fewer threads than asked: the ones started and this one share the heads.
-    }
-    work();
-    for (std::thread& t : pool) t.join();
+    forEachOnPool(heads, [&fn](int h) { fn(h); });
 }
 
 double elapsedMs(cudaEvent_t a, cudaEvent_t b)
@@ -474,20 +461,9 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
             r.V = out.V.middleCols(d.kvHead(h) * d.dv, d.dv);
         }
     };
-    std::future<void> views;
-    try {
-        views = std::async(std::launch::async, [&] { forEachHead(H, inputViews); });
-    } catch (const std::system_error&) {
-        // No thread to be had: the views are cut below, after the copies.
-    }
-    // Waits for the views before leaving, whichever way (they write into `out`).
-    struct Join {
-        std::future<void>& f;
-        ~Join()
-        {
-            if (f.valid()) f.wait();
-        }
-    } join{views};
+    // On the pool, one task a head; the group waits for them before leaving, whichever way (they write into `out`).
+    TaskGroup views;
+    for (int h = 0; h < H; ++h) views.run([&inputViews, h] { inputViews(h); });
     ATTNSCOPE_CUDA_TRY(cudaEventSynchronize(ws.event(7)));
     ATTNSCOPE_CUDA_TRY(cudaGetLastError());
     const auto tKernels = Clock::now();
@@ -524,8 +500,7 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     // The rest of each head's views and flags, on the host (copies, counted with the transfers), one head per host
     // thread.
     const auto tHost = Clock::now();
-    if (views.valid()) views.get();  // rethrows what a view's copy threw (std::bad_alloc)
-    else forEachHead(H, inputViews);
+    views.wait();  // rethrows what a view's copy threw (std::bad_alloc)
     if (!hasWo) out.output = out.concat;
     // A query is fully masked when fill is -inf and every one of its keys is masked: exactly when the
     // softmax kernel's running maximum stays -inf (scores are finite), i.e. when it wrote a zero row.

@@ -1,5 +1,7 @@
 #include "staged_copy.h"
 
+#include "host_tasks.h"
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
@@ -47,110 +49,66 @@ Status directDownload(cudaStream_t stream, const std::vector<HostPiece>& pieces)
     return {};
 }
 
-// The device copies chunk k into slot k mod slots while a pool of host threads (one per hardware thread, at most
-// one per slot) moves the chunks before it out; a slot is refilled once its chunk was moved out. The first version
-// started a thread per chunk and waited for the slots in order: 6 GB/s on the H100's host.
+// The device copies chunk k into slot k mod slots while the host pool's threads (host_tasks.h) move the chunks before
+// it out; a slot is refilled once its chunk was moved out. The first version started a thread per chunk and waited
+// for the slots in order: 6 GB/s on the H100's host.
 Status stagedDownload(cudaStream_t stream, PinnedStaging& staging, const std::vector<HostPiece>& pieces)
 {
     const std::size_t chunk = staging.chunkFloats();
     const int slots = staging.slots();
-    std::size_t total = 0;
-    for (const HostPiece& p : pieces) total += p.count;
-
-    // The pool: chunks handed over in a queue; a slot is free again when its chunk was moved (or failed).
-    struct Job {
-        float* dst;
-        const float* slot;
-        std::size_t count;
-        int s;
-    };
     std::mutex mutex;
-    std::condition_variable wake, freed;
-    std::deque<Job> queue;
+    std::condition_variable freed;
     std::vector<bool> busy(std::size_t(slots), false);
-    bool closed = false;
     cudaError_t moveError = cudaSuccess;
-    auto worker = [&] {
-        for (;;) {
-            Job job;
-            {
-                std::unique_lock<std::mutex> lock(mutex);
-                wake.wait(lock, [&] { return closed || !queue.empty(); });
-                if (queue.empty()) return;
-                job = queue.front();
-                queue.pop_front();
-            }
-            const cudaError_t e = cudaEventSynchronize(staging.event(job.s));
-            if (e == cudaSuccess) std::memcpy(job.dst, job.slot, job.count * sizeof(float));
-            {
-                std::lock_guard<std::mutex> lock(mutex);
-                if (e != cudaSuccess && moveError == cudaSuccess) moveError = e;
-                busy[std::size_t(job.s)] = false;
-            }
-            freed.notify_all();
-        }
-    };
-    const std::size_t chunks = (total + chunk - 1) / chunk;
-    const unsigned threads = static_cast<unsigned>(
-        std::min<std::size_t>({std::max(1u, std::thread::hardware_concurrency()), std::size_t(slots), std::max<std::size_t>(chunks, 1)}));
-    std::vector<std::thread> pool;
-    try {
-        for (unsigned t = 0; t < threads; ++t) pool.emplace_back(worker);
-    } catch (const std::system_error&) {
-        // Fewer threads than asked (none at all: the loop below moves each chunk itself).
-    }
     Status failed;
-    int k = 0;
-    for (const HostPiece& p : pieces) {
-        if (p.ready && p.count) {
-            if (const cudaError_t e = cudaStreamWaitEvent(stream, p.ready, 0); e != cudaSuccess) {
-                failed = fromCudaError(e, "cudaStreamWaitEvent(stream, piece.ready)", __FILE__, __LINE__);
-                break;
-            }
-        }
-        for (std::size_t at = 0; at < p.count && failed.ok(); at += chunk, ++k) {
-            const int s = k % slots;
-            const std::size_t n = std::min(chunk, p.count - at);
-            float* slot = staging.slot(s);
-            {
-                std::unique_lock<std::mutex> lock(mutex);
-                freed.wait(lock, [&] { return !busy[std::size_t(s)] || moveError != cudaSuccess; });
-                if (moveError != cudaSuccess) break;
-                busy[std::size_t(s)] = true;
-            }
-            cudaEvent_t copied = staging.event(s);
-            const cudaError_t e1 = cudaMemcpyAsync(slot, p.dev + at, n * sizeof(float), cudaMemcpyDeviceToHost, stream);
-            const cudaError_t e2 = e1 == cudaSuccess ? cudaEventRecord(copied, stream) : e1;
-            if (e2 != cudaSuccess) {
-                failed = fromCudaError(e2, "cudaMemcpyAsync(staging slot)", __FILE__, __LINE__);
-                std::lock_guard<std::mutex> lock(mutex);
-                busy[std::size_t(s)] = false;
-                break;
-            }
-            if (pool.empty()) {  // no thread to be had: move it out here
-                const cudaError_t e = cudaEventSynchronize(copied);
-                if (e == cudaSuccess) std::memcpy(p.host + at, slot, n * sizeof(float));
-                std::lock_guard<std::mutex> lock(mutex);
-                if (e != cudaSuccess && moveError == cudaSuccess) moveError = e;
-                busy[std::size_t(s)] = false;
-                continue;
-            }
-            {
-                std::lock_guard<std::mutex> lock(mutex);
-                queue.push_back({p.host + at, slot, n, s});
-            }
-            wake.notify_one();
-        }
-        if (!failed.ok()) break;
-        std::lock_guard<std::mutex> lock(mutex);
-        if (moveError != cudaSuccess) break;
-    }
     {
-        std::lock_guard<std::mutex> lock(mutex);
-        closed = true;
+        // Declared after what its tasks use, so that it is waited for (destroyed) first on every way out.
+        TaskGroup moves;
+        int k = 0;
+        for (const HostPiece& p : pieces) {
+            if (p.ready && p.count) {
+                if (const cudaError_t e = cudaStreamWaitEvent(stream, p.ready, 0); e != cudaSuccess) {
+                    failed = fromCudaError(e, "cudaStreamWaitEvent(stream, piece.ready)", __FILE__, __LINE__);
+                    break;
+                }
+            }
+            for (std::size_t at = 0; at < p.count && failed.ok(); at += chunk, ++k) {
+                const int s = k % slots;
+                const std::size_t n = std::min(chunk, p.count - at);
+                float* slot = staging.slot(s);
+                {
+                    std::unique_lock<std::mutex> lock(mutex);
+                    freed.wait(lock, [&] { return !busy[std::size_t(s)] || moveError != cudaSuccess; });
+                    if (moveError != cudaSuccess) break;
+                    busy[std::size_t(s)] = true;
+                }
+                cudaEvent_t copied = staging.event(s);
+                const cudaError_t e1 = cudaMemcpyAsync(slot, p.dev + at, n * sizeof(float), cudaMemcpyDeviceToHost, stream);
+                const cudaError_t e2 = e1 == cudaSuccess ? cudaEventRecord(copied, stream) : e1;
+                if (e2 != cudaSuccess) {
+                    failed = fromCudaError(e2, "cudaMemcpyAsync(staging slot)", __FILE__, __LINE__);
+                    std::lock_guard<std::mutex> lock(mutex);
+                    busy[std::size_t(s)] = false;
+                    break;
+                }
+                // Moved out by a pool thread once the copy is done (here, at once, when the pool has no thread).
+                moves.run([&, dst = p.host + at, slot, n, s, copied] {
+                    const cudaError_t e = cudaEventSynchronize(copied);
+                    if (e == cudaSuccess) std::memcpy(dst, slot, n * sizeof(float));
+                    {
+                        std::lock_guard<std::mutex> lock(mutex);
+                        if (e != cudaSuccess && moveError == cudaSuccess) moveError = e;
+                        busy[std::size_t(s)] = false;
+                    }
+                    freed.notify_all();
+                });
+            }
+            if (!failed.ok()) break;
+            std::lock_guard<std::mutex> lock(mutex);
+            if (moveError != cudaSuccess) break;
+        }
+        moves.wait();
     }
-    wake.notify_all();
-    for (std::thread& t : pool) t.join();
     if (failed.ok() && moveError != cudaSuccess) failed = fromCudaError(moveError, "cudaEventSynchronize(staging)", __FILE__, __LINE__);
     return failed;
 }
@@ -177,7 +135,7 @@ Status stagedUpload(cudaStream_t stream, PinnedStaging& staging, const std::vect
     char* pinned = reinterpret_cast<char*>(staging.slot(0));
     const std::size_t minSpan = std::max<std::size_t>(1, staging.chunkFloats() * sizeof(float) / 8);
     const std::size_t threads = std::max<std::size_t>(
-        1, std::min<std::size_t>(std::max(1u, std::thread::hardware_concurrency()), total / minSpan));
+        1, std::min<std::size_t>(std::max(1, HostTasks::instance().threads()), total / minSpan));
     auto copySpan = [&](std::size_t from, std::size_t to) {  // bytes [from, to) of the pieces laid end to end
         std::size_t base = 0;
         for (const DevicePiece& p : pieces) {
@@ -187,16 +145,9 @@ Status stagedUpload(cudaStream_t stream, PinnedStaging& staging, const std::vect
         }
     };
     const std::size_t share = (total + threads - 1) / threads;
-    std::vector<std::thread> pool;
-    std::size_t t = 1;
-    try {
-        for (; t < threads; ++t) pool.emplace_back(copySpan, share * t, std::min(total, share * (t + 1)));
-    } catch (const std::system_error&) {
-        // Fewer threads than asked: this one copies the spans left.
-    }
-    copySpan(0, std::min(total, share));
-    if (t < threads) copySpan(std::min(total, share * t), total);
-    for (std::thread& t : pool) t.join();
+    forEachOnPool(static_cast<int>(threads), [&](int t) {
+        copySpan(share * std::size_t(t), std::min(total, share * (std::size_t(t) + 1)));
+    });
     std::size_t at = 0;
     for (const DevicePiece& p : pieces) {
         if (p.bytes) ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(p.dev, pinned + at, p.bytes, cudaMemcpyHostToDevice, stream));

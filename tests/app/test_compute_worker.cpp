@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <unistd.h>
@@ -226,6 +227,77 @@ TEST(ComputeWorker, TheBufferGivenBackTakesTheNewShapes)
     // Incremental and full differ by float rounding only (test_incremental.cpp bounds it at 1e-5).
     EXPECT_TRUE(shown.output.isApprox(want.output, 1e-5f));
     for (std::size_t h = 0; h < shown.heads.size(); ++h) EXPECT_TRUE(shown.heads[h].weights.isApprox(want.heads[h].weights, 1e-5f));
+}
+
+// A compute that keeps its maps on the device drops its buffer's host maps (the result shown before the last, whose
+// maps came back): they become the storage the next fetch writes into, instead of being freed by the compute and
+// allocated again by the fetch (4 GB each way at n = 8192, a quarter of a second to free). A fake device: the compute
+// runs on the CPU and empties the maps, the fetch fills them with the CPU's maps again.
+TEST(ComputeWorker, TheBuffersMapsBecomeTheNextFetchsStorage)
+{
+    std::mutex mutex;
+    std::vector<bool> computeHadMaps;            // per compute: did its buffer still hold host maps?
+    std::vector<const float*> fetchedInto;       // per fetch: the storage of head 0's scores
+    attn::AttentionResult hostMaps;              // what the fetch hands back
+    auto compute = [&](attn::AttentionInput& in, const attn::AttentionConfig& cfg, attn::AttentionResult& out) {
+        {
+            std::lock_guard<std::mutex> lock(mutex);
+            computeHadMaps.push_back(!out.heads.empty() && out.heads[0].scores.size() > 0);
+        }
+        attn::AttentionConfig cpu = cfg;
+        cpu.mapsOnDevice = false;
+        cpu.incremental = false;
+        out.cache = attn::IncrementalCache();
+        const attn::Status st = attn::compute(in, cpu, out);
+        if (!st.ok()) return st;
+        std::lock_guard<std::mutex> lock(mutex);
+        hostMaps = out;
+        for (attn::HeadResult& h : out.heads) h.scores.resize(0, 0), h.weights.resize(0, 0), h.masked.resize(0, 0);
+        out.backend = attn::Backend::Cuda;
+        out.deviceGeneration = static_cast<std::uint64_t>(computeHadMaps.size());
+        out.mapsOnDevice = true;
+        return st;
+    };
+    auto fetch = [&](attn::AttentionResult& r, const std::function<bool()>&) {
+        std::lock_guard<std::mutex> lock(mutex);
+        fetchedInto.push_back(r.heads.empty() ? nullptr : r.heads[0].scores.data());
+        for (std::size_t h = 0; h < r.heads.size(); ++h) {
+            r.heads[h].scores = hostMaps.heads[h].scores;  // into the storage it has when the shape is the same
+            r.heads[h].weights = hostMaps.heads[h].weights;
+            r.heads[h].masked = hostMaps.heads[h].masked;
+        }
+        return attn::Status();
+    };
+    app::ComputeWorker w(compute, fetch);
+    attn::AttentionConfig cfg = seed000().config;
+    cfg.mapsOnDevice = true;
+    attn::AttentionResult shown;
+    auto computeAndTake = [&](float x00) {
+        w.submit(inputWithX00(x00), cfg, 1);
+        w.waitUntilDone();
+        ASSERT_TRUE(w.take(shown).has_value());
+    };
+    // 1. A result whose maps stay on the device, then its maps fetched into the shown result.
+    computeAndTake(1.0f);
+    w.waitUntilDone();
+    const auto maps = w.takeMaps(shown);
+    ASSERT_TRUE(maps.has_value() && maps->moved);
+    ASSERT_GT(shown.heads[0].scores.size(), 0);
+    const float* first = shown.heads[0].scores.data();
+    // 2. A second result, and before its maps are fetched an edit: the worker computes the edit first, into the buffer
+    // given back, which holds the first result's maps.
+    w.submit(inputWithX00(2.0f), cfg, 2);
+    w.waitUntilDone();
+    w.submit(inputWithX00(3.0f), cfg, 3);
+    ASSERT_TRUE(w.take(shown).has_value());
+    w.waitUntilDone();
+    ASSERT_TRUE(w.take(shown).has_value());
+    w.waitUntilDone();
+    std::lock_guard<std::mutex> lock(mutex);
+    ASSERT_EQ(computeHadMaps.size(), 3u);
+    EXPECT_FALSE(computeHadMaps[2]) << "the edit's compute was given the first result's maps to drop";
+    ASSERT_FALSE(fetchedInto.empty());
+    EXPECT_EQ(fetchedInto.back(), first) << "the last fetch did not write into the first result's maps";
 }
 
 TEST(ComputeWorker, ErrorKeepsTheLastResult)

@@ -3,6 +3,7 @@
 // and run twice for bitwise determinism. Needs a GPU: without a usable device main() returns 77, which
 // CTest reports as skipped.
 #include "cuda/cuda_backend.h"
+#include "cuda/host_tasks.h"
 #include "cuda/kernels.h"
 #include "device_result_cases.h"
 #include "device_test_main.h"
@@ -17,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -25,7 +27,9 @@
 #include <random>
 #include <algorithm>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace attn {
 namespace {
@@ -988,6 +992,48 @@ TEST(GpuBounds, RefusesBadSizesWithTheirValues)
     EXPECT_EQ(b.status().code, StatusCode::ResourceExhausted) << b.status().message;
 }
 
+// The host pool under the staged copies and the per-head views (core/cuda/host_tasks.h): a group's wait() returns once
+// every task ran, rethrows the first exception after the others finished, and groups used at once from several
+// threads each see only their own tasks.
+TEST(HostTasks, AGroupWaitsForEveryTaskAndRethrowsTheFirstError)
+{
+    std::vector<int> ran(1000, 0);
+    cuda::forEachOnPool(1000, [&](int i) { ran[std::size_t(i)] += i; });
+    for (int i = 0; i < 1000; ++i) ASSERT_EQ(ran[std::size_t(i)], i) << "task " << i;
+
+    std::atomic<int> finished{0};
+    {
+        cuda::TaskGroup group;
+        for (int i = 0; i < 64; ++i)
+            group.run([&finished, i] {
+                if (i == 7) throw std::runtime_error("task 7 failed");
+                ++finished;
+            });
+        EXPECT_THROW(
+            {
+                try {
+                    group.wait();
+                } catch (const std::runtime_error& e) {
+                    EXPECT_STREQ(e.what(), "task 7 failed");
+                    throw;
+                }
+            },
+            std::runtime_error);
+        EXPECT_EQ(finished.load(), 63);
+    }
+
+    std::vector<std::thread> users;
+    std::vector<long long> sums(4, 0);
+    for (int u = 0; u < 4; ++u)
+        users.emplace_back([&sums, u] {
+            std::vector<long long> parts(200, 0);
+            cuda::forEachOnPool(200, [&](int i) { parts[std::size_t(i)] = (u + 1) * i; });
+            for (long long p : parts) sums[std::size_t(u)] += p;
+        });
+    for (std::thread& t : users) t.join();
+    for (int u = 0; u < 4; ++u) EXPECT_EQ(sums[std::size_t(u)], (u + 1) * 199LL * 200 / 2) << "user " << u;
+}
+
 } // namespace
 } // namespace attn
 
@@ -1000,3 +1046,4 @@ int main(int argc, char** argv)
     for (const auto& [kind, worst] : attn::worstNmse()) std::printf("  %-14s %.3e\n", kind.c_str(), worst);
     return result;
 }
+
