@@ -22,7 +22,6 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <cstdint>
 #include <cstdio>
 #include <cmath>
 #include <limits>
@@ -30,8 +29,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-
-#include <sys/mman.h>
 
 namespace attn::cuda {
 
@@ -754,10 +751,7 @@ Status finishCall(DecoderContext& ctx, const Matrix& lastRow, std::chrono::stead
 // computes, so that the copies write into memory that is already mapped. A copy into fresh pageable memory runs
 // at the rate the kernel maps pages in, in the driver's one thread: 1.5 GB/s on the H100's host for the 1.56 GB of
 // an 8192-token run, where a buffer already touched takes the driver's pageable rate (gpu_bounds'
-// pageable_device_to_host_gbs). Through the pinned staging, whose pool threads move each chunk out as it comes, the
-// pages are mapped without writing to them (madvise MADV_POPULATE_WRITE, Linux 5.14 and later; elsewhere the moves
-// fault them in), since the moves may already be writing there: the moves then run at the host's memcpy rate,
-// where faulting 1.5 GB in as they went left 56 ms of SmolLM2's 8192-token copies after its last layer on the H100.
+// pageable_device_to_host_gbs).
 class HostPrefault {
 public:
     // Sizes m ((rows + spare) × cols) and adds its first rows; nothing is touched until start().
@@ -768,23 +762,18 @@ public:
         if (bytes > 0) m_ranges.push_back({reinterpret_cast<char*>(m.data()), bytes});
         m_bytes += bytes;
     }
-    // Starts the touching when there is enough of it to be worth threads (kPrefaultFromBytes); keepContents: map the
-    // pages without writing to them (the copies may be writing there already), or not at all where that cannot be.
-    void start(bool keepContents)
+    // Starts the touching when there is enough of it to be worth threads (kPrefaultFromBytes).
+    void start()
     {
         if (m_bytes < kPrefaultFromBytes) return;
-        // Mapping while the host still launches the layers: half the hardware threads, so that the launches keep theirs.
-        const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-        const unsigned threads = std::clamp(keepContents ? hw / 2 : hw, 1u, 16u);
+        const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 16u);
         const std::size_t share = (m_bytes + threads - 1) / threads;
         for (unsigned t = 0; t < threads; ++t) {
-            auto touch = [this, first = share * t, last = std::min(m_bytes, share * (t + 1)), keepContents] {
+            auto touch = [this, first = share * t, last = std::min(m_bytes, share * (t + 1))] {
                 std::size_t base = 0;  // bytes of the ranges before this one
                 for (const auto& [p, len] : m_ranges) {
                     const std::size_t from = std::max(first, base), to = std::min(last, base + len);
-                    if (from < to && keepContents) populate(p + (from - base), to - from);
-                    else if (!keepContents)
-                        for (std::size_t b = from; b < to; b += kPage) p[b - base] = 0;
+                    for (std::size_t b = from; b < to; b += kPage) p[b - base] = 0;
                     base += len;
                 }
             };
@@ -804,18 +793,6 @@ public:
 
 private:
     static constexpr std::size_t kPage = 4096;
-    // The whole pages within [p, p + len) mapped writable, their contents as they are (zeros, or what a copy already
-    // wrote); the pages at the edges are left to the copies.
-    static void populate(char* p, std::size_t len)
-    {
-#ifdef MADV_POPULATE_WRITE
-        const std::uintptr_t a = (reinterpret_cast<std::uintptr_t>(p) + kPage - 1) / kPage * kPage;
-        const std::uintptr_t b = (reinterpret_cast<std::uintptr_t>(p) + len) / kPage * kPage;
-        if (a < b) (void)madvise(reinterpret_cast<void*>(a), b - a, MADV_POPULATE_WRITE);  // EINVAL before 5.14: nothing done
-#else
-        (void)p, (void)len;
-#endif
-    }
 #ifdef ATTNSCOPE_PREFAULT_FROM_BYTES  // the emulated tests' build touches every forward's buffers, to cover it
     static constexpr std::size_t kPrefaultFromBytes = ATTNSCOPE_PREFAULT_FROM_BYTES;
 #else
@@ -955,7 +932,7 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
         if (!st.ok() && st.code != StatusCode::ResourceExhausted) return st;
         staged = st.ok();  // no pinned memory to be had: the straight copies, slower
     }
-    prefault.start(staged);
+    if (!staged) prefault.start();
     // The targets of positions 0…n−2 are tokens 1…n−1 (uploaded from a host copy that lives to the sync below).
     std::vector<int> targets(req.ids.begin() + 1, req.ids.end());
     targets.push_back(-1);
