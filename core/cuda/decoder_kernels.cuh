@@ -269,34 +269,38 @@ __global__ void lazyTileKernel(LazyMapsArgs g, float* out)
     }
 }
 
-// LazyMaps::pooled (and the default pooled() of the scores): cell (p, c) of outRows × outCols is the largest value
-// over the rect's block rows [p·R/outRows, (p+1)·R/outRows) × cols [c·C/outCols, …) (AttentionMaps::blockStart). The
-// weights' block maximum is exp(max(score − lse)) over the visible cells (0 when none); the scores' the largest
-// score (all finite). One warp per pooled cell.
-__global__ void lazyPooledKernel(LazyMapsArgs g, int outRows, int outCols, float* out)
+// LazyMaps::pooled (and the default pooled() of the scores) over scores a GEMM already made: `strip` holds the map rows
+// [a0, a0 + its rows) × the read's g.cols columns from g.c0 (row-major, g.cols apart), each scale·q·k before the
+// soft-cap. Cell (p, c) of outRows × outCols, for the pooled rows [p0, p1) whose blocks lie in the strip, is the
+// largest value over the rect's block rows [p·R/outRows, (p+1)·R/outRows) × cols [c·C/outCols, …)
+// (AttentionMaps::blockStart). The weights' block maximum is exp(max(score − lse)) over the visible cells (0 when
+// none); the scores' the largest score (all finite). One warp per pooled cell.
+__global__ void lazyPoolStripKernel(LazyMapsArgs g, const float* strip, int a0, int outRows, int outCols, int p0, int p1, float* out)
 {
     const int r0 = g.r0, c0 = g.c0, rows = g.rows, cols = g.cols;
     const bool weights = g.weights;
     const int lane = threadIdx.x % kDecWarp;
-    const long long cells = static_cast<long long>(outRows) * outCols;
+    const long long cells = static_cast<long long>(p1 - p0) * outCols;
     for (long long e = firstRow(); e < cells; e += rowStep()) {
-        const int p = static_cast<int>(e / outCols), c = static_cast<int>(e % outCols);
+        const int p = p0 + static_cast<int>(e / outCols), c = static_cast<int>(e % outCols);
         const int i0 = static_cast<int>(static_cast<long long>(p) * rows / outRows), i1 = static_cast<int>(static_cast<long long>(p + 1) * rows / outRows);
         const int j0 = static_cast<int>(static_cast<long long>(c) * cols / outCols), j1 = static_cast<int>(static_cast<long long>(c + 1) * cols / outCols);
         const int w = j1 - j0;
         float best = -INFINITY;
         for (long long k = lane; k < static_cast<long long>(i1 - i0) * w; k += kDecWarp) {
             const int i = r0 + i0 + static_cast<int>(k / w), j = c0 + j0 + static_cast<int>(k % w);
+            float v = strip[static_cast<long long>(i - a0) * cols + (j - c0)];
+            if (g.softcap > 0) v = g.softcap * tanhf(v / g.softcap);
             if (!weights) {
-                best = fmaxf(best, lazyScore(g, i, j));
+                best = fmaxf(best, v);
                 continue;
             }
             const float shift = g.lse[static_cast<long long>(i) * g.H + g.head];
             if (shift == -INFINITY || (g.causal && j > i) || (g.window > 0 && j <= i - g.window)) continue;
-            best = fmaxf(best, lazyScore(g, i, j) - shift);
+            best = fmaxf(best, v - shift);
         }
         best = warpMax(best);
-        if (lane == 0) out[e] = weights ? expf(best) : best;
+        if (lane == 0) out[static_cast<long long>(p) * outCols + c] = weights ? expf(best) : best;
     }
 }
 

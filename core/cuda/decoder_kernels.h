@@ -60,7 +60,10 @@ struct LazyMapsArgs {
     int r0, c0, rows, cols;
 };
 cudaError_t launchLazyTile(const LazyMapsArgs& a, float* out, cudaStream_t stream);
-cudaError_t launchLazyPooled(const LazyMapsArgs& a, int outRows, int outCols, float* out, cudaStream_t stream);
+// The pooled rows [p0, p1) of the read's outRows × outCols (into out, row-major) from `strip`: the scale·q·k of the map
+// rows a0… (those rows' blocks) × the read's columns, row-major, a.cols apart (a GEMM's, in lazyMapsRead).
+cudaError_t launchLazyPoolStrip(const LazyMapsArgs& a, const float* strip, int a0, int outRows, int outCols, int p0, int p1, float* out,
+                                cudaStream_t stream);
 // kind: FfnKind's order (0 SwiGLU, 1 GeGLU tanh: a = act(a)·b; 2 GELU tanh, 3 GELU erf: a = act(a + bias)).
 cudaError_t launchActivation(float* a, const float* b, const float* bias, long long rows, int width, int kind,
                              cudaStream_t stream);

@@ -80,10 +80,11 @@ cudaError_t launchLazyTile(const LazyMapsArgs& a, float* out, cudaStream_t strea
     ATTNSCOPE_DECODER_LAUNCH(lazyTileKernel, s, stream, a, out);
 }
 
-cudaError_t launchLazyPooled(const LazyMapsArgs& a, int outRows, int outCols, float* out, cudaStream_t stream)
+cudaError_t launchLazyPoolStrip(const LazyMapsArgs& a, const float* strip, int a0, int outRows, int outCols, int p0, int p1, float* out,
+                                cudaStream_t stream)
 {
-    const DecShape s = rowShape(static_cast<long long>(outRows) * outCols, ATTNSCOPE_DECODER_GRID_CAP);
-    ATTNSCOPE_DECODER_LAUNCH(lazyPooledKernel, s, stream, a, outRows, outCols, out);
+    const DecShape s = rowShape(static_cast<long long>(p1 - p0) * outCols, ATTNSCOPE_DECODER_GRID_CAP);
+    ATTNSCOPE_DECODER_LAUNCH(lazyPoolStripKernel, s, stream, a, strip, a0, outRows, outCols, p0, p1, out);
 }
 
 } // namespace attn::cuda
