@@ -5,6 +5,7 @@
 #include "cuda/cuda_backend.h"
 #include "cuda/host_tasks.h"
 #include "cuda/kernels.h"
+#include "cuda/staged_copy.h"
 #include "device_result_cases.h"
 #include "device_test_main.h"
 #include "test_util.h"
@@ -1032,6 +1033,39 @@ TEST(HostTasks, AGroupWaitsForEveryTaskAndRethrowsTheFirstError)
         });
     for (std::thread& t : users) t.join();
     for (int u = 0; u < 4; ++u) EXPECT_EQ(sums[std::size_t(u)], (u + 1) * 199LL * 200 / 2) << "user " << u;
+}
+
+// The staged copies themselves (core/cuda/staged_copy.h), both ways, with slots of 4 KiB: pieces of odd sizes in
+// either direction land whole, in order, whatever the chunks (small totals are cut finer than a slot, large ones
+// take whole slots, reused many times over), and the upload's spans on the pool put every byte where it belongs.
+TEST(StagedCopy, PiecesOfAnySizeLandWholeThroughFewSmallSlots)
+{
+    cuda::PinnedStaging staging(3, 4096);  // 1024 floats a slot
+    ASSERT_TRUE(staging.ensure().ok());
+    for (std::size_t total : {std::size_t(700), std::size_t(3000), std::size_t(50000)}) {
+        // Three pieces: a third, a single float, the rest.
+        const std::vector<std::size_t> sizes = {total / 3, 1, total - total / 3 - 1};
+        std::vector<std::vector<float>> host(sizes.size()), back(sizes.size());
+        std::vector<float*> dev(sizes.size(), nullptr);
+        std::vector<cuda::DevicePiece> up;
+        std::vector<cuda::HostPiece> down;
+        float value = 1.0f;
+        for (std::size_t i = 0; i < sizes.size(); ++i) {
+            host[i].resize(sizes[i]);
+            for (float& v : host[i]) v = value++;
+            back[i].assign(sizes[i], -1.0f);
+            ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dev[i]), sizes[i] * sizeof(float)), cudaSuccess);
+            up.push_back({dev[i], host[i].data(), sizes[i] * sizeof(float)});
+            down.push_back({back[i].data(), dev[i], sizes[i]});
+        }
+        ASSERT_TRUE(cuda::stagedUpload(nullptr, staging, up).ok()) << total;
+        ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+        ASSERT_TRUE(cuda::stagedDownload(nullptr, staging, down).ok()) << total;
+        for (std::size_t i = 0; i < sizes.size(); ++i) {
+            EXPECT_EQ(back[i], host[i]) << "piece " << i << " of " << total << " floats";
+            (void)cudaFree(dev[i]);
+        }
+    }
 }
 
 } // namespace
