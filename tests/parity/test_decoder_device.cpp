@@ -665,6 +665,40 @@ TEST(DecoderDeviceMemory, AnAppendThatDoesNotFitIsAnErrorOrAutoRecomputes)
 }
 #endif
 
+// A text longer than a warp: the softmax's 32 lanes each see several of a row's keys (every test above has fewer
+// than 32 tokens, one key a lane), so each lane's running maximum and sum are rescaled as they go and merged
+// across the lanes. Dense and lazy, against the CPU, for a model with a soft-cap and one with a sliding window.
+// Last in the file: its longer buffers would otherwise be in place for the memory tests above when the whole
+// program runs (ctest runs each test alone).
+TEST(DecoderDeviceLongText, RowsOfManyKeysEqualTheCpu)
+{
+    std::vector<int> ids;
+    for (int i = 0; i < 75; ++i) ids.push_back((i * 37 + 5) % 250);
+    for (const char* family : {"tiny_llama", "tiny_gemma2", "tiny_gemma3"}) {
+        auto loaded = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/" + family);
+        ASSERT_TRUE(loaded.ok()) << loaded.status().message;
+        attn::DecoderModel model = std::move(*loaded);
+        const int L = model.config.layers;
+        attn::DecoderOptions dev, cpu;
+        dev.backend = attn::Backend::Cuda;
+        auto d = attn::runDecoder(model, ids, dev);
+        auto c = attn::runDecoder(model, ids, cpu);
+        ASSERT_TRUE(d.ok()) << family << ": " << d.status().message;
+        ASSERT_TRUE(c.ok()) << family << ": " << c.status().message;
+        expectOnTheDevice(*d, std::string(family) + " long");
+        expectSameDenseRun(model, *d, *c, std::string(family) + " long");
+        dev.lazy = cpu.lazy = true;
+        auto ld = attn::runDecoder(model, ids, dev);
+        auto lc = attn::runDecoder(model, ids, cpu);
+        ASSERT_TRUE(ld.ok()) << ld.status().message;
+        ASSERT_TRUE(lc.ok()) << lc.status().message;
+        for (int l = 0; l < L; ++l)
+            EXPECT_CLOSE(attn::Matrix(ld->lazyLayers[std::size_t(l)]->lse), attn::Matrix(lc->lazyLayers[std::size_t(l)]->lse), kHiddenTol,
+                         std::string(family) + " long lazy lse of layer " + std::to_string(l));
+        expectSamePredictions(*ld, *lc, std::string(family) + " long lazy");
+    }
+}
+
 } // namespace
 
 int main(int argc, char** argv)
