@@ -2,7 +2,6 @@
 
 #include <attnscope/device_maps.h>
 
-#include <system_error>
 #include <utility>
 
 namespace app {
@@ -221,9 +220,9 @@ void ComputeWorker::run()
         m_started = std::chrono::steady_clock::now();
         ++m_jobsStarted;
         std::vector<attn::HeadResult> dropped;
-        if (job.cfg.mapsOnDevice) dropped = parkBufferMaps();
+        if (job.cfg.mapsOnDevice) parkBufferMaps(m_mapsFinished ? 0 : m_buffer.heads.size(), &dropped);
         lock.unlock();
-        if (!dropped.empty()) releaseLater(std::move(dropped));
+        if (!dropped.empty()) m_release.release(std::move(dropped));
 
         attn::Status st = m_fn(job.in, job.cfg, m_buffer);
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m_started).count();
@@ -235,31 +234,19 @@ void ComputeWorker::run()
     }
 }
 
-std::vector<attn::HeadResult> ComputeWorker::parkBufferMaps()
+void ComputeWorker::parkBufferMaps(std::size_t heads, std::vector<attn::HeadResult>* rest)
 {
-    std::vector<attn::HeadResult> dropped;
-    const bool room = !m_mapsFinished && !m_fetching;  // m_maps is no one else's now
-    if (room && m_maps.heads.size() < m_buffer.heads.size()) m_maps.heads.resize(m_buffer.heads.size());
+    if (m_maps.heads.size() < heads) m_maps.heads.resize(heads);
     for (std::size_t h = 0; h < m_buffer.heads.size(); ++h) {
         attn::HeadResult& from = m_buffer.heads[h];
         if (from.scores.size() == 0 && from.weights.size() == 0 && from.masked.size() == 0) continue;
-        attn::HeadResult* to = room && m_maps.heads[h].scores.size() == 0 && m_maps.heads[h].weights.size() == 0 ? &m_maps.heads[h] : nullptr;
-        if (!to) to = &dropped.emplace_back();
-        std::swap(to->scores, from.scores);
-        std::swap(to->weights, from.weights);
-        std::swap(to->masked, from.masked);
+        const bool room = h < heads && m_maps.heads[h].scores.size() == 0 && m_maps.heads[h].weights.size() == 0;
+        if (!room && !rest) continue;
+        attn::HeadResult& to = room ? m_maps.heads[h] : rest->emplace_back();
+        std::swap(to.scores, from.scores);
+        std::swap(to.weights, from.weights);
+        std::swap(to.masked, from.masked);
         m_buffer.cache = attn::IncrementalCache();  // its maps are gone: nothing to update incrementally
-    }
-    return dropped;
-}
-
-void ComputeWorker::releaseLater(std::vector<attn::HeadResult>&& maps)
-{
-    if (m_release.valid()) m_release.wait();
-    try {
-        m_release = std::async(std::launch::async, [batch = std::move(maps)]() mutable { std::vector<attn::HeadResult> freedHere = std::move(batch); });
-    } catch (const std::system_error&) {
-        // No thread: the batch is freed here, with the lambda that held it.
     }
 }
 
@@ -270,20 +257,9 @@ void ComputeWorker::fetch(std::unique_lock<std::mutex>& lock)
     m_fetching = true;
     lock.unlock();
     const auto t0 = std::chrono::steady_clock::now();
-    // Storage: the maps the buffer given back still holds (the result shown before this one). The buffer's next
-    // compute makes its maps again anyway (on the device it drops them), and its incremental cache must no longer
-    // take them for computed.
+    // Storage: the maps the buffer given back still holds (the result shown before this one).
     m_maps.heads.resize(job.heads);
-    for (std::size_t h = 0; h < job.heads && h < m_buffer.heads.size(); ++h) {
-        attn::HeadResult& to = m_maps.heads[h];
-        attn::HeadResult& from = m_buffer.heads[h];
-        if (to.scores.size() == 0 && from.scores.size() > 0) {
-            std::swap(to.scores, from.scores);
-            std::swap(to.weights, from.weights);
-            std::swap(to.masked, from.masked);
-            m_buffer.cache = attn::IncrementalCache();
-        }
-    }
+    parkBufferMaps(job.heads, nullptr);
     m_maps.layout = job.layout;
     m_maps.backend = attn::Backend::Cuda;
     m_maps.deviceGeneration = job.generation;

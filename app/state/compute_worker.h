@@ -28,12 +28,12 @@
 #pragma once
 
 #include <attnscope/attention.h>
+#include <attnscope/background_release.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -120,12 +120,12 @@ private:
     static std::optional<FetchJob> fetchJobOf(const attn::AttentionResult& shown);
     void run();
     void fetch(std::unique_lock<std::mutex>& lock);
-    // Before a compute that keeps its maps on the device (which drops the buffer's): the buffer's host maps become
-    // the next fetch's storage when m_maps has room, else they are returned to be freed (under m_mutex).
-    std::vector<attn::HeadResult> parkBufferMaps();
-    // Frees `maps` on a thread of its own (after the batch before it): a result's maps at n = 8192 are 4 GB, whose
-    // pages take a quarter of a second to hand back. Here when no thread is to be had.
-    void releaseLater(std::vector<attn::HeadResult>&& maps);
+    // The buffer's host maps (the result shown before the last) become the next fetch's storage: moved into those of
+    // m_maps' first `heads` heads that hold none (m_maps grown to them); with `rest`, the buffer's other maps are
+    // moved there. Only while m_maps is the worker's (no fetched maps wait for takeMaps). Before a fetch (the
+    // buffer's next compute makes its maps again anyway), and before a compute that keeps its maps on the device,
+    // which would free them inside the compute.
+    void parkBufferMaps(std::size_t heads, std::vector<attn::HeadResult>* rest);
     bool fetchWaits() const { return m_fetch && !m_finished && !m_mapsFinished; }
 
     ComputeFn m_fn;
@@ -145,7 +145,9 @@ private:
     std::optional<MapsFinished> m_mapsFinished;  // set while m_maps holds fetched maps, untaken
     attn::AttentionResult m_maps;        // the fetch's target: only HeadResults' maps (the worker's while fetching)
     long m_fetchesAbandoned = 0;
-    std::future<void> m_release;         // the last releaseLater's (its destructor waits for it)
+    // Frees the maps parkBufferMaps returns off the worker's compute: a result's maps at n = 8192 are 4 GB, whose
+    // pages take a quarter of a second to hand back.
+    attn::BackgroundRelease m_release;
     std::chrono::steady_clock::time_point m_started;
     long m_jobsStarted = 0;
     std::thread m_thread;  // last: starts after every other member is ready

@@ -25,7 +25,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -33,8 +32,6 @@
 #include <limits>
 #include <mutex>
 #include <string>
-#include <system_error>
-#include <thread>
 #include <vector>
 
 namespace attn::cuda {
@@ -205,15 +202,6 @@ void spreadMask(AttentionResult& out, bool anyMask, int h)
     HeadResult& r = out.heads[std::size_t(h)];
     if (!anyMask) r.masked.setZero();
     else if (h > 0) std::memcpy(r.masked.data(), out.heads[0].masked.data(), std::size_t(r.masked.size()));
-}
-
-// fn(h) for every head h, on the host pool's threads (host_tasks.h): the per-head copies of a result (its views of Q,
-// K, V and the concat, and its mask: T×S bytes a head) are independent and bound by the host's memory, which one
-// thread does not saturate (host_memcpy_gbs in the GPU bounds is measured on every thread).
-template <class Fn>
-void forEachHead(int heads, const Fn& fn)
-{
-    forEachOnPool(heads, [&fn](int h) { fn(h); });
 }
 
 double elapsedMs(cudaEvent_t a, cudaEvent_t b)
@@ -510,7 +498,9 @@ Status run(Workspace& ws, const AttentionInput& in, const AttentionConfig& cfg, 
     std::vector<int> fullyMasked;
     for (int i = 0; i < static_cast<int>(keyOpen.size()); ++i)
         if (!keyOpen[std::size_t(i)]) fullyMasked.push_back(i);
-    forEachHead(H, [&](int h) {
+    // Per head, on the host pool's threads (host_tasks.h): the copies are independent and bound by the host's memory,
+    // which one thread does not saturate (host_memcpy_gbs in the GPU bounds is measured on every thread).
+    forEachOnPool(H, [&](int h) {
         HeadResult& r = out.heads[h];
         r.output = st.col ? Matrix(out.concat.middleRows(h * d.dv, d.dv)) : Matrix(out.concat.middleCols(h * d.dv, d.dv));
         if (!cfg.mapsOnDevice) spreadMask(out, anyMask, h);
@@ -612,7 +602,7 @@ Status fetchMaps(AttentionResult& out, const std::function<bool()>& carryOn)
         }
         return s;
     }
-    forEachHead(r.H, [&](int h) { spreadMask(out, r.hasMask, h); });
+    forEachOnPool(r.H, [&](int h) { spreadMask(out, r.hasMask, h); });
     out.mapsOnDevice = false;
     return {};
 }

@@ -554,7 +554,8 @@ constexpr int kRowBlock = ATTNSCOPE_DECODER_ROW_BLOCK;
 // against keys 0…S−1 (b.K, b.V: from row 0): a forward's T = S = n, pos0 = 0; an append's T = m new rows at
 // pos0 = n against S = n + m (newRowsAttention). Per row block, scores of every head over the block's key span
 // (one strided batched GEMM per KV head, over the query heads of its group, the KV head's block shared) into b.scores
-// (H × T × S), the masked softmax (and lse), weights·V over the same span into the concat (T × H·D); the ablated
+// (H × T × S), the masked softmax (and lse), weights·V (by chunks of keys, or per row block over its span) into the
+// concat (T × H·D); the ablated
 // heads' contexts zeroed (projectOut). A dense run (!lazy) keeps every head's whole rows for the views: its softmax
 // writes every masked cell 0, so the cells no block computed are zeros too.
 Status attention(DecoderContext& ctx, const DecoderWeights& w, int l, int T, int pos0, int S, bool lazy,
@@ -595,19 +596,18 @@ Status attention(DecoderContext& ctx, const DecoderWeights& w, int l, int T, int
                                                b.concat + k0 * qw + static_cast<long long>(h0) * D, qw, D, group, k0 == 0 ? 0.0f : 1.0f));
             }
         }
-        for (const auto& [al, ah] : ablated)
-            if (al == l) ATTNSCOPE_CUDA_TRY(launchZeroColumns(b.concat, T, H * D, ah * D, D, ctx.stream()));
-        return Status::success();
-    }
-    for (int r0 = 0; r0 < T; r0 += kRowBlock) {
-        const int r1 = std::min(T, r0 + kRowBlock);
-        const KeySpan span = causalKeySpan(r0, r1, pos0, S, window);
-        for (int g = 0; g < Hkv; ++g) {
-            const int h0 = g * group;
-            ATTNSCOPE_RETURN_IF_ERROR(gemm(ctx.blas(), false, false, r1 - r0, D, span.k1 - span.k0, 1.0f,
-                                           b.scores + h0 * ts + static_cast<long long>(r0) * S + span.k0, S, ts,
-                                           b.V + span.k0 * kw + static_cast<long long>(g) * D, kw, 0,
-                                           b.concat + r0 * qw + static_cast<long long>(h0) * D, qw, D, group));
+    } else {
+        // Per row block, over the keys its scores were made for.
+        for (int r0 = 0; r0 < T; r0 += kRowBlock) {
+            const int r1 = std::min(T, r0 + kRowBlock);
+            const KeySpan span = causalKeySpan(r0, r1, pos0, S, window);
+            for (int g = 0; g < Hkv; ++g) {
+                const int h0 = g * group;
+                ATTNSCOPE_RETURN_IF_ERROR(gemm(ctx.blas(), false, false, r1 - r0, D, span.k1 - span.k0, 1.0f,
+                                               b.scores + h0 * ts + static_cast<long long>(r0) * S + span.k0, S, ts,
+                                               b.V + span.k0 * kw + static_cast<long long>(g) * D, kw, 0,
+                                               b.concat + r0 * qw + static_cast<long long>(h0) * D, qw, D, group));
+            }
         }
     }
     for (const auto& [al, ah] : ablated)

@@ -6,11 +6,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <mutex>
 #include <string>
-#include <system_error>
-#include <thread>
 
 namespace attn::cuda {
 
@@ -130,15 +127,15 @@ Status stagedUpload(cudaStream_t stream, PinnedStaging& staging, const std::vect
         if (!s.ok() && s.code != StatusCode::ResourceExhausted) return s;
         staged = s.ok();
     }
-    // The staging's last readers (an earlier call's uploads that an error left in flight) ran on this stream.
-    if (staged) ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(stream));
     if (!staged) {
         for (const DevicePiece& p : pieces)
             if (p.bytes) ATTNSCOPE_CUDA_TRY(cudaMemcpyAsync(p.dev, p.host, p.bytes, cudaMemcpyHostToDevice, stream));
         return {};
     }
+    // The staging's last readers (an earlier call's uploads that an error left in flight) ran on this stream.
+    ATTNSCOPE_CUDA_TRY(cudaStreamSynchronize(stream));
     // The pieces' bytes side by side in the pinned buffer, cut into near-equal spans of at least an eighth of a slot
-    // (1 MiB), one per host thread (the calling one among them).
+    // (1 MiB), one per pool thread.
     char* pinned = reinterpret_cast<char*>(staging.slot(0));
     const std::size_t minSpan = std::max<std::size_t>(1, staging.chunkFloats() * sizeof(float) / 8);
     const std::size_t threads = std::max<std::size_t>(

@@ -15,16 +15,15 @@
 #ifdef ATTNSCOPE_WITH_CUDA
 #include "../cuda/cuda_backend.h"
 #include "../cuda/decoder_device.h"
+
+#include <attnscope/background_release.h>
 #endif
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <future>
 #include <limits>
 #include <memory>
-#include <mutex>
-#include <system_error>
 
 namespace attn::detail {
 
@@ -200,29 +199,19 @@ long long roomRows(const DecoderConfig& c, long long n)
     return std::clamp<long long>(LazyLayer::defaultSpareRows(n), 0, std::max<long long>(0, c.maxPositions - n));
 }
 
-// What a device call's results replace in the run: the earlier call's host buffers (1.3-1.6 GB at 8192 tokens). Freeing
-// them hands every page back to the kernel, about 60 ms a GB on one thread (92 ms for 1.5 GB on the development
-// machine; the gap between an 8192-token forward's phases and its wall time on the H100, 78 ms), so they are freed
-// on a thread of their own (release) while the caller goes on with the new run.
+// What a device call's results replace in the run: the earlier call's host buffers (1.3-1.6 GB at 8192 tokens), freed
+// on a thread of their own (attnscope/background_release.h) while the caller goes on with the new run: freeing them
+// was the 78 ms gap between an 8192-token forward's phases and its wall time on the H100.
 struct Replaced {
     std::vector<Matrix> matrices;
     std::vector<std::shared_ptr<const LazyLayer>> lazy;  // freed with their last holder, which may be the window's
     std::vector<std::vector<HeadWeights>> weights;
 };
 
-// Frees `old` on a background thread, one batch at a time (a call waits for the batch before it: at most two runs'
-// buffers are ever held), or here when no thread is to be had. The last batch is waited for at exit.
 void release(Replaced&& old)
 {
-    static std::mutex mutex;
-    static std::future<void> last;  // destroyed at exit: its destructor waits for the batch
-    std::lock_guard<std::mutex> lock(mutex);
-    if (last.valid()) last.wait();
-    try {
-        last = std::async(std::launch::async, [batch = std::move(old)]() mutable { Replaced freedHere = std::move(batch); });
-    } catch (const std::system_error&) {
-        // No thread: the batch is freed here, with the lambda that held it.
-    }
+    static BackgroundRelease freer;  // destroyed at exit: waits for the last batch
+    freer.release(std::move(old));
 }
 
 DecoderRun::DeviceTimings timingsOf(const cuda::DeviceForwardTimings& t)
