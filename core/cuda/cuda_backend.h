@@ -60,5 +60,6 @@ bool resultCurrent(std::uint64_t deviceGeneration);
 Status registerGlTexture(unsigned texture);
 Status unregisterGlTexture(unsigned texture);
 Status fillGlTexture(unsigned texture, std::uint64_t deviceGeneration, DeviceMatrix which, int head);
+Status fillGlTextures(std::uint64_t deviceGeneration, const std::vector<GlTextureFill>& fills);
 
 } // namespace attn::cuda

@@ -1,6 +1,7 @@
-// CUDA-OpenGL interop for the window's heatmaps (attnscope/device_interop.h): a registered GL texture is
-// mapped as a CUDA array and filled with cudaMemcpy2DToArrayAsync straight from the workspace's Scores,
-// Weights or Concat buffer, then unmapped; the values never go through host memory.
+// CUDA-OpenGL interop for the window's heatmaps (attnscope/device_interop.h): registered GL textures (a whole
+// matrix, or the window's tiles of one) are mapped as CUDA arrays, a batch in one call, and filled with
+// cudaMemcpy2DToArrayAsync straight from the workspace's Scores, Weights or Concat buffer, then unmapped; the
+// values never go through host memory.
 //
 // This is the only file of core that sees OpenGL: cuda_gl_interop.h needs GL's types (GLuint, GLenum) and on
 // x86 includes <GL/gl.h> itself (Debian: libgl-dev). No GL function is called and none is linked: the CUDA
@@ -13,10 +14,12 @@
 #include "cuda_status.h"
 #include "workspace.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #ifndef ATTNSCOPE_NO_GL_HEADERS
 #include <cuda_gl_interop.h>
@@ -44,6 +47,10 @@ bool resultCurrent(std::uint64_t deviceGeneration)
 Status registerGlTexture(unsigned) { return makeError(StatusCode::Unavailable, kNoGl); }
 Status unregisterGlTexture(unsigned) { return {}; }
 Status fillGlTexture(unsigned, std::uint64_t, DeviceMatrix, int) { return makeError(StatusCode::Unavailable, kNoGl); }
+Status fillGlTextures(std::uint64_t, const std::vector<GlTextureFill>& fills)
+{
+    return fills.empty() ? Status{} : makeError(StatusCode::Unavailable, kNoGl);
+}
 
 #else
 
@@ -90,17 +97,18 @@ Region regionOf(const Workspace& ws, const DeviceResult& r, DeviceMatrix which, 
     return g;
 }
 
-// Maps `res` on `stream` for the lifetime of the guard; the unmap (which orders the copy before later GL
-// work) runs on every return path, and its error is reported unless an earlier one already was.
-class MappedResource {
+// Maps `resources` on `stream` (one call for all) for the lifetime of the guard; the unmap (one call, which
+// orders the copies before later GL work) runs on every return path, and its error is reported unless an earlier
+// one already was.
+class MappedResources {
 public:
-    MappedResource(cudaGraphicsResource_t res, cudaStream_t stream) : m_res(res), m_stream(stream)
+    MappedResources(std::vector<cudaGraphicsResource_t>& resources, cudaStream_t stream) : m_res(resources), m_stream(stream)
     {
-        m_err = cudaGraphicsMapResources(1, &m_res, m_stream);
+        m_err = cudaGraphicsMapResources(static_cast<int>(m_res.size()), m_res.data(), m_stream);
     }
-    ~MappedResource()
+    ~MappedResources()
     {
-        if (m_err == cudaSuccess) (void)cudaGraphicsUnmapResources(1, &m_res, m_stream);
+        if (m_err == cudaSuccess) (void)cudaGraphicsUnmapResources(static_cast<int>(m_res.size()), m_res.data(), m_stream);
     }
     cudaError_t mapError() const { return m_err; }
     // Unmaps now, so that its error can be returned; the destructor then does nothing.
@@ -108,13 +116,13 @@ public:
     {
         if (m_err != cudaSuccess) return cudaSuccess;
         m_err = cudaErrorNotMapped;  // nothing left for the destructor
-        return cudaGraphicsUnmapResources(1, &m_res, m_stream);
+        return cudaGraphicsUnmapResources(static_cast<int>(m_res.size()), m_res.data(), m_stream);
     }
-    MappedResource(const MappedResource&) = delete;
-    MappedResource& operator=(const MappedResource&) = delete;
+    MappedResources(const MappedResources&) = delete;
+    MappedResources& operator=(const MappedResources&) = delete;
 
 private:
-    cudaGraphicsResource_t m_res;
+    std::vector<cudaGraphicsResource_t>& m_res;
     cudaStream_t m_stream;
     cudaError_t m_err;
 };
@@ -210,62 +218,113 @@ Status unregisterGlTexture(unsigned texture)
 
 namespace {
 
-// fillGlTexture with the workspace's mutex held.
-Status fillLocked(Workspace& ws, unsigned texture, std::uint64_t deviceGeneration, DeviceMatrix which, int head)
+// fillGlTexture(s) with the workspace's mutex held. `caller` names the function in messages; `whole`: each texture
+// must be its whole matrix (fillGlTexture's contract), else the part of it at the fill's row0, col0.
+Status fillLocked(Workspace& ws, std::uint64_t deviceGeneration, const std::vector<GlTextureFill>& fills, const std::string& caller,
+                  bool whole)
 {
-    const auto it = registry().find(texture);
-    if (it == registry().end())
-        return invalidArgument("fillGlTexture: GL texture " + std::to_string(texture) +
-                               " is not registered for device writes (call registerGlTexture first)");
+    if (fills.empty()) return {};
+    std::vector<cudaGraphicsResource_t> resources;
+    resources.reserve(fills.size());
+    for (const GlTextureFill& f : fills) {
+        const auto it = registry().find(f.texture);
+        if (it == registry().end())
+            return invalidArgument(caller + ": GL texture " + std::to_string(f.texture) +
+                                   " is not registered for device writes (call registerGlTexture first)");
+        // Mapping one resource twice in a call is an error of the runtime's; named here instead.
+        if (std::find(resources.begin(), resources.end(), it->second) != resources.end())
+            return invalidArgument(caller + ": GL texture " + std::to_string(f.texture) +
+                                   " comes twice in one batch (each texture takes one part)");
+        resources.push_back(it->second);
+    }
     const DeviceResult r = ws.result();
     if (deviceGeneration == 0)
-        return makeError(StatusCode::Unavailable, "fillGlTexture: the result was not computed on the device "
-                                                  "(deviceGeneration 0); upload its host matrices instead");
+        return makeError(StatusCode::Unavailable, caller + ": the result was not computed on the device "
+                                                           "(deviceGeneration 0); upload its host matrices instead");
     if (r.generation != deviceGeneration)
         return makeError(StatusCode::Unavailable,
-                         "fillGlTexture: the device no longer holds result generation " + std::to_string(deviceGeneration) +
+                         caller + ": the device no longer holds result generation " + std::to_string(deviceGeneration) +
                              (r.generation ? " (it holds generation " + std::to_string(r.generation) + ")"
                                            : std::string(" (a later compute replaced it)")) +
                              "; upload its host matrices instead");
-    if (head < 0 || head >= r.H)
-        return invalidArgument("fillGlTexture: head: expected 0…" + std::to_string(r.H - 1) + ", got " + std::to_string(head));
-    const Region g = regionOf(ws, r, which, head);
-    const std::string what = std::string("head ") + std::to_string(head) + " " + toString(which);
+    for (const GlTextureFill& f : fills) {
+        if (f.head < 0 || f.head >= r.H)
+            return invalidArgument(caller + ": head: expected 0…" + std::to_string(r.H - 1) + ", got " + std::to_string(f.head));
+        if (f.row0 < 0 || f.col0 < 0)
+            return invalidArgument(caller + ": texture " + std::to_string(f.texture) + ": a part's top-left cell must be in the "
+                                   "matrix, got (row " + std::to_string(f.row0) + ", col " + std::to_string(f.col0) + ")");
+    }
 
-    MappedResource mapped(it->second, ws.stream());
+    MappedResources mapped(resources, ws.stream());
     if (mapped.mapError() != cudaSuccess)
-        return fromCudaError(mapped.mapError(), "cudaGraphicsMapResources(1, &res, stream)", __FILE__, __LINE__);
-    cudaArray_t array = nullptr;
-    ATTNSCOPE_CUDA_TRY(cudaGraphicsSubResourceGetMappedArray(&array, it->second, 0, 0));
-    cudaChannelFormatDesc desc{};
-    cudaExtent extent{};
-    unsigned flags = 0;
-    ATTNSCOPE_CUDA_TRY(cudaArrayGetInfo(&desc, &extent, &flags, array));
-    const bool r32f = desc.f == cudaChannelFormatKindFloat && desc.x == 32 && desc.y == 0 && desc.z == 0 && desc.w == 0;
-    if (!r32f || extent.width != g.width || extent.height != g.height)
-        return invalidArgument("fillGlTexture: texture " + std::to_string(texture) + " for " + what + ": expected " +
-                               std::to_string(g.width) + "×" + std::to_string(g.height) +
-                               " (cols × rows) single-channel 32-bit float texels, got " + std::to_string(extent.width) +
-                               "×" + std::to_string(extent.height) + (r32f ? "" : " of another format"));
-    ATTNSCOPE_CUDA_TRY(cudaMemcpy2DToArrayAsync(array, 0, 0, g.ptr, g.pitch * sizeof(float), g.width * sizeof(float),
-                                                g.height, cudaMemcpyDeviceToDevice, ws.stream()));
+        return fromCudaError(mapped.mapError(), "cudaGraphicsMapResources(count, resources, stream)", __FILE__, __LINE__);
+    // Every texture checked before the first copy, so that a refused batch writes nothing.
+    struct Copy {
+        cudaArray_t array = nullptr;
+        const float* src = nullptr;
+        std::size_t pitch = 0, width = 0, height = 0;
+    };
+    std::vector<Copy> copies(fills.size());
+    for (std::size_t i = 0; i < fills.size(); ++i) {
+        const GlTextureFill& f = fills[i];
+        const Region g = regionOf(ws, r, f.which, f.head);
+        const std::string what = "texture " + std::to_string(f.texture) + " for head " + std::to_string(f.head) + " " + toString(f.which);
+        cudaArray_t array = nullptr;
+        ATTNSCOPE_CUDA_TRY(cudaGraphicsSubResourceGetMappedArray(&array, resources[i], 0, 0));
+        cudaChannelFormatDesc desc{};
+        cudaExtent extent{};
+        unsigned flags = 0;
+        ATTNSCOPE_CUDA_TRY(cudaArrayGetInfo(&desc, &extent, &flags, array));
+        const bool r32f = desc.f == cudaChannelFormatKindFloat && desc.x == 32 && desc.y == 0 && desc.z == 0 && desc.w == 0;
+        const std::string texels = std::to_string(extent.width) + "×" + std::to_string(extent.height);
+        if (whole) {
+            if (!r32f || extent.width != g.width || extent.height != g.height)
+                return invalidArgument(caller + ": " + what + ": expected " + std::to_string(g.width) + "×" + std::to_string(g.height) +
+                                       " (cols × rows) single-channel 32-bit float texels, got " + texels +
+                                       (r32f ? "" : " of another format"));
+        } else {
+            if (!r32f)
+                return invalidArgument(caller + ": " + what + ": expected single-channel 32-bit float texels, got " + texels +
+                                       " of another format");
+            const std::size_t row0 = std::size_t(f.row0), col0 = std::size_t(f.col0);
+            if (col0 + extent.width > g.width || row0 + extent.height > g.height)
+                return invalidArgument(caller + ": " + what + ": its " + texels + " texels (cols × rows) from (row " +
+                                       std::to_string(f.row0) + ", col " + std::to_string(f.col0) + ") reach past the " +
+                                       std::to_string(g.width) + "×" + std::to_string(g.height) + " matrix");
+        }
+        copies[i] = {array, g.ptr + std::size_t(f.row0) * g.pitch + std::size_t(f.col0), g.pitch, extent.width, extent.height};
+    }
+    for (const Copy& c : copies)
+        ATTNSCOPE_CUDA_TRY(cudaMemcpy2DToArrayAsync(c.array, 0, 0, c.src, c.pitch * sizeof(float), c.width * sizeof(float), c.height,
+                                                    cudaMemcpyDeviceToDevice, ws.stream()));
     ATTNSCOPE_CUDA_TRY(mapped.unmap());
     return {};
+}
+
+// The public entry points: never while a compute replaces the result (a frame does not wait for one).
+Status fillChecked(std::uint64_t deviceGeneration, const std::vector<GlTextureFill>& fills, const std::string& caller, bool whole)
+{
+    Workspace& ws = Workspace::instance();
+    if (ws.beingReplaced())
+        return makeError(StatusCode::Unavailable, "device interop: a compute on the device is replacing this result");
+    std::lock_guard<std::mutex> lock(ws.mutex());
+    Status s = fillLocked(ws, deviceGeneration, fills, caller, whole);
+    // A failed runtime call is also returned by the next cudaGetLastError, which the next compute checks:
+    // clear it here, where it was reported.
+    if (!s.ok()) (void)cudaGetLastError();
+    return s;
 }
 
 } // namespace
 
 Status fillGlTexture(unsigned texture, std::uint64_t deviceGeneration, DeviceMatrix which, int head)
 {
-    Workspace& ws = Workspace::instance();
-    if (ws.beingReplaced())
-        return makeError(StatusCode::Unavailable, "device interop: a compute on the device is replacing this result");
-    std::lock_guard<std::mutex> lock(ws.mutex());
-    Status s = fillLocked(ws, texture, deviceGeneration, which, head);
-    // A failed runtime call is also returned by the next cudaGetLastError, which the next compute checks:
-    // clear it here, where it was reported.
-    if (!s.ok()) (void)cudaGetLastError();
-    return s;
+    return fillChecked(deviceGeneration, {GlTextureFill{texture, which, head, 0, 0}}, "fillGlTexture", true);
+}
+
+Status fillGlTextures(std::uint64_t deviceGeneration, const std::vector<GlTextureFill>& fills)
+{
+    return fillChecked(deviceGeneration, fills, "fillGlTextures", false);
 }
 
 #endif

@@ -28,6 +28,10 @@ Status fillGlTexture(unsigned texture, std::uint64_t deviceGeneration, DeviceMat
 {
     return cuda::fillGlTexture(texture, deviceGeneration, which, head);
 }
+Status fillGlTextures(std::uint64_t deviceGeneration, const std::vector<GlTextureFill>& fills)
+{
+    return cuda::fillGlTextures(deviceGeneration, fills);
+}
 
 #else
 
@@ -44,6 +48,10 @@ bool deviceResultCurrent(std::uint64_t) { return false; }
 Status registerGlTexture(unsigned) { return makeError(StatusCode::Unavailable, kNotBuilt); }
 Status unregisterGlTexture(unsigned) { return {}; }
 Status fillGlTexture(unsigned, std::uint64_t, DeviceMatrix, int) { return makeError(StatusCode::Unavailable, kNotBuilt); }
+Status fillGlTextures(std::uint64_t, const std::vector<GlTextureFill>& fills)
+{
+    return fills.empty() ? Status{} : makeError(StatusCode::Unavailable, kNotBuilt);
+}
 
 #endif
 

@@ -13,6 +13,7 @@
 #include <GL/gl.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -82,6 +83,53 @@ TEST(GlInteropGpu, TexturesHoldTheHostResultBitForBit)
                 EXPECT_TRUE(unregisterGlTexture(t).ok());
                 glDeleteTextures(1, &t);
             }
+    }
+}
+
+// The window's tiles (GlHeatmapRenderer): textures of 16 × 16 texels or less, each filled with its part of a matrix,
+// every part of a head's three matrices in one batch (one map, one unmap). Read back, each equals its cells.
+TEST(GlInteropGpu, TilesHoldTheirPartsBitForBit)
+{
+    constexpr int kSide = 16;
+    for (Layout layout : {Layout::Row, Layout::Column}) {
+        Expected<AttentionResult> r = computeOnDevice(layout, 2);
+        ASSERT_TRUE(r.ok()) << r.status().message;
+        for (int h = 0; h < 2; ++h) {
+            struct Tile {
+                GLuint texture;
+                int row0, col0, width, height;
+                const Matrix* m;
+                DeviceMatrix which;
+            };
+            std::vector<Tile> tiles;
+            std::vector<GlTextureFill> fills;
+            for (DeviceMatrix which : {DeviceMatrix::Scores, DeviceMatrix::Weights, DeviceMatrix::Output}) {
+                const HeadResult& hr = r->heads[std::size_t(h)];
+                const Matrix& m = which == DeviceMatrix::Scores ? hr.scores : which == DeviceMatrix::Weights ? hr.weights : hr.output;
+                for (int r0 = 0; r0 < m.rows(); r0 += kSide)
+                    for (int c0 = 0; c0 < m.cols(); c0 += kSide) {
+                        const int w = std::min<int>(kSide, int(m.cols()) - c0), hh = std::min<int>(kSide, int(m.rows()) - r0);
+                        const GLuint t = makeR32fTexture(w, hh);
+                        ASSERT_TRUE(registerGlTexture(t).ok());
+                        tiles.push_back({t, r0, c0, w, hh, &m, which});
+                        fills.push_back({t, which, h, r0, c0});
+                    }
+            }
+            const Status s = fillGlTextures(r->deviceGeneration, fills);
+            ASSERT_TRUE(s.ok()) << s.message;
+            for (const Tile& t : tiles) {
+                const std::vector<float> got = readBack(t.texture, t.width, t.height);
+                for (int y = 0; y < t.height; ++y)
+                    for (int x = 0; x < t.width; ++x) {
+                        const float want = (*t.m)(t.row0 + y, t.col0 + x), have = got[std::size_t(y) * t.width + x];
+                        ASSERT_EQ(std::memcmp(&have, &want, sizeof have), 0)
+                            << toString(layout) << " head " << h << " " << toString(t.which) << ": texel (" << y << ", " << x
+                            << ") of the tile at (" << t.row0 << ", " << t.col0 << ") is " << have << ", the cell has " << want;
+                    }
+                EXPECT_TRUE(unregisterGlTexture(t.texture).ok());
+                glDeleteTextures(1, &t.texture);
+            }
+        }
     }
 }
 

@@ -11,9 +11,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace emu {
 extern std::size_t deviceBytes;  // fake_cuda_runtime.cpp
@@ -274,11 +276,133 @@ TEST(GlInteropErrors, ACudaFailureIsAStatusAndTheNextFillWorks)
     emu::failNextMap = cudaErrorUnknown;
     Status s = fillGlTexture(tex.id, r->deviceGeneration, DeviceMatrix::Scores, 0);
     EXPECT_EQ(s.code, StatusCode::Internal);
-    EXPECT_NE(s.message.find("in cudaGraphicsMapResources(1, &res, stream) at core/cuda/gl_interop.cpp:"), std::string::npos)
+    EXPECT_NE(s.message.find("in cudaGraphicsMapResources(count, resources, stream) at core/cuda/gl_interop.cpp:"), std::string::npos)
         << s.message;
     s = fillGlTexture(tex.id, r->deviceGeneration, DeviceMatrix::Scores, 0);
     ASSERT_TRUE(s.ok()) << s.message;
     EXPECT_TRUE(sameTexels(tex.id, m, "after a failed map"));
+}
+
+// The window's tiles: textures smaller than the matrix, each filled with its part (row0, col0), a batch mapped in
+// one call. Every texel is checked against the host matrix's cell it stands for.
+::testing::AssertionResult samePart(unsigned id, const Matrix& m, int row0, int col0, const std::string& what)
+{
+    const emu::FakeTexture* t = emu::texture(id);
+    if (!t) return ::testing::AssertionFailure() << what << ": texture " << id << " does not exist";
+    for (unsigned r = 0; r < t->height; ++r)
+        for (unsigned c = 0; c < t->width; ++c) {
+            const float got = t->texels[std::size_t(r) * t->width + c], want = m(row0 + Eigen::Index(r), col0 + Eigen::Index(c));
+            if (std::memcmp(&got, &want, sizeof got) != 0)
+                return ::testing::AssertionFailure() << what << ": texel (row " << r << ", col " << c << ") is " << got
+                                                     << ", the host result's cell (" << row0 + int(r) << ", " << col0 + int(c)
+                                                     << ") has " << want;
+        }
+    return ::testing::AssertionSuccess();
+}
+
+TEST_P(GlInterop, TilesOfEveryMatrixTakeTheirPartsInOneMappedBatch)
+{
+    const Case c = GetParam();
+    test::ProblemSpec p;
+    p.layout = c.layout;
+    p.heads = c.heads;
+    p.wo = c.wo;
+    p.mode = Mode::Cross;
+    p.T = 5;
+    p.S = 7;
+    p.dv = 3;
+    p.causal = true;
+    Expected<AttentionResult> r = computeOnDevice(p);
+    ASSERT_TRUE(r.ok()) << r.status().message;
+    // Tiles of side 2 (edge tiles narrower), as GlHeatmapRenderer lays them out: every cell of every matrix of every
+    // head in one batch.
+    constexpr int kSide = 2;
+    struct Placed {
+        GlTextureFill fill;
+        const Matrix* m;
+    };
+    std::vector<Placed> placed;
+    std::vector<GlTextureFill> fills;
+    unsigned id = 100;
+    for (int h = 0; h < c.heads; ++h)
+        for (DeviceMatrix which : {DeviceMatrix::Scores, DeviceMatrix::Weights, DeviceMatrix::Output}) {
+            const Matrix& m = hostMatrix(*r, which, h);
+            for (int r0 = 0; r0 < m.rows(); r0 += kSide)
+                for (int c0 = 0; c0 < m.cols(); c0 += kSide) {
+                    const unsigned w = unsigned(std::min<Eigen::Index>(kSide, m.cols() - c0));
+                    const unsigned hgt = unsigned(std::min<Eigen::Index>(kSide, m.rows() - r0));
+                    emu::createTexture(id, w, hgt);
+                    ASSERT_TRUE(registerGlTexture(id).ok());
+                    const GlTextureFill f{id++, which, h, r0, c0};
+                    placed.push_back({f, &m});
+                    fills.push_back(f);
+                }
+        }
+    const int mapsBefore = emu::mapCalls, copiesBefore = emu::copiesToArrays;
+    const Status s = fillGlTextures(r->deviceGeneration, fills);
+    ASSERT_TRUE(s.ok()) << s.message;
+    EXPECT_EQ(emu::mapCalls, mapsBefore + 1) << "the batch is mapped in one call";
+    EXPECT_EQ(emu::copiesToArrays, copiesBefore + int(fills.size())) << "one 2D copy per texture";
+    EXPECT_EQ(emu::lastCopyKind, cudaMemcpyDeviceToDevice);
+    for (const Placed& pl : placed) {
+        const std::string what = std::string("head ") + std::to_string(pl.fill.head) + " " + toString(pl.fill.which) + " from (" +
+                                 std::to_string(pl.fill.row0) + ", " + std::to_string(pl.fill.col0) + ")";
+        EXPECT_FALSE(emu::texture(pl.fill.texture)->mapped) << what;
+        EXPECT_TRUE(samePart(pl.fill.texture, *pl.m, pl.fill.row0, pl.fill.col0, what));
+        EXPECT_TRUE(unregisterGlTexture(pl.fill.texture).ok());
+        emu::deleteTexture(pl.fill.texture);
+    }
+}
+
+TEST(GlInteropErrors, ABatchWithABadPartWritesNothingAndSaysWhichPart)
+{
+    test::ProblemSpec p = twoHeads();
+    p.mode = Mode::Cross;
+    p.T = 4;
+    p.S = 6;
+    Expected<AttentionResult> r = computeOnDevice(p);
+    ASSERT_TRUE(r.ok()) << r.status().message;
+    EXPECT_TRUE(fillGlTextures(r->deviceGeneration, {}).ok()) << "an empty batch";
+    Texture good(30, 3, 2), bad(31, 3, 2);
+    ASSERT_TRUE(good.status.ok() && bad.status.ok());
+    const auto untouched = [](unsigned id) {
+        for (float v : emu::texture(id)->texels)
+            if (v == v) return false;  // written (the fake's texels are NaN until a copy)
+        return !emu::texture(id)->mapped;
+    };
+    // The second part's 3 columns from column 4 reach past the 6 columns of the weights (cols × rows: 6×4).
+    Status s = fillGlTextures(r->deviceGeneration, {{30, DeviceMatrix::Weights, 1, 0, 0}, {31, DeviceMatrix::Weights, 1, 2, 4}});
+    EXPECT_EQ(s.code, StatusCode::InvalidArgument);
+    EXPECT_EQ(s.message, "fillGlTextures: texture 31 for head 1 weights: its 3×2 texels (cols × rows) from (row 2, col 4) "
+                         "reach past the 6×4 matrix");
+    EXPECT_TRUE(untouched(30)) << "a refused batch writes none of its textures, and leaves them unmapped";
+    EXPECT_TRUE(untouched(31));
+    s = fillGlTextures(r->deviceGeneration, {{30, DeviceMatrix::Scores, 0, 3, 0}});  // rows 3…4 of 4
+    EXPECT_EQ(s.code, StatusCode::InvalidArgument);
+    EXPECT_NE(s.message.find("from (row 3, col 0) reach past the 6×4 matrix"), std::string::npos) << s.message;
+    s = fillGlTextures(r->deviceGeneration, {{30, DeviceMatrix::Scores, 0, -1, 0}});
+    EXPECT_EQ(s.code, StatusCode::InvalidArgument);
+    EXPECT_EQ(s.message, "fillGlTextures: texture 30: a part's top-left cell must be in the matrix, got (row -1, col 0)");
+    s = fillGlTextures(r->deviceGeneration, {{30, DeviceMatrix::Scores, 0, 0, 0}, {30, DeviceMatrix::Scores, 0, 2, 0}});
+    EXPECT_EQ(s.code, StatusCode::InvalidArgument);
+    EXPECT_EQ(s.message, "fillGlTextures: GL texture 30 comes twice in one batch (each texture takes one part)");
+    s = fillGlTextures(r->deviceGeneration, {{30, DeviceMatrix::Scores, 2, 0, 0}});
+    EXPECT_EQ(s.code, StatusCode::InvalidArgument);
+    EXPECT_EQ(s.message, "fillGlTextures: head: expected 0…1, got 2");
+    EXPECT_TRUE(untouched(30));
+    // The same batch, made right, fills both.
+    s = fillGlTextures(r->deviceGeneration, {{30, DeviceMatrix::Weights, 1, 0, 0}, {31, DeviceMatrix::Weights, 1, 2, 3}});
+    ASSERT_TRUE(s.ok()) << s.message;
+    EXPECT_TRUE(samePart(30, r->heads[1].weights, 0, 0, "first part"));
+    EXPECT_TRUE(samePart(31, r->heads[1].weights, 2, 3, "second part"));
+    // A later compute: the batch is refused as a single fill is.
+    test::ProblemSpec q = twoHeads();
+    q.seed = 3;
+    Expected<AttentionResult> later = computeOnDevice(q);
+    ASSERT_TRUE(later.ok()) << later.status().message;
+    s = fillGlTextures(r->deviceGeneration, {{30, DeviceMatrix::Weights, 1, 0, 0}});
+    EXPECT_EQ(s.code, StatusCode::Unavailable);
+    EXPECT_EQ(s.message.rfind("fillGlTextures: the device no longer holds result generation ", 0), 0u) << s.message;
 }
 
 TEST(GlInteropAvailability, NeedsTheGlContextOnTheComputeDevice)

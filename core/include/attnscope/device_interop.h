@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace attn {
 
@@ -55,5 +56,22 @@ Status unregisterGlTexture(unsigned texture);
 //                    or not 32-bit float (the message names expected vs actual)
 //   Internal         a CUDA error (the message names the call)
 Status fillGlTexture(unsigned texture, std::uint64_t deviceGeneration, DeviceMatrix which, int head);
+
+// One registered texture of a batch (fillGlTextures): its width × height texels take the cells of matrix `which` of
+// head `head` whose top-left is (row0, col0), as a tile of the window's tiled heatmaps does. The texture need not
+// cover the matrix; it must lie inside it.
+struct GlTextureFill {
+    unsigned texture = 0;
+    DeviceMatrix which = DeviceMatrix::Scores;
+    int head = 0;
+    int row0 = 0, col0 = 0;
+};
+
+// Fills every texture of `fills` from the result with `deviceGeneration`: all mapped in one call, each filled by a
+// device-to-device copy of its part, all unmapped in one call (a map and an unmap cost a synchronisation with GL
+// each, so a frame's tiles share them). Statuses as fillGlTexture's, the messages naming the texture; besides,
+// InvalidArgument when a part reaches past the matrix (expected vs actual) or a texture comes twice. On any error
+// no texture is written. An empty batch is ok.
+Status fillGlTextures(std::uint64_t deviceGeneration, const std::vector<GlTextureFill>& fills);
 
 } // namespace attn

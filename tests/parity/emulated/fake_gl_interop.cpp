@@ -24,6 +24,7 @@ bool glContextOnDevice = true;
 cudaError_t failNextMap = cudaSuccess;
 cudaMemcpyKind lastCopyKind = cudaMemcpyDefault;
 int copiesToArrays = 0;
+int mapCalls = 0;
 
 namespace {
 
@@ -120,6 +121,7 @@ cudaError_t cudaGraphicsMapResources(int count, cudaGraphicsResource_t* resource
         if (t->mapped) return cudaErrorAlreadyMapped;
         t->mapped = true;
     }
+    ++emu::mapCalls;
     return cudaSuccess;
 }
 

@@ -32,5 +32,7 @@ extern cudaError_t failNextMap;
 // The kind of the last cudaMemcpy2DToArray(Async) call, and how many such copies ran.
 extern cudaMemcpyKind lastCopyKind;
 extern int copiesToArrays;
+// How many cudaGraphicsMapResources calls succeeded (each maps a batch of resources).
+extern int mapCalls;
 
 } // namespace emu
