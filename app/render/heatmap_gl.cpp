@@ -163,45 +163,8 @@ void GlHeatmapRenderer::drawCells(ImDrawList* dl, ImVec2 a, ImVec2 b, const std:
     if (visMin.x >= visMax.x || visMin.y >= visMax.y) return;
     Entry& e = m_entries[key];
     e.lastUsed = m_frame;
-    if (!drawFromDevice(e, dl, a, b, src)) drawTiles(e, dl, a, b, visMin, visMax, src);
+    drawTiles(e, dl, a, b, visMin, visMax, src);
     dl->AddCallback(ImDrawCallback_ResetRenderState, nullptr);
-}
-
-bool GlHeatmapRenderer::drawFromDevice(Entry& e, ImDrawList* dl, ImVec2 a, ImVec2 b, const HeatmapSource& src)
-{
-    const int rows = src.rows(), cols = src.cols();  // (also of a map whose cells are on the device only)
-    // One texture for the whole matrix: interop registers whole textures.
-    if (src.deviceGeneration == 0 || m_interop == Interop::Off || rows > m_maxTextureSize || cols > m_maxTextureSize) {
-        if (e.registered) {
-            (void)attn::unregisterGlTexture(e.values);
-            e.registered = false;
-        }
-        if (src.deviceGeneration != 0 && e.generation != src.generation) {
-            ++m_stats.deviceFallbacks;  // a device-resident result, uploaded from the host (counted once)
-            e.generation = src.generation;
-        }
-        return false;
-    }
-    const bool hasMask = src.mask && src.mask->size() == Eigen::Index(rows) * cols;
-    if (e.generation != src.generation || e.rows != rows || e.cols != cols || e.hasMask != hasMask) {
-        if (!fillFromDevice(e, rows, cols, src)) {
-            ++m_stats.deviceFallbacks;
-            e.generation = ~std::uint64_t(0);
-            return false;
-        }
-        if (hasMask) {
-            if (!e.mask) e.mask = makeTexture();
-            glBindTexture(GL_TEXTURE_2D, e.mask);
-            glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
-            glTexImage2D(GL_TEXTURE_2D, 0, GL_R8, cols, rows, 0, GL_RED, GL_UNSIGNED_BYTE, src.mask->data());
-        }
-        e.rows = rows;
-        e.cols = cols;
-        e.hasMask = hasMask;
-        e.generation = src.generation;
-    }
-    addDraw(dl, e.values, hasMask ? e.mask : 0, a, b, src);
-    return true;
 }
 
 namespace {
@@ -274,15 +237,16 @@ void GlHeatmapRenderer::refreshTile(Tile& t, int r0, int c0, int h, int w, const
     if (any) ++m_stats.hostUploads;
     t.rowHash = std::move(hashes);
     t.hasMask = hasMask;
+    t.maskKnown = false;
     t.generation = src.generation;
 }
 
 void GlHeatmapRenderer::drawTiles(Entry& e, ImDrawList* dl, ImVec2 a, ImVec2 b, ImVec2 visMin, ImVec2 visMax, const HeatmapSource& src)
 {
-    if (!src.onHost()) return;  // cells on the device only, which could not fill a texture: left blank
-    const attn::Matrix& m = *src.values;
-    const int rows = static_cast<int>(m.rows()), cols = static_cast<int>(m.cols());
-    const bool hasMask = src.mask && src.mask->size() == m.size();
+    const int rows = src.rows(), cols = src.cols();  // (also of a map whose cells are on the device only)
+    const bool hasMask = src.mask && src.mask->size() == Eigen::Index(rows) * cols;
+    bool device = deviceReady(src);
+    if (!device && !src.onHost()) return;  // cells on the device only, which cannot fill textures: left blank
     const int ts = m_tileSize;
     if (e.tiledRows != rows || e.tiledCols != cols) {
         releaseTiles(e);
@@ -298,26 +262,52 @@ void GlHeatmapRenderer::drawTiles(Entry& e, ImDrawList* dl, ImVec2 a, ImVec2 b, 
     const int c1 = std::clamp(static_cast<int>((visMax.x - a.x) / cw), 0, cols - 1);
     const int r0 = std::clamp(static_cast<int>((visMin.y - a.y) / ch), 0, rows - 1);
     const int r1 = std::clamp(static_cast<int>((visMax.y - a.y) / ch), 0, rows - 1);
+    std::vector<std::size_t> visible, stale;
     for (int tr = r0 / ts; tr <= r1 / ts; ++tr)
         for (int tc = c0 / ts; tc <= c1 / ts; ++tc) {
-            Tile& t = e.tiles[std::size_t(tr) * std::size_t(e.tileCols) + std::size_t(tc)];
-            const int tr0 = tr * ts, tc0 = tc * ts;
-            const int h = std::min(ts, rows - tr0), w = std::min(ts, cols - tc0);
-            if (t.generation != src.generation) refreshTile(t, tr0, tc0, h, w, src, hasMask);
-            const ImVec2 p0(a.x + cw * static_cast<float>(tc0), a.y + ch * static_cast<float>(tr0));
-            const ImVec2 p1(a.x + cw * static_cast<float>(tc0 + w), a.y + ch * static_cast<float>(tr0 + h));
-            addDraw(dl, t.values, hasMask ? t.mask : 0, p0, p1, src);
+            const std::size_t i = std::size_t(tr) * std::size_t(e.tileCols) + std::size_t(tc);
+            visible.push_back(i);
+            if (e.tiles[i].generation != src.generation) stale.push_back(i);
         }
+    if (!stale.empty()) {
+        if (device) device = fillFromDevice(e, stale, src, hasMask);
+        if (!device) {
+            if (src.deviceGeneration != 0 && e.fallbackGeneration != src.generation) {
+                ++m_stats.deviceFallbacks;  // a device-resident result, uploaded from the host (counted once)
+                e.fallbackGeneration = src.generation;
+            }
+            if (src.onHost())
+                for (std::size_t i : stale) {
+                    const int tr0 = int(i / std::size_t(e.tileCols)) * ts, tc0 = int(i % std::size_t(e.tileCols)) * ts;
+                    refreshTile(e.tiles[i], tr0, tc0, std::min(ts, rows - tr0), std::min(ts, cols - tc0), src, hasMask);
+                }
+        }
+    }
+    for (std::size_t i : visible) {
+        Tile& t = e.tiles[i];
+        t.lastDrawn = m_frame;
+        if (t.generation != src.generation) continue;  // not filled (the device lost the result, no host copy): blank
+        const int tr0 = int(i / std::size_t(e.tileCols)) * ts, tc0 = int(i % std::size_t(e.tileCols)) * ts;
+        const int h = std::min(ts, rows - tr0), w = std::min(ts, cols - tc0);
+        const ImVec2 p0(a.x + cw * static_cast<float>(tc0), a.y + ch * static_cast<float>(tr0));
+        const ImVec2 p1(a.x + cw * static_cast<float>(tc0 + w), a.y + ch * static_cast<float>(tr0 + h));
+        addDraw(dl, t.values, hasMask ? t.mask : 0, p0, p1, src);
+    }
 }
 
 void GlHeatmapRenderer::setTileSize(int side) { m_tileSize = std::clamp(side, 1, std::max(1, m_maxTextureSize)); }
 
+void GlHeatmapRenderer::releaseTile(Tile& t)
+{
+    if (t.registered) (void)attn::unregisterGlTexture(t.values);  // before the texture goes (the interop's contract)
+    if (t.values) glDeleteTextures(1, &t.values);
+    if (t.mask) glDeleteTextures(1, &t.mask);
+    t = Tile{};
+}
+
 void GlHeatmapRenderer::releaseTiles(Entry& e)
 {
-    for (Tile& t : e.tiles) {
-        if (t.values) glDeleteTextures(1, &t.values);
-        if (t.mask) glDeleteTextures(1, &t.mask);
-    }
+    for (Tile& t : e.tiles) releaseTile(t);
     e.tiles.clear();
     e.tiledRows = e.tiledCols = e.tileRows = e.tileCols = 0;
 }
@@ -338,7 +328,7 @@ ImTextureID GlHeatmapRenderer::uploadImage(const std::string& key, int width, in
     return reinterpret_cast<ImTextureID>(static_cast<intptr_t>(t));
 }
 
-bool GlHeatmapRenderer::fillFromDevice(Entry& e, int rows, int cols, const HeatmapSource& src)
+bool GlHeatmapRenderer::deviceReady(const HeatmapSource& src)
 {
     if (src.deviceGeneration == 0 || m_interop == Interop::Off) return false;
     if (m_interop == Interop::Unknown) {
@@ -353,36 +343,70 @@ bool GlHeatmapRenderer::fillFromDevice(Entry& e, int rows, int cols, const Heatm
     }
     // The document may show an older result than the device holds (a later compute failed and the last
     // good result was kept): its host copy is then the only one, and uploading it is not an error.
-    if (!attn::deviceResultCurrent(src.deviceGeneration)) return false;
-    if (!e.values) e.values = makeTexture();
-    if (!e.registered || e.rows != rows || e.cols != cols) {
-        if (e.registered) {
-            attn::Status st = attn::unregisterGlTexture(e.values);
-            e.registered = false;
+    return attn::deviceResultCurrent(src.deviceGeneration);
+}
+
+bool GlHeatmapRenderer::fillFromDevice(Entry& e, const std::vector<std::size_t>& stale, const HeatmapSource& src, bool hasMask)
+{
+    const int ts = m_tileSize, rows = e.tiledRows, cols = e.tiledCols;
+    const auto origin = [&](std::size_t i) { return std::pair<int, int>(int(i / std::size_t(e.tileCols)) * ts, int(i % std::size_t(e.tileCols)) * ts); };
+    std::vector<attn::GlTextureFill> fills;
+    fills.reserve(stale.size());
+    for (std::size_t i : stale) {
+        Tile& t = e.tiles[i];
+        const auto [r0, c0] = origin(i);
+        if (!t.values) {
+            // Storage first (CUDA registers an existing level), then the registration, kept for the tile's life.
+            t.values = makeTexture();
+            glTexImage2D(GL_TEXTURE_2D, 0, GL_R32F, std::min(ts, cols - c0), std::min(ts, rows - r0), 0, GL_RED, GL_FLOAT, nullptr);
+        }
+        if (!t.registered) {
+            const attn::Status st = attn::registerGlTexture(t.values);
             if (!st.ok()) {
                 disableInterop(st.message);
                 return false;
             }
+            t.registered = true;
         }
-        // Storage first (CUDA registers an existing level), then the registration, kept while the size holds.
-        glBindTexture(GL_TEXTURE_2D, e.values);
-        glTexImage2D(GL_TEXTURE_2D, 0, GL_R32F, cols, rows, 0, GL_RED, GL_FLOAT, nullptr);
-        attn::Status st = attn::registerGlTexture(e.values);
-        if (!st.ok()) {
-            disableInterop(st.message);
-            return false;
-        }
-        e.registered = true;
+        fills.push_back({t.values, src.deviceMatrix, src.deviceHead, r0, c0});
     }
-    attn::Status st = attn::fillGlTexture(e.values, src.deviceGeneration, src.deviceMatrix, src.deviceHead);
-    // Unavailable: a compute started after the check above and replaces the result (fillGlTexture does not wait
-    // for it): the host copy is uploaded, as for any result the device no longer holds. Other errors end interop.
+    const attn::Status st = attn::fillGlTextures(src.deviceGeneration, fills);
+    // Unavailable: a compute started after deviceReady and replaces the result (the fill does not wait for it):
+    // the host copy is uploaded, as for any result the device no longer holds. Other errors end interop.
     if (st.code == attn::StatusCode::Unavailable) return false;
     if (!st.ok()) {
         disableInterop(st.message);
         return false;
     }
-    ++m_stats.deviceFills;
+    glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
+    glPixelStorei(GL_UNPACK_ROW_LENGTH, cols);  // rows of a tile's mask are `cols` apart in the mask
+    for (std::size_t i : stale) {
+        Tile& t = e.tiles[i];
+        const auto [r0, c0] = origin(i);
+        const int h = std::min(ts, rows - r0), w = std::min(ts, cols - c0);
+        if (hasMask) {
+            // The mask's part, uploaded only when it changed (an edit of X leaves it as it was).
+            const std::uint8_t* m0 = src.mask->data() + std::size_t(r0) * std::size_t(cols) + std::size_t(c0);
+            std::uint64_t hash = 0xCBF29CE484222325ull;
+            for (int r = 0; r < h; ++r) hash = hashBytes(m0 + std::size_t(r) * std::size_t(cols), std::size_t(w), hash);
+            if (!t.mask) {
+                t.mask = makeTexture();
+                glTexImage2D(GL_TEXTURE_2D, 0, GL_R8, w, h, 0, GL_RED, GL_UNSIGNED_BYTE, nullptr);
+                t.maskKnown = false;
+            }
+            if (!t.maskKnown || t.maskHash != hash) {
+                glBindTexture(GL_TEXTURE_2D, t.mask);
+                glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, w, h, GL_RED, GL_UNSIGNED_BYTE, m0);
+            }
+            t.maskHash = hash;
+            t.maskKnown = true;
+        }
+        t.hasMask = hasMask;
+        t.rowHash.clear();  // the host does not know these texels: its next upload sends every row
+        t.generation = src.generation;
+        ++m_stats.deviceFills;
+    }
+    glPixelStorei(GL_UNPACK_ROW_LENGTH, 0);
     return true;
 }
 
@@ -390,21 +414,12 @@ void GlHeatmapRenderer::disableInterop(const std::string& why)
 {
     m_interop = Interop::Off;
     for (auto& [key, e] : m_entries)
-        if (e.registered) {
-            (void)attn::unregisterGlTexture(e.values);
-            e.registered = false;
-        }
+        for (Tile& t : e.tiles)
+            if (t.registered) {
+                (void)attn::unregisterGlTexture(t.values);
+                t.registered = false;
+            }
     postWarning("heatmaps: filling textures from the GPU failed, uploading from host memory from now on: " + why);
-}
-
-void GlHeatmapRenderer::releaseEntry(Entry& e)
-{
-    releaseTiles(e);
-    if (e.registered) (void)attn::unregisterGlTexture(e.values);
-    e.registered = false;
-    if (e.values) glDeleteTextures(1, &e.values);
-    if (e.mask) glDeleteTextures(1, &e.mask);
-    e.values = e.mask = 0;
 }
 
 void GlHeatmapRenderer::endFrame()
@@ -413,17 +428,23 @@ void GlHeatmapRenderer::endFrame()
     ++m_frame;
     for (auto it = m_entries.begin(); it != m_entries.end();) {
         if (m_frame - it->second.lastUsed > kEvictAfterFrames) {
-            releaseEntry(it->second);
+            releaseTiles(it->second);
             it = m_entries.erase(it);
-        } else {
-            ++it;
+            continue;
         }
+        // Tiles of a map in use but scrolled off screen for a while (a large map panned across) go too.
+        for (Tile& t : it->second.tiles)
+            if (t.values && m_frame - t.lastDrawn > kEvictAfterFrames) {
+                releaseTile(t);
+                ++m_stats.tilesEvicted;
+            }
+        ++it;
     }
 }
 
 void GlHeatmapRenderer::shutdown()
 {
-    for (auto& [key, e] : m_entries) releaseEntry(e);
+    for (auto& [key, e] : m_entries) releaseTiles(e);
     m_entries.clear();
     m_params.clear();
 }

@@ -8,9 +8,11 @@
 // 64-bit hash of each of its rows (values and mask), compared with the new data's. An edit of one token
 // changes one row and one column of the scores: tiles off that row re-upload one row each.
 //
-// Values come from host memory (glTexImage2D of the result's matrix) or, for a result of the CUDA backend
+// Values come from host memory (glTexSubImage2D of the result's matrix) or, for a result of the CUDA backend
 // that is still on the device, straight from device memory (CUDA-OpenGL interop, attnscope/device_interop.h):
-// the texture is registered with CUDA once per size and filled by a device-to-device copy. Any interop
+// the same visible tiles, each registered with CUDA once, filled by device-to-device copies of their parts, a
+// frame's tiles in one mapped batch (attn::fillGlTextures), with the mask's part of each tile uploaded from the
+// host when it changed. So a zoomed 8192² map costs the GPU its visible tiles, not its 256 MB. Any interop
 // failure falls back to the host upload for the rest of the session, with one message.
 #pragma once
 
@@ -41,16 +43,16 @@ public:
     // Releases every texture (and its CUDA registration); call while the GL context is still current.
     void shutdown();
 
-    // How value textures were filled since init: counted per (re)fill of one heatmap's texture.
+    // How value textures were filled since init.
     struct FillStats {
         long hostUploads = 0;      // tiles (re)filled from the host matrix (any number of their rows)
         long rowsUploaded = 0;     // tile rows sent to GL from the host (glTexSubImage2D)
         long rowsSkipped = 0;      // tile rows of refreshed tiles left as they were (unchanged)
-        long deviceFills = 0;      // device-to-device copy through CUDA-OpenGL interop
-        long deviceFallbacks = 0;  // device-resident results that were uploaded from the host instead
+        long deviceFills = 0;      // tiles filled by a device-to-device copy through CUDA-OpenGL interop
+        long deviceFallbacks = 0;  // heatmaps of a device-resident result uploaded from the host instead (once each)
+        long tilesEvicted = 0;     // tiles freed after about 2 s off screen (a large map panned across)
     };
     const FillStats& fillStats() const { return m_stats; }
-
     struct DrawParams {  // what one draw callback needs (lives until the frame is rendered)
         const GlHeatmapRenderer* self = nullptr;
         unsigned lut = 0, mask = 0;
@@ -72,36 +74,37 @@ public:
 private:
     struct Tile {
         unsigned values = 0, mask = 0;
-        std::uint64_t generation = ~std::uint64_t(0);
+        std::uint64_t generation = ~std::uint64_t(0);  // the HeatmapSource::generation its texels are of
         bool hasMask = false;
-        std::vector<std::uint64_t> rowHash;  // per row of the tile: what its texture holds
+        bool registered = false;  // `values` is registered with CUDA (interop fills)
+        bool maskKnown = false;   // maskHash is what `mask` holds (a device fill's mask upload)
+        std::uint64_t maskHash = 0;
+        long lastDrawn = 0;
+        std::vector<std::uint64_t> rowHash;  // per row of the tile: what its texture holds (host uploads); empty = unknown
     };
     struct Entry {
-        unsigned values = 0, mask = 0;
-        int rows = 0, cols = 0;
-        std::uint64_t generation = ~std::uint64_t(0);
-        bool hasMask = false;
-        bool registered = false;  // `values` is registered with CUDA at its current size
         long lastUsed = 0;
-        // Host path: tiles, row-major, tileRows × tileCols of them (values/mask above: the device path only).
+        std::uint64_t fallbackGeneration = ~std::uint64_t(0);  // the last generation counted in deviceFallbacks
+        // Tiles, row-major, tileRows × tileCols of them, over a map of tiledRows × tiledCols cells.
         int tileRows = 0, tileCols = 0, tiledRows = 0, tiledCols = 0;
         std::vector<Tile> tiles;
     };
     enum class Interop { Unknown, On, Off };  // Unknown until the first device-resident result arrives
 
     static void drawCallback(const ImDrawList* dl, const ImDrawCmd* cmd);
-    // Fills e.values (already rows×cols if it existed) from the device; false (nothing drawn from it) when
-    // interop is off, the device no longer holds the result, or it failed (then turned off, one message).
-    bool fillFromDevice(Entry& e, int rows, int cols, const HeatmapSource& src);
-    // The whole matrix as one texture filled from the device (CUDA-OpenGL interop); false when it cannot be.
-    bool drawFromDevice(Entry& e, ImDrawList* dl, ImVec2 a, ImVec2 b, const HeatmapSource& src);
-    // Tiles of the host matrix: those in [visMin, visMax] refreshed (changed rows only) and drawn.
+    // True when `src`'s cells can come from the device: a device-resident result the device still holds, and
+    // interop on (asked once, at the first such result).
+    bool deviceReady(const HeatmapSource& src);
+    // Fills the tiles `stale` (indices into e.tiles) from the device, their masks from the host; false (none
+    // marked filled) when the device no longer holds the result or interop failed (then turned off, one message).
+    bool fillFromDevice(Entry& e, const std::vector<std::size_t>& stale, const HeatmapSource& src, bool hasMask);
+    // The tiles in [visMin, visMax] refreshed (from the device, else the host's changed rows) and drawn.
     void drawTiles(Entry& e, ImDrawList* dl, ImVec2 a, ImVec2 b, ImVec2 visMin, ImVec2 visMax, const HeatmapSource& src);
     void refreshTile(Tile& t, int r0, int c0, int h, int w, const HeatmapSource& src, bool hasMask);
     void addDraw(ImDrawList* dl, unsigned values, unsigned mask, ImVec2 p0, ImVec2 p1, const HeatmapSource& src);
+    void releaseTile(Tile& t);
     void releaseTiles(Entry& e);
     void disableInterop(const std::string& why);
-    void releaseEntry(Entry& e);
 
     unsigned m_program = 0;
     int m_locProjection = -1, m_locValues = -1, m_locLut = -1, m_locMask = -1, m_locHasMask = -1, m_locLo = -1, m_locHi = -1, m_locLog = -1,

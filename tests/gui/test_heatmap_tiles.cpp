@@ -1,6 +1,6 @@
 // The GL heatmap renderer's tiles (needs a display: runs under Xvfb, label gui): a map larger than one tile
 // is drawn exactly (every cell's colour read back from the framebuffer), only tiles on screen are filled,
-// and a changed row and column re-upload only the rows of the tiles they touch.
+// a changed row and column re-upload only the rows of the tiles they touch, and tiles long off screen are freed.
 #include "panels/style.h"
 #include "platform/platform.h"
 #include "render/heatmap_gl.h"
@@ -52,7 +52,8 @@ protected:
     }
     // One frame drawing `m` with its top-left cell at `at` (window pixels), cells `cell` pixels wide and tall;
     // returns the picture.
-    app::Image draw(const attn::Matrix& m, std::uint64_t generation, ImVec2 at, ImVec2 cell = ImVec2(kCellPx, kCellPx))
+    app::Image draw(const attn::Matrix& m, std::uint64_t generation, ImVec2 at, ImVec2 cell = ImVec2(kCellPx, kCellPx),
+                    bool capture = true)
     {
         platform.pollEvents(0.0);
         platform.beginFrame(true);
@@ -71,7 +72,7 @@ protected:
         platform.renderFrame();
         int w = 0, h = 0;
         platform.framebufferSize(w, h);
-        app::Image img = app::captureFramebuffer(w, h);
+        app::Image img = capture ? app::captureFramebuffer(w, h) : app::Image{};
         platform.swapBuffers();
         renderer.endFrame();
         return img;
@@ -147,6 +148,24 @@ TEST_F(HeatmapTiles, TilesOffScreenAreNotFilled)
     const app::Image img = draw(m, 1, at);
     EXPECT_EQ(renderer.fillStats().hostUploads, 4);
     EXPECT_LE(maxCellError(img, m, at), 4);
+}
+
+// A large map panned across keeps only what is on screen: tiles off screen for about 2 s (120 frames) are freed,
+// those still drawn are kept as they are, and a freed tile scrolled back is filled again and drawn right.
+TEST_F(HeatmapTiles, TilesLongOffScreenAreFreedAndFilledAgainWhenBack)
+{
+    const attn::Matrix m = randomMatrix(kN, kN, 4);
+    const ImVec2 whole(20, 20), corner(-kCellPx * 200, -kCellPx * 200);  // corner: tiles (1,1), (1,2), (2,1), (2,2)
+    draw(m, 1, whole, ImVec2(kCellPx, kCellPx), false);
+    const app::GlHeatmapRenderer::FillStats first = renderer.fillStats();
+    ASSERT_EQ(first.hostUploads, 9);
+    for (int i = 0; i < 125; ++i) draw(m, 1, corner, ImVec2(kCellPx, kCellPx), false);
+    const app::GlHeatmapRenderer::FillStats panned = renderer.fillStats();
+    EXPECT_EQ(panned.tilesEvicted, 5) << "the 5 tiles off screen for 125 frames";
+    EXPECT_EQ(panned.hostUploads, first.hostUploads) << "the 4 tiles on screen were kept, not filled again";
+    const app::Image img = draw(m, 1, whole);
+    EXPECT_EQ(renderer.fillStats().hostUploads - panned.hostUploads, 5) << "the freed tiles, filled again";
+    EXPECT_LE(maxCellError(img, m, whole), 4);
 }
 
 // Issue 36: a thin map (n × 8: Q, K, V, a head's output) is drawn with cells wider than tall, here 24 × 2 px
