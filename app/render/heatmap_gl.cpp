@@ -245,8 +245,9 @@ void GlHeatmapRenderer::drawTiles(Entry& e, ImDrawList* dl, ImVec2 a, ImVec2 b, 
 {
     const int rows = src.rows(), cols = src.cols();  // (also of a map whose cells are on the device only)
     const bool hasMask = src.mask && src.mask->size() == Eigen::Index(rows) * cols;
+    // Cells on the device only that cannot fill textures now (a compute is replacing the result): tiles that
+    // already hold this result's texels are drawn, the rest left blank.
     bool device = deviceReady(src);
-    if (!device && !src.onHost()) return;  // cells on the device only, which cannot fill textures: left blank
     const int ts = m_tileSize;
     if (e.tiledRows != rows || e.tiledCols != cols) {
         releaseTiles(e);
