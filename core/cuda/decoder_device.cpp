@@ -880,6 +880,7 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     HostPrefault prefault;
     std::vector<HostPiece> pieces;
     auto keep = [&](Matrix& m, const float* dev, long long rows, long long cols, cudaEvent_t ready, long long spare = 0) {
+        if (req.storage && m.size() == 0) m = req.storage(rows + spare, cols);
         prefault.add(m, rows, cols, spare);
         pieces.push_back({m.data(), dev, static_cast<std::size_t>(rows * cols), ready});
     };

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -70,6 +71,9 @@ struct DeviceForwardRequest {
     // DecoderRun::deviceKVGeneration: when it is still the device's (no call since) and fromLayer > 0, the layers
     // below fromLayer stay where they are and the result holds every layer (DeviceForwardResult::kvHeld).
     std::uint64_t keptGeneration = 0;
+    // Where the host buffers of what comes back may come from: a buffer of exactly rows × cols (old contents, pages
+    // mapped: attnscope/recycled_buffers.h), or an empty Matrix for a fresh one. Unset: fresh ones.
+    std::function<Matrix(long long rows, long long cols)> storage;
 };
 
 // Phase times of one device forward, in milliseconds, from CUDA events on the stream. (A dense run's maps too large

@@ -17,6 +17,7 @@
 #include "../cuda/decoder_device.h"
 
 #include <attnscope/background_release.h>
+#include <attnscope/recycled_buffers.h>
 #endif
 
 #include <algorithm>
@@ -199,17 +200,28 @@ long long roomRows(const DecoderConfig& c, long long n)
     return std::clamp<long long>(LazyLayer::defaultSpareRows(n), 0, std::max<long long>(0, c.maxPositions - n));
 }
 
-// What a device call's results replace in the run: the earlier call's host buffers (1.3-1.6 GB at 8192 tokens), freed
-// on a thread of their own (attnscope/background_release.h) while the caller goes on with the new run: freeing them
-// was the 78 ms gap between an 8192-token forward's phases and its wall time on the H100.
+// What a device call's results replace in the run: the earlier call's host buffers (1.3-1.6 GB at 8192 tokens). Their
+// large buffers go to RecycledBuffers for the next forward's copies (attnscope/recycled_buffers.h); the rest, and
+// what the pool held that this call's forward did not take, are freed on a thread of their own
+// (attnscope/background_release.h) while the caller goes on with the new run: freeing them was the 78 ms gap between
+// an 8192-token forward's phases and its wall time on the H100.
 struct Replaced {
     std::vector<Matrix> matrices;
-    std::vector<std::shared_ptr<const LazyLayer>> lazy;  // freed with their last holder, which may be the window's
+    std::vector<std::shared_ptr<const LazyLayer>> lazy;  // adopted with `recycle`: pooled by their last holder
     std::vector<std::vector<HeadWeights>> weights;
+    std::vector<Matrix> dropped;  // from the pool
 };
 
-void release(Replaced&& old)
+// `mark`: the pool's mark from before the forward that replaced `old`.
+void release(Replaced&& old, std::uint64_t mark)
 {
+    RecycledBuffers& pool = RecycledBuffers::instance();
+    for (Matrix& m : old.matrices)
+        for (Matrix& out : pool.give(m)) old.dropped.push_back(std::move(out));
+    // The layers this call held last go to the pool now (LazyLayer::adopt's recycle), for the next forward; those the
+    // window still views go when it lets them go.
+    old.lazy.clear();
+    for (Matrix& m : pool.dropBefore(mark)) old.dropped.push_back(std::move(m));
     static BackgroundRelease freer;  // destroyed at exit: waits for the last batch
     freer.release(std::move(old));
 }
@@ -246,6 +258,9 @@ Status deviceRecompute(DecoderModel& model, int fromLayer, DecoderRun& run, Surp
     req.roomRows = spare;
     req.keptGeneration = run.deviceKVGeneration;
     req.everySurprise = surprise == SurpriseUpdate::Now;
+    // What comes back lands in the buffers of a replaced run where the shapes agree (a recompute after an edit).
+    const std::uint64_t mark = RecycledBuffers::instance().mark();
+    req.storage = [](long long rows, long long cols) { return RecycledBuffers::instance().take(rows, cols); };
     cuda::DeviceForwardResult out;
     if (Status s = cuda::decoderForward(**weights, req, out); !s.ok()) return makeError(s.code, "the GPU forward: " + s.message);
 
@@ -271,7 +286,7 @@ Status deviceRecompute(DecoderModel& model, int fromLayer, DecoderRun& run, Surp
             // lazyLayer's: Q, K, V and lse in a LazyLayer, adopted with the spare rows they came back with.
             std::shared_ptr<const LazyLayer>& lazy = run.lazyLayers[static_cast<std::size_t>(l)];
             old.lazy.push_back(std::move(lazy));
-            lazy = LazyLayer::adopt(std::move(r.Q), std::move(r.K), std::move(r.lse), std::move(r.V), n);
+            lazy = LazyLayer::adopt(std::move(r.Q), std::move(r.K), std::move(r.lse), std::move(r.V), n, /*recycle=*/true);
             replace(res.Q, Matrix());
             replace(res.K, Matrix());
             replace(res.V, Matrix());
@@ -300,7 +315,7 @@ Status deviceRecompute(DecoderModel& model, int fromLayer, DecoderRun& run, Surp
         for (int l = fromLayer; l < L; ++l) run.deviceLayers[static_cast<std::size_t>(l)] = run.lazyLayers[static_cast<std::size_t>(l)];
     }
     replace(run.finalHidden, std::move(out.finalHidden));
-    release(std::move(old));
+    release(std::move(old), mark);
     run.lastLogits = std::move(out.lastLogits);
     if (surprise == SurpriseUpdate::Now) {
         run.surprise = std::move(out.surprise);

@@ -1,6 +1,8 @@
 // Attention without an n×n matrix, and its maps rebuilt on demand: see attnscope/lazy_attention.h.
 #include "attnscope/lazy_attention.h"
 
+#include "attnscope/recycled_buffers.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cassert>
@@ -194,6 +196,16 @@ struct LazyLayer::Rows {
     Matrix Q, K, lse, V;  // capacity × H·D, H_kv·D, H, H_kv·D_v (or 0)
     std::mutex mutex;
     std::multiset<Eigen::Index> views;
+    bool recycle = false;  // adopt(…, recycle): the buffers go to RecycledBuffers when the last view goes
+    ~Rows()
+    {
+        if (!recycle) return;
+        // What the pool pushes out (over its capacity) is freed here, as these would have been.
+        for (Matrix* m : {&Q, &K, &lse, &V}) {
+            std::vector<Matrix> pushedOut = RecycledBuffers::instance().give(*m);
+            (void)pushedOut;
+        }
+    }
 };
 
 namespace {
@@ -227,7 +239,7 @@ std::pair<std::shared_ptr<LazyLayer::Rows>, Eigen::Index> LazyLayer::own(Matrix 
 
 Eigen::Index LazyLayer::defaultSpareRows(Eigen::Index n) { return std::max<Eigen::Index>(64, n / 4); }
 
-std::shared_ptr<const LazyLayer> LazyLayer::adopt(Matrix Q, Matrix K, Matrix lse, Matrix V, Eigen::Index n)
+std::shared_ptr<const LazyLayer> LazyLayer::adopt(Matrix Q, Matrix K, Matrix lse, Matrix V, Eigen::Index n, bool recycle)
 {
     const Eigen::Index capacity = Q.rows();
     if (V.size() == 0) V.resize(capacity, 0);
@@ -238,6 +250,7 @@ std::shared_ptr<const LazyLayer> LazyLayer::adopt(Matrix Q, Matrix K, Matrix lse
     rows->lse = std::move(lse);
     rows->V = std::move(V);
     rows->views.insert(n);
+    rows->recycle = recycle;
     return std::shared_ptr<const LazyLayer>(new LazyLayer(std::move(rows), n));
 }
 

@@ -20,12 +20,14 @@
 
 #include <attnscope/decoder.h>
 #include <attnscope/interp.h>
+#include <attnscope/recycled_buffers.h>
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -664,6 +666,84 @@ TEST(DecoderDeviceMemory, AnAppendThatDoesNotFitIsAnErrorOrAutoRecomputes)
     EXPECT_CLOSE(attn::Matrix(run->lastLogits), attn::Matrix(cpu->lastLogits), kLogitTol, "the recompute's last logits");
 }
 #endif
+
+// The buffers of a replaced run, recycled (attnscope/recycled_buffers.h): a recompute on the device copies into the
+// host buffers of the run replaced before it (every residual stream, the final norm, each lazy layer's Q, K, V and
+// lse), with the results of copies into fresh ones; a layer someone still holds is not written while held; a forward
+// of another length takes none, and what the pool held for the old length is dropped.
+TEST(DecoderDeviceRecycling, ARecomputeCopiesIntoTheReplacedRunsBuffers)
+{
+    attn::RecycledBuffers& pool = attn::RecycledBuffers::instance();
+    const std::size_t savedMin = pool.minBytes();
+    pool.setMinBytes(0);  // the tiny model's buffers are a few hundred bytes (a GPU's run: 1 MiB and more each)
+    (void)pool.clear();
+    auto loaded = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama");
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message;
+    attn::DecoderModel model = std::move(*loaded);
+    const int L = model.config.layers;
+    attn::DecoderOptions dev, cpu;
+    dev.backend = attn::Backend::Cuda;
+    dev.lazy = cpu.lazy = true;
+    const auto buffers = [](const attn::DecoderRun& r) {
+        std::multiset<const float*> p;
+        for (const attn::Matrix& h : r.hidden) p.insert(h.data());
+        p.insert(r.finalHidden.data());
+        for (const auto& layer : r.lazyLayers)
+            for (const float* d : {layer->Q.data(), layer->K.data(), layer->V.data(), layer->lse.data()}) p.insert(d);
+        return p;
+    };
+    auto run = attn::runDecoder(model, kIds, dev);
+    ASSERT_TRUE(run.ok()) << run.status().message;
+    const auto first = buffers(*run);
+    ASSERT_EQ(first.size(), std::size_t(L + 2 + 4 * L));
+    EXPECT_EQ(std::set<const float*>(first.begin(), first.end()).size(), first.size()) << "every buffer its own";
+
+    run->ablated = {{L - 1, 0}};
+    ASSERT_TRUE(attn::recomputeDecoderFrom(model, 0, *run, attn::Backend::Cuda).ok());
+    const auto second = buffers(*run);
+    for (const float* p : second) EXPECT_EQ(first.count(p), 0u) << "the first run's buffers were in use during the second forward";
+    EXPECT_EQ(pool.count(), first.size()) << "the first run's buffers, kept";
+
+    const long takenBefore = pool.taken();
+    ASSERT_TRUE(attn::recomputeDecoderFrom(model, 0, *run, attn::Backend::Cuda).ok());
+    EXPECT_EQ(buffers(*run), first) << "the third forward copied into the first run's buffers";
+    EXPECT_EQ(pool.taken() - takenBefore, long(first.size()));
+    expectOnTheDevice(*run, "recycled");
+    attn::DecoderOptions ablated = cpu;
+    ablated.ablate = {{L - 1, 0}};
+    auto c = attn::runDecoder(model, kIds, ablated);
+    ASSERT_TRUE(c.ok()) << c.status().message;
+    for (int l = 0; l <= L; ++l) EXPECT_CLOSE(run->hidden[std::size_t(l)], c->hidden[std::size_t(l)], kHiddenTol, "recycled hidden " + std::to_string(l));
+    for (int l = 0; l < L; ++l) {
+        const attn::LazyLayer &a = *run->lazyLayers[std::size_t(l)], &b = *c->lazyLayers[std::size_t(l)];
+        const std::string at = "recycled layer " + std::to_string(l);
+        EXPECT_CLOSE(attn::Matrix(a.Q), attn::Matrix(b.Q), kHiddenTol, at + " Q");
+        EXPECT_CLOSE(attn::Matrix(a.K), attn::Matrix(b.K), kHiddenTol, at + " K");
+        EXPECT_CLOSE(attn::Matrix(a.V), attn::Matrix(b.V), kHiddenTol, at + " V");
+        EXPECT_CLOSE(attn::Matrix(a.lse), attn::Matrix(b.lse), kHiddenTol, at + " lse");
+    }
+    expectSamePredictions(*run, *c, "recycled");
+
+    // Layer 0 held (as the window's views hold the layers they show): its buffers stay as they are through two more
+    // recomputes, which take other buffers.
+    const std::shared_ptr<const attn::LazyLayer> held = run->lazyLayers[0];
+    const attn::Matrix heldQ = held->Q, heldLse = held->lse;
+    run->ablated.clear();
+    ASSERT_TRUE(attn::recomputeDecoderFrom(model, 0, *run, attn::Backend::Cuda).ok());
+    ASSERT_TRUE(attn::recomputeDecoderFrom(model, 0, *run, attn::Backend::Cuda).ok());
+    EXPECT_EQ(buffers(*run).count(held->Q.data()), 0u) << "a held layer's buffer was taken";
+    EXPECT_EQ(maxAbsDiff(attn::Matrix(held->Q), heldQ), 0.0) << "a held layer was written";
+    EXPECT_EQ(maxAbsDiff(attn::Matrix(held->lse), heldLse), 0.0) << "a held layer was written";
+
+    // Another length: nothing of the old one is taken, and the pool keeps only the run this forward replaced.
+    const std::vector<int> shorter(kIds.begin(), kIds.end() - 1);
+    const long takenBeforeShorter = pool.taken();
+    ASSERT_TRUE(attn::runDecoder(model, shorter, dev, *run).ok());
+    EXPECT_EQ(pool.taken(), takenBeforeShorter);
+    EXPECT_EQ(pool.count(), first.size()) << "the replaced run's buffers, and none of the run before it";
+    (void)pool.clear();
+    pool.setMinBytes(savedMin);
+}
 
 // A text longer than a warp: the softmax's 32 lanes each see several of a row's keys (every test above has fewer
 // than 32 tokens, one key a lane), so each lane's running maximum and sum are rescaled as they go and merged

@@ -62,7 +62,9 @@ public:
     static Eigen::Index defaultSpareRows(Eigen::Index n);
     // Adopts buffers that hold the layer's n rows first and the spare rows behind them (Q, K, lse and V, when
     // given, with the same number of rows ≥ n): nothing is copied. The GPU forward downloads into such buffers.
-    static std::shared_ptr<const LazyLayer> adopt(Matrix Q, Matrix K, Matrix lse, Matrix V, Eigen::Index n);
+    // `recycle`: when the last layer viewing them goes, the buffers go to RecycledBuffers (attnscope/recycled_buffers.h)
+    // for the next forward's copies, instead of being freed.
+    static std::shared_ptr<const LazyLayer> adopt(Matrix Q, Matrix K, Matrix lse, Matrix V, Eigen::Index n, bool recycle = false);
     ~LazyLayer();
     LazyLayer(const LazyLayer&) = delete;
     LazyLayer& operator=(const LazyLayer&) = delete;
