@@ -12,6 +12,7 @@
 #include <attnscope/gpu_bounds.h>
 #include <attnscope/interp.h>
 #include <attnscope/qk_attribution.h>
+#include <attnscope/recycled_buffers.h>
 
 #include <nlohmann/json.hpp>
 
@@ -102,6 +103,8 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
         return printError("model --bench: the forward ran on the CPU" + (run.warnings.empty() ? std::string() : " (" + run.warnings.front() + ")")),
                kExitFailure;
     std::vector<double> forward, embed, layers, head, copies;
+    // Each repeat replaces the run before it: its copies land in that run's buffers (attnscope/recycled_buffers.h).
+    const long recycledBefore = attn::RecycledBuffers::instance().taken();
     for (int r = 0; r < repeats; ++r) {
         t0 = Clock::now();
         if (attn::Status s = attn::runDecoder(model, ids, mo, run); !s.ok()) return printError(s.message), kExitFailure;
@@ -112,6 +115,7 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
         copies.push_back(run.deviceTimings.copies);
     }
     const attn::DecoderRun::DeviceTimings forwardPhases = run.deviceTimings;
+    const long recycled = attn::RecycledBuffers::instance().taken() - recycledBefore;
     // A lazy run's maps as the window's grid asks for them: every head of the last layer, its whole map max-pooled
     // to at most 256 × 256, read on the device (from the run's Q, K and log-sum-exp still there) and on the host
     // (LazyMaps over the copies that came back), with the largest difference between the two.
@@ -225,6 +229,7 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
     j["forward_ms_min"] = *std::min_element(forward.begin(), forward.end());
     j["forward_phases"] = {{"embed_ms", median(embed)}, {"layers_ms", median(layers)}, {"head_ms", median(head)},
                            {"copies_ms", median(copies)}, {"bytes_back_mb", forwardPhases.bytesBack / 1e6}};
+    j["forward_buffers_recycled"] = recycled;  // over the repeats: host buffers the copies found mapped
     j["forward_gflop"] = flop / 1e9;
     // The rate reached (forwardFlop counts the causal half of the scores; the device computes them whole).
     j["forward_tflops"] = flop / (fwd * 1e9);
