@@ -442,7 +442,8 @@ Status callBuffers(DecoderContext& ctx, const DecoderConfig& c, int V, const Cal
     const std::size_t f = sizeof(float), Lz = static_cast<std::size_t>(c.layers), M = static_cast<std::size_t>(c.hidden);
     const std::size_t H = static_cast<std::size_t>(c.heads), F = static_cast<std::size_t>(std::max(c.intermediate, 1));
     const std::size_t qw = H * c.headDim, kw = static_cast<std::size_t>(c.kvHeads) * c.headDim;
-    const std::size_t logits = static_cast<std::size_t>(sh.logitRows) * static_cast<std::size_t>(V);
+    // The logits, and behind them the surprise's partial log-sum-exps of their rows (launchSurprise).
+    const std::size_t logits = static_cast<std::size_t>(sh.logitRows) * (static_cast<std::size_t>(V) + 2 * kSurpriseMaxChunks);
     std::array<std::size_t, static_cast<std::size_t>(Act::Count)> count{};  // elements (floats or ints) per buffer
     auto set = [&](Act a, std::size_t n) { count[static_cast<std::size_t>(a)] = n; };
     set(Act::Hidden, (Lz + 1) * sh.rows * M);
@@ -711,7 +712,9 @@ Status lmHeadRows(DecoderContext& ctx, const DecoderWeights& w, const DeviceArra
                                        V, 0, b.logits, V, 0));
         if (c.finalSoftcap > 0) ATTNSCOPE_CUDA_TRY(launchSoftcap(b.logits, static_cast<long long>(count) * V, c.finalSoftcap, ctx.stream()));
         const int withTarget = std::min(count, rows - 1 - r0);
-        if (withTarget > 0) ATTNSCOPE_CUDA_TRY(launchSurprise(b.logits, b.targets + r0, b.surprise + r0, withTarget, V, ctx.stream()));
+        float* partials = b.logits + static_cast<long long>(b.logitRows) * V;  // behind the logits (callBuffers)
+        if (withTarget > 0)
+            ATTNSCOPE_CUDA_TRY(launchSurprise(b.logits, b.targets + r0, b.surprise + r0, withTarget, V, partials, ctx.stream()));
         if (lastRow && r0 + count == rows)
             ATTNSCOPE_RETURN_IF_ERROR(download(ctx, b.logits + static_cast<long long>(count - 1) * V, 1, V, *lastRow, bytesBack));
     }

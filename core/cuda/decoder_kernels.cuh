@@ -224,22 +224,65 @@ __global__ void softcapKernel(float* x, long long count, float cap)
     for (long long e = firstElement(); e < count; e += elementStep()) x[e] = tanhf(x[e] * inv) * cap;
 }
 
-// logProbability per row: out[r] = −(logits[r, targets[r]] − log Σ_v exp(logits[r, v])) (the surprise of the
-// next token), rows × V logits. A target outside 0…V−1 gives +inf (the CPU's −log p of −inf).
-__global__ void surpriseKernel(const float* logits, const int* targets, float* out, int rows, int V)
+// A running log-sum-exp (m, s: Σ exp(x − m)) merged with another: the larger maximum kept, each sum rescaled to it.
+__device__ __forceinline__ void lseMerge(float& m, float& s, float mo, float so)
+{
+    const float mm = fmaxf(m, mo);
+    if (mm == -INFINITY) return;  // both empty (no logit, or every one −inf): nothing to add
+    s = s * expf(m - mm) + so * expf(mo - mm);
+    m = mm;
+}
+
+// logProbability's log-sum-exp, first pass: chunk c of row r (logits [c·chunk, (c+1)·chunk) ∩ [0, V)) by one warp, each
+// lane's running maximum and sum rescaled as it goes (one read of each logit), merged across the lanes (a fixed
+// butterfly) into partials[2·(r·chunks + c)], +1.
+__global__ void lsePartialsKernel(const float* logits, float* partials, int rows, int V, int chunks, int chunk)
+{
+    const int lane = threadIdx.x % kDecWarp;
+    const long long units = static_cast<long long>(rows) * chunks;
+    for (long long u = firstRow(); u < units; u += rowStep()) {
+        const float* x = logits + (u / chunks) * V;
+        const int j0 = static_cast<int>(u % chunks) * chunk, j1 = j0 + chunk < V ? j0 + chunk : V;
+        float m = -INFINITY, s = 0.0f;
+        for (int j = j0 + lane; j < j1; j += kDecWarp) {
+            const float v = x[j];
+            if (v > m) {
+                s = s * expf(m - v) + 1.0f;
+                m = v;
+            } else if (v != -INFINITY) {
+                s += expf(v - m);  // (a NaN logit makes the sum NaN, as the CPU's)
+            }
+        }
+        for (int o = kDecWarp / 2; o > 0; o /= 2) {
+            const float mo = __shfl_xor_sync(kDecFullWarp, m, o), so = __shfl_xor_sync(kDecFullWarp, s, o);
+            lseMerge(m, s, mo, so);
+        }
+        if (lane == 0) {
+            partials[2 * u] = m;
+            partials[2 * u + 1] = s;
+        }
+    }
+}
+
+// logProbability per row, second pass: out[r] = −(logits[r, targets[r]] − log Σ_v exp(logits[r, v])) (the surprise of
+// the next token) from the row's `chunks` partials (≤ kDecWarp: one a lane). A target outside 0…V−1 gives +inf (the
+// CPU's −log p of −inf).
+__global__ void surpriseKernel(const float* logits, const float* partials, const int* targets, float* out, int rows, int V, int chunks)
 {
     const int lane = threadIdx.x % kDecWarp;
     for (long long r = firstRow(); r < rows; r += rowStep()) {
-        const float* x = logits + r * V;
-        float m = -INFINITY;
-        for (int j = lane; j < V; j += kDecWarp) m = fmaxf(m, x[j]);
-        m = warpMax(m);
-        float l = 0.0f;
-        for (int j = lane; j < V; j += kDecWarp) l += expf(x[j] - m);
-        l = warpSum(l);
+        float m = -INFINITY, s = 0.0f;
+        if (lane < chunks) {
+            m = partials[2 * (r * chunks + lane)];
+            s = partials[2 * (r * chunks + lane) + 1];
+        }
+        for (int o = kDecWarp / 2; o > 0; o /= 2) {
+            const float mo = __shfl_xor_sync(kDecFullWarp, m, o), so = __shfl_xor_sync(kDecFullWarp, s, o);
+            lseMerge(m, s, mo, so);
+        }
         if (lane == 0) {
             const int t = targets[r];
-            out[r] = t < 0 || t >= V ? INFINITY : -(x[t] - m - logf(l));
+            out[r] = t < 0 || t >= V ? INFINITY : -(logits[r * V + t] - m - logf(s));
         }
     }
 }

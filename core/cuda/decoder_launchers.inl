@@ -68,10 +68,22 @@ cudaError_t launchSoftcap(float* x, long long count, float cap, cudaStream_t str
     ATTNSCOPE_DECODER_LAUNCH(softcapKernel, s, stream, x, count, cap);
 }
 
-cudaError_t launchSurprise(const float* logits, const int* targets, float* out, int rows, int V, cudaStream_t stream)
+namespace {
+
+cudaError_t launchLsePartials(const float* logits, float* partials, int rows, int V, int chunks, int chunk, cudaStream_t stream)
 {
+    const DecShape s = rowShape(static_cast<long long>(rows) * chunks, ATTNSCOPE_DECODER_GRID_CAP);
+    ATTNSCOPE_DECODER_LAUNCH(lsePartialsKernel, s, stream, logits, partials, rows, V, chunks, chunk);
+}
+
+} // namespace
+
+cudaError_t launchSurprise(const float* logits, const int* targets, float* out, int rows, int V, float* partials, cudaStream_t stream)
+{
+    const int chunks = surpriseChunks(V), chunk = (V + chunks - 1) / chunks;
+    if (const cudaError_t err = launchLsePartials(logits, partials, rows, V, chunks, chunk, stream); err != cudaSuccess) return err;
     const DecShape s = rowShape(rows, ATTNSCOPE_DECODER_GRID_CAP);
-    ATTNSCOPE_DECODER_LAUNCH(surpriseKernel, s, stream, logits, targets, out, rows, V);
+    ATTNSCOPE_DECODER_LAUNCH(surpriseKernel, s, stream, logits, partials, targets, out, rows, V, chunks);
 }
 
 cudaError_t launchLazyTile(const LazyMapsArgs& a, float* out, cudaStream_t stream)
