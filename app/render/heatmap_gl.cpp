@@ -245,9 +245,6 @@ void GlHeatmapRenderer::drawTiles(Entry& e, ImDrawList* dl, ImVec2 a, ImVec2 b, 
 {
     const int rows = src.rows(), cols = src.cols();  // (also of a map whose cells are on the device only)
     const bool hasMask = src.mask && src.mask->size() == Eigen::Index(rows) * cols;
-    // Cells on the device only that cannot fill textures now (a compute is replacing the result): tiles that
-    // already hold this result's texels are drawn, the rest left blank.
-    bool device = deviceReady(src);
     const int ts = m_tileSize;
     if (e.tiledRows != rows || e.tiledCols != cols) {
         releaseTiles(e);
@@ -270,8 +267,10 @@ void GlHeatmapRenderer::drawTiles(Entry& e, ImDrawList* dl, ImVec2 a, ImVec2 b, 
             visible.push_back(i);
             if (e.tiles[i].generation != src.generation) stale.push_back(i);
         }
+    // Asked only when something is to be filled: deviceReady may wait for the device's lock (the window's worker
+    // holds it while a map comes back), which a frame with nothing new need not.
     if (!stale.empty()) {
-        if (device) device = fillFromDevice(e, stale, src, hasMask);
+        const bool device = deviceReady(src) && fillFromDevice(e, stale, src, hasMask);
         if (!device) {
             if (src.deviceGeneration != 0 && e.fallbackGeneration != src.generation) {
                 ++m_stats.deviceFallbacks;  // a device-resident result, uploaded from the host (counted once)
@@ -287,7 +286,9 @@ void GlHeatmapRenderer::drawTiles(Entry& e, ImDrawList* dl, ImVec2 a, ImVec2 b, 
     for (std::size_t i : visible) {
         Tile& t = e.tiles[i];
         t.lastDrawn = m_frame;
-        if (t.generation != src.generation) continue;  // not filled (the device lost the result, no host copy): blank
+        // Not filled: cells on the device only that cannot fill textures now (a compute is replacing the result,
+        // or interop is off) are left blank; tiles that hold this result's texels are drawn.
+        if (t.generation != src.generation) continue;
         const int tr0 = int(i / std::size_t(e.tileCols)) * ts, tc0 = int(i % std::size_t(e.tileCols)) * ts;
         const int h = std::min(ts, rows - tr0), w = std::min(ts, cols - tc0);
         const ImVec2 p0(a.x + cw * static_cast<float>(tc0), a.y + ch * static_cast<float>(tr0));

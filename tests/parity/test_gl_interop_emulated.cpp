@@ -86,9 +86,8 @@ struct Case {
 
 class GlInterop : public ::testing::TestWithParam<Case> {};
 
-TEST_P(GlInterop, EveryHeadsMatricesReachTheTextureUnchanged)
+test::ProblemSpec specOf(const Case& c)
 {
-    const Case c = GetParam();
     test::ProblemSpec p;
     p.layout = c.layout;
     p.heads = c.heads;
@@ -98,7 +97,13 @@ TEST_P(GlInterop, EveryHeadsMatricesReachTheTextureUnchanged)
     p.S = 7;
     p.dv = 3;
     p.causal = true;
-    Expected<AttentionResult> r = computeOnDevice(p);
+    return p;
+}
+
+TEST_P(GlInterop, EveryHeadsMatricesReachTheTextureUnchanged)
+{
+    const Case c = GetParam();
+    Expected<AttentionResult> r = computeOnDevice(specOf(c));
     ASSERT_TRUE(r.ok()) << r.status().message;
     ASSERT_EQ(r->backend, Backend::Cuda);
     ASSERT_NE(r->deviceGeneration, 0u);
@@ -131,6 +136,16 @@ test::ProblemSpec twoHeads()
 {
     test::ProblemSpec p;
     p.heads = 2;
+    return p;
+}
+
+// Two heads of 4 queries × 6 keys (cross): maps of 6×4 (cols × rows), not square.
+test::ProblemSpec fourQueriesSixKeys()
+{
+    test::ProblemSpec p = twoHeads();
+    p.mode = Mode::Cross;
+    p.T = 4;
+    p.S = 6;
     return p;
 }
 
@@ -239,11 +254,7 @@ TEST(GlInteropErrors, RegistrationIsCheckedAndReplacedNotDoubled)
 
 TEST(GlInteropErrors, WrongSizeFormatOrHeadIsRefusedNamingExpectedAndActual)
 {
-    test::ProblemSpec p = twoHeads();
-    p.mode = Mode::Cross;
-    p.T = 4;
-    p.S = 6;
-    Expected<AttentionResult> r = computeOnDevice(p);
+    Expected<AttentionResult> r = computeOnDevice(fourQueriesSixKeys());
     ASSERT_TRUE(r.ok()) << r.status().message;
     {
         Texture tex(25, 4, 6);  // transposed: 4×6 instead of 6×4 (cols × rows)
@@ -303,16 +314,7 @@ TEST(GlInteropErrors, ACudaFailureIsAStatusAndTheNextFillWorks)
 TEST_P(GlInterop, TilesOfEveryMatrixTakeTheirPartsInOneMappedBatch)
 {
     const Case c = GetParam();
-    test::ProblemSpec p;
-    p.layout = c.layout;
-    p.heads = c.heads;
-    p.wo = c.wo;
-    p.mode = Mode::Cross;
-    p.T = 5;
-    p.S = 7;
-    p.dv = 3;
-    p.causal = true;
-    Expected<AttentionResult> r = computeOnDevice(p);
+    Expected<AttentionResult> r = computeOnDevice(specOf(c));
     ASSERT_TRUE(r.ok()) << r.status().message;
     // Tiles of side 2 (edge tiles narrower), as GlHeatmapRenderer lays them out: every cell of every matrix of every
     // head in one batch.
@@ -356,11 +358,7 @@ TEST_P(GlInterop, TilesOfEveryMatrixTakeTheirPartsInOneMappedBatch)
 
 TEST(GlInteropErrors, ABatchWithABadPartWritesNothingAndSaysWhichPart)
 {
-    test::ProblemSpec p = twoHeads();
-    p.mode = Mode::Cross;
-    p.T = 4;
-    p.S = 6;
-    Expected<AttentionResult> r = computeOnDevice(p);
+    Expected<AttentionResult> r = computeOnDevice(fourQueriesSixKeys());
     ASSERT_TRUE(r.ok()) << r.status().message;
     EXPECT_TRUE(fillGlTextures(r->deviceGeneration, {}).ok()) << "an empty batch";
     Texture good(30, 3, 2), bad(31, 3, 2);
