@@ -260,7 +260,10 @@ void GlHeatmapRenderer::drawTiles(Entry& e, ImDrawList* dl, ImVec2 a, ImVec2 b, 
     const int c1 = std::clamp(static_cast<int>((visMax.x - a.x) / cw), 0, cols - 1);
     const int r0 = std::clamp(static_cast<int>((visMin.y - a.y) / ch), 0, rows - 1);
     const int r1 = std::clamp(static_cast<int>((visMax.y - a.y) / ch), 0, rows - 1);
-    std::vector<std::size_t> visible, stale;
+    std::vector<std::size_t>& visible = m_visible;  // (members: no allocation a heatmap a frame)
+    std::vector<std::size_t>& stale = m_stale;
+    visible.clear();
+    stale.clear();
     for (int tr = r0 / ts; tr <= r1 / ts; ++tr)
         for (int tc = c0 / ts; tc <= c1 / ts; ++tc) {
             const std::size_t i = std::size_t(tr) * std::size_t(e.tileCols) + std::size_t(tc);

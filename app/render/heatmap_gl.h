@@ -116,6 +116,7 @@ private:
     std::map<std::string, Entry> m_entries;
     std::map<std::string, unsigned> m_images;  // uploadImage textures by key
     std::deque<DrawParams> m_params;  // deque: stable addresses while the frame's callbacks refer to them
+    std::vector<std::size_t> m_visible, m_stale;  // drawTiles' tiles on screen, and those of them to fill
     long m_frame = 0;
     Interop m_interop = Interop::Unknown;
     FillStats m_stats;
