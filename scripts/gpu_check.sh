@@ -10,7 +10,8 @@
 # Run from the checkout's root:  scripts/gpu_check.sh [OUT_DIR]   (default gpu-check/; $OUT when set)
 # GPU_CHECK_PARTS (default "tests core gui models peers") chooses the parts, e.g. GPU_CHECK_PARTS="tests core";
 # GPU_CHECK_DEADLINE=S skips what would run past S seconds (each step is cut to fit).
-# Writes OUT_DIR/gpu_check.log (everything printed) and OUT_DIR/results.tar.gz (each step's JSON and log).
+# Writes OUT_DIR/gpu_check.log (everything printed, ending with scripts/gpu_summary.py's lines: each goal's figures)
+# and OUT_DIR/results.tar.gz (each step's JSON and log).
 # Every step has a time limit, so a hung step costs minutes, not the machine's loan; the script goes on after a
 # failed step and exits non-zero at the end if any failed.
 set -uo pipefail
@@ -93,6 +94,8 @@ want models && for s in smollm2 gemma3-270m; do
   step "model.$s.cpu.128" 150 "$bin/attnscope" model --synthetic "$s" --backend cpu --bench --tokens 128 --repeats 3 --json
 done
 
+# The goals' figures, a line each (scripts/gpu_summary.py reads the steps' JSON above).
+python3 scripts/gpu_summary.py "$res" || echo "[gpu_check] gpu_summary.py could not read the results"
 tar -C "$res" -czf "$out/results.tar.gz" .
 echo "[gpu_check] results in $out/results.tar.gz; failed: ${failed[*]:-none}"
 [ ${#failed[@]} -eq 0 ]
