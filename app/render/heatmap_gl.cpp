@@ -281,8 +281,8 @@ void GlHeatmapRenderer::drawTiles(Entry& e, ImDrawList* dl, ImVec2 a, ImVec2 b, 
             }
             if (src.onHost())
                 for (std::size_t i : stale) {
-                    const int tr0 = int(i / std::size_t(e.tileCols)) * ts, tc0 = int(i % std::size_t(e.tileCols)) * ts;
-                    refreshTile(e.tiles[i], tr0, tc0, std::min(ts, rows - tr0), std::min(ts, cols - tc0), src, hasMask);
+                    const CellRect c = tileCells(e, i);
+                    refreshTile(e.tiles[i], c.r0, c.c0, c.h, c.w, src, hasMask);
                 }
         }
     }
@@ -292,12 +292,17 @@ void GlHeatmapRenderer::drawTiles(Entry& e, ImDrawList* dl, ImVec2 a, ImVec2 b, 
         // Not filled: cells on the device only that cannot fill textures now (a compute is replacing the result,
         // or interop is off) are left blank; tiles that hold this result's texels are drawn.
         if (t.generation != src.generation) continue;
-        const int tr0 = int(i / std::size_t(e.tileCols)) * ts, tc0 = int(i % std::size_t(e.tileCols)) * ts;
-        const int h = std::min(ts, rows - tr0), w = std::min(ts, cols - tc0);
-        const ImVec2 p0(a.x + cw * static_cast<float>(tc0), a.y + ch * static_cast<float>(tr0));
-        const ImVec2 p1(a.x + cw * static_cast<float>(tc0 + w), a.y + ch * static_cast<float>(tr0 + h));
+        const CellRect c = tileCells(e, i);
+        const ImVec2 p0(a.x + cw * static_cast<float>(c.c0), a.y + ch * static_cast<float>(c.r0));
+        const ImVec2 p1(a.x + cw * static_cast<float>(c.c0 + c.w), a.y + ch * static_cast<float>(c.r0 + c.h));
         addDraw(dl, t.values, hasMask ? t.mask : 0, p0, p1, src);
     }
+}
+
+GlHeatmapRenderer::CellRect GlHeatmapRenderer::tileCells(const Entry& e, std::size_t i) const
+{
+    const int r0 = static_cast<int>(i / std::size_t(e.tileCols)) * m_tileSize, c0 = static_cast<int>(i % std::size_t(e.tileCols)) * m_tileSize;
+    return {r0, c0, std::min(m_tileSize, e.tiledRows - r0), std::min(m_tileSize, e.tiledCols - c0)};
 }
 
 void GlHeatmapRenderer::setTileSize(int side) { m_tileSize = std::clamp(side, 1, std::max(1, m_maxTextureSize)); }
@@ -353,17 +358,16 @@ bool GlHeatmapRenderer::deviceReady(const HeatmapSource& src)
 
 bool GlHeatmapRenderer::fillFromDevice(Entry& e, const std::vector<std::size_t>& stale, const HeatmapSource& src, bool hasMask)
 {
-    const int ts = m_tileSize, rows = e.tiledRows, cols = e.tiledCols;
-    const auto origin = [&](std::size_t i) { return std::pair<int, int>(int(i / std::size_t(e.tileCols)) * ts, int(i % std::size_t(e.tileCols)) * ts); };
+    const int cols = e.tiledCols;
     std::vector<attn::GlTextureFill> fills;
     fills.reserve(stale.size());
     for (std::size_t i : stale) {
         Tile& t = e.tiles[i];
-        const auto [r0, c0] = origin(i);
+        const CellRect c = tileCells(e, i);
         if (!t.values) {
             // Storage first (CUDA registers an existing level), then the registration, kept for the tile's life.
             t.values = makeTexture();
-            glTexImage2D(GL_TEXTURE_2D, 0, GL_R32F, std::min(ts, cols - c0), std::min(ts, rows - r0), 0, GL_RED, GL_FLOAT, nullptr);
+            glTexImage2D(GL_TEXTURE_2D, 0, GL_R32F, c.w, c.h, 0, GL_RED, GL_FLOAT, nullptr);
         }
         if (!t.registered) {
             const attn::Status st = attn::registerGlTexture(t.values);
@@ -373,7 +377,7 @@ bool GlHeatmapRenderer::fillFromDevice(Entry& e, const std::vector<std::size_t>&
             }
             t.registered = true;
         }
-        fills.push_back({t.values, src.deviceMatrix, src.deviceHead, r0, c0});
+        fills.push_back({t.values, src.deviceMatrix, src.deviceHead, c.r0, c.c0});
     }
     const attn::Status st = attn::fillGlTextures(src.deviceGeneration, fills);
     // Unavailable: a compute started after deviceReady and replaces the result (the fill does not wait for it):
@@ -387,8 +391,7 @@ bool GlHeatmapRenderer::fillFromDevice(Entry& e, const std::vector<std::size_t>&
     glPixelStorei(GL_UNPACK_ROW_LENGTH, cols);  // rows of a tile's mask are `cols` apart in the mask
     for (std::size_t i : stale) {
         Tile& t = e.tiles[i];
-        const auto [r0, c0] = origin(i);
-        const int h = std::min(ts, rows - r0), w = std::min(ts, cols - c0);
+        const auto [r0, c0, h, w] = tileCells(e, i);
         if (hasMask) {
             // The mask's part, uploaded only when it changed (an edit of X leaves it as it was).
             const std::uint8_t* m0 = src.mask->data() + std::size_t(r0) * std::size_t(cols) + std::size_t(c0);

@@ -100,6 +100,11 @@ private:
     bool fillFromDevice(Entry& e, const std::vector<std::size_t>& stale, const HeatmapSource& src, bool hasMask);
     // The tiles in [visMin, visMax] refreshed (from the device, else the host's changed rows) and drawn.
     void drawTiles(Entry& e, ImDrawList* dl, ImVec2 a, ImVec2 b, ImVec2 visMin, ImVec2 visMax, const HeatmapSource& src);
+    struct CellRect {
+        int r0, c0, h, w;  // top-left cell, rows and columns
+    };
+    // The cells of tile i (row-major index) of e's map.
+    CellRect tileCells(const Entry& e, std::size_t i) const;
     void refreshTile(Tile& t, int r0, int c0, int h, int w, const HeatmapSource& src, bool hasMask);
     void addDraw(ImDrawList* dl, unsigned values, unsigned mask, ImVec2 p0, ImVec2 p1, const HeatmapSource& src);
     void releaseTile(Tile& t);

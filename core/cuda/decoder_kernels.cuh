@@ -38,6 +38,26 @@ __device__ __forceinline__ float warpMax(float v)
     return v;
 }
 
+// A lane's running log-sum-exp over the values it reads (m: their maximum, l: Σ exp(x − m)), rescaled when the
+// maximum grows: one read of each value. A value of −inf adds nothing (and never makes exp(−inf − (−inf))).
+__device__ __forceinline__ void lseStep(float x, float& m, float& l)
+{
+    if (x > m) {
+        l = l * expf(m - x) + 1.0f;  // expf(-inf) = 0 before the first value
+        m = x;
+    } else if (x != -INFINITY) {
+        l += expf(x - m);  // (a NaN makes the sum NaN, as the CPU's)
+    }
+}
+
+// The lanes' running pairs merged into the warp's (every lane gets it): the largest maximum, each sum rescaled to it.
+__device__ __forceinline__ void warpLse(float& m, float& l)
+{
+    const float mw = warpMax(m);
+    l = warpSum(m == -INFINITY ? 0.0f : l * expf(m - mw));
+    m = mw;
+}
+
 __device__ __forceinline__ long long firstElement() { return static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ long long elementStep() { return static_cast<long long>(gridDim.x) * blockDim.x; }
 __device__ __forceinline__ long long firstRow() { return static_cast<long long>(blockIdx.x) * kDecRowWarps + threadIdx.x / kDecWarp; }
@@ -171,16 +191,9 @@ __global__ void causalSoftmaxKernel(float* scores, float* lse, int H, int T, int
                 s = tanhf(s * (1.0f / softcap)) * softcap;
                 row[j] = s;
             }
-            if (s > m) {
-                l = l * expf(m - s) + 1.0f;  // expf(-inf) = 0 before the first score
-                m = s;
-            } else {
-                l += expf(s - m);
-            }
+            lseStep(s, m, l);
         }
-        const float mw = warpMax(m);
-        l = warpSum(m == -INFINITY ? 0.0f : l * expf(m - mw));
-        m = mw;
+        warpLse(m, l);
         const float invL = m == -INFINITY ? 0.0f : 1.0f / l;
         for (int j = z0 + lane; j < z1; j += kDecWarp) row[j] = (j >= first && j <= last) ? expf(row[j] - m) * invL : 0.0f;
         if (lse && lane == 0) lse[static_cast<long long>(i) * H + h] = m == -INFINITY ? -INFINITY : m + logf(l);
@@ -224,18 +237,8 @@ __global__ void softcapKernel(float* x, long long count, float cap)
     for (long long e = firstElement(); e < count; e += elementStep()) x[e] = tanhf(x[e] * inv) * cap;
 }
 
-// A running log-sum-exp (m, s: Σ exp(x − m)) merged with another: the larger maximum kept, each sum rescaled to it.
-__device__ __forceinline__ void lseMerge(float& m, float& s, float mo, float so)
-{
-    const float mm = fmaxf(m, mo);
-    if (mm == -INFINITY) return;  // both empty (no logit, or every one −inf): nothing to add
-    s = s * expf(m - mm) + so * expf(mo - mm);
-    m = mm;
-}
-
 // logProbability's log-sum-exp, first pass: chunk c of row r (logits [c·chunk, (c+1)·chunk) ∩ [0, V)) by one warp, each
-// lane's running maximum and sum rescaled as it goes (one read of each logit), merged across the lanes (a fixed
-// butterfly) into partials[2·(r·chunks + c)], +1.
+// lane's running maximum and sum (lseStep), merged across the lanes (warpLse) into partials[2·(r·chunks + c)], +1.
 __global__ void lsePartialsKernel(const float* logits, float* partials, int rows, int V, int chunks, int chunk)
 {
     const int lane = threadIdx.x % kDecWarp;
@@ -244,19 +247,8 @@ __global__ void lsePartialsKernel(const float* logits, float* partials, int rows
         const float* x = logits + (u / chunks) * V;
         const int j0 = static_cast<int>(u % chunks) * chunk, j1 = j0 + chunk < V ? j0 + chunk : V;
         float m = -INFINITY, s = 0.0f;
-        for (int j = j0 + lane; j < j1; j += kDecWarp) {
-            const float v = x[j];
-            if (v > m) {
-                s = s * expf(m - v) + 1.0f;
-                m = v;
-            } else if (v != -INFINITY) {
-                s += expf(v - m);  // (a NaN logit makes the sum NaN, as the CPU's)
-            }
-        }
-        for (int o = kDecWarp / 2; o > 0; o /= 2) {
-            const float mo = __shfl_xor_sync(kDecFullWarp, m, o), so = __shfl_xor_sync(kDecFullWarp, s, o);
-            lseMerge(m, s, mo, so);
-        }
+        for (int j = j0 + lane; j < j1; j += kDecWarp) lseStep(x[j], m, s);
+        warpLse(m, s);
         if (lane == 0) {
             partials[2 * u] = m;
             partials[2 * u + 1] = s;
@@ -276,10 +268,7 @@ __global__ void surpriseKernel(const float* logits, const float* partials, const
             m = partials[2 * (r * chunks + lane)];
             s = partials[2 * (r * chunks + lane) + 1];
         }
-        for (int o = kDecWarp / 2; o > 0; o /= 2) {
-            const float mo = __shfl_xor_sync(kDecFullWarp, m, o), so = __shfl_xor_sync(kDecFullWarp, s, o);
-            lseMerge(m, s, mo, so);
-        }
+        warpLse(m, s);
         if (lane == 0) {
             const int t = targets[r];
             out[r] = t < 0 || t >= V ? INFINITY : -(logits[r * V + t] - m - logf(s));
