@@ -539,6 +539,9 @@ Status attentionInputs(DecoderContext& ctx, const DecoderWeights& w, int l, cons
     return Status::success();
 }
 
+// The scores' scale (DecoderConfig::scoreScale, core/model's, which this library does not link).
+float scoreScaleOf(const DecoderConfig& c) { return c.attnScale > 0 ? c.attnScale : 1.0f / std::sqrt(static_cast<float>(c.headDim)); }
+
 // Queries per row block of a layer's attention: a block's scores and weights·V take only the keys it can see
 // (causalKeySpan), so the masked triangle above the diagonal (and, with a sliding window, the keys before it) is
 // neither computed, nor written, nor read: about half of a long text's attention, and with Gemma 3's window of 512 at
@@ -556,16 +559,14 @@ constexpr int kRowBlock = ATTNSCOPE_DECODER_ROW_BLOCK;
 // pos0 = n against S = n + m (newRowsAttention). Per row block, scores of every head over the block's key span
 // (one strided batched GEMM per KV head, over the query heads of its group, the KV head's block shared) into b.scores
 // (H × T × S), the masked softmax (and lse), weights·V (by chunks of keys, or per row block over its span) into the
-// concat (T × H·D); the ablated
-// heads' contexts zeroed (projectOut). A dense run (!lazy) keeps every head's whole rows for the views: its softmax
-// writes every masked cell 0, so the cells no block computed are zeros too.
-Status attention(DecoderContext& ctx, const DecoderWeights& w, int l, int T, int pos0, int S, bool lazy,
-                 const std::vector<std::pair<int, int>>& ablated, const Buffers& b)
+// concat (T × H·D). A dense run (!lazy) keeps every head's whole rows for the views: its softmax writes every masked
+// cell 0, so the cells no block computed are zeros too.
+Status productsAttention(DecoderContext& ctx, const DecoderWeights& w, int l, int T, int pos0, int S, bool lazy, const Buffers& b)
 {
     const DecoderConfig& c = w.config;
     const int H = c.heads, Hkv = c.kvHeads, D = c.headDim, group = H / Hkv;
     const long long ts = static_cast<long long>(T) * S, qw = static_cast<long long>(H) * D, kw = static_cast<long long>(Hkv) * D;
-    const float scale = c.attnScale > 0 ? c.attnScale : 1.0f / std::sqrt(static_cast<float>(D));
+    const float scale = scoreScaleOf(c);
     const int window = c.windowOf(l);
     for (int r0 = 0; r0 < T; r0 += kRowBlock) {
         const int r1 = std::min(T, r0 + kRowBlock);
@@ -611,6 +612,46 @@ Status attention(DecoderContext& ctx, const DecoderWeights& w, int l, int T, int
             }
         }
     }
+    return Status::success();
+}
+
+// The attention core of a lazy run in one kernel (launchFlashAttention): the same contexts and lse as
+// productsAttention's, no score written (b.scores unused, and not allocated: at 8192 tokens SmolLM2's are 2.4 GB).
+// Which of the two is faster on a GPU is `model --bench`'s `fused_attention` (issue 34); DecoderOptions::fusedAttention
+// picks it.
+Status fusedAttention(DecoderContext& ctx, const DecoderWeights& w, int l, int T, int pos0, int S, const Buffers& b)
+{
+    const DecoderConfig& c = w.config;
+    const FlashArgs a{b.Q, b.K, b.V, b.concat, b.lse, T, S, pos0, c.heads, c.kvHeads, c.headDim, c.windowOf(l), scoreScaleOf(c), c.attnSoftcap};
+    ATTNSCOPE_CUDA_TRY(launchFlashAttention(a, ctx.stream()));
+    return Status::success();
+}
+
+// Whether a call's attention is fused: a lazy run that asks for it, with heads the kernel takes.
+bool fusedFor(const DecoderConfig& c, bool lazy, bool asked) { return lazy && asked && flashAttentionFits(c.headDim); }
+
+// callBuffers for a call whose attention is fused (no scores) or by products (`sh.scores` of them). A lazy call
+// whose scores do not fit the device takes the fused kernel instead (`fused` set), which needs none and gives the
+// same results, when the model's heads fit it: the products' scores grow as n² (SmolLM2 at 8192 tokens: 2.4 GB;
+// Gemma 3 at its 32768: 17 GB), the rest of a lazy call as n.
+Status attentionBuffers(DecoderContext& ctx, const DecoderConfig& c, int V, CallShape sh, const std::string& what, bool lazy, bool& fused,
+                        Buffers& b)
+{
+    if (fused) sh.scores = 0;
+    const Status st = callBuffers(ctx, c, V, sh, what, b);
+    if (st.code != StatusCode::ResourceExhausted || fused || !lazy || !flashAttentionFits(c.headDim)) return st;
+    fused = true;
+    sh.scores = 0;
+    return callBuffers(ctx, c, V, sh, what, b);
+}
+
+// The attention core of layer l, by products or fused, then the ablated heads' contexts zeroed (projectOut).
+Status attention(DecoderContext& ctx, const DecoderWeights& w, int l, int T, int pos0, int S, bool lazy, bool fused,
+                 const std::vector<std::pair<int, int>>& ablated, const Buffers& b)
+{
+    if (fused) ATTNSCOPE_RETURN_IF_ERROR(fusedAttention(ctx, w, l, T, pos0, S, b));
+    else ATTNSCOPE_RETURN_IF_ERROR(productsAttention(ctx, w, l, T, pos0, S, lazy, b));
+    const int H = w.config.heads, D = w.config.headDim;
     for (const auto& [al, ah] : ablated)
         if (al == l) ATTNSCOPE_CUDA_TRY(launchZeroColumns(b.concat, T, H * D, ah * D, D, ctx.stream()));
     return Status::success();
@@ -859,8 +900,9 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     const bool dense = !req.lazy, keepMaps = dense && req.keepWeights && Lz * H * nn * f <= kKeepMapsBytes;
     float *hidden, *allQ, *allK, *allV, *allScores, *allConcat, *allLse;
     Buffers b{};
-    ATTNSCOPE_RETURN_IF_ERROR(callBuffers(ctx, c, V, {nz, nz, stride, (keepMaps ? Lz : 1) * H * nn, (dense ? Lz : 1) * nz * qw, logitRows},
-                                          "a forward over " + std::to_string(n) + " tokens", b));
+    bool fused = fusedFor(c, req.lazy, req.fusedAttention);
+    ATTNSCOPE_RETURN_IF_ERROR(attentionBuffers(ctx, c, V, {nz, nz, stride, (keepMaps ? Lz : 1) * H * nn, (dense ? Lz : 1) * nz * qw, logitRows},
+                                               "a forward over " + std::to_string(n) + " tokens", req.lazy, fused, b));
     hidden = b.hidden, allQ = b.Q, allK = b.K, allV = b.V, allScores = b.scores, allConcat = b.concat, allLse = b.lse;
     auto hiddenOf = [&](int l) { return hidden + static_cast<std::size_t>(l) * nz * M; };
     auto scoresOf = [&](int l) { return allScores + (keepMaps ? static_cast<std::size_t>(l) : 0) * H * nn; };
@@ -966,7 +1008,7 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
         } else {
             ATTNSCOPE_RETURN_IF_ERROR(attentionInputs(ctx, w, l, hiddenOf(l), n, b));
         }
-        ATTNSCOPE_RETURN_IF_ERROR(attention(ctx, w, l, n, 0, n, req.lazy, req.ablated, b));
+        ATTNSCOPE_RETURN_IF_ERROR(attention(ctx, w, l, n, 0, n, req.lazy, fused, req.ablated, b));
         if (dense && req.keepWeights && !keepMaps) ATTNSCOPE_RETURN_IF_ERROR(downloadMaps(l, out.layers[lz]));
         ATTNSCOPE_RETURN_IF_ERROR(project(ctx, b.concat, n, w.at(l, LayerTensor::Wo), w.at(l, LayerTensor::Bo), b.attnOut));
         ATTNSCOPE_RETURN_IF_ERROR(afterAttention(ctx, w, l, hiddenOf(l), n, hiddenOf(l + 1), b));
@@ -1045,8 +1087,9 @@ Status decoderAppend(const DecoderWeights& w, const DeviceAppendRequest& req, De
     // (In place, the slots' buffers hold that much already: nothing grows, nothing kept is lost.)
     float *hidden, *allQ, *allK, *allV, *allScores, *allConcat, *allLse;
     Buffers b{};
-    ATTNSCOPE_RETURN_IF_ERROR(callBuffers(ctx, c, V, {mz, mz + 1, stride, (keepMaps ? Lz : 1) * H * mt, (dense ? Lz : 1) * mz * qw, logitRows},
-                                          "appending " + std::to_string(m) + " tokens to " + std::to_string(n), b));
+    bool fused = fusedFor(c, req.lazy, req.fusedAttention);
+    ATTNSCOPE_RETURN_IF_ERROR(attentionBuffers(ctx, c, V, {mz, mz + 1, stride, (keepMaps ? Lz : 1) * H * mt, (dense ? Lz : 1) * mz * qw, logitRows},
+                                               "appending " + std::to_string(m) + " tokens to " + std::to_string(n), req.lazy, fused, b));
     hidden = b.hidden, allQ = b.Q, allK = b.K, allV = b.V, allScores = b.scores, allConcat = b.concat, allLse = b.lse;
     auto hiddenOf = [&](int l) { return hidden + static_cast<std::size_t>(l) * mz * M; };
     auto scoresOf = [&](int l) { return allScores + (keepMaps ? static_cast<std::size_t>(l) : 0) * H * mt; };
@@ -1087,7 +1130,7 @@ Status decoderAppend(const DecoderWeights& w, const DeviceAppendRequest& req, De
         b.lse = allLse + lz * stride * H + static_cast<std::size_t>(n) * H;
         b.scores = scoresOf(l);
         b.concat = concatOf(l);
-        ATTNSCOPE_RETURN_IF_ERROR(attention(ctx, w, l, m, n, T, req.lazy, req.ablated, b));
+        ATTNSCOPE_RETURN_IF_ERROR(attention(ctx, w, l, m, n, T, req.lazy, fused, req.ablated, b));
         if (dense && req.keepWeights && !keepMaps)
             ATTNSCOPE_RETURN_IF_ERROR(downloadHeads(ctx, scoresOf(l), H, m, T, out.layers[lz].weights, allHeads, bytesBack));
         ATTNSCOPE_RETURN_IF_ERROR(project(ctx, b.concat, m, w.at(l, LayerTensor::Wo), w.at(l, LayerTensor::Bo), b.attnOut));

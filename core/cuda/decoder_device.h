@@ -63,6 +63,7 @@ struct DeviceForwardRequest {
     int pinnedLayer = -1;
     const Matrix *pinnedQ = nullptr, *pinnedK = nullptr, *pinnedV = nullptr;
     bool lazy = false;          // keep no n×n maps: bring back Q, K, V and the log-sum-exp (T × H) per layer
+    bool fusedAttention = false;  // lazy: each layer's attention in one kernel (DecoderOptions::fusedAttention)
     long long spareRows = 0;    // lazy: rows allocated (never touched) behind those four, LazyLayer::adopt's spare
     bool keepWeights = true;    // dense: bring back every head's n×n weights (false: the bench's measurement)
     bool everySurprise = true;  // false: the last position's logits only (SurpriseUpdate::Deferred)
@@ -139,6 +140,7 @@ struct DeviceAppendRequest {
     HostTensor lastFinalHidden;
     std::vector<std::pair<int, int>> ablated;  // (layer, query head) zeroed before W^O
     bool lazy = false;          // lse of the new rows (m × H) instead of their weights and contexts
+    bool fusedAttention = false;  // lazy: the new rows' attention in one kernel (DecoderOptions::fusedAttention)
     bool keepWeights = true;    // dense: the new rows of every head's weights, m × (n+m)
     long long roomRows = 0;     // rows kept free behind the n + m when the slots are made anew (an upload)
 };

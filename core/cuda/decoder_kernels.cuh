@@ -1,8 +1,9 @@
-// The decoder forward's own kernels (device code; the products are cuBLAS calls in decoder_device.cpp), each the
-// twin of a CPU function of core/model (blocks.cpp, decoder.cpp) named in its comment. Included by decoder.cu,
-// which launches them, and by tests/parity/emulated, which runs this same source on the CPU (a fiber per CUDA
-// thread), so CI without a GPU checks their indexing and reductions. Only CUDA built-ins the emulator provides
-// are used (threadIdx, blockIdx, blockDim, gridDim, __shfl_xor_sync, expf, tanhf, erff, logf, sqrtf, cos, sin).
+// The decoder forward's own kernels (device code; the products are cuBLAS calls in decoder_device.cpp, but for the
+// fused attention of a lazy run), each the twin of a CPU function of core (model/blocks.cpp, model/decoder.cpp,
+// src/lazy_attention.cpp) named in its comment. Included by decoder.cu, which launches them, and by
+// tests/parity/emulated, which runs this same source on the CPU (a fiber per CUDA thread), so CI without a GPU checks
+// their indexing and reductions. Only CUDA built-ins the emulator provides are used (threadIdx, blockIdx, blockDim,
+// gridDim, __shfl_xor_sync, __shared__, __syncthreads, expf, tanhf, erff, logf, sqrtf, cos, sin).
 //
 // Every kernel is grid-stride (rows or elements beyond the grid are looped over), so a grid only changes the
 // scheduling: the emulator runs them on 2 blocks. Row kernels give each row one warp; a warp's sum or maximum is a
@@ -340,6 +341,144 @@ __global__ void lazyPoolStripKernel(LazyMapsArgs g, const float* strip, int a0, 
         }
         best = warpMax(best);
         if (lane == 0) out[static_cast<long long>(p) * outCols + c] = weights ? expf(best) : best;
+    }
+}
+
+// ---- A lazy run's attention core, fused (FlashArgs, decoder_kernels.h) ----------------------------------------------
+
+static_assert(kFlashSide <= kDecWarp && kDecWarp % kFlashSide == 0, "a row of the thread square lies in one warp");
+constexpr int kFlashThreads = kFlashSide * kFlashSide;
+constexpr int kFlashPitch = kFlashTile + 4;  // the transposed tiles' rows: 16-byte aligned, fewer bank clashes
+
+// The maximum and the sum over the kFlashSide threads of a row of the square (lanes tx of one warp).
+__device__ __forceinline__ float sideMax(float v)
+{
+    for (int o = kFlashSide / 2; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(kDecFullWarp, v, o));
+    return v;
+}
+__device__ __forceinline__ float sideSum(float v)
+{
+    for (int o = kFlashSide / 2; o > 0; o /= 2) v += __shfl_xor_sync(kDecFullWarp, v, o);
+    return v;
+}
+
+// lazyAttention's twin (attnscope/lazy_attention.h, also an online softmax over blocks of keys), a tile at a time.
+// One block per (query tile, head) work item, heaviest first (the causal tiles of the last queries see the most keys),
+// grid-stride. Thread (ty, tx) of the square holds the scores of the tile's rows ty·μ… and keys tx·μ… (μ =
+// kFlashMicro), and the context of those rows in the columns tx·μ… of each of the NC chunks of kFlashTile columns of
+// the head (NC·kFlashTile ≥ D, the rest zero). Per key tile: q·k over the head's dimensions kFlashDepth at a time
+// (both tiles' chunks in shared memory, dimension-major), masked and soft-capped as causalSoftmaxKernel; each row's
+// maximum and sum merged across its kFlashSide threads (sideMax, sideSum: every thread of the row gets the same
+// values), the kept context and sum rescaled by exp(old maximum − new); the tile's weights (P, key-major) and V chunk
+// by chunk in shared memory for the product.
+template <int NC>
+__global__ void flashAttentionKernel(FlashArgs a)
+{
+    constexpr int mu = kFlashMicro;
+    __shared__ __align__(16) float qs[kFlashDepth][kFlashPitch];
+    __shared__ __align__(16) float ks[kFlashDepth][kFlashPitch];
+    __shared__ __align__(16) float ps[kFlashTile][kFlashPitch];  // ps[key][row]
+    __shared__ __align__(16) float vs[kFlashTile][kFlashTile];
+    const int tid = static_cast<int>(threadIdx.x), tx = tid % kFlashSide, ty = tid / kFlashSide;
+    const long long qw = static_cast<long long>(a.H) * a.D, kw = static_cast<long long>(a.Hkv) * a.D;
+    const int group = a.H / a.Hkv;
+    const int tiles = (a.T + kFlashTile - 1) / kFlashTile;
+    const long long items = static_cast<long long>(tiles) * a.H;
+    for (long long item = blockIdx.x; item < items; item += gridDim.x) {
+        const int h = static_cast<int>(item % a.H), r0 = (tiles - 1 - static_cast<int>(item / a.H)) * kFlashTile;
+        const int r1 = r0 + kFlashTile < a.T ? r0 + kFlashTile : a.T;
+        const attn::cuda::KeySpan span = attn::cuda::causalKeySpan(r0, r1, a.pos0, a.S, a.window);
+        const float* Q = a.Q + static_cast<long long>(h) * a.D;
+        const float* K = a.K + static_cast<long long>(h / group) * a.D;
+        const float* V = a.V + static_cast<long long>(h / group) * a.D;
+        float o[NC][mu][mu];
+        float m[mu], l[mu];
+        for (int i = 0; i < mu; ++i) {
+            m[i] = -INFINITY;
+            l[i] = 0.0f;
+            for (int c = 0; c < NC; ++c)
+                for (int j = 0; j < mu; ++j) o[c][i][j] = 0.0f;
+        }
+        for (int c0 = span.k0; c0 < span.k1; c0 += kFlashTile) {
+            float s[mu][mu];
+            for (int i = 0; i < mu; ++i)
+                for (int j = 0; j < mu; ++j) s[i][j] = 0.0f;
+            for (int d0 = 0; d0 < a.D; d0 += kFlashDepth) {
+                for (int e = tid; e < kFlashTile * kFlashDepth; e += kFlashThreads) {
+                    const int d = e % kFlashDepth, r = e / kFlashDepth;
+                    const bool inD = d0 + d < a.D;
+                    qs[d][r] = inD && r0 + r < a.T ? Q[(r0 + r) * qw + d0 + d] : 0.0f;
+                    ks[d][r] = inD && c0 + r < span.k1 ? K[(c0 + r) * kw + d0 + d] : 0.0f;
+                }
+                __syncthreads();
+                for (int d = 0; d < kFlashDepth; ++d) {
+                    float qa[mu], kb[mu];
+                    for (int i = 0; i < mu; ++i) {
+                        qa[i] = qs[d][ty * mu + i];
+                        kb[i] = ks[d][tx * mu + i];
+                    }
+                    for (int i = 0; i < mu; ++i)
+                        for (int j = 0; j < mu; ++j) s[i][j] += qa[i] * kb[j];
+                }
+                __syncthreads();
+            }
+            for (int i = 0; i < mu; ++i) {
+                const int row = r0 + ty * mu + i, pos = a.pos0 + row;
+                float tileMax = -INFINITY;
+                for (int j = 0; j < mu; ++j) {
+                    const int key = c0 + tx * mu + j;
+                    float x = s[i][j] * a.scale;
+                    if (a.softcap > 0) x = tanhf(x * (1.0f / a.softcap)) * a.softcap;
+                    const bool visible = row < a.T && key < span.k1 && key <= pos && (a.window <= 0 || pos - key < a.window);
+                    s[i][j] = visible ? x : -INFINITY;
+                    tileMax = fmaxf(tileMax, s[i][j]);
+                }
+                const float mNew = fmaxf(m[i], sideMax(tileMax));
+                float sum = 0.0f;
+                for (int j = 0; j < mu; ++j) {
+                    const float p = mNew == -INFINITY ? 0.0f : expf(s[i][j] - mNew);
+                    ps[tx * mu + j][ty * mu + i] = p;
+                    sum += p;
+                }
+                sum = sideSum(sum);
+                const float alpha = m[i] == -INFINITY ? 0.0f : expf(m[i] - mNew);
+                l[i] = l[i] * alpha + sum;
+                m[i] = mNew;
+                for (int c = 0; c < NC; ++c)
+                    for (int j = 0; j < mu; ++j) o[c][i][j] *= alpha;
+            }
+            for (int c = 0; c < NC; ++c) {
+                const int col0 = c * kFlashTile;
+                if (col0 >= a.D) break;  // the same for every thread
+                for (int e = tid; e < kFlashTile * kFlashTile; e += kFlashThreads) {
+                    const int col = e % kFlashTile, k = e / kFlashTile;
+                    vs[k][col] = col0 + col < a.D && c0 + k < span.k1 ? V[(c0 + k) * kw + col0 + col] : 0.0f;
+                }
+                __syncthreads();  // (the first also publishes ps)
+                for (int k = 0; k < kFlashTile; ++k) {
+                    float pa[mu], vb[mu];
+                    for (int i = 0; i < mu; ++i) {
+                        pa[i] = ps[k][ty * mu + i];
+                        vb[i] = vs[k][tx * mu + i];
+                    }
+                    for (int i = 0; i < mu; ++i)
+                        for (int j = 0; j < mu; ++j) o[c][i][j] += pa[i] * vb[j];
+                }
+                __syncthreads();
+            }
+        }
+        for (int i = 0; i < mu; ++i) {
+            const int row = r0 + ty * mu + i;
+            if (row >= a.T) continue;
+            const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;  // a row without a visible key: zeros, as the softmax's
+            float* out = a.out + row * qw + static_cast<long long>(h) * a.D;
+            for (int c = 0; c < NC; ++c)
+                for (int j = 0; j < mu; ++j) {
+                    const int col = c * kFlashTile + tx * mu + j;
+                    if (col < a.D) out[col] = o[c][i][j] * inv;
+                }
+            if (a.lse && tx == 0) a.lse[static_cast<long long>(row) * a.H + h] = m[i] == -INFINITY ? -INFINITY : m[i] + logf(l[i]);
+        }
     }
 }
 

@@ -48,6 +48,41 @@ inline KeySpan causalKeySpan(int r0, int r1, int pos0, int S, int window)
 // its block's span is written (0 where masked), which is all that weights·V then reads.
 cudaError_t launchCausalSoftmax(float* scores, float* lse, int H, int T, int S, int pos0, int window, float softcap,
                                 int rowBlock, cudaStream_t stream);
+// A lazy run's attention core in one kernel (flashAttentionKernel), the products-and-softmax path above fused: for
+// T queries at positions pos0… (Q: T rows of H·D) against keys 0…S−1 (K, V: rows of H_kv·D, query head h reads KV head
+// h / (H / H_kv)), the scores scale·q·k soft-capped and masked as launchCausalSoftmax's, their softmax, its weights times
+// V into out (T × H·D, the concat) and log Σ exp into lse (T × H). Tiles of kFlashTile queries against tiles of as many
+// keys of their span (causalKeySpan), an online softmax (a running maximum and sum per row, the partial context rescaled
+// when the maximum grows): no score is written to memory. Heads of up to kFlashMaxChunks·kFlashTile dimensions.
+struct FlashArgs {
+    const float* Q;
+    const float* K;
+    const float* V;
+    float* out;
+    float* lse;
+    int T, S, pos0, H, Hkv, D, window;
+    float scale, softcap;
+};
+// Threads per side of a block's square (kFlashSide², one thread per kFlashMicro² cells of a tile's scores), the
+// dimensions of the q·k products loaded at a time, and the V columns per chunk (a tile's width). The emulated tests
+// build with small tiles, so that their short texts cross several.
+#ifndef ATTNSCOPE_DECODER_FLASH_SIDE
+#define ATTNSCOPE_DECODER_FLASH_SIDE 16
+#endif
+#ifndef ATTNSCOPE_DECODER_FLASH_MICRO
+#define ATTNSCOPE_DECODER_FLASH_MICRO 4
+#endif
+#ifndef ATTNSCOPE_DECODER_FLASH_DEPTH
+#define ATTNSCOPE_DECODER_FLASH_DEPTH 16
+#endif
+constexpr int kFlashSide = ATTNSCOPE_DECODER_FLASH_SIDE;
+constexpr int kFlashMicro = ATTNSCOPE_DECODER_FLASH_MICRO;
+constexpr int kFlashTile = kFlashSide * kFlashMicro;
+constexpr int kFlashDepth = ATTNSCOPE_DECODER_FLASH_DEPTH;
+constexpr int kFlashMaxChunks = 4;
+inline bool flashAttentionFits(int D) { return D >= 1 && D <= kFlashMaxChunks * kFlashTile; }
+// cudaErrorInvalidValue for a head wider than flashAttentionFits allows, or shapes that are not positive.
+cudaError_t launchFlashAttention(const FlashArgs& a, cudaStream_t stream);
 // A lazy run's maps (LazyMaps' rules) from its Q (n × H·D), K (n × H_kv·D) and lse (n × H) on the device, head `head`:
 // the tile rows × cols from (r0, c0) (scores, or weights), or that rect max-pooled to outRows × outCols
 // (AttentionMaps::pooled's blocks), row-major into out.

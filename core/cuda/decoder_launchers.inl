@@ -86,6 +86,29 @@ cudaError_t launchSurprise(const float* logits, const int* targets, float* out, 
     ATTNSCOPE_DECODER_LAUNCH(surpriseKernel, s, stream, logits, partials, targets, out, rows, V, chunks);
 }
 
+namespace {
+
+template <int NC>
+cudaError_t launchFlash(const FlashArgs& a, cudaStream_t stream)
+{
+    const long long items = static_cast<long long>((a.T + kFlashTile - 1) / kFlashTile) * a.H;
+    const DecShape s{dim3(decBlocks(items, 1, ATTNSCOPE_DECODER_GRID_CAP)), dim3(kFlashThreads)};
+    ATTNSCOPE_DECODER_LAUNCH(flashAttentionKernel<NC>, s, stream, a);
+}
+
+} // namespace
+
+cudaError_t launchFlashAttention(const FlashArgs& a, cudaStream_t stream)
+{
+    if (!flashAttentionFits(a.D) || a.T < 1 || a.S < 1 || a.pos0 < 0 || a.H < 1 || a.Hkv < 1 || a.H % a.Hkv != 0) return cudaErrorInvalidValue;
+    switch ((a.D + kFlashTile - 1) / kFlashTile) {
+    case 1: return launchFlash<1>(a, stream);
+    case 2: return launchFlash<2>(a, stream);
+    case 3: return launchFlash<3>(a, stream);
+    default: return launchFlash<kFlashMaxChunks>(a, stream);
+    }
+}
+
 cudaError_t launchLazyTile(const LazyMapsArgs& a, float* out, cudaStream_t stream)
 {
     const DecShape s = elementShape(static_cast<long long>(a.rows) * a.cols, ATTNSCOPE_DECODER_GRID_CAP);

@@ -251,6 +251,7 @@ Status deviceRecompute(DecoderModel& model, int fromLayer, DecoderRun& run, Surp
         req.pinnedV = &run.pinned.V;
     }
     req.lazy = run.lazy;
+    req.fusedAttention = run.fusedAttention;
     // lazyLayer's spare rows (never past the model's context), allocated behind Q, K, V and lse as they come back,
     // and as much room behind them on the device, for appends there.
     const long long spare = roomRows(c, n);
@@ -361,6 +362,7 @@ Status deviceAppend(DecoderModel& model, const std::vector<int>& ids, DecoderRun
     req.lastFinalHidden = HostTensor{run.finalHidden.data() + static_cast<std::ptrdiff_t>(n - 1) * c.hidden, 1, c.hidden};
     req.ablated = run.ablated;
     req.lazy = run.lazy;
+    req.fusedAttention = run.fusedAttention;
     req.roomRows = roomRows(c, n + m);
     cuda::DeviceForwardResult out;
     if (Status s = cuda::decoderAppend(**weights, req, out); !s.ok()) return makeError(s.code, "the GPU append: " + s.message);

@@ -553,6 +553,58 @@ TEST_P(DecoderDevice, LazyAppendsEqualTheCpuAndKeepTheirMapsCurrent)
     expectSameLazyRun(model, *d, *c3, tc.name + " lazy appended in place after the upload");
 }
 
+// A lazy run whose attention is the fused kernel (DecoderOptions::fusedAttention: no score written) against the
+// CPU's lazy run: a forward, an ablation recomputed from the last layer, appends in place (one token, then four:
+// across the emulated build's tiles of 16 rows and the tiny Gemmas' window of 4), and its maps, rebuilt on the device
+// from the lse the kernel wrote, against the dense CPU run's weights.
+TEST_P(DecoderDevice, FusedLazyRunsEqualTheCpu)
+{
+    const Case& tc = GetParam();
+    attn::DecoderOptions fused = dev, lazyCpu = cpu;
+    fused.lazy = lazyCpu.lazy = true;
+    fused.fusedAttention = true;
+    auto d = attn::runDecoder(model, kLong, fused);
+    auto c = attn::runDecoder(model, kLong, lazyCpu);
+    ASSERT_TRUE(d.ok()) << tc.name << ": " << d.status().message;
+    ASSERT_TRUE(c.ok()) << c.status().message;
+    expectOnTheDevice(*d, tc.name + " fused");
+    EXPECT_TRUE(d->fusedAttention);
+    expectSameLazyRun(model, *d, *c, tc.name + " fused");
+    const auto maps = attn::decoderMaps(model, *d);
+    auto dense = attn::runDecoder(model, kLong, cpu);
+    ASSERT_TRUE(dense.ok());
+    for (int l = 0; l < L; ++l)
+        for (int h = 0; h < model.config.heads; ++h) {
+            attn::Matrix w;
+            ASSERT_TRUE(maps->whole(attn::MapKind::Weights, l, h, w).ok());
+            EXPECT_LE(maxAbsDiff(w, dense->weights[std::size_t(l)][std::size_t(h)].toMatrix()), kWeightTol)
+                << tc.name << " fused maps layer " << l << " head " << h;
+        }
+    EXPECT_GT(attn::decoderMapsDeviceReads(*maps), 0) << tc.name;
+
+    d->ablated = {{L - 1, 1}};
+    ASSERT_TRUE(attn::recomputeDecoderFrom(model, L - 1, *d, attn::Backend::Cuda).ok());
+    attn::DecoderOptions ablated = lazyCpu;
+    ablated.ablate = {{L - 1, 1}};
+    auto ca = attn::runDecoder(model, kLong, ablated);
+    ASSERT_TRUE(ca.ok());
+    expectSameLazyRun(model, *d, *ca, tc.name + " fused ablated");
+    EXPECT_GT((d->lastLogits - c->lastLogits).cwiseAbs().maxCoeff(), 1e-5) << tc.name << ": the ablation changed nothing";
+
+    const int n0 = 6;
+    auto g = attn::runDecoder(model, firstOf(n0), fused);
+    auto gc = attn::runDecoder(model, firstOf(n0), lazyCpu);
+    ASSERT_TRUE(g.ok()) << g.status().message;
+    ASSERT_TRUE(gc.ok());
+    for (const auto& ids : {between(n0, n0 + 1), between(n0 + 1, n0 + 5)}) {
+        ASSERT_TRUE(attn::appendTokens(model, ids, *g, attn::Backend::Cuda).ok());
+        expectInPlace(model, *g, int(ids.size()), tc.name + " fused append");
+        ASSERT_TRUE(attn::appendTokens(model, ids, *gc, attn::Backend::Cpu).ok());
+    }
+    expectOnTheDevice(*g, tc.name + " fused appended");
+    expectSameLazyRun(model, *g, *gc, tc.name + " fused appended");
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, DecoderDevice, ::testing::ValuesIn(cases()), [](const auto& info) {
     std::string s = info.param.name;
     for (char& ch : s)
@@ -665,6 +717,43 @@ TEST(DecoderDeviceMemory, AnAppendThatDoesNotFitIsAnErrorOrAutoRecomputes)
     EXPECT_CLOSE(run->hidden.back(), cpu->hidden.back(), kHiddenTol, "the recompute after the failed append");
     EXPECT_CLOSE(attn::Matrix(run->lastLogits), attn::Matrix(cpu->lastLogits), kLogitTol, "the recompute's last logits");
 }
+
+// A lazy run whose scores do not fit the device takes the fused kernel, which needs none: with the buffers of a
+// fused run held and no memory free, the products' run of the same text (its scores would grow a buffer) runs
+// fused, on the device, with the CPU's results, and so does an append in place; a dense run, which needs its maps,
+// is refused.
+TEST(DecoderDeviceMemory, ALazyRunWhoseScoresDoNotFitIsFused)
+{
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama");
+    ASSERT_TRUE(model.ok());
+    attn::DecoderOptions o, cpu;
+    o.backend = attn::Backend::Cuda;
+    o.lazy = cpu.lazy = true;
+    o.fusedAttention = true;
+    auto fused = attn::runDecoder(*model, kLong, o);
+    ASSERT_TRUE(fused.ok()) << fused.status().message;
+    const size_t saved = emu::deviceBytes;
+    emu::deviceBytes = 0;
+    o.fusedAttention = false;
+    auto products = attn::runDecoder(*model, kLong, o);
+    attn::Status appended = attn::Status::success();
+    if (products.ok()) appended = attn::appendTokens(*model, {11}, *products, attn::Backend::Cuda);
+    attn::DecoderOptions dense = o;
+    dense.lazy = false;
+    const attn::Status refused = attn::runDecoder(*model, kLong, dense).status();
+    emu::deviceBytes = saved;
+    ASSERT_TRUE(products.ok()) << products.status().message;
+    ASSERT_TRUE(appended.ok()) << appended.message;
+    expectOnTheDevice(*products, "scores that do not fit");
+    expectInPlace(*model, *products, 1, "scores that do not fit, appended");
+    EXPECT_FALSE(products->fusedAttention);  // the run asked for the products; the device chose
+    std::vector<int> longer = kLong;
+    longer.push_back(11);
+    auto c = attn::runDecoder(*model, longer, cpu);
+    ASSERT_TRUE(c.ok());
+    expectSameLazyRun(*model, *products, *c, "scores that do not fit, appended");
+    EXPECT_EQ(refused.code, attn::StatusCode::ResourceExhausted) << refused.message;
+}
 #endif
 
 // The buffers of a replaced run, recycled (attnscope/recycled_buffers.h): a recompute on the device copies into the
@@ -776,6 +865,12 @@ TEST(DecoderDeviceLongText, RowsOfManyKeysEqualTheCpu)
             EXPECT_CLOSE(attn::Matrix(ld->lazyLayers[std::size_t(l)]->lse), attn::Matrix(lc->lazyLayers[std::size_t(l)]->lse), kHiddenTol,
                          std::string(family) + " long lazy lse of layer " + std::to_string(l));
         expectSamePredictions(*ld, *lc, std::string(family) + " long lazy");
+        // The fused kernel's online softmax across several tiles of keys (16 in the emulated build).
+        dev.fusedAttention = true;
+        auto fd = attn::runDecoder(model, ids, dev);
+        ASSERT_TRUE(fd.ok()) << fd.status().message;
+        expectOnTheDevice(*fd, std::string(family) + " long fused");
+        expectSameLazyRun(model, *fd, *lc, std::string(family) + " long fused");
     }
 }
 

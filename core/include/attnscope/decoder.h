@@ -291,6 +291,7 @@ struct DecoderRun {
     // and K as the scores use them, V, and the softmax's log-sum-exp, from which decoderMaps() rebuilds any tile
     // of any head (Q, K and V in buffers with spare rows, for appended tokens).
     bool lazy = false;
+    bool fusedAttention = false;  // DecoderOptions::fusedAttention: its recomputes and appends on the GPU too
     std::vector<std::shared_ptr<const LazyLayer>> lazyLayers;
     // The lazy layers whose Q, K and log-sum-exp the GPU still holds (a lazy run of the CUDA backend): the device
     // call's generation and, per layer, the layer it made. decoderMaps() reads their tiles and overviews there (only
@@ -328,6 +329,12 @@ struct DecoderOptions {
     // within float rounding; the maps are read through decoderMaps(). On the CPU, or on the GPU (backend Cuda or
     // Auto with a device: every layer's Q, K, V and log-sum-exp come back, no map). Default off (dense).
     bool lazy = false;
+    // A lazy run on the GPU: each layer's attention core in one kernel (an online softmax over tiles of keys, the
+    // scores never written to memory, nor allocated) instead of cuBLAS products over written scores and a softmax
+    // kernel. The same results within float rounding. Which is faster is measured side by side by `model --bench
+    // --backend cuda` (its `fused_attention`). Heads wider than 256 take the products. No effect on the CPU or on a
+    // dense run.
+    bool fusedAttention = false;
 };
 
 // The memory a run over n tokens keeps, in bytes: the residual streams, and per layer the dense results (Q, K, V,
