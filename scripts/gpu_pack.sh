@@ -29,7 +29,7 @@ for t in json.load(sys.stdin).get("tests", []):
     if exe not in seen: seen.add(exe); print(exe)')
 # Before a test program is built CTest lists none of its tests (gtest_discover_tests reads them from the program):
 # the gpu-labelled programs are named here (a new one goes here too), built, then listed again.
-targets=(attnscope test_parity test_decoder_cuda test_decoder_device test_decoder_device_maps test_device_state test_gl_interop "${tests[@]}")
+targets=(attnscope test_parity test_decoder_cuda test_decoder_device test_decoder_device_maps test_device_state test_gl_interop test_flash_attention "${tests[@]}")
 mapfile -t targets < <(printf '%s\n' "${targets[@]}" | sort -u)
 nice cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target "${targets[@]}"
 mapfile -t tests < <((cd "$build" && ctest -L gpu --show-only=json-v1) |

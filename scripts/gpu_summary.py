@@ -71,6 +71,11 @@ def main():
               f"{fmt(get(long_run, 'forward_over_bound'))} of the SGEMM bound (goal >= 0.5); layers "
               f"{fmt(phases.get('layers_ms'), 1)}, head {fmt(phases.get('head_ms'), 1)}, copies {fmt(phases.get('copies_ms'), 1)} ms; "
               f"buffers recycled {fmt(get(long_run, 'forward_buffers_recycled'), 0)}")
+        fused = get(long_run, "fused_attention") or {}
+        print(f"  {s} 8192 tokens, attention fused: forward {fmt(fused.get('forward_ms'), 1)} ms, "
+              f"{fmt(fused.get('forward_over_bound'))} of the bound; layers {fmt(fused.get('layers_ms'), 1)} ms, "
+              f"products / fused {fmt(fused.get('layers_products_over_fused'))} (> 1: fused faster); "
+              f"max |diff| {json.dumps(fused.get('max_abs_diff')) if fused else 'n/a'}")
         print(f"  {s} 128 tokens: head-importance scan {fmt(get(short, 'head_scan', 'total_ms'), 1)} ms (goal < 1000)")
     gui = load(d, "gui.bench")
     large = get(gui, "large") or {}

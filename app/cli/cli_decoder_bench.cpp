@@ -116,6 +116,31 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
     }
     const attn::DecoderRun::DeviceTimings forwardPhases = run.deviceTimings;
     const long recycled = attn::RecycledBuffers::instance().taken() - recycledBefore;
+    // A lazy forward again with each layer's attention in one kernel (DecoderOptions::fusedAttention: no score
+    // written), timed beside the products above, and how far its results are from theirs: the last layer's lse,
+    // the final norm, the last logits.
+    std::vector<double> fusedForward, fusedLayers;
+    attn::DecoderRun::DeviceTimings fusedPhases;
+    double fusedDiffLse = 0, fusedDiffFinal = 0, fusedDiffLogits = 0;
+    if (mo.lazy) {
+        attn::DecoderOptions fo = mo;
+        fo.fusedAttention = true;
+        attn::DecoderRun fused;
+        for (int r = 0; r < repeats; ++r) {
+            t0 = Clock::now();
+            if (attn::Status s = attn::runDecoder(model, ids, fo, fused); !s.ok()) return printError(s.message), kExitFailure;
+            fusedForward.push_back(msSince(t0));
+            fusedLayers.push_back(fused.deviceTimings.layers);
+        }
+        fusedPhases = fused.deviceTimings;
+        auto diff = [](const attn::Matrix& a, const attn::Matrix& b) {
+            return a.rows() == b.rows() && a.cols() == b.cols() && a.size() > 0 ? double((a - b).cwiseAbs().maxCoeff()) : INFINITY;
+        };
+        const attn::LazyLayer &a = *fused.lazyLayers.back(), &b = *run.lazyLayers.back();
+        fusedDiffLse = diff(attn::Matrix(a.lse), attn::Matrix(b.lse));
+        fusedDiffFinal = diff(fused.finalHidden, run.finalHidden);
+        fusedDiffLogits = diff(attn::Matrix(fused.lastLogits), attn::Matrix(run.lastLogits));
+    }
     // A lazy run's maps as the window's grid asks for them: every head of the last layer, its whole map max-pooled
     // to at most 256 × 256, read on the device (from the run's Q, K and log-sum-exp still there) and on the host
     // (LazyMaps over the copies that came back), with the largest difference between the two.
@@ -229,6 +254,16 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
     j["forward_ms_min"] = *std::min_element(forward.begin(), forward.end());
     j["forward_phases"] = {{"embed_ms", median(embed)}, {"layers_ms", median(layers)}, {"head_ms", median(head)},
                            {"copies_ms", median(copies)}, {"bytes_back_mb", forwardPhases.bytesBack / 1e6}};
+    if (!fusedForward.empty()) {
+        const double ff = median(fusedForward);
+        j["fused_attention"] = {{"forward_ms", ff},
+                                {"forward_phases", phasesOf(fusedPhases)},
+                                {"layers_ms", median(fusedLayers)},
+                                {"forward_over_bound", over(forwardBoundMs, ff)},
+                                // > 1: the fused kernel's layers are faster than the products'
+                                {"layers_products_over_fused", median(fusedLayers) > 0 ? median(layers) / median(fusedLayers) : 0.0},
+                                {"max_abs_diff", {{"last_layer_lse", fusedDiffLse}, {"final_norm", fusedDiffFinal}, {"last_logits", fusedDiffLogits}}}};
+    }
     j["forward_buffers_recycled"] = recycled;  // over the repeats: host buffers the copies found mapped
     j["forward_gflop"] = flop / 1e9;
     // The rate reached (forwardFlop counts the causal half of the scores; the device computes them whole).
