@@ -362,6 +362,25 @@ __device__ __forceinline__ float sideSum(float v)
     return v;
 }
 
+// acc[i][j] += Σ_k a[k][ty·μ + i] · b[k][tx·μ + j] over k < n: the thread's μ × μ cells of a product of two tiles in
+// shared memory, each stored k-major (a row of a the k-th dimension of the tile's queries, or the k-th key's weights
+// for them; a row of b the same for the keys, or the k-th key's values), so that a thread reads μ consecutive floats.
+template <int PA, int PB>
+__device__ __forceinline__ void tileProducts(const float (*a)[PA], const float (*b)[PB], int n, int ty, int tx,
+                                             float (&acc)[kFlashMicro][kFlashMicro])
+{
+    constexpr int mu = kFlashMicro;
+    for (int k = 0; k < n; ++k) {
+        float x[mu], y[mu];
+        for (int i = 0; i < mu; ++i) {
+            x[i] = a[k][ty * mu + i];
+            y[i] = b[k][tx * mu + i];
+        }
+        for (int i = 0; i < mu; ++i)
+            for (int j = 0; j < mu; ++j) acc[i][j] += x[i] * y[j];
+    }
+}
+
 // lazyAttention's twin (attnscope/lazy_attention.h, also an online softmax over blocks of keys), a tile at a time.
 // One block per (query tile, head) work item, heaviest first (the causal tiles of the last queries see the most keys),
 // grid-stride. Thread (ty, tx) of the square holds the scores of the tile's rows ty·μ… and keys tx·μ… (μ =
@@ -411,15 +430,7 @@ __global__ void flashAttentionKernel(FlashArgs a)
                     ks[d][r] = inD && c0 + r < span.k1 ? K[(c0 + r) * kw + d0 + d] : 0.0f;
                 }
                 __syncthreads();
-                for (int d = 0; d < kFlashDepth; ++d) {
-                    float qa[mu], kb[mu];
-                    for (int i = 0; i < mu; ++i) {
-                        qa[i] = qs[d][ty * mu + i];
-                        kb[i] = ks[d][tx * mu + i];
-                    }
-                    for (int i = 0; i < mu; ++i)
-                        for (int j = 0; j < mu; ++j) s[i][j] += qa[i] * kb[j];
-                }
+                tileProducts(qs, ks, kFlashDepth, ty, tx, s);
                 __syncthreads();
             }
             for (int i = 0; i < mu; ++i) {
@@ -455,15 +466,7 @@ __global__ void flashAttentionKernel(FlashArgs a)
                     vs[k][col] = col0 + col < a.D && c0 + k < span.k1 ? V[(c0 + k) * kw + col0 + col] : 0.0f;
                 }
                 __syncthreads();  // (the first also publishes ps)
-                for (int k = 0; k < kFlashTile; ++k) {
-                    float pa[mu], vb[mu];
-                    for (int i = 0; i < mu; ++i) {
-                        pa[i] = ps[k][ty * mu + i];
-                        vb[i] = vs[k][tx * mu + i];
-                    }
-                    for (int i = 0; i < mu; ++i)
-                        for (int j = 0; j < mu; ++j) o[c][i][j] += pa[i] * vb[j];
-                }
+                tileProducts(ps, vs, kFlashTile, ty, tx, o[c]);
                 __syncthreads();
             }
         }
