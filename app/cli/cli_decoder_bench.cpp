@@ -74,7 +74,7 @@ attn::Status benchIds(const attn::DecoderModel& model, int n, std::vector<int>& 
 json phasesOf(const attn::DecoderRun::DeviceTimings& t)
 {
     return {{"embed_ms", t.embed}, {"layers_ms", t.layers}, {"head_ms", t.head}, {"copies_ms", t.copies}, {"wall_ms", t.total},
-            {"bytes_back_mb", t.bytesBack / 1e6}, {"bytes_up_mb", t.bytesUp / 1e6}};
+            {"bytes_back_mb", t.bytesBack / 1e6}, {"bytes_up_mb", t.bytesUp / 1e6}, {"device_activations_mb", t.deviceBytes / 1e6}};
 }
 
 // `model --bench --backend cuda` (or auto with a device): the decoder forward on the GPU (issue 34), every layer
@@ -253,7 +253,8 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
     j["forward_ms"] = fwd;
     j["forward_ms_min"] = *std::min_element(forward.begin(), forward.end());
     j["forward_phases"] = {{"embed_ms", median(embed)}, {"layers_ms", median(layers)}, {"head_ms", median(head)},
-                           {"copies_ms", median(copies)}, {"bytes_back_mb", forwardPhases.bytesBack / 1e6}};
+                           {"copies_ms", median(copies)}, {"bytes_back_mb", forwardPhases.bytesBack / 1e6},
+                           {"device_activations_mb", forwardPhases.deviceBytes / 1e6}};
     if (!fusedForward.empty()) {
         const double ff = median(fusedForward);
         j["fused_attention"] = {{"forward_ms", ff},

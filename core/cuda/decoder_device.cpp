@@ -424,6 +424,7 @@ struct Buffers {
     int *ids, *targets;
     int logitRows;
     float* hidden;  // a forward's or append's every residual stream (callBuffers)
+    std::size_t bytes;  // what the call's buffers take on the device, as callBuffers sized them
 };
 
 // The buffers of a forward (rows = n) or an append (rows = m new rows), in elements: L + 1 residual streams of
@@ -465,6 +466,8 @@ Status callBuffers(DecoderContext& ctx, const DecoderConfig& c, int V, const Cal
     std::array<std::size_t, static_cast<std::size_t>(Act::Count)> need{};
     for (std::size_t i = 0; i < need.size(); ++i) need[i] = count[i] * f;  // sizeof(int) == sizeof(float)
     ATTNSCOPE_RETURN_IF_ERROR(ctx.checkFits(need, what));
+    b.bytes = 0;
+    for (std::size_t bytes : need) b.bytes += bytes;
     auto n = [&](Act a) { return count[static_cast<std::size_t>(a)]; };
     ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Hidden, n(Act::Hidden), b.hidden));
     ATTNSCOPE_RETURN_IF_ERROR(ctx.get(Act::Normed, n(Act::Normed), b.normed));
@@ -912,6 +915,7 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     out.hidden.resize(Lz + 1);
     out.layers.resize(Lz);
     out.timings = {};
+    out.timings.deviceBytes = double(b.bytes);
     double &bytesBack = out.timings.bytesBack, &bytesUp = out.timings.bytesUp;
     Matrix allHeads;
     auto downloadMaps = [&](int l, DeviceLayerResult& r) { return downloadHeads(ctx, scoresOf(l), H, n, n, r.weights, allHeads, bytesBack); };
@@ -1099,6 +1103,7 @@ Status decoderAppend(const DecoderWeights& w, const DeviceAppendRequest& req, De
     out.hidden.assign(Lz + 1, Matrix());
     out.layers.assign(Lz, DeviceLayerResult());
     out.timings = {};
+    out.timings.deviceBytes = double(b.bytes);
     double &bytesBack = out.timings.bytesBack, &bytesUp = out.timings.bytesUp;
     Matrix allHeads;
     ATTNSCOPE_CUDA_TRY(cudaEventRecord(ctx.event(0), s));

@@ -87,6 +87,7 @@ struct DeviceForwardTimings {
     double total = 0;       // host wall time of the call
     double bytesBack = 0;   // bytes copied device → host
     double bytesUp = 0;     // bytes copied host → device (ids, streams, pinned Q/K/V, an append's kept K and V)
+    double deviceBytes = 0; // the call's activation buffers on the device (a lazy run's scores: none when fused)
 };
 
 struct DeviceLayerResult {

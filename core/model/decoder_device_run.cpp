@@ -228,7 +228,7 @@ void release(Replaced&& old, std::uint64_t mark)
 
 DecoderRun::DeviceTimings timingsOf(const cuda::DeviceForwardTimings& t)
 {
-    return {t.embed, t.layers, t.head, t.copies, t.total, t.bytesBack, t.bytesUp};
+    return {t.embed, t.layers, t.head, t.copies, t.total, t.bytesBack, t.bytesUp, t.deviceBytes};
 }
 
 } // namespace

@@ -277,10 +277,10 @@ struct DecoderRun {
                                                 // every layer on the GPU (the device forward), Cpu otherwise
     // The last device call's phases in ms (a forward, recompute or append; CUDA events; zero after a CPU run): the
     // embedding (or the residual stream uploaded; an append's kept K and V when it uploads them), the layers, the
-    // predictions, the copies of what the run keeps back to the host; the call's wall time; and the bytes copied
-    // back and up.
+    // predictions, the copies of what the run keeps back to the host; the call's wall time; the bytes copied back
+    // and up; and the bytes of the call's activation buffers on the device.
     struct DeviceTimings {
-        double embed = 0, layers = 0, head = 0, copies = 0, total = 0, bytesBack = 0, bytesUp = 0;
+        double embed = 0, layers = 0, head = 0, copies = 0, total = 0, bytesBack = 0, bytesUp = 0, deviceBytes = 0;
     } deviceTimings;
     // The device call whose buffers hold every layer's K and V of this run (a forward, a recompute that kept the
     // layers below, an append): while no other call on the device came since, an append there reads them in place
