@@ -76,6 +76,7 @@ def main():
               f"{fmt(fused.get('forward_over_bound'))} of the bound; layers {fmt(fused.get('layers_ms'), 1)} ms, "
               f"products / fused {fmt(fused.get('layers_products_over_fused'))} (> 1: fused faster); device activations "
               f"{fmt(phases.get('device_activations_mb'), 0)} -> {fmt(get(fused, 'forward_phases', 'device_activations_mb'), 0)} MB; "
+              f"append a token {fmt(get(long_run, 'append_token_ms'), 1)} -> {fmt(fused.get('append_token_ms'), 1)} ms; "
               f"max |diff| {json.dumps(fused.get('max_abs_diff')) if fused else 'n/a'}")
         print(f"  {s} 128 tokens: head-importance scan {fmt(get(short, 'head_scan', 'total_ms'), 1)} ms (goal < 1000)")
     gui = load(d, "gui.bench")

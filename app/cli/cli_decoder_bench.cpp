@@ -116,31 +116,6 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
     }
     const attn::DecoderRun::DeviceTimings forwardPhases = run.deviceTimings;
     const long recycled = attn::RecycledBuffers::instance().taken() - recycledBefore;
-    // A lazy forward again with each layer's attention in one kernel (DecoderOptions::fusedAttention: no score
-    // written), timed beside the products above, and how far its results are from theirs: the last layer's lse,
-    // the final norm, the last logits.
-    std::vector<double> fusedForward, fusedLayers;
-    attn::DecoderRun::DeviceTimings fusedPhases;
-    double fusedDiffLse = 0, fusedDiffFinal = 0, fusedDiffLogits = 0;
-    if (mo.lazy) {
-        attn::DecoderOptions fo = mo;
-        fo.fusedAttention = true;
-        attn::DecoderRun fused;
-        for (int r = 0; r < repeats; ++r) {
-            t0 = Clock::now();
-            if (attn::Status s = attn::runDecoder(model, ids, fo, fused); !s.ok()) return printError(s.message), kExitFailure;
-            fusedForward.push_back(msSince(t0));
-            fusedLayers.push_back(fused.deviceTimings.layers);
-        }
-        fusedPhases = fused.deviceTimings;
-        auto diff = [](const attn::Matrix& a, const attn::Matrix& b) {
-            return a.rows() == b.rows() && a.cols() == b.cols() && a.size() > 0 ? double((a - b).cwiseAbs().maxCoeff()) : INFINITY;
-        };
-        const attn::LazyLayer &a = *fused.lazyLayers.back(), &b = *run.lazyLayers.back();
-        fusedDiffLse = diff(attn::Matrix(a.lse), attn::Matrix(b.lse));
-        fusedDiffFinal = diff(fused.finalHidden, run.finalHidden);
-        fusedDiffLogits = diff(attn::Matrix(fused.lastLogits), attn::Matrix(run.lastLogits));
-    }
     // A lazy run's maps as the window's grid asks for them: every head of the last layer, its whole map max-pooled
     // to at most 256 × 256, read on the device (from the run's Q, K and log-sum-exp still there) and on the host
     // (LazyMaps over the copies that came back), with the largest difference between the two.
@@ -173,6 +148,39 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
                         {"host_ms", *hMs},
                         {"device_reads", attn::decoderMapsDeviceReads(*onDevice)},
                         {"max_abs_diff", diff}};
+    }
+    // A lazy forward again with each layer's attention in one kernel (DecoderOptions::fusedAttention: no score
+    // written), timed beside the products above, and how far its results are from theirs (the last layer's lse, the
+    // final norm, the last logits). After the maps above: these calls replace the products' run on the device.
+    std::vector<double> fusedForward, fusedLayers, fusedAppend;
+    attn::DecoderRun::DeviceTimings fusedPhases;
+    double fusedDiffLse = 0, fusedDiffFinal = 0, fusedDiffLogits = 0;
+    if (mo.lazy) {
+        attn::DecoderOptions fo = mo;
+        fo.fusedAttention = true;
+        attn::DecoderRun fused;
+        for (int r = 0; r < repeats; ++r) {
+            t0 = Clock::now();
+            if (attn::Status s = attn::runDecoder(model, ids, fo, fused); !s.ok()) return printError(s.message), kExitFailure;
+            fusedForward.push_back(msSince(t0));
+            fusedLayers.push_back(fused.deviceTimings.layers);
+        }
+        fusedPhases = fused.deviceTimings;
+        auto diff = [](const attn::Matrix& a, const attn::Matrix& b) {
+            return a.rows() == b.rows() && a.cols() == b.cols() && a.size() > 0 ? double((a - b).cwiseAbs().maxCoeff()) : INFINITY;
+        };
+        const attn::LazyLayer &a = *fused.lazyLayers.back(), &b = *run.lazyLayers.back();
+        fusedDiffLse = diff(attn::Matrix(a.lse), attn::Matrix(b.lse));
+        fusedDiffFinal = diff(fused.finalHidden, run.finalHidden);
+        fusedDiffLogits = diff(attn::Matrix(fused.lastLogits), attn::Matrix(run.lastLogits));
+        // An appended token with the fused kernel (a run keeps its choice): its few queries make one block a head.
+        for (int r = 0; r < repeats; ++r) {
+            if (attn::Status s = attn::runDecoder(model, std::vector<int>(ids.begin(), ids.end() - 1), fo, fused); !s.ok())
+                return printError(s.message), kExitFailure;
+            t0 = Clock::now();
+            if (attn::Status s = attn::appendTokens(model, {ids.back()}, fused, backend); !s.ok()) return printError(s.message), kExitFailure;
+            fusedAppend.push_back(msSince(t0));
+        }
     }
     // Dense against lazy at min(n, 1024): what bringing every head's weights back costs.
     const int nd = std::min(n, 1024);
@@ -263,6 +271,7 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
                                 {"forward_over_bound", over(forwardBoundMs, ff)},
                                 // > 1: the fused kernel's layers are faster than the products'
                                 {"layers_products_over_fused", median(fusedLayers) > 0 ? median(layers) / median(fusedLayers) : 0.0},
+                                {"append_token_ms", median(fusedAppend)},
                                 {"max_abs_diff", {{"last_layer_lse", fusedDiffLse}, {"final_norm", fusedDiffFinal}, {"last_logits", fusedDiffLogits}}}};
     }
     j["forward_buffers_recycled"] = recycled;  // over the repeats: host buffers the copies found mapped
