@@ -1,7 +1,8 @@
 // The fused attention kernel of a lazy run on the device (launchFlashAttention, decoder_kernels.cuh) against a naive
 // reference in double: every query's context and log-sum-exp, for forwards (queries = keys) and appends (a few
 // queries at the end of a longer text), grouped-query heads, a sliding window, a soft-cap, and head widths that do
-// and do not fill the kernel's column chunks. Rows and columns the kernel must not write keep a sentinel.
+// and do not fill the kernel's column chunks. Rows and columns the kernel must not write keep a sentinel, and a second
+// run gives the same bits.
 //
 // Built twice: over the emulated runtime (label unit, small tiles: ATTNSCOPE_DECODER_FLASH_* in CMakeLists.txt, so
 // that these texts cross several tiles of queries and keys), and against a GPU (label gpu; 77 without a device).
@@ -119,6 +120,11 @@ void expectMatchesTheReference(const Shape& s, unsigned seed)
     EXPECT_LE(worstLse, kTol) << what << ": log-sum-exps";
     for (std::size_t e = wantOut.size(); e < out.size(); ++e) EXPECT_EQ(out[e], kSentinel) << what << ": wrote past the queries";
     for (std::size_t e = wantLse.size(); e < lse.size(); ++e) EXPECT_EQ(lse[e], kSentinel) << what << ": wrote past the queries' lse";
+    // Again: the same bits (no atomics; each row's reductions in a fixed order).
+    ASSERT_EQ(attn::cuda::launchFlashAttention(a, nullptr), cudaSuccess) << what;
+    ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess) << what;
+    EXPECT_EQ(download(dOut, out.size()), out) << what << ": a second run differs";
+    EXPECT_EQ(download(dLse, lse.size()), lse) << what << ": a second run's lse differs";
     for (float* p : {dQ, dK, dV, dOut, dLse}) EXPECT_EQ(cudaFree(p), cudaSuccess);
 }
 
