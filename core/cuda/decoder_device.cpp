@@ -542,9 +542,6 @@ Status attentionInputs(DecoderContext& ctx, const DecoderWeights& w, int l, cons
     return Status::success();
 }
 
-// The scores' scale (DecoderConfig::scoreScale, core/model's, which this library does not link).
-float scoreScaleOf(const DecoderConfig& c) { return c.attnScale > 0 ? c.attnScale : 1.0f / std::sqrt(static_cast<float>(c.headDim)); }
-
 // Queries per row block of a layer's attention: a block's scores and weights·V take only the keys it can see
 // (causalKeySpan), so the masked triangle above the diagonal (and, with a sliding window, the keys before it) is
 // neither computed, nor written, nor read: about half of a long text's attention, and with Gemma 3's window of 512 at
@@ -569,7 +566,7 @@ Status productsAttention(DecoderContext& ctx, const DecoderWeights& w, int l, in
     const DecoderConfig& c = w.config;
     const int H = c.heads, Hkv = c.kvHeads, D = c.headDim, group = H / Hkv;
     const long long ts = static_cast<long long>(T) * S, qw = static_cast<long long>(H) * D, kw = static_cast<long long>(Hkv) * D;
-    const float scale = scoreScaleOf(c);
+    const float scale = c.scoreScale();
     const int window = c.windowOf(l);
     for (int r0 = 0; r0 < T; r0 += kRowBlock) {
         const int r1 = std::min(T, r0 + kRowBlock);
@@ -625,7 +622,7 @@ Status productsAttention(DecoderContext& ctx, const DecoderWeights& w, int l, in
 Status fusedAttention(DecoderContext& ctx, const DecoderWeights& w, int l, int T, int pos0, int S, const Buffers& b)
 {
     const DecoderConfig& c = w.config;
-    const FlashArgs a{b.Q, b.K, b.V, b.concat, b.lse, T, S, pos0, c.heads, c.kvHeads, c.headDim, c.windowOf(l), scoreScaleOf(c), c.attnSoftcap};
+    const FlashArgs a{b.Q, b.K, b.V, b.concat, b.lse, T, S, pos0, c.heads, c.kvHeads, c.headDim, c.windowOf(l), c.scoreScale(), c.attnSoftcap};
     ATTNSCOPE_CUDA_TRY(launchFlashAttention(a, ctx.stream()));
     return Status::success();
 }
@@ -1272,7 +1269,7 @@ Status stackedAttention(DecoderContext& ctx, const DecoderWeights& w, int l, int
     const DecoderConfig& c = w.config;
     const int H = c.heads, Hkv = c.kvHeads, D = c.headDim, group = H / Hkv;
     const long long nn = static_cast<long long>(n) * n, qw = static_cast<long long>(H) * D, kw = static_cast<long long>(Hkv) * D;
-    const float scale = c.attnScale > 0 ? c.attnScale : 1.0f / std::sqrt(static_cast<float>(D));
+    const float scale = c.scoreScale();
     for (int h = 0; h < H; ++h)
         ATTNSCOPE_RETURN_IF_ERROR(gemm(ctx.blas(), false, true, n, n, D, scale, b.Q + static_cast<long long>(h) * D, qw, qStride,
                                        b.K + static_cast<long long>(h / group) * D, kw, kvStride, b.scores + h * nn, n, H * nn, g));

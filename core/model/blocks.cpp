@@ -36,11 +36,6 @@ bool DecoderConfig::anyWindow() const
     return false;
 }
 
-float DecoderConfig::scoreScale() const
-{
-    return attnScale > 0 ? attnScale : 1.0f / std::sqrt(static_cast<float>(headDim));
-}
-
 namespace detail {
 
 void normRows(const DecoderConfig& c, const Matrix& x, const Vector& gamma, const Vector& beta, Matrix& out)

@@ -21,6 +21,7 @@
 #include "attnscope/types.h"
 #include "attnscope/weight_matrix.h"
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -121,7 +122,8 @@ struct DecoderConfig {
         return positions > ropeOriginalContext ? ropeLongFactors : ropeShortFactors;
     }
     bool anyWindow() const;           // some layer has a sliding window
-    float scoreScale() const;         // attnScale, or 1/√D
+    // The scores' factor: attnScale, or 1/√D. (Inline: core/cuda's decoder uses it too, without core/model.)
+    float scoreScale() const { return attnScale > 0 ? attnScale : 1.0f / std::sqrt(static_cast<float>(headDim)); }
     int rotaryDims() const { return rope ? (ropeDims > 0 ? ropeDims : headDim) : 0; }
     bool gatedFfn() const { return ffn == FfnKind::SwiGlu || ffn == FfnKind::GeGluTanh; }
 };
