@@ -78,6 +78,14 @@ def main():
               f"{fmt(phases.get('device_activations_mb'), 0)} -> {fmt(get(fused, 'forward_phases', 'device_activations_mb'), 0)} MB; "
               f"append a token {fmt(get(long_run, 'append_token_ms'), 1)} -> {fmt(fused.get('append_token_ms'), 1)} ms; "
               f"max |diff| {json.dumps(fused.get('max_abs_diff')) if fused else 'n/a'}")
+        auto = get(long_run, "auto_attention") or {}
+        chosen = "; ".join(f"{c.get('queries')}x{c.get('keys')} window {c.get('window')}: products {fmt(c.get('products_ms'))} / "
+                           f"fused {fmt(c.get('fused_ms'))} ms -> {'fused' if c.get('fused') else 'products'}"
+                           for c in auto.get("choices", []))
+        print(f"  {s} 8192 tokens, attention auto (the default): forward {fmt(auto.get('forward_ms'), 1)} ms "
+              f"(first, timing both: {fmt(auto.get('first_forward_ms'), 1)}), {fmt(auto.get('forward_over_bound'))} of the bound; "
+              f"append a token {fmt(auto.get('append_token_ms'), 1)} ms; chose {chosen or 'n/a'}"
+              + (f"; error: {auto['error']}" if auto.get("error") else ""))
         print(f"  {s} 128 tokens: head-importance scan {fmt(get(short, 'head_scan', 'total_ms'), 1)} ms (goal < 1000)")
     gui = load(d, "gui.bench")
     large = get(gui, "large") or {}

@@ -418,6 +418,9 @@ int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path)
     const attn::DecoderConfig& c = model->config;
     attn::DecoderOptions mo;
     mo.backend = backend;
+    mo.deviceAttention = opt.attention == "fused"      ? attn::DeviceAttention::Fused
+                         : opt.attention == "products" ? attn::DeviceAttention::Products
+                                                       : attn::DeviceAttention::Auto;
     if (!opt.ablate.empty()) {
         auto ab = attn::parseAblation(opt.ablate, c.layers, c.heads);
         if (!ab) return printError(ab.status().message), kExitBadInput;

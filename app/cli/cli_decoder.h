@@ -24,6 +24,7 @@ struct ModelOptionsCli {
     float temperature = 1.0f;
     double maxOutputMb = 256;  // the JSON is refused above this estimate (use --layers)
     int benchTokens = 128;     // --bench --tokens N (decoders)
+    std::string attention = "auto";  // --attention: a lazy run's attention core on a GPU (attn::DeviceAttention)
     bool jsonFlag = false;     // --json: the bench always prints JSON; accepted for the documented command line
     // Decoders, interpretability (attnscope/interp.h): the target token (default the most probable next one), and
     // which views to add to the JSON. --patch-from is the clean text of activation patching (--text is corrupted).

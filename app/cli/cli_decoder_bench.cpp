@@ -93,6 +93,9 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
     attn::DecoderOptions mo;
     mo.backend = backend;
     mo.lazy = n > 1024;
+    // The forward's figures below are the products' (as in every measurement before DeviceAttention::Auto); the
+    // fused kernel and Auto's choice are timed after them (`fused_attention`, `auto_attention`).
+    mo.deviceAttention = attn::DeviceAttention::Products;
     const int repeats = std::max(1, mo.lazy ? std::min(opt.repeats, 3) : opt.repeats);
     attn::DecoderRun run;
     // The first forward dequantizes and uploads the weights (once per model).
@@ -149,15 +152,15 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
                         {"device_reads", attn::decoderMapsDeviceReads(*onDevice)},
                         {"max_abs_diff", diff}};
     }
-    // A lazy forward again with each layer's attention in one kernel (DecoderOptions::fusedAttention: no score
-    // written), timed beside the products above, and how far its results are from theirs (the last layer's lse, the
-    // final norm, the last logits). After the maps above: these calls replace the products' run on the device.
+    // A lazy forward again with each layer's attention in one kernel (DeviceAttention::Fused: no score written),
+    // timed beside the products above, and how far its results are from theirs (the last layer's lse, the final
+    // norm, the last logits). After the maps above: these calls replace the products' run on the device.
     std::vector<double> fusedForward, fusedLayers, fusedAppend;
     attn::DecoderRun::DeviceTimings fusedPhases;
     double fusedDiffLse = 0, fusedDiffFinal = 0, fusedDiffLogits = 0;
     if (mo.lazy) {
         attn::DecoderOptions fo = mo;
-        fo.fusedAttention = true;
+        fo.deviceAttention = attn::DeviceAttention::Fused;
         attn::DecoderRun fused;
         for (int r = 0; r < repeats; ++r) {
             t0 = Clock::now();
@@ -181,6 +184,33 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
             if (attn::Status s = attn::appendTokens(model, {ids.back()}, fused, backend); !s.ok()) return printError(s.message), kExitFailure;
             fusedAppend.push_back(msSince(t0));
         }
+    }
+    // And as a user's run goes (DeviceAttention::Auto, the default): its choices forgotten first, so that its first
+    // forward times both paths on each shape's first layer (first_forward_ms) and the repeats take the choices;
+    // likewise its first append (a shape of one query), then appends timed.
+    std::vector<double> autoForward, autoLayers, autoAppend;
+    double autoFirstMs = 0;
+    std::string autoError;  // reported, not fatal: the figures above stand without these
+    if (mo.lazy) {
+        attn::DecoderOptions ao = mo;
+        ao.deviceAttention = attn::DeviceAttention::Auto;
+        attn::forgetDeviceAttentionChoices();
+        attn::DecoderRun a;
+        const std::vector<int> shorter(ids.begin(), ids.end() - 1);
+        attn::Status st = attn::Status::success();
+        for (int r = 0; r <= repeats && st.ok(); ++r) {
+            t0 = Clock::now();
+            st = attn::runDecoder(model, ids, ao, a);
+            if (r == 0) autoFirstMs = msSince(t0);
+            else if (st.ok()) autoForward.push_back(msSince(t0)), autoLayers.push_back(a.deviceTimings.layers);
+        }
+        for (int r = 0; r <= repeats && st.ok(); ++r) {
+            st = attn::runDecoder(model, shorter, ao, a);
+            t0 = Clock::now();
+            if (st.ok()) st = attn::appendTokens(model, {ids.back()}, a, backend);
+            if (r > 0 && st.ok()) autoAppend.push_back(msSince(t0));
+        }
+        if (!st.ok()) autoError = st.message;
     }
     // Dense against lazy at min(n, 1024): what bringing every head's weights back costs.
     const int nd = std::min(n, 1024);
@@ -273,6 +303,23 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
                                 {"layers_products_over_fused", median(fusedLayers) > 0 ? median(layers) / median(fusedLayers) : 0.0},
                                 {"append_token_ms", median(fusedAppend)},
                                 {"max_abs_diff", {{"last_layer_lse", fusedDiffLse}, {"final_norm", fusedDiffFinal}, {"last_logits", fusedDiffLogits}}}};
+    }
+    if (!autoError.empty()) {
+        j["auto_attention"] = {{"error", autoError}};
+    } else if (!autoForward.empty()) {
+        json choices = json::array();
+        for (const attn::DeviceAttentionChoice& ch : attn::deviceAttentionChoices())
+            choices.push_back({{"queries", ch.queries}, {"keys", ch.keys}, {"window", ch.window}, {"products_ms", ch.productsMs},
+                               {"fused_ms", ch.fusedMs}, {"fused", ch.fused}});
+        const double af = median(autoForward);
+        j["auto_attention"] = {{"first_forward_ms", autoFirstMs},  // with each shape's timing of both paths
+                               {"forward_ms", af},
+                               {"layers_ms", median(autoLayers)},
+                               {"forward_over_bound", over(forwardBoundMs, af)},
+                               {"append_token_ms", median(autoAppend)},
+                               // per shape of attention (queries and keys up to these powers of two; window 0: none):
+                               // one layer's time by each path, and the one kept
+                               {"choices", choices}};
     }
     j["forward_buffers_recycled"] = recycled;  // over the repeats: host buffers the copies found mapped
     j["forward_gflop"] = flop / 1e9;

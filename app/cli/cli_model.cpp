@@ -481,6 +481,11 @@ void addModelCommand(CLI::App& root, CommandAction& action)
     cmd->add_option("--synthetic", opt->synthetic,
                     "Decoders: a random-weight model of a known shape instead of --model (smollm2, gemma3-270m): "
                     "timings where the model files are not");
+    cmd->add_option("--attention", opt->attention,
+                    "Decoders on a GPU, long texts (lazy runs): each layer's attention core by cuBLAS products, in one "
+                    "fused kernel, or auto: the faster of the two on this GPU, timed once per shape (default; --bench "
+                    "times all three)")
+        ->check(CLI::IsMember({"auto", "products", "fused"}));
     cmd->add_flag("--json", opt->jsonFlag, "--bench prints one JSON object (always; the flag is accepted)");
     addBackendOption(*cmd, opt->backend);
     cmd->callback([opt, &action] { action = [opt] { return runModelCommand(*opt); }; });

@@ -26,9 +26,11 @@
 #include <cmath>
 #include <limits>
 #include <future>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 
 namespace attn::cuda {
 
@@ -86,6 +88,16 @@ const char* actName(Act a)
                                   "a map's tile", "a strip of a map's scores"};
     return names[static_cast<int>(a)];
 }
+
+// A shape of a lazy call's attention, as DeviceAttention::Auto keeps its choices: the queries and keys rounded up to
+// powers of two, the model's heads, head width and the layer's window (0: none).
+struct AttentionShape {
+    int queries, keys, heads, kvHeads, headDim, window;
+    bool operator<(const AttentionShape& o) const
+    {
+        return std::tie(queries, keys, heads, kvHeads, headDim, window) < std::tie(o.queries, o.keys, o.heads, o.kvHeads, o.headDim, o.window);
+    }
+};
 
 class DecoderContext {
 public:
@@ -193,7 +205,10 @@ public:
 
     cudaStream_t stream() const { return m_stream; }
     cublasHandle_t blas() const { return m_blas; }
+    // 0…4: a call's phases (finishCall); 5…7: AttentionPlan's timings.
     cudaEvent_t event(int k) const { return m_events[static_cast<std::size_t>(k)]; }
+    // DeviceAttention::Auto's choices so far (AttentionPlan), read and written under mutex().
+    std::map<AttentionShape, DeviceAttentionChoice>& choices() { return m_choices; }
 
     // What a forward keeps comes back on its own stream, each layer's part once that layer is done (an event
     // recorded after it on the computing stream), through pinned staging slots: the copies run while later layers
@@ -224,7 +239,8 @@ private:
     std::atomic<int> m_calls{0};
     cudaStream_t m_stream = nullptr;
     cublasHandle_t m_blas = nullptr;
-    std::array<cudaEvent_t, 5> m_events{};
+    std::array<cudaEvent_t, 8> m_events{};
+    std::map<AttentionShape, DeviceAttentionChoice> m_choices;
     std::array<Buffer, static_cast<std::size_t>(Act::Count)> m_bufs{};
     cudaStream_t m_copyStream = nullptr;
     std::vector<cudaEvent_t> m_layerEvents;
@@ -617,8 +633,8 @@ Status productsAttention(DecoderContext& ctx, const DecoderWeights& w, int l, in
 
 // The attention core of a lazy run in one kernel (launchFlashAttention): the same contexts and lse as
 // productsAttention's, no score written (b.scores unused, and not allocated: at 8192 tokens SmolLM2's are 2.4 GB).
-// Which of the two is faster on a GPU is `model --bench`'s `fused_attention` (issue 34); DecoderOptions::fusedAttention
-// picks it.
+// Which of the two is faster depends on the GPU: AttentionPlan below times both (DeviceAttention::Auto), and
+// `model --bench` compares whole forwards (`fused_attention`, `auto_attention`).
 Status fusedAttention(DecoderContext& ctx, const DecoderWeights& w, int l, int T, int pos0, int S, const Buffers& b)
 {
     const DecoderConfig& c = w.config;
@@ -627,30 +643,115 @@ Status fusedAttention(DecoderContext& ctx, const DecoderWeights& w, int l, int T
     return Status::success();
 }
 
-// Whether a call's attention is fused: a lazy run that asks for it, with heads the kernel takes.
-bool fusedFor(const DecoderConfig& c, bool lazy, bool asked) { return lazy && asked && flashAttentionFits(c.headDim); }
+// How a call's layers run their attention core (DeviceAttention, attnscope/decoder.h): all by products (a dense call,
+// which keeps its maps; heads wider than the fused kernel takes; or asked), all fused (asked, or the products' scores
+// did not fit: attentionBuffers), or per shape of attention by what Auto chose on this device. A shape Auto has not
+// seen is timed at its call's first layer of that shape: the products then the fused kernel, twice, the second times
+// compared (a kernel's or a GEMM shape's first launch may load it). The fused kernel is kept only under kFusedMargin of
+// the products' time, so that a near tie, which another process could see either way, stays with the products; that
+// layer's results are the fused kernel's (run last), equal to the products' within rounding. Calls of fewer than
+// kAutoFromKeys keys are not timed (a few ms either way): the products. The emulated tests time from a few keys.
+#ifdef ATTNSCOPE_DECODER_AUTO_FROM_KEYS
+constexpr int kAutoFromKeys = ATTNSCOPE_DECODER_AUTO_FROM_KEYS;
+#else
+constexpr int kAutoFromKeys = 1024;
+#endif
+constexpr double kFusedMargin = 0.9;
 
-// callBuffers for a call whose attention is fused (no scores) or by products (`sh.scores` of them). A lazy call
-// whose scores do not fit the device takes the fused kernel instead (`fused` set), which needs none and gives the
+int ceilPow2(int x)
+{
+    int p = 1;
+    while (p < x) p *= 2;
+    return p;
+}
+
+class AttentionPlan {
+public:
+    // T queries against S keys (a forward: T = S = n; an append: T = m new rows against S = n + m).
+    AttentionPlan(DecoderContext& ctx, const DecoderConfig& c, DeviceAttention asked, bool lazy, int T, int S) : m_ctx(ctx), m_c(c), m_T(T), m_S(S)
+    {
+        if (!lazy || !flashAttentionFits(c.headDim) || asked == DeviceAttention::Products) m_mode = DeviceAttention::Products;
+        else if (asked == DeviceAttention::Fused) m_mode = DeviceAttention::Fused;
+        else m_mode = S < kAutoFromKeys ? DeviceAttention::Products : DeviceAttention::Auto;
+    }
+    // Whether a layer from `fromLayer` on may take the products (the call allocates their scores).
+    bool needsScores(int fromLayer) const
+    {
+        if (m_mode != DeviceAttention::Auto) return m_mode == DeviceAttention::Products;
+        for (int l = fromLayer; l < m_c.layers; ++l) {
+            const auto it = m_ctx.choices().find(shapeOf(l));
+            if (it == m_ctx.choices().end() || !it->second.fused) return true;
+        }
+        return false;
+    }
+    // The products' scores do not fit the device: every layer fused (attentionBuffers: a lazy call whose heads fit).
+    void fuseAll() { m_mode = DeviceAttention::Fused; }
+    Status run(const DecoderWeights& w, int l, int pos0, bool lazy, const Buffers& b);
+
+private:
+    AttentionShape shapeOf(int l) const { return {ceilPow2(m_T), ceilPow2(m_S), m_c.heads, m_c.kvHeads, m_c.headDim, m_c.windowOf(l)}; }
+    float timed(int from, int to) const
+    {
+        float ms = 0;
+        return cudaEventElapsedTime(&ms, m_ctx.event(from), m_ctx.event(to)) == cudaSuccess ? ms : 0.0f;
+    }
+
+    DecoderContext& m_ctx;
+    const DecoderConfig& m_c;
+    const int m_T, m_S;
+    DeviceAttention m_mode;
+};
+
+Status AttentionPlan::run(const DecoderWeights& w, int l, int pos0, bool lazy, const Buffers& b)
+{
+    bool fused = m_mode == DeviceAttention::Fused;
+    if (m_mode == DeviceAttention::Auto) {
+        const AttentionShape shape = shapeOf(l);
+        const auto it = m_ctx.choices().find(shape);
+        if (it == m_ctx.choices().end()) {
+            cudaStream_t s = m_ctx.stream();
+            float productsMs = 0, fusedMs = 0;
+            for (int rep = 0; rep < 2; ++rep) {
+                ATTNSCOPE_CUDA_TRY(cudaEventRecord(m_ctx.event(5), s));
+                ATTNSCOPE_RETURN_IF_ERROR(productsAttention(m_ctx, w, l, m_T, pos0, m_S, lazy, b));
+                ATTNSCOPE_CUDA_TRY(cudaEventRecord(m_ctx.event(6), s));
+                ATTNSCOPE_RETURN_IF_ERROR(fusedAttention(m_ctx, w, l, m_T, pos0, m_S, b));
+                ATTNSCOPE_CUDA_TRY(cudaEventRecord(m_ctx.event(7), s));
+                ATTNSCOPE_CUDA_TRY(cudaEventSynchronize(m_ctx.event(7)));
+                productsMs = timed(5, 6);
+                fusedMs = timed(6, 7);
+            }
+            const bool faster = productsMs > 0 && fusedMs > 0 && fusedMs < kFusedMargin * productsMs;
+            m_ctx.choices()[shape] = {shape.queries, shape.keys, shape.heads, shape.kvHeads, shape.headDim, shape.window, productsMs, fusedMs, faster};
+            return Status::success();
+        }
+        fused = it->second.fused;
+    }
+    if (fused) return fusedAttention(m_ctx, w, l, m_T, pos0, m_S, b);
+    return productsAttention(m_ctx, w, l, m_T, pos0, m_S, lazy, b);
+}
+
+// callBuffers for a call whose attention needs no scores (every layer fused) or `sh.scores` of them. A lazy call
+// whose scores do not fit the device takes the fused kernel instead (plan.fuseAll), which needs none and gives the
 // same results, when the model's heads fit it: the products' scores grow as n² (SmolLM2 at 8192 tokens: 2.4 GB;
 // Gemma 3 at its 32768: 17 GB), the rest of a lazy call as n.
-Status attentionBuffers(DecoderContext& ctx, const DecoderConfig& c, int V, CallShape sh, const std::string& what, bool lazy, bool& fused,
-                        Buffers& b)
+Status attentionBuffers(DecoderContext& ctx, const DecoderConfig& c, int V, CallShape sh, const std::string& what, bool lazy, int fromLayer,
+                        AttentionPlan& plan, Buffers& b)
 {
-    if (fused) sh.scores = 0;
+    const bool scores = plan.needsScores(fromLayer);
+    if (!scores) sh.scores = 0;
     const Status st = callBuffers(ctx, c, V, sh, what, b);
-    if (st.code != StatusCode::ResourceExhausted || fused || !lazy || !flashAttentionFits(c.headDim)) return st;
-    fused = true;
+    if (st.code != StatusCode::ResourceExhausted || !scores || !lazy || !flashAttentionFits(c.headDim)) return st;
+    plan.fuseAll();
     sh.scores = 0;
     return callBuffers(ctx, c, V, sh, what, b);
 }
 
-// The attention core of layer l, by products or fused, then the ablated heads' contexts zeroed (projectOut).
-Status attention(DecoderContext& ctx, const DecoderWeights& w, int l, int T, int pos0, int S, bool lazy, bool fused,
+// The attention core of layer l (plan.run), then the ablated heads' contexts zeroed (projectOut).
+Status attention(DecoderContext& ctx, const DecoderWeights& w, int l, int T, int pos0, bool lazy, AttentionPlan& plan,
                  const std::vector<std::pair<int, int>>& ablated, const Buffers& b)
 {
-    if (fused) ATTNSCOPE_RETURN_IF_ERROR(fusedAttention(ctx, w, l, T, pos0, S, b));
-    else ATTNSCOPE_RETURN_IF_ERROR(productsAttention(ctx, w, l, T, pos0, S, lazy, b));
+    ATTNSCOPE_RETURN_IF_ERROR(plan.run(w, l, pos0, lazy, b));
     const int H = w.config.heads, D = w.config.headDim;
     for (const auto& [al, ah] : ablated)
         if (al == l) ATTNSCOPE_CUDA_TRY(launchZeroColumns(b.concat, T, H * D, ah * D, D, ctx.stream()));
@@ -900,9 +1001,9 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     const bool dense = !req.lazy, keepMaps = dense && req.keepWeights && Lz * H * nn * f <= kKeepMapsBytes;
     float *hidden, *allQ, *allK, *allV, *allScores, *allConcat, *allLse;
     Buffers b{};
-    bool fused = fusedFor(c, req.lazy, req.fusedAttention);
+    AttentionPlan plan(ctx, c, req.attention, req.lazy, n, n);
     ATTNSCOPE_RETURN_IF_ERROR(attentionBuffers(ctx, c, V, {nz, nz, stride, (keepMaps ? Lz : 1) * H * nn, (dense ? Lz : 1) * nz * qw, logitRows},
-                                               "a forward over " + std::to_string(n) + " tokens", req.lazy, fused, b));
+                                               "a forward over " + std::to_string(n) + " tokens", req.lazy, req.fromLayer, plan, b));
     hidden = b.hidden, allQ = b.Q, allK = b.K, allV = b.V, allScores = b.scores, allConcat = b.concat, allLse = b.lse;
     auto hiddenOf = [&](int l) { return hidden + static_cast<std::size_t>(l) * nz * M; };
     auto scoresOf = [&](int l) { return allScores + (keepMaps ? static_cast<std::size_t>(l) : 0) * H * nn; };
@@ -1009,7 +1110,7 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
         } else {
             ATTNSCOPE_RETURN_IF_ERROR(attentionInputs(ctx, w, l, hiddenOf(l), n, b));
         }
-        ATTNSCOPE_RETURN_IF_ERROR(attention(ctx, w, l, n, 0, n, req.lazy, fused, req.ablated, b));
+        ATTNSCOPE_RETURN_IF_ERROR(attention(ctx, w, l, n, 0, req.lazy, plan, req.ablated, b));
         if (dense && req.keepWeights && !keepMaps) ATTNSCOPE_RETURN_IF_ERROR(downloadMaps(l, out.layers[lz]));
         ATTNSCOPE_RETURN_IF_ERROR(project(ctx, b.concat, n, w.at(l, LayerTensor::Wo), w.at(l, LayerTensor::Bo), b.attnOut));
         ATTNSCOPE_RETURN_IF_ERROR(afterAttention(ctx, w, l, hiddenOf(l), n, hiddenOf(l + 1), b));
@@ -1088,9 +1189,9 @@ Status decoderAppend(const DecoderWeights& w, const DeviceAppendRequest& req, De
     // (In place, the slots' buffers hold that much already: nothing grows, nothing kept is lost.)
     float *hidden, *allQ, *allK, *allV, *allScores, *allConcat, *allLse;
     Buffers b{};
-    bool fused = fusedFor(c, req.lazy, req.fusedAttention);
+    AttentionPlan plan(ctx, c, req.attention, req.lazy, m, T);
     ATTNSCOPE_RETURN_IF_ERROR(attentionBuffers(ctx, c, V, {mz, mz + 1, stride, (keepMaps ? Lz : 1) * H * mt, (dense ? Lz : 1) * mz * qw, logitRows},
-                                               "appending " + std::to_string(m) + " tokens to " + std::to_string(n), req.lazy, fused, b));
+                                               "appending " + std::to_string(m) + " tokens to " + std::to_string(n), req.lazy, 0, plan, b));
     hidden = b.hidden, allQ = b.Q, allK = b.K, allV = b.V, allScores = b.scores, allConcat = b.concat, allLse = b.lse;
     auto hiddenOf = [&](int l) { return hidden + static_cast<std::size_t>(l) * mz * M; };
     auto scoresOf = [&](int l) { return allScores + (keepMaps ? static_cast<std::size_t>(l) : 0) * H * mt; };
@@ -1132,7 +1233,7 @@ Status decoderAppend(const DecoderWeights& w, const DeviceAppendRequest& req, De
         b.lse = allLse + lz * stride * H + static_cast<std::size_t>(n) * H;
         b.scores = scoresOf(l);
         b.concat = concatOf(l);
-        ATTNSCOPE_RETURN_IF_ERROR(attention(ctx, w, l, m, n, T, req.lazy, fused, req.ablated, b));
+        ATTNSCOPE_RETURN_IF_ERROR(attention(ctx, w, l, m, n, req.lazy, plan, req.ablated, b));
         if (dense && req.keepWeights && !keepMaps)
             ATTNSCOPE_RETURN_IF_ERROR(downloadHeads(ctx, scoresOf(l), H, m, T, out.layers[lz].weights, allHeads, bytesBack));
         ATTNSCOPE_RETURN_IF_ERROR(project(ctx, b.concat, m, w.at(l, LayerTensor::Wo), w.at(l, LayerTensor::Bo), b.attnOut));
@@ -1169,6 +1270,22 @@ Status decoderAppend(const DecoderWeights& w, const DeviceAppendRequest& req, De
     out.inPlace = inPlace;
     ATTNSCOPE_RETURN_IF_ERROR(waitForCall(ctx, s));
     return finishCall(ctx, lastRow, t0, true, {generation, T, static_cast<long long>(stride), req.lazy}, out);
+}
+
+std::vector<DeviceAttentionChoice> attentionChoices()
+{
+    DecoderContext& ctx = DecoderContext::instance();
+    const std::lock_guard<std::mutex> lock(ctx.mutex());
+    std::vector<DeviceAttentionChoice> out;
+    for (const auto& [shape, choice] : ctx.choices()) out.push_back(choice);
+    return out;
+}
+
+void forgetAttentionChoices()
+{
+    DecoderContext& ctx = DecoderContext::instance();
+    const std::lock_guard<std::mutex> lock(ctx.mutex());
+    ctx.choices().clear();
 }
 
 // The scores a pooled read of a lazy run's map makes at once (lazyMapsRead): 16 Mi cells, 64 MiB, 2048 rows of an

@@ -63,7 +63,7 @@ struct DeviceForwardRequest {
     int pinnedLayer = -1;
     const Matrix *pinnedQ = nullptr, *pinnedK = nullptr, *pinnedV = nullptr;
     bool lazy = false;          // keep no n×n maps: bring back Q, K, V and the log-sum-exp (T × H) per layer
-    bool fusedAttention = false;  // lazy: each layer's attention in one kernel (DecoderOptions::fusedAttention)
+    DeviceAttention attention = DeviceAttention::Auto;  // lazy: each layer's attention core (DecoderOptions::deviceAttention)
     long long spareRows = 0;    // lazy: rows allocated (never touched) behind those four, LazyLayer::adopt's spare
     bool keepWeights = true;    // dense: bring back every head's n×n weights (false: the bench's measurement)
     bool everySurprise = true;  // false: the last position's logits only (SurpriseUpdate::Deferred)
@@ -141,7 +141,7 @@ struct DeviceAppendRequest {
     HostTensor lastFinalHidden;
     std::vector<std::pair<int, int>> ablated;  // (layer, query head) zeroed before W^O
     bool lazy = false;          // lse of the new rows (m × H) instead of their weights and contexts
-    bool fusedAttention = false;  // lazy: the new rows' attention in one kernel (DecoderOptions::fusedAttention)
+    DeviceAttention attention = DeviceAttention::Auto;  // lazy: the new rows' attention core (DecoderOptions::deviceAttention)
     bool keepWeights = true;    // dense: the new rows of every head's weights, m × (n+m)
     long long roomRows = 0;     // rows kept free behind the n + m when the slots are made anew (an upload)
 };
@@ -151,6 +151,11 @@ struct DeviceAppendRequest {
 // n+m−1's), surprise (m: positions n…n+m−1), timings (bytesUp), generation, kvHeld, inPlace. Errors as
 // decoderForward's.
 Status decoderAppend(const DecoderWeights& w, const DeviceAppendRequest& req, DeviceForwardResult& out);
+
+// DeviceAttention::Auto's choices on this device so far (attnscope/decoder.h's deviceAttentionChoices), in shape
+// order; and forgetting them. Both wait for a call in flight.
+std::vector<DeviceAttentionChoice> attentionChoices();
+void forgetAttentionChoices();
 
 // A lazy run's map read where the run computed it (LazyMaps' rules: a tile of scores or weights, or a rect
 // max-pooled; attnscope/lazy_attention.h): from layer `layer`'s Q, K and log-sum-exp still in the device's

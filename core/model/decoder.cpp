@@ -696,7 +696,7 @@ Status runDecoder(DecoderModel& model, const std::vector<int>& idsIn, const Deco
         run.weights.clear();
     }
     run.lazy = options.lazy;
-    run.fusedAttention = options.fusedAttention;
+    run.deviceAttention = options.deviceAttention;
     run.hidden.resize(static_cast<std::size_t>(c.layers) + 1);
     run.attention.resize(static_cast<std::size_t>(c.layers));
     if (run.lazy) run.lazyLayers.resize(static_cast<std::size_t>(c.layers));
@@ -1039,7 +1039,7 @@ Status rerunDecoder(DecoderModel& model, const std::vector<int>& ids, const Deco
                         (common < ids.size() || ids.size() < old.size());
     if (!usable || model.config.anyWindow() || ropeSetChanges(model.config, long(old.size()), long(ids.size())))
         return runDecoder(model, ids, options, run);
-    run.fusedAttention = options.fusedAttention;  // the same results either way: the kept rows stand
+    run.deviceAttention = options.deviceAttention;  // the same results either way: the kept rows stand
     if (common == ids.size()) {
         // The new text is a prefix of the old one: keep it, the last position's predictions are recomputed.
         truncateRun(run, static_cast<int>(common));
@@ -1273,5 +1273,7 @@ std::shared_ptr<const AttentionMaps> decoderMaps(const DecoderModel& model, cons
 }
 
 long decoderMapsDeviceReads(const AttentionMaps& maps) { return detail::deviceMapReads(maps); }
+std::vector<DeviceAttentionChoice> deviceAttentionChoices() { return detail::deviceAttentionChoices(); }
+void forgetDeviceAttentionChoices() { detail::forgetDeviceAttentionChoices(); }
 
 } // namespace attn

@@ -59,6 +59,9 @@ std::shared_ptr<const AttentionMaps> lazyMapsWithDevice(std::shared_ptr<const La
 
 long deviceMapReads(const AttentionMaps&) { return 0; }
 
+std::vector<DeviceAttentionChoice> deviceAttentionChoices() { return {}; }
+void forgetDeviceAttentionChoices() {}
+
 #else
 
 Expected<bool> decoderOnDevice(Backend backend)
@@ -251,7 +254,7 @@ Status deviceRecompute(DecoderModel& model, int fromLayer, DecoderRun& run, Surp
         req.pinnedV = &run.pinned.V;
     }
     req.lazy = run.lazy;
-    req.fusedAttention = run.fusedAttention;
+    req.attention = run.deviceAttention;
     // lazyLayer's spare rows (never past the model's context), allocated behind Q, K, V and lse as they come back,
     // and as much room behind them on the device, for appends there.
     const long long spare = roomRows(c, n);
@@ -362,7 +365,7 @@ Status deviceAppend(DecoderModel& model, const std::vector<int>& ids, DecoderRun
     req.lastFinalHidden = HostTensor{run.finalHidden.data() + static_cast<std::ptrdiff_t>(n - 1) * c.hidden, 1, c.hidden};
     req.ablated = run.ablated;
     req.lazy = run.lazy;
-    req.fusedAttention = run.fusedAttention;
+    req.attention = run.deviceAttention;
     req.roomRows = roomRows(c, n + m);
     cuda::DeviceForwardResult out;
     if (Status s = cuda::decoderAppend(**weights, req, out); !s.ok()) return makeError(s.code, "the GPU append: " + s.message);
@@ -527,6 +530,9 @@ long deviceMapReads(const AttentionMaps& maps)
     const auto* d = dynamic_cast<const DeviceLazyMaps*>(&maps);
     return d ? d->reads() : 0;
 }
+
+std::vector<DeviceAttentionChoice> deviceAttentionChoices() { return cuda::attentionChoices(); }
+void forgetDeviceAttentionChoices() { cuda::forgetAttentionChoices(); }
 
 #endif
 

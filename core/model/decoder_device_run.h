@@ -39,5 +39,8 @@ std::shared_ptr<const AttentionMaps> lazyMapsWithDevice(std::shared_ptr<const La
                                                         const DecoderConfig& c);
 // The device reads of maps lazyMapsWithDevice made (0 for any other maps).
 long deviceMapReads(const AttentionMaps& maps);
+// cuda::attentionChoices and forgetAttentionChoices (none without CUDA).
+std::vector<DeviceAttentionChoice> deviceAttentionChoices();
+void forgetDeviceAttentionChoices();
 
 } // namespace attn::detail

@@ -26,6 +26,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <ostream>
 #include <set>
 #include <string>
@@ -48,6 +49,18 @@ double maxAbsDiff(const attn::Matrix& a, const attn::Matrix& b)
 double scaleOf(const attn::Matrix& m) { return std::max(1.0, m.size() ? double(m.cwiseAbs().maxCoeff()) : 0.0); }
 
 #define EXPECT_CLOSE(a, b, tol, what) EXPECT_LE(maxAbsDiff((a), (b)), (tol) * scaleOf(b)) << what
+
+// Ablates head 1 of the last layer in the device run d and recomputes that layer on the device; returns the CPU's
+// forward over `ids` with the same ablation (options `cpu`).
+attn::Expected<attn::DecoderRun> ablateLastLayer(attn::DecoderModel& model, attn::DecoderRun& d, const std::vector<int>& ids,
+                                                 attn::DecoderOptions cpu)
+{
+    const int L = model.config.layers;
+    d.ablated = {{L - 1, 1}};
+    ATTNSCOPE_RETURN_IF_ERROR(attn::recomputeDecoderFrom(model, L - 1, d, attn::Backend::Cuda));
+    cpu.ablate = d.ablated;
+    return attn::runDecoder(model, ids, cpu);
+}
 
 void expectOnTheDevice(const attn::DecoderRun& run, const std::string& what)
 {
@@ -152,12 +165,8 @@ TEST_P(DecoderDevice, EqualsTheCpu)
     expectSameDenseRun(model, *d, *c, tc.name + " forward");
 
     // An ablation recomputed from the last layer (its head 1 zeroed), against a CPU forward with it.
-    d->ablated = {{L - 1, 1}};
-    ASSERT_TRUE(attn::recomputeDecoderFrom(model, L - 1, *d, attn::Backend::Cuda).ok());
-    attn::DecoderOptions ablated = cpu;
-    ablated.ablate = {{L - 1, 1}};
-    auto ca = attn::runDecoder(model, kIds, ablated);
-    ASSERT_TRUE(ca.ok());
+    auto ca = ablateLastLayer(model, *d, kIds, cpu);
+    ASSERT_TRUE(ca.ok()) << ca.status().message;
     expectOnTheDevice(*d, tc.name + " ablated");
     expectSameDenseRun(model, *d, *ca, tc.name + " ablated");
     EXPECT_GT((d->lastLogits - c->lastLogits).cwiseAbs().maxCoeff(), 1e-5) << tc.name << ": the ablation changed nothing";
@@ -553,7 +562,7 @@ TEST_P(DecoderDevice, LazyAppendsEqualTheCpuAndKeepTheirMapsCurrent)
     expectSameLazyRun(model, *d, *c3, tc.name + " lazy appended in place after the upload");
 }
 
-// A lazy run whose attention is the fused kernel (DecoderOptions::fusedAttention: no score written) against the
+// A lazy run whose attention is the fused kernel (DeviceAttention::Fused: no score written) against the
 // CPU's lazy run: a forward, an ablation recomputed from the last layer, appends in place (one token, then four:
 // across the emulated build's tiles of 16 rows and the tiny Gemmas' window of 4), and its maps, rebuilt on the device
 // from the lse the kernel wrote, against the dense CPU run's weights.
@@ -562,13 +571,13 @@ TEST_P(DecoderDevice, FusedLazyRunsEqualTheCpu)
     const Case& tc = GetParam();
     attn::DecoderOptions fused = dev, lazyCpu = cpu;
     fused.lazy = lazyCpu.lazy = true;
-    fused.fusedAttention = true;
+    fused.deviceAttention = attn::DeviceAttention::Fused;
     auto d = attn::runDecoder(model, kLong, fused);
     auto c = attn::runDecoder(model, kLong, lazyCpu);
     ASSERT_TRUE(d.ok()) << tc.name << ": " << d.status().message;
     ASSERT_TRUE(c.ok()) << c.status().message;
     expectOnTheDevice(*d, tc.name + " fused");
-    EXPECT_TRUE(d->fusedAttention);
+    EXPECT_EQ(d->deviceAttention, attn::DeviceAttention::Fused);
     expectSameLazyRun(model, *d, *c, tc.name + " fused");
     const auto maps = attn::decoderMaps(model, *d);
     auto dense = attn::runDecoder(model, kLong, cpu);
@@ -582,12 +591,8 @@ TEST_P(DecoderDevice, FusedLazyRunsEqualTheCpu)
         }
     EXPECT_GT(attn::decoderMapsDeviceReads(*maps), 0) << tc.name;
 
-    d->ablated = {{L - 1, 1}};
-    ASSERT_TRUE(attn::recomputeDecoderFrom(model, L - 1, *d, attn::Backend::Cuda).ok());
-    attn::DecoderOptions ablated = lazyCpu;
-    ablated.ablate = {{L - 1, 1}};
-    auto ca = attn::runDecoder(model, kLong, ablated);
-    ASSERT_TRUE(ca.ok());
+    auto ca = ablateLastLayer(model, *d, kLong, lazyCpu);
+    ASSERT_TRUE(ca.ok()) << ca.status().message;
     expectSameLazyRun(model, *d, *ca, tc.name + " fused ablated");
     EXPECT_GT((d->lastLogits - c->lastLogits).cwiseAbs().maxCoeff(), 1e-5) << tc.name << ": the ablation changed nothing";
 
@@ -606,7 +611,7 @@ TEST_P(DecoderDevice, FusedLazyRunsEqualTheCpu)
 
     // The fused forward allocates no scores: its buffers on the device are the products' less H·n² floats.
     attn::DecoderOptions products = fused;
-    products.fusedAttention = false;
+    products.deviceAttention = attn::DeviceAttention::Products;
     auto f = attn::runDecoder(model, kLong, fused);
     auto p = attn::runDecoder(model, kLong, products);
     ASSERT_TRUE(f.ok() && p.ok());
@@ -668,7 +673,8 @@ TEST(DecoderDeviceWeights, EditsOfWoAreUploaded)
 #ifdef ATTNSCOPE_EMULATED_DEVICE
 } // namespace
 namespace emu {
-extern size_t deviceBytes;  // the emulated device's memory (fake_cuda_runtime.cpp)
+extern size_t deviceBytes;             // the emulated device's memory (fake_cuda_runtime.cpp)
+extern std::deque<float> elapsedMs;    // the times its events give, in the order asked
 }
 namespace {
 
@@ -739,7 +745,7 @@ TEST(DecoderDeviceMemory, ALazyRunWhoseScoresDoNotFitIsFused)
     attn::DecoderOptions o, cpu;
     o.backend = attn::Backend::Cuda;
     o.lazy = cpu.lazy = true;
-    o.fusedAttention = true;
+    o.deviceAttention = attn::DeviceAttention::Fused;
     // 120 tokens: their scores (4 heads × 120², 230 KB) are more than any test here leaves held, whichever ran
     // before in the same program, so the products' forward needs its scores buffer to grow.
     std::vector<int> ids;
@@ -748,7 +754,7 @@ TEST(DecoderDeviceMemory, ALazyRunWhoseScoresDoNotFitIsFused)
     ASSERT_TRUE(fused.ok()) << fused.status().message;
     const size_t saved = emu::deviceBytes;
     emu::deviceBytes = 0;
-    o.fusedAttention = false;
+    o.deviceAttention = attn::DeviceAttention::Products;
     auto products = attn::runDecoder(*model, ids, o);
     attn::Status appended = attn::Status::success();
     const double forwardBytes = products.ok() ? products->deviceTimings.deviceBytes : 0.0;
@@ -762,7 +768,7 @@ TEST(DecoderDeviceMemory, ALazyRunWhoseScoresDoNotFitIsFused)
     ASSERT_TRUE(appended.ok()) << appended.message;
     expectOnTheDevice(*products, "scores that do not fit");
     expectInPlace(*model, *products, 1, "scores that do not fit, appended");
-    EXPECT_FALSE(products->fusedAttention);  // the run asked for the products; the device chose
+    EXPECT_EQ(products->deviceAttention, attn::DeviceAttention::Products);  // the run asked for the products; the device chose
     EXPECT_EQ(forwardBytes, fused->deviceTimings.deviceBytes) << "no scores allocated";
     std::vector<int> longer = ids;
     longer.push_back(11);
@@ -770,6 +776,131 @@ TEST(DecoderDeviceMemory, ALazyRunWhoseScoresDoNotFitIsFused)
     ASSERT_TRUE(c.ok());
     expectSameLazyRun(*model, *products, *c, "scores that do not fit, appended");
     EXPECT_EQ(refused.code, attn::StatusCode::ResourceExhausted) << refused.message;
+}
+
+// DeviceAttention::Auto (the default): a lazy call of a shape not seen before times the products and the fused
+// kernel on its first layer of that shape (the products then the fused kernel, twice; the second pair counts: the
+// emulated events give the times queued here, and then the stand-in, which is what the call's phases get) and keeps the fused kernel for that shape only under 0.9 of the
+// products' time. Every call's results are the CPU's; a forward whose every shape chose the fused kernel allocates
+// no scores (its device buffers are the explicitly fused forward's), one that chose the products does; a near tie
+// stays with the products; an append is a shape of its own (1 query); texts of fewer keys than the build's
+// threshold (64 here, 1024 on a device) are not timed; a model with a sliding window has a shape per kind of layer.
+TEST(DecoderDeviceAttention, AutoTimesBothOnceAndKeepsTheFaster)
+{
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama");
+    ASSERT_TRUE(model.ok());
+    const attn::DecoderConfig& c = model->config;
+    attn::DecoderOptions o, cpu, fusedOpt, productsOpt;
+    o.backend = fusedOpt.backend = productsOpt.backend = attn::Backend::Cuda;
+    o.lazy = cpu.lazy = fusedOpt.lazy = productsOpt.lazy = true;
+    ASSERT_EQ(o.deviceAttention, attn::DeviceAttention::Auto);
+    fusedOpt.deviceAttention = attn::DeviceAttention::Fused;
+    productsOpt.deviceAttention = attn::DeviceAttention::Products;
+    auto text = [](int n) {
+        std::vector<int> ids;
+        for (int i = 0; i < n; ++i) ids.push_back((i * 37 + 5) % 250);
+        return ids;
+    };
+    auto sameAsCpu = [&](const attn::DecoderRun& d, const std::vector<int>& ids, const std::string& what) {
+        auto cr = attn::runDecoder(*model, ids, cpu);
+        ASSERT_TRUE(cr.ok());
+        expectOnTheDevice(d, what);
+        expectSameLazyRun(*model, d, *cr, what);
+    };
+    attn::forgetDeviceAttentionChoices();
+    EXPECT_TRUE(attn::deviceAttentionChoices().empty());
+
+    // 100 tokens (the shape of 128 queries and keys): the fused kernel is timed faster, 1 ms against 4.
+    const auto ids = text(100);
+    emu::elapsedMs = {9, 9, 4, 1};
+    auto first = attn::runDecoder(*model, ids, o);
+    ASSERT_TRUE(first.ok()) << first.status().message;
+    emu::elapsedMs.clear();
+    sameAsCpu(*first, ids, "the call that timed both");
+    auto choices = attn::deviceAttentionChoices();
+    ASSERT_EQ(choices.size(), 1u);
+    EXPECT_EQ(choices[0].queries, 128);
+    EXPECT_EQ(choices[0].keys, 128);
+    EXPECT_EQ(choices[0].heads, c.heads);
+    EXPECT_EQ(choices[0].kvHeads, c.kvHeads);
+    EXPECT_EQ(choices[0].headDim, c.headDim);
+    EXPECT_EQ(choices[0].window, 0);
+    EXPECT_EQ(choices[0].productsMs, 4.0);
+    EXPECT_EQ(choices[0].fusedMs, 1.0);
+    EXPECT_TRUE(choices[0].fused);
+    // The next forwards of that shape (100 and 90 tokens) take the fused kernel without timing: no scores.
+    for (int n : {100, 90}) {
+        auto again = attn::runDecoder(*model, text(n), o);
+        auto fused = attn::runDecoder(*model, text(n), fusedOpt);
+        ASSERT_TRUE(again.ok() && fused.ok());
+        sameAsCpu(*again, text(n), "fused by the choice, " + std::to_string(n) + " tokens");
+        EXPECT_EQ(again->deviceTimings.deviceBytes, fused->deviceTimings.deviceBytes) << n << " tokens: scores allocated";
+    }
+    EXPECT_EQ(attn::deviceAttentionChoices().size(), 1u);
+
+    // 64 tokens (64 queries and keys; the model's context is 128): a near tie (0.95 of the products' time) stays with
+    // the products, whose scores are allocated.
+    auto choiceOf = [](int queries, int keys) {
+        for (const attn::DeviceAttentionChoice& ch : attn::deviceAttentionChoices())
+            if (ch.queries == queries && ch.keys == keys) return ch;
+        return attn::DeviceAttentionChoice{};
+    };
+    const auto shorter = text(64);
+    emu::elapsedMs = {9, 9, 2, 1.9f};
+    auto tie = attn::runDecoder(*model, shorter, o);
+    ASSERT_TRUE(tie.ok()) << tie.status().message;
+    emu::elapsedMs.clear();
+    sameAsCpu(*tie, shorter, "the call that timed a near tie");
+    auto products = attn::runDecoder(*model, shorter, productsOpt);
+    auto tieAgain = attn::runDecoder(*model, shorter, o);
+    ASSERT_TRUE(products.ok() && tieAgain.ok());
+    EXPECT_EQ(tieAgain->deviceTimings.deviceBytes, products->deviceTimings.deviceBytes);
+    EXPECT_EQ(attn::deviceAttentionChoices().size(), 2u);
+    EXPECT_EQ(choiceOf(64, 64).keys, 64) << "the near tie was not kept";
+    EXPECT_FALSE(choiceOf(64, 64).fused);
+    EXPECT_TRUE(choiceOf(128, 128).fused);
+
+    // An appended token to the 100-token run: 1 query against 101 keys, a shape of its own, timed; the products win.
+    auto grown = attn::runDecoder(*model, ids, o);
+    ASSERT_TRUE(grown.ok());
+    emu::elapsedMs = {9, 9, 1, 3};
+    ASSERT_TRUE(attn::appendTokens(*model, {11}, *grown, attn::Backend::Cuda).ok());
+    emu::elapsedMs.clear();
+    expectInPlace(*model, *grown, 1, "an append timed by Auto");
+    std::vector<int> appended = ids;
+    appended.push_back(11);
+    sameAsCpu(*grown, appended, "an append timed by Auto");
+    EXPECT_EQ(attn::deviceAttentionChoices().size(), 3u);
+    EXPECT_EQ(choiceOf(1, 128).productsMs, 1.0);
+    EXPECT_EQ(choiceOf(1, 128).fusedMs, 3.0);
+    EXPECT_FALSE(choiceOf(1, 128).fused);
+
+    // 30 tokens (a shape of 32, not seen): under the threshold, not timed (the products).
+    auto shortRun = attn::runDecoder(*model, text(30), o);
+    ASSERT_TRUE(shortRun.ok());
+    EXPECT_EQ(attn::deviceAttentionChoices().size(), 3u) << "a text under the threshold was timed";
+
+    // Gemma 3's local (window) and global layers: two shapes, each timed at its first layer.
+    auto gemma = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_gemma3");
+    ASSERT_TRUE(gemma.ok());
+    attn::forgetDeviceAttentionChoices();
+    emu::elapsedMs = {9, 9, 4, 1, 9, 9, 4, 1};
+    auto g = attn::runDecoder(*gemma, ids, o);
+    ASSERT_TRUE(g.ok()) << g.status().message;
+    emu::elapsedMs.clear();
+    choices = attn::deviceAttentionChoices();
+    ASSERT_EQ(choices.size(), 2u);
+    EXPECT_NE(choices[0].window, choices[1].window);
+    for (const attn::DeviceAttentionChoice& ch : choices) EXPECT_TRUE(ch.fused && ch.productsMs == 4.0 && ch.fusedMs == 1.0) << ch.window;
+    auto gc = attn::runDecoder(*gemma, ids, cpu);
+    auto gf = attn::runDecoder(*gemma, ids, fusedOpt);
+    auto g2 = attn::runDecoder(*gemma, ids, o);
+    ASSERT_TRUE(gc.ok() && gf.ok() && g2.ok());
+    expectSameLazyRun(*gemma, *g, *gc, "Gemma 3 timed by Auto");
+    expectSameLazyRun(*gemma, *g2, *gc, "Gemma 3 fused by the choices");
+    EXPECT_EQ(g2->deviceTimings.deviceBytes, gf->deviceTimings.deviceBytes);
+    attn::forgetDeviceAttentionChoices();
+    EXPECT_TRUE(attn::deviceAttentionChoices().empty());
 }
 #endif
 
@@ -883,7 +1014,7 @@ TEST(DecoderDeviceLongText, RowsOfManyKeysEqualTheCpu)
                          std::string(family) + " long lazy lse of layer " + std::to_string(l));
         expectSamePredictions(*ld, *lc, std::string(family) + " long lazy");
         // The fused kernel's online softmax across several tiles of keys (16 in the emulated build).
-        dev.fusedAttention = true;
+        dev.deviceAttention = attn::DeviceAttention::Fused;
         auto fd = attn::runDecoder(model, ids, dev);
         ASSERT_TRUE(fd.ok()) << fd.status().message;
         expectOnTheDevice(*fd, std::string(family) + " long fused");

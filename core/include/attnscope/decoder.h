@@ -258,6 +258,17 @@ private:
 };
 
 // One forward, everything kept for the views.
+// How a lazy run's attention core runs on the GPU (issue 34; no effect on the CPU or on a dense run, which keeps its
+// maps and so takes the products). The same results within float rounding either way.
+enum class DeviceAttention {
+    // Per shape of attention (queries and keys to the next power of two, heads, head width, window), the faster of
+    // the two below, timed on this GPU the first time that shape comes (cuda::attentionChoices lists them): which one
+    // wins depends on the GPU's FP32 rate against its memory bandwidth. Shapes of fewer than 1024 keys take the products.
+    Auto,
+    Products,  // cuBLAS products over written scores, and a softmax kernel between them
+    Fused,     // one kernel, an online softmax over tiles of keys: no score written, nor allocated (heads up to 256 wide)
+};
+
 struct DecoderRun {
     Encoding encoding;                          // ids and each token's decoded text
     std::vector<std::pair<int, int>> ablated;   // (layer, query head) pairs whose context is zeroed before W^O
@@ -293,7 +304,7 @@ struct DecoderRun {
     // and K as the scores use them, V, and the softmax's log-sum-exp, from which decoderMaps() rebuilds any tile
     // of any head (Q, K and V in buffers with spare rows, for appended tokens).
     bool lazy = false;
-    bool fusedAttention = false;  // DecoderOptions::fusedAttention: its recomputes and appends on the GPU too
+    DeviceAttention deviceAttention = DeviceAttention::Auto;  // DecoderOptions'; its recomputes and appends on the GPU too
     std::vector<std::shared_ptr<const LazyLayer>> lazyLayers;
     // The lazy layers whose Q, K and log-sum-exp the GPU still holds (a lazy run of the CUDA backend): the device
     // call's generation and, per layer, the layer it made. decoderMaps() reads their tiles and overviews there (only
@@ -331,12 +342,9 @@ struct DecoderOptions {
     // within float rounding; the maps are read through decoderMaps(). On the CPU, or on the GPU (backend Cuda or
     // Auto with a device: every layer's Q, K, V and log-sum-exp come back, no map). Default off (dense).
     bool lazy = false;
-    // A lazy run on the GPU: each layer's attention core in one kernel (an online softmax over tiles of keys, the
-    // scores never written to memory, nor allocated) instead of cuBLAS products over written scores and a softmax
-    // kernel. The same results within float rounding. Which is faster is measured side by side by `model --bench
-    // --backend cuda` (its `fused_attention`). Heads wider than 256 take the products. No effect on the CPU or on a
-    // dense run.
-    bool fusedAttention = false;
+    // A lazy run on the GPU: each layer's attention core by products, in one fused kernel, or the faster of the two
+    // on this GPU (DeviceAttention). `model --bench --backend cuda` times all three side by side.
+    DeviceAttention deviceAttention = DeviceAttention::Auto;
 };
 
 // The memory a run over n tokens keeps, in bytes: the residual streams, and per layer the dense results (Q, K, V,
@@ -355,6 +363,20 @@ std::shared_ptr<const AttentionMaps> decoderMaps(const DecoderModel& model, cons
 // How many tiles and overviews of maps that decoderMaps() made were read on the device (DecoderRun::deviceLayers);
 // 0 for any other maps.
 long decoderMapsDeviceReads(const AttentionMaps& maps);
+
+// What DeviceAttention::Auto timed on this process's GPU so far, one entry per shape of attention: queries and keys
+// up to these powers of two, the model's heads, key/value heads and head width, the layer's window (0: none), the
+// two kernels' times on the one layer timed (ms, the second of two runs each), and the choice (the fused kernel only
+// under 0.9 of the products' time). Empty without a GPU, in a build without CUDA, or before a lazy run of at least
+// 1024 keys there.
+struct DeviceAttentionChoice {
+    int queries = 0, keys = 0, heads = 0, kvHeads = 0, headDim = 0, window = 0;
+    double productsMs = 0, fusedMs = 0;
+    bool fused = false;
+};
+std::vector<DeviceAttentionChoice> deviceAttentionChoices();
+// Forgets them: the next lazy run of each shape times both again (e.g. once the GPU is no longer shared).
+void forgetDeviceAttentionChoices();
 
 // Runs the model over `ids` (at most config.maxPositions: longer inputs are truncated with a warning).
 // InvalidArgument for an empty input, an id outside 0..V−1, or an ablation outside L×H.

@@ -7,10 +7,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 
 // The emulated device's memory: 16 GiB, a common size; tests shrink it to make the device run out.
 namespace emu {
 size_t deviceBytes = size_t(16) << 30;
+// The times cudaEventElapsedTime gives, in the order asked, for a test that needs some (e.g. DeviceAttention::Auto's
+// choice); once empty, a fixed stand-in.
+std::deque<float> elapsedMs;
 }
 
 extern "C" {
@@ -38,10 +42,14 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned)
 }
 cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
-// A fixed, positive stand-in: the emulation has no meaningful GPU time.
+// The emulation has no meaningful GPU time: what a test queued (emu::elapsedMs), else a fixed, positive stand-in.
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t)
 {
     *ms = 0.001f;
+    if (!emu::elapsedMs.empty()) {
+        *ms = emu::elapsedMs.front();
+        emu::elapsedMs.pop_front();
+    }
     return cudaSuccess;
 }
 // Fresh "device" memory is filled with NaN bytes, so any read of an element the backend never wrote
