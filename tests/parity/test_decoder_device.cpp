@@ -807,16 +807,21 @@ TEST(DecoderDeviceAttention, AutoTimesBothOnceAndKeepsTheFaster)
         expectOnTheDevice(d, what);
         expectSameLazyRun(*model, d, *cr, what);
     };
+    // A forward of `ids` on the device, its events giving `times` (then the stand-in), against the CPU's.
+    auto timedRun = [&](const std::vector<int>& ids, std::deque<float> times, const std::string& what) {
+        emu::elapsedMs = std::move(times);
+        auto d = attn::runDecoder(*model, ids, o);
+        emu::elapsedMs.clear();
+        if (d.ok()) sameAsCpu(*d, ids, what);
+        else ADD_FAILURE() << what << ": " << d.status().message;
+        return d;
+    };
     attn::forgetDeviceAttentionChoices();
     EXPECT_TRUE(attn::deviceAttentionChoices().empty());
 
     // 100 tokens (the shape of 128 queries and keys): the fused kernel is timed faster, 1 ms against 4.
     const auto ids = text(100);
-    emu::elapsedMs = {9, 9, 4, 1};
-    auto first = attn::runDecoder(*model, ids, o);
-    ASSERT_TRUE(first.ok()) << first.status().message;
-    emu::elapsedMs.clear();
-    sameAsCpu(*first, ids, "the call that timed both");
+    ASSERT_TRUE(timedRun(ids, {9, 9, 4, 1}, "the call that timed both").ok());
     auto choices = attn::deviceAttentionChoices();
     ASSERT_EQ(choices.size(), 1u);
     EXPECT_EQ(choices[0].queries, 128);
@@ -846,11 +851,7 @@ TEST(DecoderDeviceAttention, AutoTimesBothOnceAndKeepsTheFaster)
         return attn::DeviceAttentionChoice{};
     };
     const auto shorter = text(64);
-    emu::elapsedMs = {9, 9, 2, 1.9f};
-    auto tie = attn::runDecoder(*model, shorter, o);
-    ASSERT_TRUE(tie.ok()) << tie.status().message;
-    emu::elapsedMs.clear();
-    sameAsCpu(*tie, shorter, "the call that timed a near tie");
+    ASSERT_TRUE(timedRun(shorter, {9, 9, 2, 1.9f}, "the call that timed a near tie").ok());
     auto products = attn::runDecoder(*model, shorter, productsOpt);
     auto tieAgain = attn::runDecoder(*model, shorter, o);
     ASSERT_TRUE(products.ok() && tieAgain.ok());
