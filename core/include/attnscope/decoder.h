@@ -257,18 +257,18 @@ private:
     Eigen::Index m_n = 0;
 };
 
-// One forward, everything kept for the views.
 // How a lazy run's attention core runs on the GPU (issue 34; no effect on the CPU or on a dense run, which keeps its
 // maps and so takes the products). The same results within float rounding either way.
 enum class DeviceAttention {
     // Per shape of attention (queries and keys to the next power of two, heads, head width, window), the faster of
-    // the two below, timed on this GPU the first time that shape comes (cuda::attentionChoices lists them): which one
+    // the two below, timed on this GPU the first time that shape comes (deviceAttentionChoices() lists them): which one
     // wins depends on the GPU's FP32 rate against its memory bandwidth. Shapes of fewer than 1024 keys take the products.
     Auto,
     Products,  // cuBLAS products over written scores, and a softmax kernel between them
     Fused,     // one kernel, an online softmax over tiles of keys: no score written, nor allocated (heads up to 256 wide)
 };
 
+// One forward, everything kept for the views.
 struct DecoderRun {
     Encoding encoding;                          // ids and each token's decoded text
     std::vector<std::pair<int, int>> ablated;   // (layer, query head) pairs whose context is zeroed before W^O
