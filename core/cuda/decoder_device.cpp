@@ -643,6 +643,14 @@ Status fusedAttention(DecoderContext& ctx, const DecoderWeights& w, int l, int T
     return Status::success();
 }
 
+// Milliseconds between two of the context's events (0 if the runtime cannot say).
+double elapsed(DecoderContext& ctx, int a, int b)
+{
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, ctx.event(a), ctx.event(b)) != cudaSuccess) return 0;
+    return ms;
+}
+
 // How a call's layers run their attention core (DeviceAttention, attnscope/decoder.h): all by products (a dense call,
 // which keeps its maps; heads wider than the fused kernel takes; or asked), all fused (asked, or the products' scores
 // did not fit: attentionBuffers), or per shape of attention by what Auto chose on this device. A shape Auto has not
@@ -690,11 +698,6 @@ public:
 
 private:
     AttentionShape shapeOf(int l) const { return {ceilPow2(m_T), ceilPow2(m_S), m_c.heads, m_c.kvHeads, m_c.headDim, m_c.windowOf(l)}; }
-    float timed(int from, int to) const
-    {
-        float ms = 0;
-        return cudaEventElapsedTime(&ms, m_ctx.event(from), m_ctx.event(to)) == cudaSuccess ? ms : 0.0f;
-    }
 
     DecoderContext& m_ctx;
     const DecoderConfig& m_c;
@@ -710,7 +713,7 @@ Status AttentionPlan::run(const DecoderWeights& w, int l, int pos0, bool lazy, c
         const auto it = m_ctx.choices().find(shape);
         if (it == m_ctx.choices().end()) {
             cudaStream_t s = m_ctx.stream();
-            float productsMs = 0, fusedMs = 0;
+            double productsMs = 0, fusedMs = 0;
             for (int rep = 0; rep < 2; ++rep) {
                 ATTNSCOPE_CUDA_TRY(cudaEventRecord(m_ctx.event(5), s));
                 ATTNSCOPE_RETURN_IF_ERROR(productsAttention(m_ctx, w, l, m_T, pos0, m_S, lazy, b));
@@ -718,8 +721,8 @@ Status AttentionPlan::run(const DecoderWeights& w, int l, int pos0, bool lazy, c
                 ATTNSCOPE_RETURN_IF_ERROR(fusedAttention(m_ctx, w, l, m_T, pos0, m_S, b));
                 ATTNSCOPE_CUDA_TRY(cudaEventRecord(m_ctx.event(7), s));
                 ATTNSCOPE_CUDA_TRY(cudaEventSynchronize(m_ctx.event(7)));
-                productsMs = timed(5, 6);
-                fusedMs = timed(6, 7);
+                productsMs = elapsed(m_ctx, 5, 6);
+                fusedMs = elapsed(m_ctx, 6, 7);
             }
             const bool faster = productsMs > 0 && fusedMs > 0 && fusedMs < kFusedMargin * productsMs;
             m_ctx.choices()[shape] = {shape.queries, shape.keys, shape.heads, shape.kvHeads, shape.headDim, shape.window, productsMs, fusedMs, faster};
@@ -795,13 +798,6 @@ Status afterAttention(DecoderContext& ctx, const DecoderWeights& w, int l, const
     else
         ATTNSCOPE_CUDA_TRY(launchAdd(out, out, b.mlpOut, count, ctx.stream()));
     return Status::success();
-}
-
-double elapsed(DecoderContext& ctx, int a, int b)
-{
-    float ms = 0;
-    if (cudaEventElapsedTime(&ms, ctx.event(a), ctx.event(b)) != cudaSuccess) return 0;
-    return ms;
 }
 
 // Rows of logits made at once: n×V logits never exist (8192 × 49152 floats would be 1.6 GB), as logitRows on the
