@@ -77,7 +77,8 @@ def main():
               f"products / fused {fmt(fused.get('layers_products_over_fused'))} (> 1: fused faster); device activations "
               f"{fmt(phases.get('device_activations_mb'), 0)} -> {fmt(get(fused, 'forward_phases', 'device_activations_mb'), 0)} MB; "
               f"append a token {fmt(get(long_run, 'append_token_ms'), 1)} -> {fmt(fused.get('append_token_ms'), 1)} ms; "
-              f"max |diff| {json.dumps(fused.get('max_abs_diff')) if fused else 'n/a'}")
+              f"max |diff| {json.dumps(fused.get('max_abs_diff')) if fused else 'n/a'}"
+              + (f"; error: {fused['error']}" if fused.get("error") else ""))
         auto = get(long_run, "auto_attention") or {}
         chosen = "; ".join(f"{c.get('queries')}x{c.get('keys')} window {c.get('window')}: products {fmt(c.get('products_ms'))} / "
                            f"fused {fmt(c.get('fused_ms'))} ms -> {'fused' if c.get('fused') else 'products'}"

@@ -77,6 +77,39 @@ json phasesOf(const attn::DecoderRun::DeviceTimings& t)
             {"bytes_back_mb", t.bytesBack / 1e6}, {"bytes_up_mb", t.bytesUp / 1e6}, {"device_activations_mb", t.deviceBytes / 1e6}};
 }
 
+// One way of running a lazy forward on the device (DecoderOptions o), timed: `untimed` forwards of ids, then
+// `repeats` timed ones, the last left in `run` with its phases; then as many appends of the last token to a forward of
+// the others (again after `untimed`), on a run of their own. The first error stops it and is kept in `error`.
+struct PathTiming {
+    std::vector<double> forward, layers, append;
+    double firstMs = 0;  // the first forward's wall time
+    attn::DecoderRun::DeviceTimings phases;
+    std::string error;
+};
+PathTiming timePath(attn::DecoderModel& model, const std::vector<int>& ids, const attn::DecoderOptions& o, attn::Backend backend,
+                    int repeats, int untimed, attn::DecoderRun& run)
+{
+    PathTiming t;
+    attn::Status st = attn::Status::success();
+    for (int r = 0; r < untimed + repeats && st.ok(); ++r) {
+        const auto t0 = Clock::now();
+        st = attn::runDecoder(model, ids, o, run);
+        if (r == 0) t.firstMs = msSince(t0);
+        if (r >= untimed && st.ok()) t.forward.push_back(msSince(t0)), t.layers.push_back(run.deviceTimings.layers);
+    }
+    t.phases = run.deviceTimings;
+    const std::vector<int> shorter(ids.begin(), ids.end() - 1);
+    attn::DecoderRun grown;
+    for (int r = 0; r < untimed + repeats && st.ok(); ++r) {
+        st = attn::runDecoder(model, shorter, o, grown);
+        const auto t0 = Clock::now();
+        if (st.ok()) st = attn::appendTokens(model, {ids.back()}, grown, backend);
+        if (r >= untimed && st.ok()) t.append.push_back(msSince(t0));
+    }
+    if (!st.ok()) t.error = st.message;
+    return t;
+}
+
 // `model --bench --backend cuda` (or auto with a device): the decoder forward on the GPU (issue 34), every layer
 // there. The forward at n tokens (lazy past 1024, as on the CPU) with its phases from CUDA events; the cost of
 // bringing every head's n×n weights back to the host (a dense forward against a lazy one at min(n, 1024) tokens);
@@ -154,63 +187,30 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
     }
     // A lazy forward again with each layer's attention in one kernel (DeviceAttention::Fused: no score written),
     // timed beside the products above, and how far its results are from theirs (the last layer's lse, the final
-    // norm, the last logits). After the maps above: these calls replace the products' run on the device.
-    std::vector<double> fusedForward, fusedLayers, fusedAppend;
-    attn::DecoderRun::DeviceTimings fusedPhases;
+    // norm, the last logits), and its appends (a run keeps its choice: a token's few queries make one block a head).
+    // Then as a user's run goes (DeviceAttention::Auto, the default), its choices forgotten first, so that its first
+    // forward (and first append, a shape of one query) times both paths on each shape's first layer. After the maps
+    // above: these calls replace the products' run on the device. Their errors are reported, not fatal: the figures
+    // above stand without them.
+    PathTiming fusedT, autoT;
     double fusedDiffLse = 0, fusedDiffFinal = 0, fusedDiffLogits = 0;
     if (mo.lazy) {
-        attn::DecoderOptions fo = mo;
+        attn::DecoderOptions fo = mo, ao = mo;
         fo.deviceAttention = attn::DeviceAttention::Fused;
-        attn::DecoderRun fused;
-        for (int r = 0; r < repeats; ++r) {
-            t0 = Clock::now();
-            if (attn::Status s = attn::runDecoder(model, ids, fo, fused); !s.ok()) return printError(s.message), kExitFailure;
-            fusedForward.push_back(msSince(t0));
-            fusedLayers.push_back(fused.deviceTimings.layers);
-        }
-        fusedPhases = fused.deviceTimings;
-        auto diff = [](const attn::Matrix& a, const attn::Matrix& b) {
-            return a.rows() == b.rows() && a.cols() == b.cols() && a.size() > 0 ? double((a - b).cwiseAbs().maxCoeff()) : INFINITY;
-        };
-        const attn::LazyLayer &a = *fused.lazyLayers.back(), &b = *run.lazyLayers.back();
-        fusedDiffLse = diff(attn::Matrix(a.lse), attn::Matrix(b.lse));
-        fusedDiffFinal = diff(fused.finalHidden, run.finalHidden);
-        fusedDiffLogits = diff(attn::Matrix(fused.lastLogits), attn::Matrix(run.lastLogits));
-        // An appended token with the fused kernel (a run keeps its choice): its few queries make one block a head.
-        for (int r = 0; r < repeats; ++r) {
-            if (attn::Status s = attn::runDecoder(model, std::vector<int>(ids.begin(), ids.end() - 1), fo, fused); !s.ok())
-                return printError(s.message), kExitFailure;
-            t0 = Clock::now();
-            if (attn::Status s = attn::appendTokens(model, {ids.back()}, fused, backend); !s.ok()) return printError(s.message), kExitFailure;
-            fusedAppend.push_back(msSince(t0));
-        }
-    }
-    // And as a user's run goes (DeviceAttention::Auto, the default): its choices forgotten first, so that its first
-    // forward times both paths on each shape's first layer (first_forward_ms) and the repeats take the choices;
-    // likewise its first append (a shape of one query), then appends timed.
-    std::vector<double> autoForward, autoLayers, autoAppend;
-    double autoFirstMs = 0;
-    std::string autoError;  // reported, not fatal: the figures above stand without these
-    if (mo.lazy) {
-        attn::DecoderOptions ao = mo;
         ao.deviceAttention = attn::DeviceAttention::Auto;
+        attn::DecoderRun fused, automatic;
+        fusedT = timePath(model, ids, fo, backend, repeats, 0, fused);
+        if (fusedT.error.empty()) {
+            auto diff = [](const attn::Matrix& a, const attn::Matrix& b) {
+                return a.rows() == b.rows() && a.cols() == b.cols() && a.size() > 0 ? double((a - b).cwiseAbs().maxCoeff()) : INFINITY;
+            };
+            const attn::LazyLayer &a = *fused.lazyLayers.back(), &b = *run.lazyLayers.back();
+            fusedDiffLse = diff(attn::Matrix(a.lse), attn::Matrix(b.lse));
+            fusedDiffFinal = diff(fused.finalHidden, run.finalHidden);
+            fusedDiffLogits = diff(attn::Matrix(fused.lastLogits), attn::Matrix(run.lastLogits));
+        }
         attn::forgetDeviceAttentionChoices();
-        attn::DecoderRun a;
-        const std::vector<int> shorter(ids.begin(), ids.end() - 1);
-        attn::Status st = attn::Status::success();
-        for (int r = 0; r <= repeats && st.ok(); ++r) {
-            t0 = Clock::now();
-            st = attn::runDecoder(model, ids, ao, a);
-            if (r == 0) autoFirstMs = msSince(t0);
-            else if (st.ok()) autoForward.push_back(msSince(t0)), autoLayers.push_back(a.deviceTimings.layers);
-        }
-        for (int r = 0; r <= repeats && st.ok(); ++r) {
-            st = attn::runDecoder(model, shorter, ao, a);
-            t0 = Clock::now();
-            if (st.ok()) st = attn::appendTokens(model, {ids.back()}, a, backend);
-            if (r > 0 && st.ok()) autoAppend.push_back(msSince(t0));
-        }
-        if (!st.ok()) autoError = st.message;
+        autoT = timePath(model, ids, ao, backend, repeats, 1, automatic);
     }
     // Dense against lazy at min(n, 1024): what bringing every head's weights back costs.
     const int nd = std::min(n, 1024);
@@ -293,30 +293,32 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
     j["forward_phases"] = {{"embed_ms", median(embed)}, {"layers_ms", median(layers)}, {"head_ms", median(head)},
                            {"copies_ms", median(copies)}, {"bytes_back_mb", forwardPhases.bytesBack / 1e6},
                            {"device_activations_mb", forwardPhases.deviceBytes / 1e6}};
-    if (!fusedForward.empty()) {
-        const double ff = median(fusedForward);
+    if (!fusedT.error.empty()) {
+        j["fused_attention"] = {{"error", fusedT.error}};
+    } else if (!fusedT.forward.empty()) {
+        const double ff = median(fusedT.forward);
         j["fused_attention"] = {{"forward_ms", ff},
-                                {"forward_phases", phasesOf(fusedPhases)},
-                                {"layers_ms", median(fusedLayers)},
+                                {"forward_phases", phasesOf(fusedT.phases)},
+                                {"layers_ms", median(fusedT.layers)},
                                 {"forward_over_bound", over(forwardBoundMs, ff)},
                                 // > 1: the fused kernel's layers are faster than the products'
-                                {"layers_products_over_fused", median(fusedLayers) > 0 ? median(layers) / median(fusedLayers) : 0.0},
-                                {"append_token_ms", median(fusedAppend)},
+                                {"layers_products_over_fused", median(fusedT.layers) > 0 ? median(layers) / median(fusedT.layers) : 0.0},
+                                {"append_token_ms", median(fusedT.append)},
                                 {"max_abs_diff", {{"last_layer_lse", fusedDiffLse}, {"final_norm", fusedDiffFinal}, {"last_logits", fusedDiffLogits}}}};
     }
-    if (!autoError.empty()) {
-        j["auto_attention"] = {{"error", autoError}};
-    } else if (!autoForward.empty()) {
+    if (!autoT.error.empty()) {
+        j["auto_attention"] = {{"error", autoT.error}};
+    } else if (!autoT.forward.empty()) {
         json choices = json::array();
         for (const attn::DeviceAttentionChoice& ch : attn::deviceAttentionChoices())
             choices.push_back({{"queries", ch.queries}, {"keys", ch.keys}, {"window", ch.window}, {"products_ms", ch.productsMs},
                                {"fused_ms", ch.fusedMs}, {"fused", ch.fused}});
-        const double af = median(autoForward);
-        j["auto_attention"] = {{"first_forward_ms", autoFirstMs},  // with each shape's timing of both paths
+        const double af = median(autoT.forward);
+        j["auto_attention"] = {{"first_forward_ms", autoT.firstMs},  // with each shape's timing of both paths
                                {"forward_ms", af},
-                               {"layers_ms", median(autoLayers)},
+                               {"layers_ms", median(autoT.layers)},
                                {"forward_over_bound", over(forwardBoundMs, af)},
-                               {"append_token_ms", median(autoAppend)},
+                               {"append_token_ms", median(autoT.append)},
                                // per shape of attention (queries and keys up to these powers of two; window 0: none):
                                // one layer's time by each path, and the one kept
                                {"choices", choices}};

@@ -676,9 +676,10 @@ int ceilPow2(int x)
 class AttentionPlan {
 public:
     // T queries against S keys (a forward: T = S = n; an append: T = m new rows against S = n + m).
-    AttentionPlan(DecoderContext& ctx, const DecoderConfig& c, DeviceAttention asked, bool lazy, int T, int S) : m_ctx(ctx), m_c(c), m_T(T), m_S(S)
+    AttentionPlan(DecoderContext& ctx, const DecoderConfig& c, DeviceAttention asked, bool lazy, int T, int S)
+        : m_ctx(ctx), m_c(c), m_T(T), m_S(S), m_lazy(lazy), m_canFuse(lazy && flashAttentionFits(c.headDim))
     {
-        if (!lazy || !flashAttentionFits(c.headDim) || asked == DeviceAttention::Products) m_mode = DeviceAttention::Products;
+        if (!m_canFuse || asked == DeviceAttention::Products) m_mode = DeviceAttention::Products;
         else if (asked == DeviceAttention::Fused) m_mode = DeviceAttention::Fused;
         else m_mode = S < kAutoFromKeys ? DeviceAttention::Products : DeviceAttention::Auto;
     }
@@ -692,9 +693,11 @@ public:
         }
         return false;
     }
-    // The products' scores do not fit the device: every layer fused (attentionBuffers: a lazy call whose heads fit).
+    // A lazy call whose heads the fused kernel takes: it may run fused whatever was asked (attentionBuffers).
+    bool canFuse() const { return m_canFuse; }
+    // The products' scores do not fit the device: every layer fused (canFuse()).
     void fuseAll() { m_mode = DeviceAttention::Fused; }
-    Status run(const DecoderWeights& w, int l, int pos0, bool lazy, const Buffers& b);
+    Status run(const DecoderWeights& w, int l, int pos0, const Buffers& b);
 
 private:
     AttentionShape shapeOf(int l) const { return {ceilPow2(m_T), ceilPow2(m_S), m_c.heads, m_c.kvHeads, m_c.headDim, m_c.windowOf(l)}; }
@@ -702,10 +705,11 @@ private:
     DecoderContext& m_ctx;
     const DecoderConfig& m_c;
     const int m_T, m_S;
+    const bool m_lazy, m_canFuse;
     DeviceAttention m_mode;
 };
 
-Status AttentionPlan::run(const DecoderWeights& w, int l, int pos0, bool lazy, const Buffers& b)
+Status AttentionPlan::run(const DecoderWeights& w, int l, int pos0, const Buffers& b)
 {
     bool fused = m_mode == DeviceAttention::Fused;
     if (m_mode == DeviceAttention::Auto) {
@@ -716,7 +720,7 @@ Status AttentionPlan::run(const DecoderWeights& w, int l, int pos0, bool lazy, c
             double productsMs = 0, fusedMs = 0;
             for (int rep = 0; rep < 2; ++rep) {
                 ATTNSCOPE_CUDA_TRY(cudaEventRecord(m_ctx.event(5), s));
-                ATTNSCOPE_RETURN_IF_ERROR(productsAttention(m_ctx, w, l, m_T, pos0, m_S, lazy, b));
+                ATTNSCOPE_RETURN_IF_ERROR(productsAttention(m_ctx, w, l, m_T, pos0, m_S, m_lazy, b));
                 ATTNSCOPE_CUDA_TRY(cudaEventRecord(m_ctx.event(6), s));
                 ATTNSCOPE_RETURN_IF_ERROR(fusedAttention(m_ctx, w, l, m_T, pos0, m_S, b));
                 ATTNSCOPE_CUDA_TRY(cudaEventRecord(m_ctx.event(7), s));
@@ -731,30 +735,30 @@ Status AttentionPlan::run(const DecoderWeights& w, int l, int pos0, bool lazy, c
         fused = it->second.fused;
     }
     if (fused) return fusedAttention(m_ctx, w, l, m_T, pos0, m_S, b);
-    return productsAttention(m_ctx, w, l, m_T, pos0, m_S, lazy, b);
+    return productsAttention(m_ctx, w, l, m_T, pos0, m_S, m_lazy, b);
 }
 
 // callBuffers for a call whose attention needs no scores (every layer fused) or `sh.scores` of them. A lazy call
 // whose scores do not fit the device takes the fused kernel instead (plan.fuseAll), which needs none and gives the
 // same results, when the model's heads fit it: the products' scores grow as n² (SmolLM2 at 8192 tokens: 2.4 GB;
 // Gemma 3 at its 32768: 17 GB), the rest of a lazy call as n.
-Status attentionBuffers(DecoderContext& ctx, const DecoderConfig& c, int V, CallShape sh, const std::string& what, bool lazy, int fromLayer,
+Status attentionBuffers(DecoderContext& ctx, const DecoderConfig& c, int V, CallShape sh, const std::string& what, int fromLayer,
                         AttentionPlan& plan, Buffers& b)
 {
     const bool scores = plan.needsScores(fromLayer);
     if (!scores) sh.scores = 0;
     const Status st = callBuffers(ctx, c, V, sh, what, b);
-    if (st.code != StatusCode::ResourceExhausted || !scores || !lazy || !flashAttentionFits(c.headDim)) return st;
+    if (st.code != StatusCode::ResourceExhausted || !scores || !plan.canFuse()) return st;
     plan.fuseAll();
     sh.scores = 0;
     return callBuffers(ctx, c, V, sh, what, b);
 }
 
 // The attention core of layer l (plan.run), then the ablated heads' contexts zeroed (projectOut).
-Status attention(DecoderContext& ctx, const DecoderWeights& w, int l, int T, int pos0, bool lazy, AttentionPlan& plan,
+Status attention(DecoderContext& ctx, const DecoderWeights& w, int l, int T, int pos0, AttentionPlan& plan,
                  const std::vector<std::pair<int, int>>& ablated, const Buffers& b)
 {
-    ATTNSCOPE_RETURN_IF_ERROR(plan.run(w, l, pos0, lazy, b));
+    ATTNSCOPE_RETURN_IF_ERROR(plan.run(w, l, pos0, b));
     const int H = w.config.heads, D = w.config.headDim;
     for (const auto& [al, ah] : ablated)
         if (al == l) ATTNSCOPE_CUDA_TRY(launchZeroColumns(b.concat, T, H * D, ah * D, D, ctx.stream()));
@@ -999,7 +1003,7 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
     Buffers b{};
     AttentionPlan plan(ctx, c, req.attention, req.lazy, n, n);
     ATTNSCOPE_RETURN_IF_ERROR(attentionBuffers(ctx, c, V, {nz, nz, stride, (keepMaps ? Lz : 1) * H * nn, (dense ? Lz : 1) * nz * qw, logitRows},
-                                               "a forward over " + std::to_string(n) + " tokens", req.lazy, req.fromLayer, plan, b));
+                                               "a forward over " + std::to_string(n) + " tokens", req.fromLayer, plan, b));
     hidden = b.hidden, allQ = b.Q, allK = b.K, allV = b.V, allScores = b.scores, allConcat = b.concat, allLse = b.lse;
     auto hiddenOf = [&](int l) { return hidden + static_cast<std::size_t>(l) * nz * M; };
     auto scoresOf = [&](int l) { return allScores + (keepMaps ? static_cast<std::size_t>(l) : 0) * H * nn; };
@@ -1106,7 +1110,7 @@ Status decoderForward(const DecoderWeights& w, const DeviceForwardRequest& req, 
         } else {
             ATTNSCOPE_RETURN_IF_ERROR(attentionInputs(ctx, w, l, hiddenOf(l), n, b));
         }
-        ATTNSCOPE_RETURN_IF_ERROR(attention(ctx, w, l, n, 0, req.lazy, plan, req.ablated, b));
+        ATTNSCOPE_RETURN_IF_ERROR(attention(ctx, w, l, n, 0, plan, req.ablated, b));
         if (dense && req.keepWeights && !keepMaps) ATTNSCOPE_RETURN_IF_ERROR(downloadMaps(l, out.layers[lz]));
         ATTNSCOPE_RETURN_IF_ERROR(project(ctx, b.concat, n, w.at(l, LayerTensor::Wo), w.at(l, LayerTensor::Bo), b.attnOut));
         ATTNSCOPE_RETURN_IF_ERROR(afterAttention(ctx, w, l, hiddenOf(l), n, hiddenOf(l + 1), b));
@@ -1187,7 +1191,7 @@ Status decoderAppend(const DecoderWeights& w, const DeviceAppendRequest& req, De
     Buffers b{};
     AttentionPlan plan(ctx, c, req.attention, req.lazy, m, T);
     ATTNSCOPE_RETURN_IF_ERROR(attentionBuffers(ctx, c, V, {mz, mz + 1, stride, (keepMaps ? Lz : 1) * H * mt, (dense ? Lz : 1) * mz * qw, logitRows},
-                                               "appending " + std::to_string(m) + " tokens to " + std::to_string(n), req.lazy, 0, plan, b));
+                                               "appending " + std::to_string(m) + " tokens to " + std::to_string(n), 0, plan, b));
     hidden = b.hidden, allQ = b.Q, allK = b.K, allV = b.V, allScores = b.scores, allConcat = b.concat, allLse = b.lse;
     auto hiddenOf = [&](int l) { return hidden + static_cast<std::size_t>(l) * mz * M; };
     auto scoresOf = [&](int l) { return allScores + (keepMaps ? static_cast<std::size_t>(l) : 0) * H * mt; };
@@ -1229,7 +1233,7 @@ Status decoderAppend(const DecoderWeights& w, const DeviceAppendRequest& req, De
         b.lse = allLse + lz * stride * H + static_cast<std::size_t>(n) * H;
         b.scores = scoresOf(l);
         b.concat = concatOf(l);
-        ATTNSCOPE_RETURN_IF_ERROR(attention(ctx, w, l, m, n, req.lazy, plan, req.ablated, b));
+        ATTNSCOPE_RETURN_IF_ERROR(attention(ctx, w, l, m, n, plan, req.ablated, b));
         if (dense && req.keepWeights && !keepMaps)
             ATTNSCOPE_RETURN_IF_ERROR(downloadHeads(ctx, scoresOf(l), H, m, T, out.layers[lz].weights, allHeads, bytesBack));
         ATTNSCOPE_RETURN_IF_ERROR(project(ctx, b.concat, m, w.at(l, LayerTensor::Wo), w.at(l, LayerTensor::Bo), b.attnOut));
