@@ -44,8 +44,10 @@ class Session:
         self.frame_path = os.path.join(self.hooks, "frame.ppm")
         self.proc = subprocess.Popen(list(args) + ["--test-hooks", self.hooks], cwd=cwd, stderr=stderr)
         self.wid = None
-        global _POSTMORTEM
+        self.stopping = False  # stop() closes it: its exit is no longer news to wait_for
+        global _POSTMORTEM, _LIVE
         _POSTMORTEM = self.hooks
+        _LIVE = self
 
     # -- reading the app's state ---------------------------------------------------------------------------
     def layout(self):
@@ -127,6 +129,7 @@ class Session:
 
     def stop(self):
         """SIGTERM, which closes the window the normal way; fails unless it exits 0."""
+        self.stopping = True
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -139,6 +142,7 @@ class Session:
 
 
 _POSTMORTEM = None  # the hooks folder of the newest Session: fail() keeps its last frame there
+_LIVE = None  # the newest Session: wait_for stops waiting when its window is gone
 
 
 def fail(msg):
@@ -165,14 +169,35 @@ def drive(exe, args, work, run, size="1280x800"):
     print("PASS")
 
 
+def load_factor():
+    """How many times over its cores the machine is loaded (the 1-minute load average per core), at least 1."""
+    try:
+        return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+    except OSError:
+        return 1.0
+
+
 def wait_for(pred, what, timeout=30.0):
+    """pred()'s first true value, polled every 50 ms. Fails when the window exits meanwhile (saying so at once,
+    not after the timeout), or after `timeout` seconds of a machine no busier than its cores: the window and the
+    test share it with whatever else runs, so the time allowed grows with the load average while it waits (a
+    passing wait returns as soon as the state is reached; only a failing one waits the longer)."""
     t0 = time.time()
-    while time.time() - t0 < timeout:
+    while True:
         v = pred()
         if v:
             return v
+        app = _LIVE
+        if app is not None and not app.stopping and app.proc.poll() is not None:
+            v = pred()  # the state may have been written just before it exited
+            if v:
+                return v
+            fail("attnscope exited with %s while the test waited for %s" % (app.proc.returncode, what))
+        if time.time() - t0 >= timeout * load_factor():
+            break
         time.sleep(0.05)
-    fail("timed out waiting for " + what)
+    fail("timed out waiting for %s (%.0f s; load average %.1f on %d cores)"
+         % (what, time.time() - t0, os.getloadavg()[0], os.cpu_count() or 1))
 
 
 def read_json(path):
