@@ -479,8 +479,8 @@ void addModelCommand(CLI::App& root, CommandAction& action)
     cmd->add_option("--tokens", opt->benchTokens, "Decoders, --bench: the text's length in tokens (default 128)")
         ->check(CLI::Range(2, 1 << 20));
     cmd->add_option("--synthetic", opt->synthetic,
-                    "Decoders: a random-weight model of a known shape instead of --model (smollm2, gemma3-270m): "
-                    "timings where the model files are not");
+                    "Decoders: a random-weight model instead of --model, of a known shape (smollm2, gemma3-270m) or of "
+                    "any decoder's config.json (the file, or a directory holding it): timings where the model files are not");
     cmd->add_option("--attention", opt->attention,
                     "Decoders on a GPU, long texts (lazy runs): each layer's attention core by cuBLAS products, in one "
                     "fused kernel, or auto: the faster of the two on this GPU, timed once per shape (default; --bench "

@@ -2,10 +2,15 @@
 // WeightSource, and the family code of a real load (detail::assembleDecoder).
 #include "attnscope/synthetic_decoder.h"
 
+#include "attnscope/preset_io.h"  // readFile
 #include "decoder_tokenizer.h"
 #include "weight_source.h"
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+#include <utility>
 
 namespace attn {
 namespace {
@@ -57,12 +62,21 @@ struct Random {
 
 // Every tensor the family asks for, random: a source with no fused tensors and no biases (has() is false for all,
 // which is what a plain llama or Gemma directory answers for the optional ones).
+// A config.json names any size; its weights are made only while they stay within `budget` bytes in all (a matrix that
+// would pass it is refused before it is allocated, naming the tensor and the sizes).
 class RandomSource final : public detail::WeightSource {
 public:
-    explicit RandomSource(std::uint64_t seed) : m_random{seed} {}
+    RandomSource(std::uint64_t seed, std::size_t budget, std::string what) : m_random{seed}, m_budget(budget), m_what(std::move(what)) {}
     bool has(const std::string&) const override { return false; }
-    Status matrix(const std::string&, int rows, int cols, const char*, Matrix& out) override
+    Status matrix(const std::string& name, int rows, int cols, const char*, Matrix& out) override
     {
+        const std::size_t bytes = std::size_t(rows) * std::size_t(cols) * sizeof(float);
+        if (bytes > m_budget - m_used)
+            return makeError(StatusCode::ResourceExhausted,
+                             m_what + ": its float32 weights would pass " + mib(m_budget) + " (three quarters of the memory available) at " +
+                                 name + " (" + std::to_string(rows) + " × " + std::to_string(cols) + ", " + mib(bytes) + ", after " +
+                                 mib(m_used) + "); expected a smaller shape");
+        m_used += bytes;
         // Uniform on [-a, a] has standard deviation a/√3: a = 0.02·√3 gives 0.02, a trained model's usual scale.
         const float a = 0.02f * std::sqrt(3.0f);
         out.resize(rows, cols);
@@ -80,8 +94,25 @@ public:
     std::string where(const std::string& name) const override { return "synthetic model: " + name; }
 
 private:
+    static std::string mib(std::size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
     Random m_random;
+    std::size_t m_budget = 0, m_used = 0;
+    std::string m_what;  // the model, for messages
 };
+
+// The memory the machine can give without swapping: MemAvailable of /proc/meminfo, or the free physical pages where
+// there is none.
+std::size_t availableMemory()
+{
+    std::ifstream in("/proc/meminfo");
+    std::string key;
+    std::size_t kib = 0;
+    std::string unit;
+    while (in >> key >> kib >> unit)
+        if (key == "MemAvailable:") return kib << 10;
+    const long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? std::size_t(pages) * std::size_t(size) : 0;
+}
 
 // GPT-2's byte → printable character map (the byte-level form of a token), encoded as UTF-8.
 std::string byteLevelText(int b)
@@ -117,26 +148,49 @@ std::string syntheticDecoderConfig(const std::string& shape)
 
 Expected<DecoderModel> syntheticDecoder(const std::string& shape, std::uint64_t seed)
 {
-    const std::string text = syntheticDecoderConfig(shape);
-    if (text.empty()) {
-        std::string known;
-        for (const std::string& s : syntheticDecoderShapes()) known += (known.empty() ? "" : ", ") + s;
-        return invalidArgument("synthetic model \"" + shape + "\": unknown shape (known: " + known + ")");
-    }
     DecoderModel m;
+    std::string text = syntheticDecoderConfig(shape);
     m.name = "synthetic " + shape;
     m.path = "synthetic:" + shape;
+    std::string cfgName = m.path + " config.json";  // what parse errors name
+    if (text.empty()) {
+        // Not a known name: a config.json, or a directory holding one (a model's, without its weights).
+        namespace fs = std::filesystem;
+        std::error_code ec;
+        const bool dir = fs::is_directory(shape, ec);
+        if (!dir && !fs::exists(shape, ec) && shape.find('/') == std::string::npos && !shape.ends_with(".json")) {
+            std::string known;
+            for (const std::string& s : syntheticDecoderShapes()) known += (known.empty() ? "" : ", ") + s;
+            return invalidArgument("synthetic model \"" + shape + "\": unknown shape (known: " + known +
+                                   "; or a config.json, or a model directory holding one)");
+        }
+        fs::path named = fs::path(shape).lexically_normal();
+        if (named.filename().empty()) named = named.parent_path();  // "dir/"
+        cfgName = dir ? (named / "config.json").string() : shape;
+        auto t = readFile(cfgName, 1 << 20);
+        if (!t) return t.status();
+        text = std::move(*t);
+        // Named after the model's directory where it has one (dir, or dir/config.json), else the file.
+        const fs::path folder = dir ? named : named.filename() == "config.json" ? named.parent_path() : fs::path();
+        m.name = "synthetic " + (!folder.filename().empty() ? folder.filename().string() : named.stem().string());
+        m.path = "synthetic:" + cfgName;
+    }
     m.format = "synthetic";
-    auto cfg = parseDecoderConfig(text, m.path + " config.json");
+    auto cfg = parseDecoderConfig(text, cfgName);
     if (!cfg) return cfg.status();
     m.config = std::move(*cfg);
+    // The tokenizer below is the 256 bytes: their ids must be rows of the embedding.
+    if (m.config.vocab < 256)
+        return invalidArgument(m.path + ": vocab_size " + std::to_string(m.config.vocab) +
+                               ": a synthetic model's tokenizer has one token per byte; expected at least 256");
     BpeVocabSpec spec;
     for (int b = 0; b < 256; ++b) spec.tokens.push_back(byteLevelText(b));
     spec.pre = "gpt2";
     auto tok = BpeTokenizer::fromSpec(spec);
     if (!tok) return tok.status();
     m.tokenizer = std::move(*tok);
-    RandomSource source(seed);
+    // Three quarters of what is available: the runs need room beside the weights.
+    RandomSource source(seed, availableMemory() / 4 * 3, m.path);
     ATTNSCOPE_RETURN_IF_ERROR(detail::assembleDecoder(source, m));
     return m;
 }

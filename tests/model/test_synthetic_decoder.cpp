@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 namespace {
 
@@ -93,6 +94,83 @@ TEST(SyntheticDecoder, UnknownShapeNamesTheKnownOnes)
     EXPECT_EQ(m.status().code, attn::StatusCode::InvalidArgument);
     EXPECT_NE(m.status().message.find("llama-70b"), std::string::npos) << m.status().message;
     EXPECT_NE(m.status().message.find("smollm2, gemma3-270m"), std::string::npos) << m.status().message;
+}
+
+// Any decoder's config.json: the file, or a directory holding it (here the tiny models', whose weights are also there
+// to compare the shape with).
+TEST(SyntheticDecoder, AConfigJsonGivesItsModelsShape)
+{
+    for (const std::string name : {"tiny_gemma3", "tiny_llama", "tiny_phi3"}) {
+        SCOPED_TRACE(name);
+        const std::string dir = std::string(ATTNSCOPE_DECODER_DATA) + "/" + name;
+        auto real = attn::loadDecoder(dir);
+        ASSERT_TRUE(real) << real.status().message;
+        for (const std::string& shape : {dir, dir + "/", dir + "/config.json"}) {
+            auto syn = attn::syntheticDecoder(shape);
+            ASSERT_TRUE(syn) << shape << ": " << syn.status().message;
+            expectSameShape(syn->config, real->config);
+            EXPECT_EQ(syn->name, "synthetic " + name);
+            EXPECT_EQ(syn->format, "synthetic");
+            EXPECT_EQ(syn->layers.size(), real->layers.size());
+        }
+        auto syn = attn::syntheticDecoder(dir);
+        ASSERT_TRUE(syn);
+        auto enc = attn::encodeForDecoder(*syn, "any text", false);
+        ASSERT_TRUE(enc) << enc.status().message;
+        auto run = attn::runDecoder(*syn, enc->ids, attn::DecoderOptions{});
+        ASSERT_TRUE(run) << run.status().message;
+        EXPECT_EQ(run->lastLogits.size(), real->config.vocab);
+        EXPECT_TRUE(run->lastLogits.allFinite());
+    }
+}
+
+// A config written by the test into its own folder.
+std::string writeConfig(const std::string& name, const std::string& text)
+{
+    const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / "attnscope_synthetic" / name;
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "config.json") << text;
+    return (dir / "config.json").string();
+}
+
+std::string llamaConfig(long long hidden, long long vocab)
+{
+    return R"({"model_type": "llama", "hidden_size": )" + std::to_string(hidden) + R"(, "intermediate_size": 64,
+               "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2, "max_position_embeddings": 2048,
+               "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false, "vocab_size": )" +
+           std::to_string(vocab) + "}";
+}
+
+TEST(SyntheticDecoder, BadConfigsAreRefusedNamingWhatIsWrong)
+{
+    // A path that is not there.
+    auto m = attn::syntheticDecoder("no/such/folder/config.json");
+    ASSERT_FALSE(m);
+    EXPECT_NE(m.status().message.find("no/such/folder/config.json"), std::string::npos) << m.status().message;
+
+    // A vocabulary smaller than the tokenizer's 256 bytes.
+    const std::string small = writeConfig("small_vocab", llamaConfig(32, 100));
+    m = attn::syntheticDecoder(small);
+    ASSERT_FALSE(m);
+    EXPECT_EQ(m.status().code, attn::StatusCode::InvalidArgument);
+    EXPECT_NE(m.status().message.find("vocab_size 100"), std::string::npos) << m.status().message;
+    EXPECT_NE(m.status().message.find("at least 256"), std::string::npos) << m.status().message;
+
+    // Not JSON, and not a decoder, named as a model directory's would be.
+    m = attn::syntheticDecoder(writeConfig("not_json", "{ hidden"));
+    ASSERT_FALSE(m);
+    EXPECT_NE(m.status().message.find("not_json/config.json"), std::string::npos) << m.status().message;
+    m = attn::syntheticDecoder(writeConfig("bert", R"({"model_type": "bert", "vocab_size": 30522})"));
+    ASSERT_FALSE(m);
+    EXPECT_EQ(m.status().code, attn::StatusCode::Unsupported) << m.status().message;
+
+    // Weights of about 1 TB (an embedding of 4 000 000 × 65536 floats, more than any machine these tests run on): refused
+    // before they are allocated (allocating them would end the test), naming the tensor and its size.
+    m = attn::syntheticDecoder(writeConfig("huge", llamaConfig(65536, 4000000)));
+    ASSERT_FALSE(m);
+    EXPECT_EQ(m.status().code, attn::StatusCode::ResourceExhausted) << m.status().message;
+    EXPECT_NE(m.status().message.find("4000000 × 65536"), std::string::npos) << m.status().message;
+    EXPECT_NE(m.status().message.find("memory available"), std::string::npos) << m.status().message;
 }
 
 } // namespace

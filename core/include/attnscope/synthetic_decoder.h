@@ -22,7 +22,11 @@ std::vector<std::string> syntheticDecoderShapes();
 
 // The model of `shape` with weights drawn from a fixed generator seeded by `seed` (the same seed, the same weights on
 // every machine): matrices uniform with standard deviation 0.02, norm weights about 1, no biases. float32 throughout
-// (format "synthetic"). InvalidArgument naming the known shapes for another name.
+// (format "synthetic"). `shape` is a known name, or any decoder's config.json: the file, or a model directory holding
+// it (a model's shape without downloading its weights; the tests' long-context shapes). InvalidArgument naming the
+// known shapes for another name; the config's own errors as a Hugging Face directory's load gives them; InvalidArgument
+// for a vocabulary under the tokenizer's 256 bytes; ResourceExhausted, before allocating it, for a tensor that would
+// take the weights past three quarters of the memory available (naming it and the sizes).
 Expected<DecoderModel> syntheticDecoder(const std::string& shape, std::uint64_t seed = 1);
 
 // The config.json text of `shape` (empty for an unknown shape): what syntheticDecoder parses.
