@@ -6,6 +6,7 @@
 #include "cli/bench_bounds.h"
 #include "cli/cli.h"
 #include "cli/cli_decoder.h"
+#include "state/model_state.h"  // kLazyTokens
 
 #include <attnscope/attention.h>  // backendDescription, availableBackends
 #include <attnscope/decoder.h>
@@ -26,6 +27,15 @@ namespace {
 
 using json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
+
+// The bench's forward is lazy past this many tokens, as the window's runs are. attnscope_emulated
+// (tests/parity/CMakeLists.txt) builds with fewer, so that its tests reach the lazy sections (the fused attention, Auto,
+// the pooled maps read on the device) with texts that the emulated kernels run in seconds.
+#ifdef ATTNSCOPE_BENCH_LAZY_TOKENS
+constexpr int kBenchLazyTokens = ATTNSCOPE_BENCH_LAZY_TOKENS;
+#else
+constexpr int kBenchLazyTokens = kLazyTokens;
+#endif
 
 double msSince(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
@@ -111,8 +121,8 @@ PathTiming timePath(attn::DecoderModel& model, const std::vector<int>& ids, cons
 }
 
 // `model --bench --backend cuda` (or auto with a device): the decoder forward on the GPU (issue 34), every layer
-// there. The forward at n tokens (lazy past 1024, as on the CPU) with its phases from CUDA events; the cost of
-// bringing every head's n×n weights back to the host (a dense forward against a lazy one at min(n, 1024) tokens);
+// there. The forward at n tokens (lazy past kBenchLazyTokens, 1024, as on the CPU) with its phases from CUDA events; the
+// cost of bringing every head's n×n weights back to the host (a dense forward against a lazy one at min(n, 1024) tokens);
 // an appended token (the new rows on the device: the kept K and V read in place there, and uploaded from the run
 // when another call came between) and an ablation toggle; the head-importance scan: every head ablated in turn at
 // min(n, 128) tokens, each a recompute from its layer with the last logits only.
@@ -125,7 +135,7 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
     if (attn::Status s = benchIds(model, n, ids); !s.ok()) return printError(s.message), kExitFailure;
     attn::DecoderOptions mo;
     mo.backend = backend;
-    mo.lazy = n > 1024;
+    mo.lazy = n > kBenchLazyTokens;
     // The forward's figures below are the products' (as in every measurement before DeviceAttention::Auto); the
     // fused kernel and Auto's choice are timed after them (`fused_attention`, `auto_attention`).
     mo.deviceAttention = attn::DeviceAttention::Products;
@@ -213,7 +223,7 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
         autoT = timePath(model, ids, ao, backend, repeats, 1, automatic);
     }
     // Dense against lazy at min(n, 1024): what bringing every head's weights back costs.
-    const int nd = std::min(n, 1024);
+    const int nd = std::min(n, kBenchLazyTokens);
     const std::vector<int> denseIds(ids.begin(), ids.begin() + nd);
     std::vector<double> dense, lazy;
     attn::DecoderRun d, l;
@@ -383,7 +393,7 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
     // Past 1024 tokens the forward is lazy (issue 18: no n×n map; dense maps of 4096 tokens would need ~50 GB),
     // and a forward takes seconds: three repeats.
     attn::DecoderOptions mo;
-    mo.lazy = n > 1024;
+    mo.lazy = n > kBenchLazyTokens;
     const int repeats = mo.lazy ? std::min(opt.repeats, 3) : opt.repeats;
     attn::DecoderRun run;
     std::vector<double> forward, append, appendAfterForward, ablate, surprise;

@@ -160,10 +160,17 @@ Expected<GpuBounds> measureGpuBounds(const GpuBoundsOptions& o)
                              ", " + std::to_string(o.copyBytes) + " and " + std::to_string(o.repeats));
     GpuBounds b;
     if (!deviceAvailable(&b.device)) return makeError(StatusCode::Unavailable, "GPU bounds: " + b.device);
+    GpuBoundsOptions used = o;
+#ifdef ATTNSCOPE_GPU_BOUNDS_MAX_SGEMM_N
+    // The emulated command line (tests/parity/CMakeLists.txt: its bench tests), whose SGEMM is a plain loop: the
+    // program's default sizes (an SGEMM of 4096²) would take it minutes. The sizes used are reported as always.
+    used.sgemmN = std::min(used.sgemmN, ATTNSCOPE_GPU_BOUNDS_MAX_SGEMM_N);
+    used.copyBytes = std::min<std::size_t>(used.copyBytes, ATTNSCOPE_GPU_BOUNDS_MAX_COPY_BYTES);
+#endif
     Workspace& ws = Workspace::instance();
     std::lock_guard<std::mutex> lock(ws.mutex());
     ATTNSCOPE_RETURN_IF_ERROR(ws.init());
-    Status s = measure(ws, o, b);
+    Status s = measure(ws, used, b);
     if (!s.ok()) {
         (void)cudaStreamSynchronize(ws.stream());
         (void)cudaGetLastError();
