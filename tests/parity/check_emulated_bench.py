@@ -10,8 +10,12 @@ shapes a forward and an append have). The times are the emulation's (its CUDA ev
 checked to be there.
 """
 import json
+import os
 import subprocess
 import sys
+import tempfile
+
+SUMMARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "gpu_summary.py")
 
 # tests/parity/test_decoder_device.cpp's tolerances: hidden states 1e-4 (relative to max(1, |value|)), logits 1e-3,
 # the weights (probabilities) 1e-5 absolute.
@@ -55,6 +59,21 @@ def check_bounds(j):
     check("gpu_bounds_error" not in j, "gpu_bounds_error: %r" % j.get("gpu_bounds_error"))
     b = j.get("gpu_bounds", {})
     positive(b, "sgemm_gflops", "device_memory_gbs", "pinned_host_to_device_gbs", "pinned_device_to_host_gbs")
+
+
+def summary_lines(outputs, prefix):
+    """scripts/gpu_summary.py's lines starting with `prefix`, over `outputs` ({step name: JSON}) written as gpu_check.sh
+    writes its steps' outputs: the summary must find every figure of the bench's JSON it prints (no "n/a" where the
+    bench wrote it)."""
+    with tempfile.TemporaryDirectory() as d:
+        for name, j in outputs.items():
+            with open(os.path.join(d, name + ".out"), "w", encoding="utf-8") as f:
+                json.dump(j, f)
+        p = subprocess.run([sys.executable, SUMMARY, d], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, "gpu_summary.py exited %d: %s" % (p.returncode, p.stderr))
+    lines = [l for l in p.stdout.splitlines() if l.startswith(prefix)]
+    check(lines, "gpu_summary.py: no line starting with %r in %r" % (prefix, p.stdout))
+    return lines
 
 
 def check_model(exe, config, tokens):
@@ -103,7 +122,9 @@ def check_model(exe, config, tokens):
     scan = j.get("head_scan", {})
     positive(scan, "total_ms", "heads")
     check_bounds(j)
-    return j
+    # As the summary reads a long run and a short one (SmolLM2's step names; the JSON is this shape's).
+    for line in summary_lines({"model.smollm2.cuda.8192": j, "model.smollm2.cuda.128": j}, "  smollm2"):
+        check("n/a" not in line and "error" not in line, "gpu_summary.py: %r" % line)
 
 
 def check_core(exe):
@@ -121,6 +142,10 @@ def check_core(exe):
     copies = j.get("gpu_copies", {})
     positive(copies, "copied_mb", "pinned_link_bound_ms", "copied_path_ms", "maps_on_device_ms")
     check_bounds(j)
+    # The summary's core line: torch's side is n/a here (no peers step), attnscope's copied path and parts are not.
+    for line in summary_lines({"bench.n4096": j}, "  core n=4096"):
+        check("of the pinned link" in line and "copied path at n/a" not in line and "parts n/a" not in line,
+              "gpu_summary.py: %r" % line)
 
 
 def main():
