@@ -3,7 +3,7 @@
 # SECONDS (default 60) over its seed corpus in tests/fuzz/corpus/<name>/. New inputs found go to
 # build-fuzz/corpus/<name>/ (the seed folders in the repository are not written to); crashes to
 # build-fuzz/artifacts/. Exit status 1 on the first fuzzer that finds a crash, a leak, a timeout or an OOM.
-#   scripts/fuzz.sh [SECONDS] [NAME...]     e.g. scripts/fuzz.sh 600 session     (names: session npy npz safetensors model_config tokenizer model_safetensors gguf bpe_tokenizer spm_tokenizer decoder_config decoder_gguf bundle)
+#   scripts/fuzz.sh [SECONDS] [NAME...]     e.g. scripts/fuzz.sh 600 session     (names: session npy npz safetensors model_config tokenizer model_safetensors gguf bpe_tokenizer spm_tokenizer decoder_config decoder_gguf synthetic_decoder bundle)
 # Environment: FUZZ_JOBS (compile jobs, default 2), FUZZ_NICE (nice level, default 19).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,11 +39,19 @@ for n in "${names[@]}"; do
   seeds="$root/tests/fuzz/corpus/$n"
   work="$build/corpus/$n"
   mkdir -p "$work"
-  echo "fuzz.sh: fuzz_$n for ${seconds}s (seeds: tests/fuzz/corpus/$n, new inputs: build-fuzz/corpus/$n)" >&2
+  corpora=("$work" "$seeds")
+  if [ "$n" = synthetic_decoder ]; then
+    # Its seeds are the tiny models' own config.json files (tests/model/data), copied into the work folder rather
+    # than kept twice in the repository.
+    for c in "$root"/tests/model/data/tiny_*/config.json; do cp "$c" "$work/$(basename "$(dirname "$c")").json"; done
+    seeds="$root/tests/model/data/tiny_*/config.json"
+    corpora=("$work")
+  fi
+  echo "fuzz.sh: fuzz_$n for ${seconds}s (seeds: ${seeds#"$root"/}, new inputs: build-fuzz/corpus/$n)" >&2
   # -rss_limit_mb: the parsers refuse anything that would need more than ~1 GiB; -timeout: no input may take
   # 10 s; halt_on_error: a UBSan finding is a failure. One job, one worker: the machine is shared.
   if ! ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
-       nice -n "${FUZZ_NICE:-19}" "$exe" "$work" "$seeds" -max_total_time="$seconds" -rss_limit_mb=3072 -timeout=10 \
+       nice -n "${FUZZ_NICE:-19}" "$exe" "${corpora[@]}" -max_total_time="$seconds" -rss_limit_mb=3072 -timeout=10 \
        -max_len=65536 -print_final_stats=1 -artifact_prefix="$build/artifacts/${n}-" 2> "$build/fuzz_$n.log"; then
     echo "fuzz.sh: fuzz_$n FAILED (log: build-fuzz/fuzz_$n.log, inputs: build-fuzz/artifacts/${n}-*)" >&2
     tail -40 "$build/fuzz_$n.log" >&2

@@ -73,7 +73,7 @@ public:
         const std::size_t bytes = std::size_t(rows) * std::size_t(cols) * sizeof(float);
         if (bytes > m_budget - m_used)
             return makeError(StatusCode::ResourceExhausted,
-                             m_what + ": its float32 weights would pass " + mib(m_budget) + " (three quarters of the memory available) at " +
+                             m_what + ": its float32 weights would pass " + mib(m_budget) + " at " +
                                  name + " (" + std::to_string(rows) + " × " + std::to_string(cols) + ", " + mib(bytes) + ", after " +
                                  mib(m_used) + "); expected a smaller shape");
         m_used += bytes;
@@ -146,42 +146,19 @@ std::string syntheticDecoderConfig(const std::string& shape)
     return {};
 }
 
-Expected<DecoderModel> syntheticDecoder(const std::string& shape, std::uint64_t seed)
+Expected<DecoderModel> syntheticDecoderFromConfig(const std::string& configText, const std::string& name,
+                                                  std::size_t maxWeightBytes, std::uint64_t seed)
 {
     DecoderModel m;
-    std::string text = syntheticDecoderConfig(shape);
-    m.name = "synthetic " + shape;
-    m.path = "synthetic:" + shape;
-    std::string cfgName = m.path + " config.json";  // what parse errors name
-    if (text.empty()) {
-        // Not a known name: a config.json, or a directory holding one (a model's, without its weights).
-        namespace fs = std::filesystem;
-        std::error_code ec;
-        const bool dir = fs::is_directory(shape, ec);
-        if (!dir && !fs::exists(shape, ec) && shape.find('/') == std::string::npos && !shape.ends_with(".json")) {
-            std::string known;
-            for (const std::string& s : syntheticDecoderShapes()) known += (known.empty() ? "" : ", ") + s;
-            return invalidArgument("synthetic model \"" + shape + "\": unknown shape (known: " + known +
-                                   "; or a config.json, or a model directory holding one)");
-        }
-        fs::path named = fs::path(shape).lexically_normal();
-        if (named.filename().empty()) named = named.parent_path();  // "dir/"
-        cfgName = dir ? (named / "config.json").string() : shape;
-        auto t = readFile(cfgName, 1 << 20);
-        if (!t) return t.status();
-        text = std::move(*t);
-        // Named after the model's directory where it has one (dir, or dir/config.json), else the file.
-        const fs::path folder = dir ? named : named.filename() == "config.json" ? named.parent_path() : fs::path();
-        m.name = "synthetic " + (!folder.filename().empty() ? folder.filename().string() : named.stem().string());
-        m.path = "synthetic:" + cfgName;
-    }
+    m.name = "synthetic " + name;
+    m.path = "synthetic:" + name;
     m.format = "synthetic";
-    auto cfg = parseDecoderConfig(text, cfgName);
+    auto cfg = parseDecoderConfig(configText, name);
     if (!cfg) return cfg.status();
     m.config = std::move(*cfg);
     // The tokenizer below is the 256 bytes: their ids must be rows of the embedding.
     if (m.config.vocab < 256)
-        return invalidArgument(m.path + ": vocab_size " + std::to_string(m.config.vocab) +
+        return invalidArgument(name + ": vocab_size " + std::to_string(m.config.vocab) +
                                ": a synthetic model's tokenizer has one token per byte; expected at least 256");
     BpeVocabSpec spec;
     for (int b = 0; b < 256; ++b) spec.tokens.push_back(byteLevelText(b));
@@ -189,9 +166,39 @@ Expected<DecoderModel> syntheticDecoder(const std::string& shape, std::uint64_t 
     auto tok = BpeTokenizer::fromSpec(spec);
     if (!tok) return tok.status();
     m.tokenizer = std::move(*tok);
-    // Three quarters of what is available: the runs need room beside the weights.
-    RandomSource source(seed, availableMemory() / 4 * 3, m.path);
+    RandomSource source(seed, maxWeightBytes, name);
     ATTNSCOPE_RETURN_IF_ERROR(detail::assembleDecoder(source, m));
+    return m;
+}
+
+Expected<DecoderModel> syntheticDecoder(const std::string& shape, std::uint64_t seed)
+{
+    // Three quarters of what is available: the runs need room beside the weights.
+    const std::size_t budget = availableMemory() / 4 * 3;
+    const std::string known = syntheticDecoderConfig(shape);
+    if (!known.empty()) return syntheticDecoderFromConfig(known, shape, budget, seed);
+    // Not a known name: a config.json, or a directory holding one (a model's, without its weights).
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const bool dir = fs::is_directory(shape, ec);
+    if (!dir && !fs::exists(shape, ec) && shape.find('/') == std::string::npos && !shape.ends_with(".json")) {
+        std::string names;
+        for (const std::string& s : syntheticDecoderShapes()) names += (names.empty() ? "" : ", ") + s;
+        return invalidArgument("synthetic model \"" + shape + "\": unknown shape (known: " + names +
+                               "; or a config.json, or a model directory holding one)");
+    }
+    fs::path named = fs::path(shape).lexically_normal();
+    if (named.filename().empty()) named = named.parent_path();  // "dir/"
+    const std::string file = dir ? (named / "config.json").string() : shape;
+    auto text = readFile(file, 1 << 20);
+    if (!text) return text.status();
+    auto m = syntheticDecoderFromConfig(*text, file, budget, seed);
+    if (!m && m.status().code == StatusCode::ResourceExhausted)
+        return makeError(StatusCode::ResourceExhausted, m.status().message + " (the limit: three quarters of the memory available)");
+    if (!m) return m.status();
+    // Named after the model's directory where it has one (dir, or dir/config.json), else the file.
+    const fs::path folder = dir ? named : named.filename() == "config.json" ? named.parent_path() : fs::path();
+    m->name = "synthetic " + (!folder.filename().empty() ? folder.filename().string() : named.stem().string());
     return m;
 }
 

@@ -9,6 +9,7 @@
 
 #include "attnscope/decoder.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -28,6 +29,12 @@ std::vector<std::string> syntheticDecoderShapes();
 // for a vocabulary under the tokenizer's 256 bytes; ResourceExhausted, before allocating it, for a tensor that would
 // take the weights past three quarters of the memory available (naming it and the sizes).
 Expected<DecoderModel> syntheticDecoder(const std::string& shape, std::uint64_t seed = 1);
+
+// The same from a config.json's text, named `name` in the model and its messages, its weights refused (ResourceExhausted,
+// before allocating the tensor that would pass it) past `maxWeightBytes`: what syntheticDecoder calls with three quarters
+// of the memory available; the fuzzer (tests/fuzz/fuzz_synthetic_decoder.cpp) with a few MiB.
+Expected<DecoderModel> syntheticDecoderFromConfig(const std::string& configText, const std::string& name,
+                                                  std::size_t maxWeightBytes, std::uint64_t seed = 1);
 
 // The config.json text of `shape` (empty for an unknown shape): what syntheticDecoder parses.
 std::string syntheticDecoderConfig(const std::string& shape);
