@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <unistd.h>
 #include <utility>
 
@@ -61,22 +62,16 @@ struct Random {
 };
 
 // Every tensor the family asks for, random: a source with no fused tensors and no biases (has() is false for all,
-// which is what a plain llama or Gemma directory answers for the optional ones).
-// A config.json names any size; its weights are made only while they stay within `budget` bytes in all (a matrix that
-// would pass it is refused before it is allocated, naming the tensor and the sizes).
+// which is what a plain llama or Gemma directory answers for the optional ones). A config.json names any size: the
+// tensors are made only while they stay within `budget` bytes in all (one that would pass it is refused before it is
+// allocated, naming it and the sizes).
 class RandomSource final : public detail::WeightSource {
 public:
     RandomSource(std::uint64_t seed, std::size_t budget, std::string what) : m_random{seed}, m_budget(budget), m_what(std::move(what)) {}
     bool has(const std::string&) const override { return false; }
     Status matrix(const std::string& name, int rows, int cols, const char*, Matrix& out) override
     {
-        const std::size_t bytes = std::size_t(rows) * std::size_t(cols) * sizeof(float);
-        if (bytes > m_budget - m_used)
-            return makeError(StatusCode::ResourceExhausted,
-                             m_what + ": its float32 weights would pass " + mib(m_budget) + " at " +
-                                 name + " (" + std::to_string(rows) + " × " + std::to_string(cols) + ", " + mib(bytes) + ", after " +
-                                 mib(m_used) + "); expected a smaller shape");
-        m_used += bytes;
+        ATTNSCOPE_RETURN_IF_ERROR(take(name, std::to_string(rows) + " × " + std::to_string(cols), std::size_t(rows) * std::size_t(cols)));
         // Uniform on [-a, a] has standard deviation a/√3: a = 0.02·√3 gives 0.02, a trained model's usual scale.
         const float a = 0.02f * std::sqrt(3.0f);
         out.resize(rows, cols);
@@ -84,8 +79,9 @@ public:
         for (Eigen::Index i = 0; i < out.size(); ++i) p[i] = a * m_random.symmetric();
         return Status::success();
     }
-    Status vector(const std::string&, int n, const char*, Vector& out) override
+    Status vector(const std::string& name, int n, const char*, Vector& out) override
     {
+        ATTNSCOPE_RETURN_IF_ERROR(take(name, std::to_string(n), std::size_t(n)));
         // Norm weights (the only vectors asked for without biases): about 1.
         out.resize(n);
         for (int i = 0; i < n; ++i) out[i] = 1.0f + 0.1f * m_random.symmetric();
@@ -95,13 +91,24 @@ public:
 
 private:
     static std::string mib(std::size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+    // `count` more floats for tensor `name` of `shape`, or ResourceExhausted where they would pass the budget.
+    Status take(const std::string& name, const std::string& shape, std::size_t count)
+    {
+        const std::size_t bytes = count * sizeof(float);
+        if (bytes > m_budget - m_used)
+            return makeError(StatusCode::ResourceExhausted, m_what + ": its float32 weights would pass " + mib(m_budget) + " at " + name +
+                                                                " (" + shape + ", " + mib(bytes) + ", after " + mib(m_used) +
+                                                                "); expected a smaller shape");
+        m_used += bytes;
+        return Status::success();
+    }
     Random m_random;
     std::size_t m_budget = 0, m_used = 0;
     std::string m_what;  // the model, for messages
 };
 
 // The memory the machine can give without swapping: MemAvailable of /proc/meminfo, or the free physical pages where
-// there is none.
+// there is none; 0 where neither can be read.
 std::size_t availableMemory()
 {
     std::ifstream in("/proc/meminfo");
@@ -173,8 +180,9 @@ Expected<DecoderModel> syntheticDecoderFromConfig(const std::string& configText,
 
 Expected<DecoderModel> syntheticDecoder(const std::string& shape, std::uint64_t seed)
 {
-    // Three quarters of what is available: the runs need room beside the weights.
-    const std::size_t budget = availableMemory() / 4 * 3;
+    // Three quarters of what is available: the runs need room beside the weights (no limit where it cannot be read).
+    const std::size_t available = availableMemory();
+    const std::size_t budget = available > 0 ? available / 4 * 3 : std::numeric_limits<std::size_t>::max();
     const std::string known = syntheticDecoderConfig(shape);
     if (!known.empty()) return syntheticDecoderFromConfig(known, shape, budget, seed);
     // Not a known name: a config.json, or a directory holding one (a model's, without its weights).

@@ -124,6 +124,24 @@ TEST(SyntheticDecoder, AConfigJsonGivesItsModelsShape)
     }
 }
 
+// The weights' limit of syntheticDecoderFromConfig, exactly: tiny_llama's float32 weights (d_model 32, 4 heads of 8 over
+// 2 KV heads, feed-forward 64, 2 layers, 320 tokens, an LM head of its own) fit a budget of their own size and not one
+// float less, refused naming the tensor that would pass it.
+TEST(SyntheticDecoder, TheWeightsLimitIsExact)
+{
+    std::ifstream in(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama/config.json");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::size_t layer = 32 * 32 + 2 * 32 * 16 + 32 * 32 + 3 * 32 * 64 + 2 * 32;  // Q, K, V, O, gate/up/down, 2 norms
+    const std::size_t floats = 320 * 32 + 2 * layer + 32 + 320 * 32;                   // embedding, layers, final norm, head
+    auto m = attn::syntheticDecoderFromConfig(text, "tiny_llama", floats * sizeof(float));
+    ASSERT_TRUE(m) << m.status().message;
+    EXPECT_EQ(m->denseWeightBytes(), floats * sizeof(float));
+    m = attn::syntheticDecoderFromConfig(text, "tiny_llama", floats * sizeof(float) - sizeof(float));
+    ASSERT_FALSE(m);
+    EXPECT_EQ(m.status().code, attn::StatusCode::ResourceExhausted);
+    EXPECT_NE(m.status().message.find("tiny_llama: its float32 weights would pass"), std::string::npos) << m.status().message;
+}
+
 // A config written by the test into its own folder.
 std::string writeConfig(const std::string& name, const std::string& text)
 {
