@@ -122,7 +122,8 @@ PathTiming timePath(attn::DecoderModel& model, const std::vector<int>& ids, cons
 
 // `model --bench --backend cuda` (or auto with a device): the decoder forward on the GPU (issue 34), every layer
 // there. The forward at n tokens (lazy past kBenchLazyTokens, 1024, as on the CPU) with its phases from CUDA events; the
-// cost of bringing every head's n×n weights back to the host (a dense forward against a lazy one at min(n, 1024) tokens);
+// cost of bringing every head's n×n weights back to the host (a dense forward against a lazy one at min(n, 1024) tokens,
+// kBenchLazyTokens again);
 // an appended token (the new rows on the device: the kept K and V read in place there, and uploaded from the run
 // when another call came between) and an ablation toggle; the head-importance scan: every head ablated in turn at
 // min(n, 128) tokens, each a recompute from its layer with the last logits only.
@@ -222,7 +223,7 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
         attn::forgetDeviceAttentionChoices();
         autoT = timePath(model, ids, ao, backend, repeats, 1, automatic);
     }
-    // Dense against lazy at min(n, 1024): what bringing every head's weights back costs.
+    // Dense against lazy at min(n, kBenchLazyTokens): what bringing every head's weights back costs.
     const int nd = std::min(n, kBenchLazyTokens);
     const std::vector<int> denseIds(ids.begin(), ids.begin() + nd);
     std::vector<double> dense, lazy;
@@ -390,7 +391,7 @@ int runDecoderBench(const ModelOptionsCli& opt, const std::string& path)
     if (n < 3) return printError("--tokens: expected at least 3, got " + std::to_string(opt.benchTokens)), kExitBadInput;
     std::vector<int> ids;
     if (attn::Status s = benchIds(*model, n, ids); !s.ok()) return printError(s.message), kExitFailure;
-    // Past 1024 tokens the forward is lazy (issue 18: no n×n map; dense maps of 4096 tokens would need ~50 GB),
+    // Past kBenchLazyTokens (1024) the forward is lazy (issue 18: no n×n map; dense maps of 4096 tokens would need ~50 GB),
     // and a forward takes seconds: three repeats.
     attn::DecoderOptions mo;
     mo.lazy = n > kBenchLazyTokens;
