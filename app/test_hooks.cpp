@@ -13,9 +13,10 @@
 namespace app {
 namespace {
 
-void writeLayout(const AppState& state, const GlHeatmapRenderer& renderer, const std::string& dir, int captures)
+void writeLayout(const AppState& state, const GlHeatmapRenderer& renderer, const std::string& dir, int captures, int frame)
 {
     nlohmann::json j;
+    j["frame"] = frame;  // the frames drawn so far: a test holds a key or button down until some have seen it
     const GlHeatmapRenderer::FillStats& fs = renderer.fillStats();
     j["heatmap_fills"] = {{"host", fs.hostUploads}, {"device", fs.deviceFills}, {"device_fallbacks", fs.deviceFallbacks}};
     for (const auto& [name, r] : state.rects) j["rects"][name] = {r.x0, r.y0, r.x1, r.y1};
@@ -99,7 +100,7 @@ void writeTestHooks(const std::string& dir, const AppState& state, const GlHeatm
         ++captures;
         std::filesystem::remove(request, ec);
     }
-    if (recomputed || requested || frame <= 2 || frame % 3 == 0) writeLayout(state, renderer, dir, captures);
+    if (recomputed || requested || frame <= 2 || frame % 3 == 0) writeLayout(state, renderer, dir, captures, frame);
 }
 
 } // namespace app

@@ -113,8 +113,10 @@ class Session:
         self.move(x, y)
         xdo("mousedown", "1")
         time.sleep(0.15)  # held like a finger: ImGui 1.86 polls the button once per frame
+        wait_frames()
         xdo("mouseup", "1")
         time.sleep(0.3)
+        wait_frames()
 
     def double_click(self, name):
         """Two presses at the centre of `name`, within ImGui's double-click time (0.30 s)."""
@@ -177,27 +179,43 @@ def load_factor():
         return 1.0
 
 
+def frame_of(app):
+    """The window's frame counter (its layout.json, written every third frame), or None."""
+    if app is None or app.stopping or app.proc.poll() is not None:
+        return None
+    l = app.layout()
+    return l.get("frame") if l else None
+
+
 def wait_for(pred, what, timeout=30.0):
-    """pred()'s first true value, polled every 50 ms. Fails when the window exits meanwhile (saying so at once,
-    not after the timeout), or after `timeout` seconds of a machine no busier than its cores: the window and the
-    test share it with whatever else runs, so the time allowed grows with the load average while it waits (a
-    passing wait returns as soon as the state is reached; only a failing one waits the longer)."""
+    """pred()'s first true value, polled every 50 ms. Fails when the window exits meanwhile (saying so at once, not after
+    the timeout), or once `timeout` has passed both in seconds, times the machine's load (the 1-minute load average per
+    core, at least 1), and in the window's frames (10 a second: a window slowed by load has drawn fewer), or four times
+    the seconds whatever the frames (a window that stopped drawing). The window and the test share the machine with
+    whatever else runs; a passing wait returns as soon as the state is reached, only a failing one waits the longer."""
     t0 = time.time()
+    app = _LIVE
+    f0 = frame_of(app)
     while True:
         v = pred()
         if v:
             return v
-        app = _LIVE
         if app is not None and not app.stopping and app.proc.poll() is not None:
             v = pred()  # the state may have been written just before it exited
             if v:
                 return v
             fail("attnscope exited with %s while the test waited for %s" % (app.proc.returncode, what))
-        if time.time() - t0 >= timeout * load_factor():
-            break
+        waited = time.time() - t0
+        if waited >= timeout * load_factor():
+            f = frame_of(app)
+            frames = f - f0 if f is not None and f0 is not None else None
+            if frames is None or frames >= timeout * 10 or waited >= 4 * timeout * load_factor():
+                break
         time.sleep(0.05)
-    fail("timed out waiting for %s (%.0f s; load average %.1f on %d cores)"
-         % (what, time.time() - t0, os.getloadavg()[0], os.cpu_count() or 1))
+    f = frame_of(app)
+    fail("timed out waiting for %s (%.0f s, %s frames; load average %.1f on %d cores)"
+         % (what, time.time() - t0, f - f0 if f is not None and f0 is not None else "?", os.getloadavg()[0],
+            os.cpu_count() or 1))
 
 
 def read_json(path):
@@ -228,12 +246,30 @@ def xdo(*args):
     subprocess.run(["xdotool", *map(str, args)], check=True)
 
 
+def wait_frames():
+    """Waits until the window has drawn a frame after this call (the frame counter of its layout.json, written every
+    third frame, has moved on): an input given before it has been seen by at least one whole frame. A fixed hold was
+    not enough under load: at 2.9 on 2 cores a Return held 150 ms fell within one frame and was never seen (CI, the
+    Open text dialog of e2e_model_text)."""
+    app = _LIVE
+    if app is None or app.stopping or app.proc.poll() is not None:
+        return
+    l = app.layout()
+    start = l.get("frame") if l else None
+    if start is None:
+        return
+    wait_for(lambda: (l := app.layout()) and l.get("frame", start) > start, "a frame (after frame %d)" % start)
+
+
 def key(combo):
-    """Presses a key long enough for ImGui 1.86 to see it (key state is polled once per frame)."""
+    """Presses a key long enough for ImGui 1.86 to see it (key state is polled once per frame): held at least 150 ms
+    and until the window has drawn a frame with it down, then released until it has drawn one with it up."""
     xdo("keydown", combo)
     time.sleep(0.15)
+    wait_frames()
     xdo("keyup", combo)
     time.sleep(0.1)
+    wait_frames()
 
 
 def type_into(app, field, text):

@@ -17,7 +17,7 @@ by the --test-hooks rectangles only.
 
 import os
 
-from e2e_common import Session, parse_args, fail, key, read_json, wait_for, xdo
+from e2e_common import Session, parse_args, fail, key, read_json, wait_for, wait_frames, xdo
 
 SEED000 = "Seed 000: the worked example"
 SEED004 = "Seed 004: translation as cross-attention"
@@ -69,7 +69,9 @@ def main():
             app.move(int(x0 + 20), int((y0 + y1) / 2))  # the number field, left of the -/+ buttons
             xdo("mousedown", "1")
             xdo("sleep", "0.15")
+            wait_frames()
             xdo("mouseup", "1")
+            wait_frames()
             key("ctrl+a")
             xdo("type", "--delay", "50", str(h))
             key("Return")

@@ -30,7 +30,7 @@ import time
 import numpy as np
 from PIL import Image
 
-from e2e_common import Session, fail, wait_for, xdo
+from e2e_common import Session, fail, wait_for, wait_frames, xdo
 
 TEXT = "Mr and Mrs Dursley of number four Privet Drive. Mr and Mrs Dursley of number four Privet"
 LAYER, HEAD, QUERY, KEY = 18, 6, 23, 11
@@ -153,8 +153,10 @@ def right_click_at(app, x, y):
     app.move(x, y)
     xdo("mousedown", "3")
     time.sleep(0.15)  # held over frames: ImGui 1.86 polls the buttons once per frame
+    wait_frames()
     xdo("mouseup", "3")
     time.sleep(0.3)
+    wait_frames()
 
 
 def scroll_into_grid(app, name):
