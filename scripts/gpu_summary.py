@@ -88,6 +88,11 @@ def main():
               f"append a token {fmt(auto.get('append_token_ms'), 1)} ms; chose {chosen or 'n/a'}"
               + (f"; error: {auto['error']}" if auto.get("error") else ""))
         print(f"  {s} 128 tokens: head-importance scan {fmt(get(short, 'head_scan', 'total_ms'), 1)} ms (goal < 1000)")
+        parity = get(short, "cpu_parity") or {}
+        print(f"  {s} {parity.get('tokens', 'n/a')} tokens, the device against the CPU (goal: the parity suite's tolerances): "
+              f"final norm {fmt(parity.get('final_norm_rel'), 7)} (relative; 1e-4), last logits "
+              f"{fmt(parity.get('last_logits_rel'), 7)} (relative; 1e-3), weights {fmt(parity.get('weights_abs'), 7)} (1e-5), "
+              f"surprise {fmt(parity.get('surprise_abs'), 7)} (1e-3)" + (f"; error: {parity['error']}" if parity.get("error") else ""))
     gui = load(d, "gui.bench")
     large = get(gui, "large") or {}
     print(f"  window n={large.get('n', 'n/a')}: frames while computing p95 "

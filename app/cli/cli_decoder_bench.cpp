@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -118,6 +119,41 @@ PathTiming timePath(attn::DecoderModel& model, const std::vector<int>& ids, cons
     }
     if (!st.ok()) t.error = st.message;
     return t;
+}
+
+// The largest |a − b| over a and b of one shape, relative to max(1, the largest |b|) when `relative` (the parity suite's
+// hidden states and logits); infinity for different shapes, so that a mismatch cannot pass as equal.
+double maxDiff(const attn::Matrix& a, const attn::Matrix& b, bool relative)
+{
+    if (a.rows() != b.rows() || a.cols() != b.cols()) return INFINITY;
+    if (a.size() == 0) return 0;
+    const double d = (a - b).cwiseAbs().maxCoeff();
+    return relative ? d / std::max(1.0, double(b.cwiseAbs().maxCoeff())) : d;
+}
+
+// A dense run on the device (`dev`, made with options `o`) against the same tokens run on the CPU: its final norm and
+// last logits (relative, as the parity suite measures them), every layer's heads' weights and the surprise (absolute).
+// An error is reported in the JSON, not fatal.
+json cpuParity(attn::DecoderModel& model, const attn::DecoderRun& dev, attn::DecoderOptions o)
+{
+    o.backend = attn::Backend::Cpu;
+    attn::DecoderRun cpu;
+    const auto t0 = Clock::now();
+    if (attn::Status s = attn::runDecoder(model, dev.encoding.ids, o, cpu); !s.ok()) return {{"error", s.message}};
+    const double cpuMs = msSince(t0);
+    double weights = dev.weights.size() == cpu.weights.size() ? 0.0 : INFINITY;
+    for (std::size_t l = 0; l < std::min(dev.weights.size(), cpu.weights.size()); ++l)
+        for (std::size_t h = 0; h < std::min(dev.weights[l].size(), cpu.weights[l].size()); ++h)
+            weights = std::max(weights, maxDiff(dev.weights[l][h].toMatrix(), cpu.weights[l][h].toMatrix(), false));
+    double surprise = dev.surprise.size() == cpu.surprise.size() ? 0.0 : INFINITY;
+    for (std::size_t i = 1; i < std::min(dev.surprise.size(), cpu.surprise.size()); ++i)  // token 0 has none (NaN)
+        surprise = std::max(surprise, double(std::abs(dev.surprise[i] - cpu.surprise[i])));
+    return {{"tokens", dev.encoding.ids.size()},
+            {"cpu_ms", cpuMs},
+            {"final_norm_rel", maxDiff(dev.finalHidden, cpu.finalHidden, true)},
+            {"last_logits_rel", maxDiff(attn::Matrix(dev.lastLogits), attn::Matrix(cpu.lastLogits), true)},
+            {"weights_abs", weights},
+            {"surprise_abs", surprise}};
 }
 
 // `model --bench --backend cuda` (or auto with a device): the decoder forward on the GPU (issue 34), every layer
@@ -278,6 +314,9 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
     t0 = Clock::now();
     if (attn::Status s = attn::headImportance(model, scan, scanTarget, importance); !s.ok()) return printError(s.message), kExitFailure;
     const double scanMs = msSince(t0);
+    // The scan's dense run of ns tokens (the device's) against the same tokens on the CPU: the parity suite's measures
+    // (tests/parity/test_decoder_device.cpp, on the tiny models) at the real model's scale and depth.
+    const json parityJson = cpuParity(model, scan, sOpt);
     // The GPU's bounds, measured after the timed runs (attnscope/gpu_bounds.h): the forward's products at the SGEMM
     // rate, the copies back at the pinned device-to-host rate, the scan's products at the SGEMM rate.
     attn::GpuBounds gb;
@@ -353,6 +392,7 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
     j["append_upload_bound_ms"] = gb.hostToDeviceGBs > 0 ? appendUploadedPhases.bytesUp / (gb.hostToDeviceGBs * 1e6) : 0;
     j["ablation_layer"] = layer;
     j["ablation_toggle_ms"] = median(ablate);
+    j["cpu_parity"] = parityJson;  // the scan's dense run on the device against the CPU's
     j["head_scan"] = {{"tokens", ns}, {"heads", c.layers * c.heads}, {"total_ms", scanMs},
                       {"per_head_ms", scanMs / (c.layers * c.heads)}, {"goal_ms", 1000}, {"bound_ms", scanBoundMs},
                       {"over_bound", over(scanBoundMs, scanMs)}};

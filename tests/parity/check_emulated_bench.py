@@ -17,8 +17,8 @@ import tempfile
 
 SUMMARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "gpu_summary.py")
 
-# tests/parity/test_decoder_device.cpp's tolerances: hidden states 1e-4 (relative to max(1, |value|)), logits 1e-3,
-# the weights (probabilities) 1e-5 absolute.
+# tests/parity/test_decoder_device.cpp's tolerances: hidden states 1e-4 (relative to max(1, |value|)), logits and the
+# surprise 1e-3, the weights (probabilities) 1e-5 absolute.
 HIDDEN_TOL = 1e-4
 LOGIT_TOL = 1e-3
 WEIGHT_TOL = 1e-5
@@ -121,6 +121,14 @@ def check_model(exe, config, tokens):
           "lazy_maps_pooled.max_abs_diff: expected at most %g (device against host), got %r" % (WEIGHT_TOL, v))
     scan = j.get("head_scan", {})
     positive(scan, "total_ms", "heads")
+    parity = no_error(j, "cpu_parity")
+    check(parity.get("tokens") == min(tokens, 128), "cpu_parity.tokens: expected %d, got %r" % (min(tokens, 128),
+                                                                                              parity.get("tokens")))
+    for key, tol in (("final_norm_rel", HIDDEN_TOL), ("last_logits_rel", LOGIT_TOL), ("weights_abs", WEIGHT_TOL),
+                     ("surprise_abs", LOGIT_TOL)):
+        v = parity.get(key)
+        check(isinstance(v, (int, float)) and 0 <= v <= tol,
+              "cpu_parity.%s: expected at most %g (the device's dense run against the CPU's), got %r" % (key, tol, v))
     check_bounds(j)
     # As the summary reads a long run and a short one (SmolLM2's step names; the JSON is this shape's).
     for line in summary_lines({"model.smollm2.cuda.8192": j, "model.smollm2.cuda.128": j}, "  smollm2"):
