@@ -13,10 +13,21 @@
 namespace app {
 namespace {
 
-void writeLayout(const AppState& state, const GlHeatmapRenderer& renderer, const std::string& dir, int captures, int frame)
+// Temporary file + rename (readers never see half a file), without fsync: this runs every frame or every few.
+void replaceFile(const std::string& path, const std::string& text)
+{
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream f(tmp, std::ios::binary);
+        f << text;
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+}
+
+void writeLayout(const AppState& state, const GlHeatmapRenderer& renderer, const std::string& dir, int captures)
 {
     nlohmann::json j;
-    j["frame"] = frame;  // the frames drawn so far: a test holds a key or button down until some have seen it
     const GlHeatmapRenderer::FillStats& fs = renderer.fillStats();
     j["heatmap_fills"] = {{"host", fs.hostUploads}, {"device", fs.deviceFills}, {"device_fallbacks", fs.deviceFallbacks}};
     for (const auto& [name, r] : state.rects) j["rects"][name] = {r.x0, r.y0, r.x1, r.y1};
@@ -75,14 +86,7 @@ void writeLayout(const AppState& state, const GlHeatmapRenderer& renderer, const
     }
     const ImVec2 m = ImGui::GetIO().MousePos;
     j["mouse"] = {m.x, m.y};
-    // Temporary file + rename (readers never see half a file), without fsync: this runs every few frames.
-    const std::string tmp = dir + "/layout.json.tmp";
-    {
-        std::ofstream f(tmp, std::ios::binary);
-        f << j.dump(1);
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, dir + "/layout.json", ec);
+    replaceFile(dir + "/layout.json", j.dump(1));
 }
 
 } // namespace
@@ -92,6 +96,10 @@ void writeTestHooks(const std::string& dir, const AppState& state, const GlHeatm
 {
     // frame.ppm: the picture of each frame that shows a new result, or when the test asks for one by
     // creating capture.request; layout.json: widget rectangles, counters and the mouse, every 3 frames too.
+    // frame: the frames drawn so far, every frame (layout.json is every third). A test holds a key or button down
+    // until a frame has polled it (ImGui 1.86 reads the key state once a frame: a press and release between two frames
+    // is lost) and releases it before several have (a key held past io.KeyRepeatDelay repeats).
+    replaceFile(dir + "/frame", std::to_string(frame));
     std::error_code ec;
     const std::string request = dir + "/capture.request";
     const bool requested = std::filesystem::exists(request, ec);
@@ -100,7 +108,7 @@ void writeTestHooks(const std::string& dir, const AppState& state, const GlHeatm
         ++captures;
         std::filesystem::remove(request, ec);
     }
-    if (recomputed || requested || frame <= 2 || frame % 3 == 0) writeLayout(state, renderer, dir, captures, frame);
+    if (recomputed || requested || frame <= 2 || frame % 3 == 0) writeLayout(state, renderer, dir, captures);
 }
 
 } // namespace app

@@ -112,7 +112,7 @@ class Session:
     def press_at(self, x, y):
         self.move(x, y)
         xdo("mousedown", "1")
-        time.sleep(0.15)  # held like a finger: ImGui 1.86 polls the button once per frame
+        time.sleep(0.05)  # held like a finger, over frames (ImGui 1.86 polls the button once a frame): wait_frames
         wait_frames()
         xdo("mouseup", "1")
         time.sleep(0.3)
@@ -122,11 +122,7 @@ class Session:
         """Two presses at the centre of `name`, within ImGui's double-click time (0.30 s)."""
         x0, y0, x1, y1 = self.rect(name)
         self.move(int((x0 + x1) / 2), int((y0 + y1) / 2))
-        for _ in range(2):
-            xdo("mousedown", "1")
-            time.sleep(0.06)  # at 60 Hz: held over 3 frames, well inside the double-click time
-            xdo("mouseup", "1")
-            time.sleep(0.06)
+        double_click_here()
         time.sleep(0.3)
 
     def stop(self):
@@ -180,15 +176,18 @@ def load_factor():
 
 
 def frame_of(app):
-    """The window's frame counter (its layout.json, written every third frame), or None."""
+    """The window's frame counter (its hooks' `frame` file, written every frame), or None."""
     if app is None or app.stopping or app.proc.poll() is not None:
         return None
-    l = app.layout()
-    return l.get("frame") if l else None
+    try:
+        with open(os.path.join(app.hooks, "frame")) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
 
 
-def wait_for(pred, what, timeout=30.0):
-    """pred()'s first true value, polled every 50 ms. Fails when the window exits meanwhile (saying so at once, not after
+def wait_for(pred, what, timeout=30.0, poll=0.05):
+    """pred()'s first true value, polled every `poll` seconds (50 ms). Fails when the window exits meanwhile (saying so at once, not after
     the timeout), or once `timeout` has passed both in seconds, times the machine's load (the 1-minute load average per
     core, at least 1), and in the window's frames (10 a second: a window slowed by load has drawn fewer), or four times
     the seconds whatever the frames (a window that stopped drawing). The window and the test share the machine with
@@ -211,7 +210,7 @@ def wait_for(pred, what, timeout=30.0):
             frames = f - f0 if f is not None and f0 is not None else None
             if frames is None or frames >= timeout * 10 or waited >= 4 * timeout * load_factor():
                 break
-        time.sleep(0.05)
+        time.sleep(poll)
     f = frame_of(app)
     fail("timed out waiting for %s (%.0f s, %s frames; load average %.1f on %d cores)"
          % (what, time.time() - t0, f - f0 if f is not None and f0 is not None else "?", os.getloadavg()[0],
@@ -246,26 +245,35 @@ def xdo(*args):
     subprocess.run(["xdotool", *map(str, args)], check=True)
 
 
-def wait_frames():
-    """Waits until the window has drawn a frame after this call (the frame counter of its layout.json, written every
-    third frame, has moved on): an input given before it has been seen by at least one whole frame. A fixed hold was
-    not enough under load: at 2.9 on 2 cores a Return held 150 ms fell within one frame and was never seen (CI, the
-    Open text dialog of e2e_model_text)."""
+def double_click_here():
+    """Two presses where the pointer is, each down and up for two frames (wait_frames): within ImGui's double-click
+    time (0.30 s of frames) while the window draws at least 14 frames a second; fixed 60 ms holds were lost within
+    one frame under load."""
+    for _ in range(2):
+        xdo("mousedown", "1")
+        wait_frames()
+        xdo("mouseup", "1")
+        wait_frames()
+
+
+def wait_frames(n=2):
+    """Waits until the window has drawn n frames after this call (its hooks' frame counter, written every frame).
+    An input sent before it has been polled by at least n − 1 whole frames: ImGui 1.86 reads key and button state once
+    a frame, so a press released before a frame polled it is lost (a fixed 150 ms hold was, in CI at a load of 2.9 on
+    2 cores: the Return of e2e_model_text's Open text dialog). Two frames, not more: a key held past io.KeyRepeatDelay
+    (0.275 s of frames) repeats (a Ctrl+Z held over slow frames undid twice)."""
     app = _LIVE
-    if app is None or app.stopping or app.proc.poll() is not None:
-        return
-    l = app.layout()
-    start = l.get("frame") if l else None
+    start = frame_of(app)
     if start is None:
         return
-    wait_for(lambda: (l := app.layout()) and l.get("frame", start) > start, "a frame (after frame %d)" % start)
+    wait_for(lambda: (f := frame_of(app)) is None or f >= start + n, "%d frames (after frame %d)" % (n, start), poll=0.005)
 
 
 def key(combo):
-    """Presses a key long enough for ImGui 1.86 to see it (key state is polled once per frame): held at least 150 ms
-    and until the window has drawn a frame with it down, then released until it has drawn one with it up."""
+    """Presses a key as a person does, for ImGui 1.86 (key state polled once a frame): held 50 ms and two frames (seen,
+    not repeated: wait_frames), then released for 100 ms and two frames."""
     xdo("keydown", combo)
-    time.sleep(0.15)
+    time.sleep(0.05)
     wait_frames()
     xdo("keyup", combo)
     time.sleep(0.1)

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from e2e_common import drive, parse_args, fail, wait_for, xdo
+from e2e_common import double_click_here, drive, parse_args, fail, wait_for, wait_frames, xdo
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 N = 1024
@@ -36,7 +36,7 @@ def whole(rects):
 def wheel(button, notches):
     for _ in range(notches):
         xdo("click", button)
-        time.sleep(0.12)  # one notch a frame or two: each is a zoom step of its own
+        wait_frames()  # one notch in a frame of its own: each is a zoom step of its own
     time.sleep(0.4)
 
 
@@ -85,11 +85,7 @@ def run(app):
 
     # ---- 4. fit: double-click, then the button ---------------------------------------------------------------
     app.move(px, py)
-    for _ in range(2):
-        xdo("mousedown", "1")
-        time.sleep(0.06)
-        xdo("mouseup", "1")
-        time.sleep(0.06)
+    double_click_here()
     wait_for(lambda: (l := app.layout()) and whole(l["rects"]), "the whole map after a double-click")
     if "focus/weights/0" in app.layout()["rects"]:
         fail("the double-click on a zoomed map should fit it, not focus it")
@@ -123,11 +119,7 @@ def run(app):
     if not hovered or int(hovered[0].split("/")[4]) != col:
         fail("zooming Q under the pointer: it was over column %d, now over %s" % (col, hovered))
     print("Q zoomed in: rows %.2f px, the pointer still over column %d" % ((rects["heatmap/Q"][3] - rects["heatmap/Q"][1]) / N, col))
-    for _ in range(2):
-        xdo("mousedown", "1")
-        time.sleep(0.06)
-        xdo("mouseup", "1")
-        time.sleep(0.06)
+    double_click_here()
     wait_for(lambda: (l := app.layout()) and abs(l["rects"]["heatmap/Q"][3] - l["rects"]["heatmap/Q"][1] - (qy1 - qy0)) < 1,
              "Q whole again after a double-click")
     print("Q double-click: whole strip again")
