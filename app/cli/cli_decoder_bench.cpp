@@ -122,11 +122,10 @@ PathTiming timePath(attn::DecoderModel& model, const std::vector<int>& ids, cons
 }
 
 // The largest |a − b| over a and b of one shape, relative to max(1, the largest |b|) when `relative` (the parity suite's
-// hidden states and logits); infinity for different shapes, so that a mismatch cannot pass as equal.
+// hidden states and logits); infinity for different shapes or nothing to compare, so that neither can pass as equal.
 double maxDiff(const attn::Matrix& a, const attn::Matrix& b, bool relative)
 {
-    if (a.rows() != b.rows() || a.cols() != b.cols()) return INFINITY;
-    if (a.size() == 0) return 0;
+    if (a.rows() != b.rows() || a.cols() != b.cols() || a.size() == 0) return INFINITY;
     const double d = (a - b).cwiseAbs().maxCoeff();
     return relative ? d / std::max(1.0, double(b.cwiseAbs().maxCoeff())) : d;
 }
@@ -248,13 +247,10 @@ int runDecoderDeviceBench(const ModelOptionsCli& opt, attn::DecoderModel& model,
         attn::DecoderRun fused, automatic;
         fusedT = timePath(model, ids, fo, backend, repeats, 0, fused);
         if (fusedT.error.empty()) {
-            auto diff = [](const attn::Matrix& a, const attn::Matrix& b) {
-                return a.rows() == b.rows() && a.cols() == b.cols() && a.size() > 0 ? double((a - b).cwiseAbs().maxCoeff()) : INFINITY;
-            };
             const attn::LazyLayer &a = *fused.lazyLayers.back(), &b = *run.lazyLayers.back();
-            fusedDiffLse = diff(attn::Matrix(a.lse), attn::Matrix(b.lse));
-            fusedDiffFinal = diff(fused.finalHidden, run.finalHidden);
-            fusedDiffLogits = diff(attn::Matrix(fused.lastLogits), attn::Matrix(run.lastLogits));
+            fusedDiffLse = maxDiff(attn::Matrix(a.lse), attn::Matrix(b.lse), false);
+            fusedDiffFinal = maxDiff(fused.finalHidden, run.finalHidden, false);
+            fusedDiffLogits = maxDiff(attn::Matrix(fused.lastLogits), attn::Matrix(run.lastLogits), false);
         }
         attn::forgetDeviceAttentionChoices();
         autoT = timePath(model, ids, ao, backend, repeats, 1, automatic);

@@ -167,14 +167,6 @@ def drive(exe, args, work, run, size="1280x800"):
     print("PASS")
 
 
-def load_factor():
-    """How many times over its cores the machine is loaded (the 1-minute load average per core), at least 1."""
-    try:
-        return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
-    except OSError:
-        return 1.0
-
-
 def frame_of(app):
     """The window's frame counter (its hooks' `frame` file, written every frame), or None."""
     if app is None or app.stopping or app.proc.poll() is not None:
@@ -187,11 +179,10 @@ def frame_of(app):
 
 
 def wait_for(pred, what, timeout=30.0, poll=0.05):
-    """pred()'s first true value, polled every `poll` seconds (50 ms). Fails when the window exits meanwhile (saying so at once, not after
-    the timeout), or once `timeout` has passed both in seconds, times the machine's load (the 1-minute load average per
-    core, at least 1), and in the window's frames (10 a second: a window slowed by load has drawn fewer), or four times
-    the seconds whatever the frames (a window that stopped drawing). The window and the test share the machine with
-    whatever else runs; a passing wait returns as soon as the state is reached, only a failing one waits the longer."""
+    """pred()'s first true value, polled every `poll` seconds. Fails at once when the window exits meanwhile, naming its
+    exit code. Otherwise fails once `timeout` has passed both in seconds and in the window's frames (10 a second): a
+    window slowed by a busy machine has drawn fewer, and is given the longer; at 4 × `timeout` seconds whatever the
+    frames (a window that stopped drawing). A passing wait returns as soon as its state is reached."""
     t0 = time.time()
     app = _LIVE
     f0 = frame_of(app)
@@ -205,16 +196,13 @@ def wait_for(pred, what, timeout=30.0, poll=0.05):
                 return v
             fail("attnscope exited with %s while the test waited for %s" % (app.proc.returncode, what))
         waited = time.time() - t0
-        if waited >= timeout * load_factor():
-            f = frame_of(app)
-            frames = f - f0 if f is not None and f0 is not None else None
-            if frames is None or frames >= timeout * 10 or waited >= 4 * timeout * load_factor():
-                break
+        f = frame_of(app)
+        frames = f - f0 if f is not None and f0 is not None else None
+        if waited >= 4 * timeout or (waited >= timeout and (frames is None or frames >= timeout * 10)):
+            break
         time.sleep(poll)
-    f = frame_of(app)
     fail("timed out waiting for %s (%.0f s, %s frames; load average %.1f on %d cores)"
-         % (what, time.time() - t0, f - f0 if f is not None and f0 is not None else "?", os.getloadavg()[0],
-            os.cpu_count() or 1))
+         % (what, time.time() - t0, frames if frames is not None else "?", os.getloadavg()[0], os.cpu_count() or 1))
 
 
 def read_json(path):
