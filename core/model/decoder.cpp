@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -70,6 +71,18 @@ bool isFile(const std::string& p)
 bool endsWith(const std::string& s, const std::string& suffix)
 {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A GGUF file is known by its first four bytes, "GGUF", whatever its name: Hugging Face's cache keeps files under
+// their hashes, and a download may lose its extension.
+bool hasGgufMagic(const std::string& p)
+{
+    std::FILE* f = std::fopen(p.c_str(), "rb");
+    if (!f) return false;
+    char magic[4] = {};
+    const bool ok = std::fread(magic, 1, 4, f) == 4 && std::memcmp(magic, "GGUF", 4) == 0;
+    std::fclose(f);
+    return ok;
 }
 
 std::string baseName(std::string p)
@@ -309,7 +322,7 @@ Expected<DecoderConfig> parseDecoderConfig(const std::string& text, const std::s
 
 bool isDecoderModelPath(const std::string& path)
 {
-    if (isFile(path)) return endsWith(path, ".gguf");
+    if (isFile(path)) return endsWith(path, ".gguf") || hasGgufMagic(path);
     return isDir(path) && isDecoderArchitecture(modelTypeOf(path));
 }
 
@@ -317,8 +330,9 @@ Expected<DecoderModel> loadDecoder(const std::string& path, const DecoderLoadOpt
 {
     if (isDir(path)) return loadDirectory(path);
     if (isFile(path)) {
-        if (!endsWith(path, ".gguf"))
-            return makeError(StatusCode::Unsupported, path + ": not a .gguf file or a Hugging Face model directory");
+        if (!endsWith(path, ".gguf") && !hasGgufMagic(path))
+            return makeError(StatusCode::Unsupported, path + ": not a GGUF file (it neither ends in .gguf nor starts "
+                                                             "with \"GGUF\") nor a Hugging Face model directory");
         return loadGguf(path, options);
     }
     return makeError(StatusCode::IoError, path + " does not exist (expected a .gguf file or a Hugging Face model directory)");

@@ -499,7 +499,9 @@ TEST(DecoderRun, TheLazyForwardEqualsTheDenseOne)
                 ASSERT_TRUE(zm->whole(attn::MapKind::Scores, l, h, sa).ok());
                 ASSERT_TRUE(dm->whole(attn::MapKind::Scores, l, h, sb).ok());
                 EXPECT_LE(maxAbsDiff(sa, sb), 1e-4) << family << " scores L" << l << " H" << h;
-                if (model->config.attnSoftcap > 0) EXPECT_LE(sa.cwiseAbs().maxCoeff(), model->config.attnSoftcap) << family;
+                if (model->config.attnSoftcap > 0) {
+                    EXPECT_LE(sa.cwiseAbs().maxCoeff(), model->config.attnSoftcap) << family;
+                }
                 // The dense core scales Q before Q·Kᵀ, the lazy path the product after: scores differ in the last
                 // bits (held to 1e-4 above), and a weight moves by up to 2·w·|Δs|. 1e-6 held on the first three tiny
                 // families; gemma3's (QK-norm, per-layer windows) gave 1.01e-6. The appended-weights tolerance
@@ -916,6 +918,27 @@ TEST(DecoderLoad, BadFilesAndDirectoriesNameTheProblem)
         ASSERT_FALSE(r.ok());
         EXPECT_EQ(r.status().code, attn::StatusCode::ParseError) << r.status().message;
         EXPECT_NE(r.status().message.find("cut.gguf"), std::string::npos) << r.status().message;
+    }
+    // A GGUF without its extension (Hugging Face's cache names its blobs by hash) is known by its magic and loads as
+    // the same model; a file that is neither is refused naming both tests.
+    {
+        const auto blob = dir / "0123abcd";
+        std::filesystem::copy_file(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama.gguf", blob);
+        EXPECT_TRUE(attn::isDecoderModelPath(blob.string()));
+        auto r = attn::loadDecoder(blob.string());
+        ASSERT_TRUE(r.ok()) << r.status().message;
+        auto named = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama.gguf");
+        ASSERT_TRUE(named.ok()) << named.status().message;
+        EXPECT_EQ(r->config.layers, named->config.layers);
+        EXPECT_EQ(r->config.hidden, named->config.hidden);
+        EXPECT_EQ(r->config.vocab, named->config.vocab);
+        std::ofstream(dir / "notes.bin", std::ios::binary) << "GGML this is not a model";
+        EXPECT_FALSE(attn::isDecoderModelPath((dir / "notes.bin").string()));
+        auto bad = attn::loadDecoder((dir / "notes.bin").string());
+        ASSERT_FALSE(bad.ok());
+        EXPECT_EQ(bad.status().code, attn::StatusCode::Unsupported);
+        EXPECT_NE(bad.status().message.find("notes.bin: not a GGUF file (it neither ends in .gguf nor starts with "
+                                            "\"GGUF\")"), std::string::npos) << bad.status().message;
     }
     // A directory whose tensors contradict config.json: the tiny llama's config with a wider hidden size.
     {

@@ -512,6 +512,12 @@ TEST_F(TinyModel, F16AndBF16FilesGiveTheSameModel)
 TEST_F(TinyModel, BadDirectoriesGiveOneClearMessage)
 {
     EXPECT_NE(attn::loadModel((m_dir / "nope").string()).status().message.find("nope does not exist"), std::string::npos);
+    // A file (a README, a .bin) is not called missing: the message says what a model is.
+    std::ofstream(m_dir / "README.md") << "# not a model\n";
+    EXPECT_EQ(attn::loadModel((m_dir / "README.md").string()).status().message,
+              (m_dir / "README.md").string() + " is a file, not a model: expected a .gguf file (a decoder) or a model "
+                                               "directory (config.json, model.safetensors and tokenizer.json or "
+                                               "vocab.txt in it)");
 
     auto tensors = tinyTensors();
     tensors["encoder.layer.1.attention.self.key.weight"].shape = {4, 2};
