@@ -683,10 +683,21 @@ Expected<PatternPatch> patchPattern(const DecoderModel& model, const DecoderRun&
     ATTNSCOPE_RETURN_IF_ERROR(checkHead(model, run, layer, head));
     const std::vector<std::string> names = qkComponentNames(model, layer);
     const auto it = std::find(names.begin(), names.end(), component);
-    if (it == names.end())
+    if (it == names.end()) {
+        // All of them when few (layer 0 has only the embedding), else the first two and the last.
+        std::string list;
+        for (std::size_t i = 0; i < names.size(); ++i) {
+            if (names.size() > 5 && i == 2) {
+                list += ", …";
+                i = names.size() - 1;
+            }
+            list += (list.empty() ? "" : ", ") + names[i];
+        }
+        const std::string what = names.size() == 1 ? "only input, " : std::to_string(names.size()) + " inputs: ";
         return invalidArgument("component '" + component + "' is not one of layer " + std::to_string(layer) + "'s " +
-                               std::to_string(names.size()) + " (" + names.front() + " … " + names.back() +
-                               "; heads as L3.H4, then L3.bias, L3.mlp)");
+                               what + list + " (an earlier layer's head is named like L0.H1, its output bias L0.bias, "
+                               "its MLP L0.mlp)");
+    }
     const int c = static_cast<int>(it - names.begin());
     const DecoderConfig& cfg = model.config;
     const int n = static_cast<int>(run.hidden[0].rows()), D = cfg.headDim, g = head / (cfg.heads / cfg.kvHeads);

@@ -434,7 +434,9 @@ TEST_P(Families, GroupsPairsAndTopComponents)
     ASSERT_EQ(pairs.size(), std::min<std::size_t>(5, std::size_t(C) * C));
     for (std::size_t t = 0; t < pairs.size(); ++t) {
         EXPECT_EQ(pairs[t].value, cell->matrix(pairs[t].query, pairs[t].key));
-        if (t > 0) EXPECT_GE(std::abs(pairs[t - 1].value), std::abs(pairs[t].value));
+        if (t > 0) {
+            EXPECT_GE(std::abs(pairs[t - 1].value), std::abs(pairs[t].value));
+        }
     }
     EXPECT_EQ(std::abs(pairs[0].value), cell->matrix.cwiseAbs().maxCoeff());
     EXPECT_TRUE(attn::strongestQkPairs(*cell, 0).empty());
@@ -509,6 +511,10 @@ TEST(QkAttribution, BadInputIsRefusedWithAClearMessage)
     expectError(attn::qkAttributionRow(model, *run, 0, 0, 12), attn::StatusCode::InvalidArgument, "query 12 is out of range");
     expectError(attn::patchPattern(model, *run, 1, 0, "L1.H0", attn::QkSide::Key), attn::StatusCode::InvalidArgument,
                 "component 'L1.H0' is not one of layer 1's");
+    expectError(attn::patchPattern(model, *run, 1, 0, "L1.H0", attn::QkSide::Key), attn::StatusCode::InvalidArgument,
+                "inputs: embed, L0.H0, …, L0.mlp (an earlier layer's head is named like L0.H1");
+    expectError(attn::patchPattern(model, *run, 0, 0, "L0.H0", attn::QkSide::Query), attn::StatusCode::InvalidArgument,
+                "component 'L0.H0' is not one of layer 0's only input, embed (");
     attn::DecoderRun pinned = *run;
     pinned.pinned.layer = 1;
     expectError(attn::qkAttribution(model, pinned, 1, 0, 3, 1), attn::StatusCode::Unsupported, "pinned");
