@@ -485,9 +485,14 @@ void drawRow(AppState& state)
         return;
     }
     const Eigen::Index a = key - row.firstKey, b = other - row.firstKey;
-    ImGui::Text("key %d %s vs key %d %s%s: score %.3f vs %.3f (%+.3f), weight %.4f vs %.4f", key, tokenAt(m, key).c_str(), other,
-                tokenAt(m, other).c_str(), q.rowOther == other ? "" : " (the runner-up)", row.scores[a], row.scores[b],
-                c->difference, row.weights[a], row.weights[b]);
+    // Two lines: in a narrow panel (900×600) one line's weights were cut off, and ImGui's wrapping breaks numbers at
+    // their decimal point.
+    ImGui::BeginGroup();
+    ImGui::Text("key %d %s vs key %d %s%s:", key, tokenAt(m, key).c_str(), other, tokenAt(m, other).c_str(),
+                q.rowOther == other ? "" : " (the runner-up)");
+    ImGui::Text("score %.3f vs %.3f (%+.3f), weight %.4f vs %.4f", row.scores[a], row.scores[b], c->difference,
+                row.weights[a], row.weights[b]);
+    ImGui::EndGroup();
     state.recordRect("qk/row/contrast", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     ImGui::TextDisabled("each side's parts sum to the difference %+.3f%s", c->difference, row.softcap > 0 ? " (before the soft-cap)" : "");
     for (const auto& [label, values] : {std::pair<const char*, const attn::Vector*>{"key side", &c->keySide}, {"query side", &c->querySide}}) {

@@ -24,6 +24,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::fwrite(data, 1, size, f);
     std::fclose(f);
     auto model = attn::loadDecoder(path);
+    // Removed at once, so that no file is left behind when libFuzzer exits (at -max_total_time it does not return
+    // here): a mapping outlives its file's name.
+    std::remove(path.c_str());
     if (!model) return 0;
     const attn::DecoderConfig& c = model->config;
     // Keep each run small: a file can name a large (but real) model.
