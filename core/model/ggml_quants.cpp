@@ -7,7 +7,7 @@
 // results are then bit-identical to GGML's reference and to NumPy on every machine.
 //
 // [SECTION] type table   [SECTION] half floats   [SECTION] 32-element blocks   [SECTION] K-quants (256)
-// [SECTION] dequantizeRow
+// [SECTION] IQ4 (non-linear 4-bit)   [SECTION] dequantizeRow
 #include "attnscope/gguf.h"
 #include "ggml_block_layout.h"
 
@@ -82,11 +82,16 @@ bool ggmlTypeSupported(GgmlType type)
     switch (type) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q8_0: case GgmlType::Q4_0:
     case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q2_K: case GgmlType::Q3_K:
-    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: case GgmlType::IQ4_NL: case GgmlType::IQ4_XS:
         return true;
     default:
         return false;
     }
+}
+
+const char* ggmlSupportedTypeNames()
+{
+    return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS";
 }
 
 // [SECTION] half floats
@@ -314,6 +319,43 @@ void dequantQ6_K(const std::uint8_t* b, float* y)
         }
 }
 
+// [SECTION] IQ4 (non-linear 4-bit)
+
+// The 16 levels a 4-bit IQ4 code stands for (GGML's kvalues_iq4nl): denser near 0, where weights are.
+constexpr std::int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// block_iq4_nl: half d; uint8 qs[16] (nibbles as Q4_0).   y = d · level[q]
+void dequantIQ4_NL(const std::uint8_t* b, float* y)
+{
+    const float d = halfAt(b);
+    const std::uint8_t* qs = b + 2;
+    for (int j = 0; j < kQK / 2; ++j) {
+        y[j] = d * float(kIq4Levels[qs[j] & 0x0f]);
+        y[j + kQK / 2] = d * float(kIq4Levels[qs[j] >> 4]);
+    }
+}
+
+// block_iq4_xs: half d; uint16 scales_h; uint8 scales_l[4]; uint8 qs[128]. Sub-block j (32 elements, nibbles as
+// Q4_0 in qs[16·j .. +16]) has a 6-bit scale: low 4 bits = nibble (j % 2) of scales_l[j / 2], high 2 bits = bits
+// 2j..2j+1 of scales_h; biased by 32.   y = (d · (scale_j − 32)) · level[q]
+void dequantIQ4_XS(const std::uint8_t* b, float* y)
+{
+    const float d = halfAt(b);
+    const std::uint16_t scalesH = le16(b + 2);
+    const std::uint8_t* scalesL = b + 4;
+    const std::uint8_t* qs = b + 8;
+    for (int j = 0; j < kQKK / kQK; ++j) {
+        const int ls = ((scalesL[j / 2] >> (4 * (j % 2))) & 0x0f) | (((scalesH >> (2 * j)) & 3) << 4);
+        const float dl = d * float(ls - 32);
+        const std::uint8_t* q = qs + 16 * j;
+        float* out = y + kQK * j;
+        for (int l = 0; l < kQK / 2; ++l) {
+            out[l] = dl * float(kIq4Levels[q[l] & 0x0f]);
+            out[l + kQK / 2] = dl * float(kIq4Levels[q[l] >> 4]);
+        }
+    }
+}
+
 template <int kBlock, std::size_t kBytes, void (*kFn)(const std::uint8_t*, float*)>
 void blocks(const std::uint8_t* src, float* dst, std::int64_t n)
 {
@@ -331,8 +373,7 @@ Status dequantizeRow(GgmlType type, const std::uint8_t* src, std::size_t srcByte
         return makeError(StatusCode::Unsupported,
                          std::string("dequantize: tensor type ") + ggmlTypeName(type) + " (id " +
                              std::to_string(static_cast<std::uint32_t>(type)) +
-                             ") is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, "
-                             "Q3_K, Q4_K, Q5_K, Q6_K)");
+                             ") is not supported (supported: " + ggmlSupportedTypeNames() + ")");
     }
     const std::int64_t bs = ggmlBlockSize(type);
     const std::size_t bb = ggmlBlockBytes(type);
@@ -364,6 +405,8 @@ Status dequantizeRow(GgmlType type, const std::uint8_t* src, std::size_t srcByte
     case GgmlType::Q4_K: blocks<kQKK, 144, dequantQ4_K>(src, dst, n); break;
     case GgmlType::Q5_K: blocks<kQKK, 176, dequantQ5_K>(src, dst, n); break;
     case GgmlType::Q6_K: blocks<kQKK, 210, dequantQ6_K>(src, dst, n); break;
+    case GgmlType::IQ4_NL: blocks<kQK, 18, dequantIQ4_NL>(src, dst, n); break;
+    case GgmlType::IQ4_XS: blocks<kQKK, 136, dequantIQ4_XS>(src, dst, n); break;
     default: break;  // unreachable: ggmlTypeSupported() said yes
     }
     return Status::success();

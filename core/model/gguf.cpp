@@ -585,8 +585,7 @@ Status GgufFile::dequantize(const GgufTensorInfo& info, float* out, std::size_t 
         return makeError(StatusCode::Unsupported,
                          m_what + ": tensor " + info.name + ": type " + ggmlTypeName(info.type) + " (id " +
                              std::to_string(static_cast<std::uint32_t>(info.type)) +
-                             ") is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, "
-                             "Q3_K, Q4_K, Q5_K, Q6_K)");
+                             ") is not supported (supported: " + ggmlSupportedTypeNames() + ")");
     const std::int64_t cols = info.dims[0];
     const std::size_t rowBytes = info.rowBytes();
     const std::uint8_t* src = rawData(info);

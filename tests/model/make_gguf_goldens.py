@@ -34,9 +34,12 @@ DATA = HERE / "data" / "gguf"
 # Byte offsets of the half-float scale fields in each block (ggml-common.h block_*).
 HALF_FIELDS = {
     T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0],
-    T.IQ4_NL: [0], T.Q2_K: [80, 82], T.Q3_K: [108], T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208],
+    T.IQ4_NL: [0], T.IQ4_XS: [0], T.Q2_K: [80, 82], T.Q3_K: [108], T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208],
 }
 TYPES = [T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K]
+# Types supported later, whose blocks come from a generator of their own: the earlier types' random blocks and
+# tiny.gguf stay byte for byte what they were.
+LATER_TYPES = [T.IQ4_NL, T.IQ4_XS]
 
 
 def random_blocks(rng, qtype, n_blocks):
@@ -58,12 +61,12 @@ def random_blocks(rng, qtype, n_blocks):
     return raw
 
 
-def make_quant_goldens(rng):
+def make_quant_goldens(rng, later_rng):
     entries, blob = [], bytearray()
-    for qtype in TYPES:
+    for qtype in TYPES + LATER_TYPES:
         block, _ = gguf.GGML_QUANT_SIZES[qtype]
         n_blocks = 4 if block == 256 else (8 if block == 32 else 64)
-        src = random_blocks(rng, qtype, n_blocks)
+        src = random_blocks(rng if qtype in TYPES else later_rng, qtype, n_blocks)
         out = dequantize(src.reshape(-1), qtype).astype(np.float32).reshape(-1)
         assert out.size == n_blocks * block and np.all(np.isfinite(out)), qtype.name
         src_off = len(blob)
@@ -124,7 +127,7 @@ def make_tiny(rng):
         n_blocks = int(np.prod(shape)) // block
         raw = random_blocks(rng, qtype, n_blocks).reshape(*shape[:-1], shape[-1] // block * size)
         w.add_tensor(name, raw, raw_dtype=qtype)
-        tensors[name] = dequantize(raw, qtype).astype(np.float32) if qtype in TYPES else None
+        tensors[name] = dequantize(raw, qtype).astype(np.float32) if qtype in TYPES + LATER_TYPES else None
 
     add_float("f32.2d", (rng.standard_normal((3, 4))).astype(np.float32))
     add_float("f32.4d", (rng.standard_normal((2, 3, 2, 2))).astype(np.float32))
@@ -140,7 +143,7 @@ def make_tiny(rng):
     add_quant("q4_k.2d", T.Q4_K, (2, 256))
     add_quant("q5_k.1d", T.Q5_K, (256,))
     add_quant("q6_k.1d", T.Q6_K, (256,))
-    add_quant("iq4_nl.1d", T.IQ4_NL, (32,))  # a type GGML defines and we do not dequantize
+    add_quant("iq4_nl.1d", T.IQ4_NL, (32,))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -200,7 +203,7 @@ def main():
     GOLD.mkdir(exist_ok=True)
     DATA.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(20250117)
-    make_quant_goldens(rng)
+    make_quant_goldens(rng, np.random.default_rng(20261128))
     make_tiny(rng)
     if args.smollm2:
         make_smollm2(args.smollm2)

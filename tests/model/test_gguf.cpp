@@ -66,7 +66,7 @@ TEST(GgmlQuants, EveryTypeMatchesGgufPy)
 {
     const json g = readJson(kGoldens / "gguf_quants.json");
     const std::string bin = slurp(kGoldens / "gguf_quants.bin");
-    ASSERT_EQ(g["types"].size(), 13u);
+    ASSERT_EQ(g["types"].size(), 15u);  // the 13 of F32 … Q6_K, then IQ4_NL and IQ4_XS
     for (const json& e : g["types"]) {
         const auto type = static_cast<GgmlType>(e["id"].get<std::uint32_t>());
         const std::string name = e["type"];
@@ -214,14 +214,8 @@ TEST(GgufFile, TinyFileFromGgufPyKeyByKeyAndTensorByTensor)
         EXPECT_EQ(t.bytes, e["bytes"].get<std::uint64_t>());
         EXPECT_EQ(t.offset % f->alignment(), 0u);
         auto values = f->dequantize(name);
-        if (e["values"].is_null()) {  // IQ4_NL: a GGML type we read the infos of but do not dequantize
-            ASSERT_FALSE(values.ok());
-            EXPECT_EQ(values.status().code, StatusCode::Unsupported);
-            EXPECT_NE(values.status().message.find("tiny.gguf: tensor " + name + ": type IQ4_NL (id 20) is not supported"),
-                      std::string::npos) << values.status().message;
-            continue;
-        }
         ASSERT_TRUE(values.ok()) << values.status().message;
+        ASSERT_FALSE(e["values"].is_null());
         const auto want = e["values"].get<std::vector<float>>();
         ASSERT_EQ(values->size(), want.size());
         expectSameFloats(values->data(), want.data(), want.size(), name);
@@ -463,6 +457,20 @@ TEST(GgufHostile, MetadataLies)
     EXPECT_REFUSED(Writer().header(0, 1).kvU32("general.alignment", 0).b, StatusCode::ParseError, "general.alignment: expected a power of two, got 0");
     EXPECT_REFUSED(Writer().header(0, 1).str("general.alignment").u32(8).str("32").b, StatusCode::ParseError,
                    "general.alignment: expected uint32, got string \"32\"");
+}
+
+TEST(GgufHostile, ATypeThatIsReadButNotDequantizedIsNamed)
+{
+    // IQ2_XXS (id 16, 66 bytes a 256 block): its infos parse, dequantizing it is refused with the type and the list.
+    const std::string b = Writer().header(1, 0).tensor("blk.0.attn_q.weight", {256}, 16, 0).data(66).b;
+    auto f = GgufFile::parse(u8(b), b.size(), "iq2.gguf");
+    ASSERT_TRUE(f.ok()) << f.status().message;
+    auto values = f->dequantize("blk.0.attn_q.weight");
+    ASSERT_FALSE(values.ok());
+    EXPECT_EQ(values.status().code, StatusCode::Unsupported);
+    EXPECT_EQ(values.status().message, std::string("iq2.gguf: tensor blk.0.attn_q.weight: type IQ2_XXS (id 16) is not "
+                                                   "supported (supported: ") + attn::ggmlSupportedTypeNames() + ")");
+    EXPECT_NE(std::string(attn::ggmlSupportedTypeNames()).find("IQ4_XS"), std::string::npos);
 }
 
 TEST(GgufHostile, TensorInfoLies)

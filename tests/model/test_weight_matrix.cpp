@@ -49,7 +49,7 @@ void putHalf(std::string& b, std::size_t at, std::uint16_t h) { std::memcpy(&b[a
 std::vector<std::size_t> halfFields(GgmlType t)
 {
     switch (t) {
-    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: return {0};
+    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: return {0};
     case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: return {0, 2};
     case GgmlType::Q6_K: return {208};
     case GgmlType::Q2_K: return {80, 82};
@@ -189,7 +189,8 @@ INSTANTIATE_TEST_SUITE_P(Types, Kernels,
                                            // the generic path: a row dequantized into a buffer, then a dot
                                            KernelCase{GgmlType::Q5_0, 96}, KernelCase{GgmlType::Q5_1, 64},
                                            KernelCase{GgmlType::Q2_K, 256}, KernelCase{GgmlType::Q3_K, 256},
-                                           KernelCase{GgmlType::Q5_K, 512}),
+                                           KernelCase{GgmlType::Q5_K, 512}, KernelCase{GgmlType::IQ4_NL, 96},
+                                           KernelCase{GgmlType::IQ4_XS, 512}),
                          [](const auto& info) { return std::string(attn::ggmlTypeName(info.param.type)); });
 
 // The GEMV takes Q8_0, Q4_0 and Q4_1 rows 4 at a time within tasks of 64 output columns: 71 outputs make one full

@@ -42,8 +42,11 @@ bool ggmlTypeKnown(GgmlType type);
 std::int64_t ggmlBlockSize(GgmlType type);
 // Bytes per block (4 for F32, 18 for Q4_0, 144 for Q4_K, ...); 0 when unknown.
 std::size_t ggmlBlockBytes(GgmlType type);
-// Whether dequantizeRow handles `type`: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K.
+// Whether dequantizeRow handles `type`: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+// IQ4_NL, IQ4_XS.
 bool ggmlTypeSupported(GgmlType type);
+// The same list for messages: "F32, F16, BF16, …, IQ4_XS".
+const char* ggmlSupportedTypeNames();
 
 // Dequantizes `n` elements of `type` from `src` (`srcBytes` bytes available) into `dst` (n floats), block by
 // block exactly as GGML lays them out (ggml-common.h block_*; ggml-quants.c dequantize_row_*). No allocation;
