@@ -3,8 +3,8 @@
 //
 // A row of a GGUF tensor is one output column of W (in values as blocks). Two paths:
 //   GEMV (≤ kVectorRows rows of x, a token appended): each stored row is streamed once and dotted with every
-//     row of x, each block dequantized in registers (AVX2 kernels below for Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, F16,
-//     BF16, F32; any other type dequantizeRow's a row into a buffer, then a dot). A block's scale is applied to
+//     row of x, each block dequantized in registers (AVX2 kernels below for Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, IQ4_NL,
+//     IQ4_XS, F16, BF16, F32; any other type dequantizeRow's a row into a buffer, then a dot). A block's scale is applied to
 //     the block's sum (d·Σq·x, and the min as m·Σx with Σx per 32 inputs computed once per x row), so the
 //     numbers equal dequantize-then-dot up to float rounding (the order of the sums differs); activations stay
 //     float32 (llama.cpp quantizes them to 8 bits for its integer dot products; we do not).
@@ -476,6 +476,62 @@ void rowQ6_K(const std::uint8_t* row, float* y, std::int64_t in)
     });
 }
 
+// IQ4_NL and IQ4_XS: each nibble indexes 16 non-linear levels (GGML's kvalues_iq4nl, as in ggml_quants.cpp), looked
+// up 16 at a time by one byte shuffle. The 32 levels of a block's 16 bytes in element order (low nibbles are
+// elements 0…15, high ones 16…31), as signed bytes.
+inline __m256i iq4Levels(const std::uint8_t* qs)
+{
+    const __m128i table = _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    __m128i lo, hi;
+    nibbles(qs, lo, hi);
+    return _mm256_set_m128i(_mm_shuffle_epi8(table, hi), _mm_shuffle_epi8(table, lo));
+}
+
+// block_iq4_nl: half d, 16 bytes of nibbles.  y = d·level[q]
+float dotIQ4_NL(const std::uint8_t* row, const float* x, const float*, std::int64_t in)
+{
+    __m256 acc = _mm256_setzero_ps();
+    for (std::int64_t b = 0; b < in / 32; ++b, row += 18, x += 32)
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(halfAt(row)), dot32s(iq4Levels(row + 2), x), acc);
+    return hsum(acc);
+}
+
+// The 6-bit scale of sub-block j of an IQ4_XS block, less its bias of 32 (as dequantIQ4_XS).
+inline int iq4xsScale(const std::uint8_t* blk, int j)
+{
+    std::uint16_t h;
+    std::memcpy(&h, blk + 2, 2);
+    return (((blk[4 + j / 2] >> (4 * (j % 2))) & 0x0f) | (((h >> (2 * j)) & 3) << 4)) - 32;
+}
+
+// block_iq4_xs: half d; 16 bits and 4 bytes of 6-bit scales; 128 bytes of nibbles, 16 per sub-block of 32.
+// y = (d·(scale_j − 32))·level[q]
+float dotIQ4_XS(const std::uint8_t* row, const float* x, const float*, std::int64_t in)
+{
+    __m256 acc = _mm256_setzero_ps();
+    for (std::int64_t b = 0; b < in / 256; ++b, row += 136) {
+        const float d = halfAt(row);
+        for (int j = 0; j < 8; ++j, x += 32)
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * float(iq4xsScale(row, j))), dot32s(iq4Levels(row + 8 + 16 * j), x), acc);
+    }
+    return hsum(acc);
+}
+
+// IQ4 rows: d·level (and (d·(scale − 32))·level) in one multiply each, so these equal dequantizeRow bit for bit.
+void rowIQ4_NL(const std::uint8_t* row, float* y, std::int64_t in)
+{
+    for (std::int64_t b = 0; b < in / 32; ++b, row += 18, y += 32) store32s(iq4Levels(row + 2), _mm256_set1_ps(halfAt(row)), y);
+}
+
+void rowIQ4_XS(const std::uint8_t* row, float* y, std::int64_t in)
+{
+    for (std::int64_t b = 0; b < in / 256; ++b, row += 136) {
+        const float d = halfAt(row);
+        for (int j = 0; j < 8; ++j, y += 32)
+            store32s(iq4Levels(row + 8 + 16 * j), _mm256_set1_ps(d * float(iq4xsScale(row, j))), y);
+    }
+}
+
 void rowF16(const std::uint8_t* row, float* y, std::int64_t in)
 {
     std::int64_t i = 0;
@@ -493,6 +549,8 @@ RowDequant fastRow(GgmlType t)
     case GgmlType::Q4_K: return rowQ4_K;
     case GgmlType::Q6_K: return rowQ6_K;
     case GgmlType::F16: return rowF16;
+    case GgmlType::IQ4_NL: return rowIQ4_NL;
+    case GgmlType::IQ4_XS: return rowIQ4_XS;
     default: return nullptr;
     }
 }
@@ -520,6 +578,8 @@ RowDot fastDot(GgmlType t)
     case GgmlType::BF16: return dotBF16;
     case GgmlType::Q4_K: return dotQ4_K;
     case GgmlType::Q6_K: return dotQ6_K;
+    case GgmlType::IQ4_NL: return dotIQ4_NL;
+    case GgmlType::IQ4_XS: return dotIQ4_XS;
     default: return nullptr;
     }
 }
