@@ -383,6 +383,51 @@ Expected<std::shared_ptr<const BpeTokenizer::Impl>> build(Parts&& p, const std::
 
 // [SECTION] fromSpec
 
+namespace {
+
+// What a GGUF's tokenizer.ggml.pre asks of the pre-tokeniser. The names are the ones llama.cpp's converter writes
+// (it names a tokenizer by hashing what it makes of a test text) and src/llama-vocab.cpp reads; several share a
+// pattern, and files carry whichever name their model's tokenizer hashed to.
+enum class PreKind { Gpt2, Llama3, Llama3KeepMerges, Qwen2, SmolLM, Default };
+struct PreName {
+    const char* name;
+    PreKind kind;
+};
+constexpr PreName kPreNames[] = {
+    {"gpt-2", PreKind::Gpt2},           // GPT-2
+    {"gpt2", PreKind::Gpt2},            // as written by earlier attnscope fixtures and some converters
+    {"olmo", PreKind::Gpt2},            // GPT-NeoX-20B's tokenizer: Pythia, OLMo 1
+    {"mpt", PreKind::Gpt2},             // the same tokenizer, hashed first to MPT's name
+    {"llama-bpe", PreKind::Llama3},     // Llama 3.x
+    {"llama3", PreKind::Llama3},
+    {"llama-v3", PreKind::Llama3},
+    {"falcon3", PreKind::Llama3},       // Falcon 3 (a llama architecture)
+    {"dbrx", PreKind::Llama3KeepMerges},  // cl100k-style tokenizers (OLMo 2); Llama 3's pattern, merges applied
+    {"smaug-bpe", PreKind::Llama3KeepMerges},
+    {"qwen2", PreKind::Qwen2},          // Qwen 2, 2.5, 3
+    {"deepseek-r1-qwen", PreKind::Qwen2},  // DeepSeek-R1's Qwen distillations
+    {"smollm", PreKind::SmolLM},        // SmolLM, SmolLM2
+    {"default", PreKind::Default},
+};
+
+const PreKind* preKindOf(const std::string& pre)
+{
+    static constexpr PreKind kDefault = PreKind::Default;
+    if (pre.empty()) return &kDefault;
+    for (const PreName& n : kPreNames)
+        if (pre == n.name) return &n.kind;
+    return nullptr;
+}
+
+std::string supportedPreNames()
+{
+    std::string out;
+    for (const PreName& n : kPreNames) out += (out.empty() ? "" : ", ") + std::string(n.name);
+    return out;
+}
+
+} // namespace
+
 Expected<BpeTokenizer> BpeTokenizer::fromSpec(const BpeVocabSpec& spec)
 {
     const std::string where = "tokenizer.ggml";
@@ -403,25 +448,30 @@ Expected<BpeTokenizer> BpeTokenizer::fromSpec(const BpeVocabSpec& spec)
         p.steps.push_back(std::move(*s));
         return Status::success();
     };
-    if (pre == "gpt2") {
-        ATTNSCOPE_RETURN_IF_ERROR(add(kGpt2Pattern));
-    } else if (pre == "llama-bpe" || pre == "llama3") {
+    const PreKind* kind = preKindOf(pre);
+    if (kind == nullptr)
+        return makeError(StatusCode::Unsupported, where + ".pre \"" + clipForMessage(pre) + "\" is not supported (supported: " +
+                                                      supportedPreNames() + ")");
+    switch (*kind) {
+    case PreKind::Gpt2: ATTNSCOPE_RETURN_IF_ERROR(add(kGpt2Pattern)); break;
+    case PreKind::Llama3:
         ATTNSCOPE_RETURN_IF_ERROR(add(kLlama3Pattern));
         p.ignoreMerges = true;  // Llama 3's tokenizer.json sets model.ignore_merges; llama.cpp does the same
-    } else if (pre == "qwen2") {
-        ATTNSCOPE_RETURN_IF_ERROR(add(kQwen2Pattern));
-    } else if (pre == "smollm") {
+        break;
+    case PreKind::Llama3KeepMerges: ATTNSCOPE_RETURN_IF_ERROR(add(kLlama3Pattern)); break;
+    case PreKind::Qwen2: ATTNSCOPE_RETURN_IF_ERROR(add(kQwen2Pattern)); break;
+    case PreKind::SmolLM: {
         PreStep digits;  // SmolLM2's tokenizer.json: Digits(individual_digits), then ByteLevel with GPT-2's pattern
         digits.kind = PreStep::Kind::Digits;
         digits.individualDigits = true;
         p.steps.push_back(digits);
         ATTNSCOPE_RETURN_IF_ERROR(add(kGpt2Pattern));
-    } else if (pre == "default" || pre.empty()) {
+        break;
+    }
+    case PreKind::Default:
         for (const char* pat : {kDefaultPunctPattern, kGpt2Pattern, kNumberRunPattern, kThreeDigitsPattern})
             ATTNSCOPE_RETURN_IF_ERROR(add(pat));
-    } else {
-        return makeError(StatusCode::Unsupported, where + ".pre \"" + clipForMessage(pre) +
-                                                      "\" is not supported (supported: gpt2, llama-bpe, qwen2, smollm, default)");
+        break;
     }
     p.tokens = spec.tokens;
     p.merges.reserve(spec.merges.size());

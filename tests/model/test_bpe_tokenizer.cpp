@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -186,7 +187,13 @@ TEST(BpeTokenizer, SmolLM2FromGgufMatchesHuggingFace)
 TEST(BpeTokenizer, SpecAndTokenizerJsonAgree)
 {
     const json& texts = goldens()["texts"];
-    for (const auto& [name, pre] : std::vector<std::pair<std::string, std::string>>{{"gpt2", "gpt2"}, {"llama3", "llama-bpe"}, {"qwen2", "qwen2"}}) {
+    // Each family under every name llama.cpp's converter writes for it (GPT-2's "gpt-2", GPT-NeoX's "olmo" or "mpt",
+    // Llama 3's "llama-bpe" and aliases, DeepSeek-R1's Qwen distillations' "deepseek-r1-qwen").
+    const std::vector<std::pair<std::string, std::string>> names = {
+        {"gpt2", "gpt2"},       {"gpt2", "gpt-2"},     {"gpt2", "olmo"},    {"gpt2", "mpt"},
+        {"llama3", "llama-bpe"}, {"llama3", "llama3"},  {"llama3", "llama-v3"}, {"llama3", "falcon3"},
+        {"qwen2", "qwen2"},     {"qwen2", "deepseek-r1-qwen"}};
+    for (const auto& [name, pre] : names) {
         attn::BpeVocabSpec spec = specFromFixture(name, pre);
         const attn::BpeTokenizer fromJson = loadFixture(name);
         if (name == "llama3") {  // Llama 3's GGUF says add_bos_token, its tokenizer.json a template with BOS
@@ -202,6 +209,31 @@ TEST(BpeTokenizer, SpecAndTokenizerJsonAgree)
             auto a = fromSpec->encode(t["text"], true), b = fromJson.encode(t["text"], true);
             ASSERT_TRUE(a.ok() && b.ok());
             EXPECT_EQ(a->ids, b->ids) << name << " text " << t["name"];
+        }
+    }
+}
+
+TEST(BpeTokenizer, Llama3sNamesTakeAWholeWordTokenAndDbrxsMergeToIt)
+{
+    // A vocabulary token no merge makes (GPT-2's vocabulary plus "Ġzqxj"): Llama 3's names ignore merges when the
+    // whole pre-token is a token (as llama.cpp and tokenizer.json's ignore_merges), "dbrx" and "smaug-bpe" merge as usual.
+    for (const char* pre : {"llama-bpe", "falcon3", "dbrx", "smaug-bpe"}) {
+        SCOPED_TRACE(pre);
+        attn::BpeVocabSpec spec = specFromFixture("gpt2", pre);
+        spec.tokens.push_back("\u0120zqxj");
+        spec.tokenTypes.push_back(1);
+        const int whole = static_cast<int>(spec.tokens.size()) - 1;
+        auto tok = attn::BpeTokenizer::fromSpec(spec);
+        ASSERT_TRUE(tok.ok()) << tok.status().message;
+        auto enc = tok->encode(" zqxj", false);
+        ASSERT_TRUE(enc.ok());
+        const bool ignoresMerges = std::string(pre) == "llama-bpe" || std::string(pre) == "falcon3";
+        if (ignoresMerges) {
+            EXPECT_EQ(enc->ids, std::vector<int>{whole});
+        } else {
+            EXPECT_GT(enc->ids.size(), 1u);
+            EXPECT_EQ(std::count(enc->ids.begin(), enc->ids.end(), whole), 0);
+            EXPECT_EQ(tok->decode(enc->ids), " zqxj");
         }
     }
 }
@@ -384,7 +416,9 @@ TEST(BpeTokenizer, BadSpecGivesClearErrors)
     ASSERT_TRUE(specError(good).ok());
     attn::BpeVocabSpec s = good;
     s.pre = "tekken";
-    expectError(specError(s), StatusCode::Unsupported, "tokenizer.ggml.pre \"tekken\" is not supported (supported: gpt2, llama-bpe, qwen2, smollm, default)");
+    expectError(specError(s), StatusCode::Unsupported,
+                "tokenizer.ggml.pre \"tekken\" is not supported (supported: gpt-2, gpt2, olmo, mpt, llama-bpe, llama3, "
+                "llama-v3, falcon3, dbrx, smaug-bpe, qwen2, deepseek-r1-qwen, smollm, default)");
     s = good;
     s.tokens.clear();
     s.tokenTypes.clear();
