@@ -402,7 +402,7 @@ constexpr PreName kPreNames[] = {
     {"llama3", PreKind::Llama3},
     {"llama-v3", PreKind::Llama3},
     {"falcon3", PreKind::Llama3},       // Falcon 3 (a llama architecture)
-    {"dbrx", PreKind::Llama3KeepMerges},  // cl100k-style tokenizers (OLMo 2); Llama 3's pattern, merges applied
+    {"dbrx", PreKind::Llama3KeepMerges},  // cl100k-style tokenizers: Llama 3's pattern, merges applied
     {"smaug-bpe", PreKind::Llama3KeepMerges},
     {"qwen2", PreKind::Qwen2},          // Qwen 2, 2.5, 3
     {"deepseek-r1-qwen", PreKind::Qwen2},  // DeepSeek-R1's Qwen distillations
