@@ -61,6 +61,12 @@ constexpr const char* kLlama3Pattern =
 // Qwen2: Llama 3's pattern with every digit on its own.
 constexpr const char* kQwen2Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// o200k (GPT-4o's tokenizer, Phi-4-mini's; GGUF pre "gpt-4o"): a letter run split where lower case turns to upper
+// (marks and other letters go either way), its contraction kept on it, numbers in threes, "/" after punctuation.
+constexpr const char* kGpt4oPattern =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 // llama.cpp's "default" BPE pre-tokeniser: punctuation runs, GPT-2's pattern, number runs, then ASCII digits
 // in threes.
 constexpr const char* kDefaultPunctPattern = R"([\p{P}\$\+<=>\^~\|]+)";
@@ -388,7 +394,7 @@ namespace {
 // What a GGUF's tokenizer.ggml.pre asks of the pre-tokeniser. The names are the ones llama.cpp's converter writes
 // (it names a tokenizer by hashing what it makes of a test text) and src/llama-vocab.cpp reads; several share a
 // pattern, and files carry whichever name their model's tokenizer hashed to.
-enum class PreKind { Gpt2, Llama3, Llama3KeepMerges, Qwen2, SmolLM, Default };
+enum class PreKind { Gpt2, Llama3, Llama3KeepMerges, Qwen2, Gpt4o, SmolLM, Default };
 struct PreName {
     const char* name;
     PreKind kind;
@@ -406,6 +412,7 @@ constexpr PreName kPreNames[] = {
     {"smaug-bpe", PreKind::Llama3KeepMerges},
     {"qwen2", PreKind::Qwen2},          // Qwen 2, 2.5, 3
     {"deepseek-r1-qwen", PreKind::Qwen2},  // DeepSeek-R1's Qwen distillations
+    {"gpt-4o", PreKind::Gpt4o},         // o200k: Phi-4-mini (merges applied, as llama.cpp)
     {"smollm", PreKind::SmolLM},        // SmolLM, SmolLM2
     {"default", PreKind::Default},
 };
@@ -460,6 +467,7 @@ Expected<BpeTokenizer> BpeTokenizer::fromSpec(const BpeVocabSpec& spec)
         break;
     case PreKind::Llama3KeepMerges: ATTNSCOPE_RETURN_IF_ERROR(add(kLlama3Pattern)); break;
     case PreKind::Qwen2: ATTNSCOPE_RETURN_IF_ERROR(add(kQwen2Pattern)); break;
+    case PreKind::Gpt4o: ATTNSCOPE_RETURN_IF_ERROR(add(kGpt4oPattern)); break;
     case PreKind::SmolLM: {
         PreStep digits;  // SmolLM2's tokenizer.json: Digits(individual_digits), then ByteLevel with GPT-2's pattern
         digits.kind = PreStep::Kind::Digits;

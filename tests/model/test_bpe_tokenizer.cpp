@@ -159,6 +159,7 @@ attn::BpeVocabSpec specFromFixture(const std::string& name, const std::string& p
 TEST(BpeTokenizer, Gpt2FixtureMatchesHuggingFace) { checkGoldens(loadFixture("gpt2"), "gpt2", false); }
 TEST(BpeTokenizer, Llama3FixtureMatchesHuggingFace) { checkGoldens(loadFixture("llama3"), "llama3", false); }
 TEST(BpeTokenizer, Qwen2FixtureMatchesHuggingFace) { checkGoldens(loadFixture("qwen2"), "qwen2", true); }
+TEST(BpeTokenizer, Gpt4oFixtureMatchesHuggingFace) { checkGoldens(loadFixture("gpt4o"), "gpt4o", false); }
 
 TEST(BpeTokenizer, SmolLM2FromGgufMatchesHuggingFace)
 {
@@ -188,11 +189,11 @@ TEST(BpeTokenizer, SpecAndTokenizerJsonAgree)
 {
     const json& texts = goldens()["texts"];
     // Each family under every name llama.cpp's converter writes for it (GPT-2's "gpt-2", GPT-NeoX's "olmo" or "mpt",
-    // Llama 3's "llama-bpe" and aliases, DeepSeek-R1's Qwen distillations' "deepseek-r1-qwen").
+    // Llama 3's "llama-bpe" and aliases, DeepSeek-R1's Qwen distillations' "deepseek-r1-qwen", Phi-4-mini's "gpt-4o").
     const std::vector<std::pair<std::string, std::string>> names = {
         {"gpt2", "gpt2"},       {"gpt2", "gpt-2"},     {"gpt2", "olmo"},    {"gpt2", "mpt"},
         {"llama3", "llama-bpe"}, {"llama3", "llama3"},  {"llama3", "llama-v3"}, {"llama3", "falcon3"},
-        {"qwen2", "qwen2"},     {"qwen2", "deepseek-r1-qwen"}};
+        {"qwen2", "qwen2"},     {"qwen2", "deepseek-r1-qwen"}, {"gpt4o", "gpt-4o"}};
     for (const auto& [name, pre] : names) {
         attn::BpeVocabSpec spec = specFromFixture(name, pre);
         const attn::BpeTokenizer fromJson = loadFixture(name);
@@ -236,6 +237,40 @@ TEST(BpeTokenizer, Llama3sNamesTakeAWholeWordTokenAndDbrxsMergeToIt)
             EXPECT_EQ(tok->decode(enc->ids), " zqxj");
         }
     }
+}
+
+// Whether the pre-tokeniser of `pre` leaves `left` and `right` (adjacent in `text`, byte-level symbols) in one piece:
+// a merge of the two, ranked first, makes their token only where no piece boundary falls between them.
+bool samePiece(const std::string& pre, const std::string& text, const std::string& left, const std::string& right)
+{
+    attn::BpeVocabSpec spec = specFromFixture("gpt4o", pre);
+    const auto it = std::find(spec.tokens.begin(), spec.tokens.end(), left + right);
+    const int id = static_cast<int>(it - spec.tokens.begin());
+    if (it == spec.tokens.end()) {
+        spec.tokens.push_back(left + right);
+        spec.tokenTypes.push_back(1);
+    }
+    spec.merges.insert(spec.merges.begin(), left + " " + right);
+    auto tok = attn::BpeTokenizer::fromSpec(spec);
+    EXPECT_TRUE(tok.ok()) << tok.status().message;
+    if (!tok.ok()) return false;
+    auto enc = tok->encode(text, false);
+    EXPECT_TRUE(enc.ok());
+    return enc.ok() && std::count(enc->ids.begin(), enc->ids.end(), id) > 0;
+}
+
+TEST(BpeTokenizer, Gpt4osPiecesAreO200ksAndNotLlama3s)
+{
+    // The fixture's small vocabulary cannot tell some of o200k's splits from Llama 3's (its merges never cross
+    // either's boundaries): each boundary is probed with a merge across it.
+    EXPECT_TRUE(samePiece("gpt-4o", "12345", "4", "5"));  // (a probe at a piece's end: later merges would consume "12")
+    EXPECT_FALSE(samePiece("gpt-4o", "12345", "3", "4"));  // numbers in threes
+    EXPECT_FALSE(samePiece("gpt-4o", "CamelCase", "l", "C"));  // a lower-to-upper change splits letters
+    EXPECT_TRUE(samePiece("llama-bpe", "CamelCase", "l", "C"));
+    EXPECT_TRUE(samePiece("gpt-4o", "we've", "e", "'"));  // the contraction stays on its word
+    EXPECT_FALSE(samePiece("llama-bpe", "we've", "e", "'"));
+    EXPECT_TRUE(samePiece("gpt-4o", "a+/", "+", "/"));  // "/" kept after a punctuation run
+    EXPECT_FALSE(samePiece("llama-bpe", "a+/", "+", "/") && samePiece("llama-bpe", "a+/b", "/", "b"));
 }
 
 TEST(BpeTokenizer, TokensAreDecodedTextAndPartialUtf8Reassembles)
@@ -418,7 +453,7 @@ TEST(BpeTokenizer, BadSpecGivesClearErrors)
     s.pre = "tekken";
     expectError(specError(s), StatusCode::Unsupported,
                 "tokenizer.ggml.pre \"tekken\" is not supported (supported: gpt-2, gpt2, olmo, mpt, llama-bpe, llama3, "
-                "llama-v3, falcon3, dbrx, smaug-bpe, qwen2, deepseek-r1-qwen, smollm, default)");
+                "llama-v3, falcon3, dbrx, smaug-bpe, qwen2, deepseek-r1-qwen, gpt-4o, smollm, default)");
     s = good;
     s.tokens.clear();
     s.tokenTypes.clear();

@@ -37,7 +37,7 @@ struct BpeVocabSpec {
     std::vector<int> tokenTypes;      // tokenizer.ggml.token_type: 1 normal, 2 unknown, 3 control,
                                       // 4 user-defined, 5 unused, 6 byte; empty = all normal. Control and
                                       // user-defined tokens are matched whole in the text.
-    std::string pre;                  // tokenizer.ggml.pre: "gpt2", "llama-bpe", "qwen2", "smollm", "default"
+    std::string pre;                  // tokenizer.ggml.pre: "gpt-2", "llama-bpe", "qwen2", "gpt-4o", "smollm", … (docs/model.md)
     int bos = -1, eos = -1;           // tokenizer.ggml.bos_token_id / eos_token_id; -1 = none
     bool addBos = false;              // tokenizer.ggml.add_bos_token: encode(…, addSpecial) prepends bos
 };
