@@ -11,8 +11,8 @@ run in a throwaway venv; CI never runs this script, it only reads what it wrote.
     cross-check; its verdict is recorded in the goldens ("smollm2_transformers_gguf"; it needs torch: without it the
     script records that it could not load, and the committed verdict is the one made with torch).
   * gpt2 / llama3 / qwen2 / gpt4o (o200k: Phi-4-mini) pre-tokenisers: tiny BPEs trained here on CORPUS with each
-    pre-tokeniser configured as those models' tokenizer.json files have it, saved as tests/model/data/bpe_<name>/tokenizer.json (fixtures the
-    model tests reuse; vocabulary <= 1000).
+    pre-tokeniser configured as those models' tokenizer.json files have it, saved as
+    tests/model/data/bpe_<name>/tokenizer.json (fixtures the model tests reuse; vocabulary <= 1000).
   * Chat templates: apply_chat_template(add_generation_prompt=True) of one user turn, for SmolLM2's template
     (from the GGUF), Qwen2's, Llama 3's and Llama 3.1's (written below).
 
