@@ -67,6 +67,12 @@ constexpr const char* kGpt4oPattern =
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
     R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
     R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Tekken (Mistral Nemo, Mistral Small 3; GGUF pre "tekken"): o200k's letter runs without the contractions, single
+// digits.
+constexpr const char* kTekkenPattern =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+)"
+    R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*)"
+    R"(|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 // llama.cpp's "default" BPE pre-tokeniser: punctuation runs, GPT-2's pattern, number runs, then ASCII digits
 // in threes.
 constexpr const char* kDefaultPunctPattern = R"([\p{P}\$\+<=>\^~\|]+)";
@@ -394,7 +400,7 @@ namespace {
 // What a GGUF's tokenizer.ggml.pre asks of the pre-tokeniser. The names are the ones llama.cpp's converter writes
 // (it names a tokenizer by hashing what it makes of a test text) and src/llama-vocab.cpp reads; several share a
 // pattern, and files carry whichever name their model's tokenizer hashed to.
-enum class PreKind { Gpt2, Llama3, Llama3KeepMerges, Qwen2, Gpt4o, SmolLM, Default };
+enum class PreKind { Gpt2, Llama3, Llama3KeepMerges, Qwen2, Gpt4o, Tekken, SmolLM, Default };
 struct PreName {
     const char* name;
     PreKind kind;
@@ -413,6 +419,7 @@ constexpr PreName kPreNames[] = {
     {"qwen2", PreKind::Qwen2},          // Qwen 2, 2.5, 3
     {"deepseek-r1-qwen", PreKind::Qwen2},  // DeepSeek-R1's Qwen distillations
     {"gpt-4o", PreKind::Gpt4o},         // o200k: Phi-4-mini (merges applied, as llama.cpp)
+    {"tekken", PreKind::Tekken},        // Mistral Nemo, Mistral Small 3 (llama architecture; whole pieces first)
     {"smollm", PreKind::SmolLM},        // SmolLM, SmolLM2
     {"default", PreKind::Default},
 };
@@ -468,6 +475,10 @@ Expected<BpeTokenizer> BpeTokenizer::fromSpec(const BpeVocabSpec& spec)
     case PreKind::Llama3KeepMerges: ATTNSCOPE_RETURN_IF_ERROR(add(kLlama3Pattern)); break;
     case PreKind::Qwen2: ATTNSCOPE_RETURN_IF_ERROR(add(kQwen2Pattern)); break;
     case PreKind::Gpt4o: ATTNSCOPE_RETURN_IF_ERROR(add(kGpt4oPattern)); break;
+    case PreKind::Tekken:
+        ATTNSCOPE_RETURN_IF_ERROR(add(kTekkenPattern));
+        p.ignoreMerges = true;  // as llama.cpp reads "tekken", and Tekken's tokenizer.json
+        break;
     case PreKind::SmolLM: {
         PreStep digits;  // SmolLM2's tokenizer.json: Digits(individual_digits), then ByteLevel with GPT-2's pattern
         digits.kind = PreStep::Kind::Digits;

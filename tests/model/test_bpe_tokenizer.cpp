@@ -160,6 +160,7 @@ TEST(BpeTokenizer, Gpt2FixtureMatchesHuggingFace) { checkGoldens(loadFixture("gp
 TEST(BpeTokenizer, Llama3FixtureMatchesHuggingFace) { checkGoldens(loadFixture("llama3"), "llama3", false); }
 TEST(BpeTokenizer, Qwen2FixtureMatchesHuggingFace) { checkGoldens(loadFixture("qwen2"), "qwen2", true); }
 TEST(BpeTokenizer, Gpt4oFixtureMatchesHuggingFace) { checkGoldens(loadFixture("gpt4o"), "gpt4o", false); }
+TEST(BpeTokenizer, TekkenFixtureMatchesHuggingFace) { checkGoldens(loadFixture("tekken"), "tekken", false); }
 
 TEST(BpeTokenizer, SmolLM2FromGgufMatchesHuggingFace)
 {
@@ -189,11 +190,12 @@ TEST(BpeTokenizer, SpecAndTokenizerJsonAgree)
 {
     const json& texts = goldens()["texts"];
     // Each family under every name llama.cpp's converter writes for it (GPT-2's "gpt-2", GPT-NeoX's "olmo" or "mpt",
-    // Llama 3's "llama-bpe" and aliases, DeepSeek-R1's Qwen distillations' "deepseek-r1-qwen", Phi-4-mini's "gpt-4o").
+    // Llama 3's "llama-bpe" and aliases, DeepSeek-R1's Qwen distillations' "deepseek-r1-qwen", Phi-4-mini's "gpt-4o", Mistral Nemo's "tekken").
     const std::vector<std::pair<std::string, std::string>> names = {
         {"gpt2", "gpt2"},       {"gpt2", "gpt-2"},     {"gpt2", "olmo"},    {"gpt2", "mpt"},
         {"llama3", "llama-bpe"}, {"llama3", "llama3"},  {"llama3", "llama-v3"}, {"llama3", "falcon3"},
-        {"qwen2", "qwen2"},     {"qwen2", "deepseek-r1-qwen"}, {"gpt4o", "gpt-4o"}};
+        {"qwen2", "qwen2"},     {"qwen2", "deepseek-r1-qwen"}, {"gpt4o", "gpt-4o"},
+        {"tekken", "tekken"}};
     for (const auto& [name, pre] : names) {
         attn::BpeVocabSpec spec = specFromFixture(name, pre);
         const attn::BpeTokenizer fromJson = loadFixture(name);
@@ -217,8 +219,9 @@ TEST(BpeTokenizer, SpecAndTokenizerJsonAgree)
 TEST(BpeTokenizer, Llama3sNamesTakeAWholeWordTokenAndDbrxsMergeToIt)
 {
     // A vocabulary token no merge makes (GPT-2's vocabulary plus "Ġzqxj"): Llama 3's names ignore merges when the
-    // whole pre-token is a token (as llama.cpp and tokenizer.json's ignore_merges), "dbrx" and "smaug-bpe" merge as usual.
-    for (const char* pre : {"llama-bpe", "falcon3", "dbrx", "smaug-bpe"}) {
+    // whole pre-token is a token (as llama.cpp and tokenizer.json's ignore_merges), and so does "tekken"; "dbrx",
+    // "smaug-bpe" and "gpt-4o" merge as usual.
+    for (const char* pre : {"llama-bpe", "falcon3", "tekken", "dbrx", "smaug-bpe", "gpt-4o"}) {
         SCOPED_TRACE(pre);
         attn::BpeVocabSpec spec = specFromFixture("gpt2", pre);
         spec.tokens.push_back("\u0120zqxj");
@@ -228,7 +231,7 @@ TEST(BpeTokenizer, Llama3sNamesTakeAWholeWordTokenAndDbrxsMergeToIt)
         ASSERT_TRUE(tok.ok()) << tok.status().message;
         auto enc = tok->encode(" zqxj", false);
         ASSERT_TRUE(enc.ok());
-        const bool ignoresMerges = std::string(pre) == "llama-bpe" || std::string(pre) == "falcon3";
+        const bool ignoresMerges = std::string(pre) == "llama-bpe" || std::string(pre) == "falcon3" || std::string(pre) == "tekken";
         if (ignoresMerges) {
             EXPECT_EQ(enc->ids, std::vector<int>{whole});
         } else {
@@ -243,7 +246,7 @@ TEST(BpeTokenizer, Llama3sNamesTakeAWholeWordTokenAndDbrxsMergeToIt)
 // a merge of the two, ranked first, makes their token only where no piece boundary falls between them.
 bool samePiece(const std::string& pre, const std::string& text, const std::string& left, const std::string& right)
 {
-    attn::BpeVocabSpec spec = specFromFixture("gpt4o", pre);
+    attn::BpeVocabSpec spec = specFromFixture(pre == "tekken" ? "tekken" : "gpt4o", pre);
     const auto it = std::find(spec.tokens.begin(), spec.tokens.end(), left + right);
     const int id = static_cast<int>(it - spec.tokens.begin());
     if (it == spec.tokens.end()) {
@@ -271,6 +274,14 @@ TEST(BpeTokenizer, Gpt4osPiecesAreO200ksAndNotLlama3s)
     EXPECT_FALSE(samePiece("llama-bpe", "we've", "e", "'"));
     EXPECT_TRUE(samePiece("gpt-4o", "a+/", "+", "/"));  // "/" kept after a punctuation run
     EXPECT_FALSE(samePiece("llama-bpe", "a+/", "+", "/") && samePiece("llama-bpe", "a+/b", "/", "b"));
+}
+
+TEST(BpeTokenizer, TekkensPiecesAreSingleDigitsAndNoContractions)
+{
+    EXPECT_FALSE(samePiece("tekken", "12", "1", "2"));
+    EXPECT_FALSE(samePiece("tekken", "CamelCase", "l", "C"));
+    EXPECT_FALSE(samePiece("tekken", "we've", "e", "'"));
+    EXPECT_TRUE(samePiece("tekken", " zq", "\u0120", "z"));  // (not " we": a piece that is a token is taken whole)
 }
 
 TEST(BpeTokenizer, TokensAreDecodedTextAndPartialUtf8Reassembles)
@@ -450,10 +461,10 @@ TEST(BpeTokenizer, BadSpecGivesClearErrors)
     const attn::BpeVocabSpec good = specFromFixture("gpt2", "gpt2");
     ASSERT_TRUE(specError(good).ok());
     attn::BpeVocabSpec s = good;
-    s.pre = "tekken";
+    s.pre = "chatglm-bpe";
     expectError(specError(s), StatusCode::Unsupported,
-                "tokenizer.ggml.pre \"tekken\" is not supported (supported: gpt-2, gpt2, olmo, mpt, llama-bpe, llama3, "
-                "llama-v3, falcon3, dbrx, smaug-bpe, qwen2, deepseek-r1-qwen, gpt-4o, smollm, default)");
+                "tokenizer.ggml.pre \"chatglm-bpe\" is not supported (supported: gpt-2, gpt2, olmo, mpt, llama-bpe, llama3, "
+                "llama-v3, falcon3, dbrx, smaug-bpe, qwen2, deepseek-r1-qwen, gpt-4o, tekken, smollm, default)");
     s = good;
     s.tokens.clear();
     s.tokenTypes.clear();
