@@ -560,10 +560,15 @@ void checkParity(const std::string& path, const std::vector<int>& ids)
 
 TEST(WeightMatrixModels, TinyGgufsEqualTheirFloat32Path)
 {
-    for (const char* f : {"tiny_llama.gguf", "tiny_qwen2.gguf", "tiny_gpt2.gguf"}) {
+    for (const char* f : {"tiny_llama.gguf", "tiny_qwen2.gguf", "tiny_gpt2.gguf", "tiny_llama_iq4nl.gguf"}) {
         SCOPED_TRACE(f);
         checkParity(std::string(ATTNSCOPE_DECODER_DATA) + "/" + f, {1, 5, 9, 40, 2, 77, 13, 8, 60, 3});
     }
+    // The IQ4_NL file (make_iq4_fixture.py) holds its weights, the embedding among them, in that format.
+    auto iq4 = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_llama_iq4nl.gguf");
+    ASSERT_TRUE(iq4.ok()) << iq4.status().message;
+    EXPECT_EQ(iq4->layers[1].Wdown.type(), GgmlType::IQ4_NL);
+    EXPECT_EQ(iq4->tokenEmbeddings.type(), GgmlType::IQ4_NL);
 }
 
 TEST(WeightMatrixModels, SmolLM2EqualsItsFloat32Path)
