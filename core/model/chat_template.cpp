@@ -1,5 +1,6 @@
 // applyChatTemplate: one user turn and the assistant's generation prompt, for the chat-template families of the
-// decoder models attnscope opens (ChatML: SmolLM2, Qwen2; Llama 3; Gemma; Llama 2 / Mistral's [INST]). A template is a Jinja program; rather
+// decoder models attnscope opens (ChatML: SmolLM2, Qwen2; Llama 3; Gemma; Llama 2 / Mistral's [INST]; Phi-3 to Phi-4-mini). A
+// template is a Jinja program; rather
 // than run Jinja, we recognise the family by its special tokens and read the one literal that changes between
 // models of a family (ChatML's default system prompt, Llama 3.1's default date). The goldens in
 // tests/model/goldens/bpe_goldens.json are Hugging Face's apply_chat_template renderings of real templates.
@@ -105,9 +106,24 @@ Expected<std::string> applyChatTemplate(const std::string& templateText, const s
                             templateText.find(".strip()") != std::string::npos;
         return out + "[INST] " + (strips ? trim(userText) : userText) + " [/INST]";
     }
+    if (templateText.find("<|end|>") != std::string::npos && templateText.find("<|assistant|>") != std::string::npos) {
+        // Phi-3, Phi-3.5, Phi-4-mini: "<|user|>" + text + "<|end|>", then "<|assistant|>"; Phi-3 and 3.5 put a newline
+        // after each tag and each <|end|>, Phi-4-mini none (its tags are '<|' + role + '|>'). Phi-3-mini's first
+        // template opens with its BOS, <s>.
+        const bool newlines = templateText.find("<|user|>\\n") != std::string::npos ||
+                              templateText.find("'<|user|>' + '\\n'") != std::string::npos ||
+                              templateText.find("'|>' + '\\n'") != std::string::npos;
+        const bool strips = templateText.find(".strip()") != std::string::npos || templateText.find("| trim") != std::string::npos ||
+                            templateText.find("|trim") != std::string::npos;
+        const std::string nl = newlines ? "\n" : "";
+        std::string out;
+        if (templateText.find("bos_token") != std::string::npos) out += "<s>";
+        return out + "<|user|>" + nl + (strips ? trim(userText) : userText) + "<|end|>" + nl + "<|assistant|>" + nl;
+    }
     return makeError(StatusCode::Unsupported,
-                     "chat template: not a ChatML (<|im_start|>), Llama 3 (<|start_header_id|>), Gemma (<start_of_turn>) or "
-                     "Llama 2 ([INST]) template; only these are supported (run without --chat to use the text as it is)");
+                     "chat template: not a ChatML (<|im_start|>), Llama 3 (<|start_header_id|>), Gemma (<start_of_turn>), "
+                     "Llama 2 ([INST]) or Phi (<|user|> … <|end|>) template; only these are supported (run without --chat to "
+                     "use the text as it is)");
 }
 
 } // namespace attn

@@ -14,7 +14,7 @@ run in a throwaway venv; CI never runs this script, it only reads what it wrote.
     here on CORPUS with each pre-tokeniser configured as those models' tokenizer.json files have it, saved as
     tests/model/data/bpe_<name>/tokenizer.json (fixtures the model tests reuse; vocabulary <= 1000).
   * Chat templates: apply_chat_template(add_generation_prompt=True) of one user turn, for SmolLM2's template
-    (from the GGUF), Qwen2's, Llama 3's and Llama 3.1's (written below).
+    (from the GGUF), Qwen2's, Llama 3's, Llama 3.1's, Phi-3's, Phi-3.5's and Phi-4-mini's (written below).
 
 Regenerate (from the repository root):
   /tmp/ref-venv/bin/python tests/model/make_bpe_goldens.py \
@@ -132,6 +132,21 @@ LLAMA31_TEMPLATE = ("{{- bos_token }}\n{%- if not date_string is defined %}\n   
                     "    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim"
                     " + '<|eot_id|>' }}\n{%- endfor %}\n{%- if add_generation_prompt %}\n"
                     "    {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}\n{%- endif %}\n")
+# Phi-3-mini's first template (its generation prompt inside the user turn, a BOS), Phi-3.5-mini's (and later
+# Phi-3's), and Phi-4-mini's (no newlines), as their tokenizer_config.json files have them. Phi-3's BOS is <s>.
+PHI3_TEMPLATE = ("{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') %}"
+                 "{{'<|user|>' + '\\n' + message['content'] + '<|end|>' + '\\n' + '<|assistant|>' + '\\n'}}"
+                 "{% elif (message['role'] == 'assistant') %}{{message['content'] + '<|end|>' + '\\n'}}{% endif %}{% endfor %}")
+PHI35_TEMPLATE = ("{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}"
+                  "{{'<|system|>\\n' + message['content'] + '<|end|>\\n'}}{% elif message['role'] == 'user' %}"
+                  "{{'<|user|>\\n' + message['content'] + '<|end|>\\n'}}{% elif message['role'] == 'assistant' %}"
+                  "{{'<|assistant|>\\n' + message['content'] + '<|end|>\\n'}}{% endif %}{% endfor %}"
+                  "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% else %}{{ eos_token }}{% endif %}")
+PHI4_MINI_TEMPLATE = ("{% for message in messages %}{% if message['role'] == 'system' and 'tools' in message and "
+                      "message['tools'] is not none %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|tool|>' + "
+                      "message['tools'] + '<|/tool|>' + '<|end|>' }}{% else %}{{ '<|' + message['role'] + '|>' + "
+                      "message['content'] + '<|end|>' }}{% endif %}{% endfor %}{% if add_generation_prompt %}"
+                      "{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}")
 CHAT_USERS = ["What is the capital of France?", "  two lines\nof text \n"]
 
 
@@ -256,6 +271,9 @@ def main():
                       ("llama31", LLAMA31_TEMPLATE)]:
         for user in CHAT_USERS:
             chat.append({"name": name, "template": tpl, "user": user, "expected": render_chat(tpl, user)})
+    for name, tpl in [("phi3", PHI3_TEMPLATE), ("phi35", PHI35_TEMPLATE), ("phi4_mini", PHI4_MINI_TEMPLATE)]:
+        for user in CHAT_USERS:
+            chat.append({"name": name, "template": tpl, "user": user, "expected": render_chat(tpl, user, bos="<s>")})
 
     goldens = {
         "format": "attnscope-bpe-goldens", "version": 1,

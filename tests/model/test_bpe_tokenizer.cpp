@@ -344,12 +344,13 @@ TEST(BpeTokenizer, ChatTemplatesMatchHuggingFace)
         ASSERT_TRUE(r.ok()) << c["name"] << ": " << r.status().message;
         EXPECT_EQ(*r, c["expected"].get<std::string>()) << c["name"];
     }
-    // Phi-3's <|user|> turns are not one of the recognised families.
-    auto phi3 = attn::applyChatTemplate("{% for m in messages %}<|user|>\n{{ m['content'] }}<|end|>\n{% endfor %}<|assistant|>\n", "hi");
-    ASSERT_FALSE(phi3.ok());
-    EXPECT_EQ(phi3.status().code, attn::StatusCode::Unsupported);
-    EXPECT_NE(phi3.status().message.find("not a ChatML (<|im_start|>), Llama 3 (<|start_header_id|>), Gemma (<start_of_turn>) or "
-                                         "Llama 2 ([INST]) template"), std::string::npos);
+    // OLMo 2's (Tülu's) <|user|> turns without <|end|> are not one of the recognised families.
+    auto tulu = attn::applyChatTemplate("{{ bos_token }}{% for m in messages %}{{ '<|user|>\\n' + m['content'] + '\\n' }}"
+                                        "{% endfor %}{{ '<|assistant|>\\n' }}", "hi");
+    ASSERT_FALSE(tulu.ok());
+    EXPECT_EQ(tulu.status().code, attn::StatusCode::Unsupported);
+    EXPECT_NE(tulu.status().message.find("not a ChatML (<|im_start|>), Llama 3 (<|start_header_id|>), Gemma (<start_of_turn>), "
+                                         "Llama 2 ([INST]) or Phi (<|user|> … <|end|>) template"), std::string::npos);
     auto empty = attn::applyChatTemplate("", "hi");
     ASSERT_FALSE(empty.ok());
     EXPECT_EQ(empty.status().code, attn::StatusCode::InvalidArgument);
