@@ -1,5 +1,6 @@
 // applyChatTemplate: one user turn and the assistant's generation prompt, for the chat-template families of the
-// decoder models attnscope opens (ChatML: SmolLM2, Qwen2; Llama 3; Gemma; Llama 2 / Mistral's [INST]; Phi-3 to Phi-4-mini). A
+// decoder models attnscope opens (ChatML: SmolLM2, Qwen2; Llama 3; Gemma; Llama 2 / Mistral's [INST]; Phi-3 to Phi-4-mini;
+// OLMo 2's Tülu turns). A
 // template is a Jinja program; rather
 // than run Jinja, we recognise the family by its special tokens and read the one literal that changes between
 // models of a family (ChatML's default system prompt, Llama 3.1's default date). The goldens in
@@ -55,7 +56,7 @@ std::string trim(const std::string& s)
 
 } // namespace
 
-Expected<std::string> applyChatTemplate(const std::string& templateText, const std::string& userText)
+Expected<std::string> applyChatTemplate(const std::string& templateText, const std::string& userText, const std::string& bosText)
 {
     if (templateText.empty()) return invalidArgument("chat template: the model has no chat template (it is empty)");
     if (templateText.find("<|im_start|>") != std::string::npos) {
@@ -120,10 +121,16 @@ Expected<std::string> applyChatTemplate(const std::string& templateText, const s
         if (templateText.find("bos_token") != std::string::npos) out += "<s>";
         return out + "<|user|>" + nl + (strips ? trim(userText) : userText) + "<|end|>" + nl + "<|assistant|>" + nl;
     }
+    if (templateText.find("<|user|>") != std::string::npos && templateText.find("<|assistant|>") != std::string::npos) {
+        // Tülu (OLMo 2): "<|user|>\n" + text + "\n", then "<|assistant|>\n"; its BOS is the model's own.
+        std::string out;
+        if (templateText.find("bos_token") != std::string::npos) out += bosText;
+        return out + "<|user|>\n" + userText + "\n<|assistant|>\n";
+    }
     return makeError(StatusCode::Unsupported,
                      "chat template: not a ChatML (<|im_start|>), Llama 3 (<|start_header_id|>), Gemma (<start_of_turn>), "
-                     "Llama 2 ([INST]) or Phi (<|user|> … <|end|>) template; only these are supported (run without --chat to "
-                     "use the text as it is)");
+                     "Llama 2 ([INST]), Phi (<|user|> … <|end|>) or Tülu (<|user|> … <|assistant|>) template; only these are "
+                     "supported (run without --chat to use the text as it is)");
 }
 
 } // namespace attn

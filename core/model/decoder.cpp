@@ -343,7 +343,8 @@ Expected<Encoding> encodeForDecoder(const DecoderModel& model, const std::string
     if (!chat) return model.tokenizer.encode(text, true);
     if (model.chatTemplate.empty())
         return makeError(StatusCode::Unsupported, model.name + " has no chat template: run without --chat");
-    auto wrapped = applyChatTemplate(model.chatTemplate, text);
+    const int bos = model.tokenizer.bos();
+    auto wrapped = applyChatTemplate(model.chatTemplate, text, bos >= 0 ? model.tokenizer.tokenText(bos) : std::string());
     if (!wrapped) return wrapped.status();
     // The template writes the special tokens itself (e.g. <|im_start|>), matched whole in the text.
     return model.tokenizer.encode(*wrapped, false);

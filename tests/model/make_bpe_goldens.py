@@ -14,7 +14,7 @@ run in a throwaway venv; CI never runs this script, it only reads what it wrote.
     here on CORPUS with each pre-tokeniser configured as those models' tokenizer.json files have it, saved as
     tests/model/data/bpe_<name>/tokenizer.json (fixtures the model tests reuse; vocabulary <= 1000).
   * Chat templates: apply_chat_template(add_generation_prompt=True) of one user turn, for SmolLM2's template
-    (from the GGUF), Qwen2's, Llama 3's, Llama 3.1's, Phi-3's, Phi-3.5's and Phi-4-mini's (written below).
+    (from the GGUF), Qwen2's, Llama 3's, Llama 3.1's, Phi-3's, Phi-3.5's, Phi-4-mini's and OLMo 2's (written below).
 
 Regenerate (from the repository root):
   /tmp/ref-venv/bin/python tests/model/make_bpe_goldens.py \
@@ -147,6 +147,13 @@ PHI4_MINI_TEMPLATE = ("{% for message in messages %}{% if message['role'] == 'sy
                       "message['tools'] + '<|/tool|>' + '<|end|>' }}{% else %}{{ '<|' + message['role'] + '|>' + "
                       "message['content'] + '<|end|>' }}{% endif %}{% endfor %}{% if add_generation_prompt %}"
                       "{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}")
+# OLMo 2's instruct template (Tülu's turns); its tokenizer's BOS is <|endoftext|>.
+OLMO2_TEMPLATE = ("{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}"
+                  "{{ '<|system|>\\n' + message['content'] + '\\n' }}{% elif message['role'] == 'user' %}"
+                  "{{ '<|user|>\\n' + message['content'] + '\\n' }}{% elif message['role'] == 'assistant' %}"
+                  "{% if not loop.last %}{{ '<|assistant|>\\n'  + message['content'] + eos_token + '\\n' }}"
+                  "{% else %}{{ '<|assistant|>\\n'  + message['content'] + eos_token }}{% endif %}{% endif %}"
+                  "{% if loop.last and add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}{% endfor %}")
 CHAT_USERS = ["What is the capital of France?", "  two lines\nof text \n"]
 
 
@@ -274,6 +281,9 @@ def main():
     for name, tpl in [("phi3", PHI3_TEMPLATE), ("phi35", PHI35_TEMPLATE), ("phi4_mini", PHI4_MINI_TEMPLATE)]:
         for user in CHAT_USERS:
             chat.append({"name": name, "template": tpl, "user": user, "expected": render_chat(tpl, user, bos="<s>")})
+    for user in CHAT_USERS:  # the model's BOS as the caller passes it (applyChatTemplate's bosText)
+        chat.append({"name": "olmo2", "template": OLMO2_TEMPLATE, "user": user, "bos": "<|endoftext|>",
+                     "expected": render_chat(OLMO2_TEMPLATE, user, bos="<|endoftext|>")})
 
     goldens = {
         "format": "attnscope-bpe-goldens", "version": 1,

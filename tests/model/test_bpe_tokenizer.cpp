@@ -340,17 +340,18 @@ TEST(BpeTokenizer, LongTextIsTheConcatenationOfItsLines)
 TEST(BpeTokenizer, ChatTemplatesMatchHuggingFace)
 {
     for (const json& c : goldens()["chat"]) {
-        auto r = attn::applyChatTemplate(c["template"], c["user"]);
+        auto r = attn::applyChatTemplate(c["template"], c["user"], c.value("bos", std::string()));
         ASSERT_TRUE(r.ok()) << c["name"] << ": " << r.status().message;
         EXPECT_EQ(*r, c["expected"].get<std::string>()) << c["name"];
     }
-    // OLMo 2's (Tülu's) <|user|> turns without <|end|> are not one of the recognised families.
-    auto tulu = attn::applyChatTemplate("{{ bos_token }}{% for m in messages %}{{ '<|user|>\\n' + m['content'] + '\\n' }}"
-                                        "{% endfor %}{{ '<|assistant|>\\n' }}", "hi");
-    ASSERT_FALSE(tulu.ok());
-    EXPECT_EQ(tulu.status().code, attn::StatusCode::Unsupported);
-    EXPECT_NE(tulu.status().message.find("not a ChatML (<|im_start|>), Llama 3 (<|start_header_id|>), Gemma (<start_of_turn>), "
-                                         "Llama 2 ([INST]) or Phi (<|user|> … <|end|>) template"), std::string::npos);
+    // Zephyr's <|user|> turns close with </s> and open the assistant's the same way: not a recognised family.
+    auto zephyr = attn::applyChatTemplate("{% for m in messages %}{{ '<|' + m['role'] + '|>\\n' + m['content'] + eos_token }}"
+                                          "{% endfor %}", "hi");
+    ASSERT_FALSE(zephyr.ok());
+    EXPECT_EQ(zephyr.status().code, attn::StatusCode::Unsupported);
+    EXPECT_NE(zephyr.status().message.find("not a ChatML (<|im_start|>), Llama 3 (<|start_header_id|>), Gemma (<start_of_turn>), "
+                                           "Llama 2 ([INST]), Phi (<|user|> … <|end|>) or Tülu (<|user|> … <|assistant|>) template"),
+              std::string::npos);
     auto empty = attn::applyChatTemplate("", "hi");
     ASSERT_FALSE(empty.ok());
     EXPECT_EQ(empty.status().code, attn::StatusCode::InvalidArgument);

@@ -904,6 +904,26 @@ TEST(DecoderLoad, HostileFamilyFilesNameTheProblem)
     }
 }
 
+TEST(DecoderChat, ATemplateThatWritesBosTokenGetsTheModelsOwnBos)
+{
+    // OLMo 2's template (Tülu's turns) writes bos_token without naming it: the tokenizer's BOS opens the text.
+    auto model = attn::loadDecoder(std::string(ATTNSCOPE_DECODER_DATA) + "/tiny_olmo2");
+    ASSERT_TRUE(model.ok()) << model.status().message;
+    const int bos = model->tokenizer.bos();
+    ASSERT_GE(bos, 0);
+    model->chatTemplate = "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
+                          "{{ '<|user|>\\n' + message['content'] + '\\n' }}{% endif %}"
+                          "{% if loop.last and add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}{% endfor %}";
+    auto chat = attn::encodeForDecoder(*model, "hello", true);
+    ASSERT_TRUE(chat.ok()) << chat.status().message;
+    ASSERT_FALSE(chat->ids.empty());
+    EXPECT_EQ(chat->ids.front(), bos);
+    EXPECT_EQ(std::count(chat->ids.begin(), chat->ids.end(), bos), 1);
+    std::string text;
+    for (std::size_t i = 1; i < chat->ids.size(); ++i) text += model->tokenizer.tokenText(chat->ids[i]);
+    EXPECT_EQ(text, "<|user|>\nhello\n<|assistant|>\n");
+}
+
 TEST(DecoderLoad, BadFilesAndDirectoriesNameTheProblem)
 {
     auto missing = attn::loadDecoder("no/such/model.gguf");

@@ -101,8 +101,15 @@ private:
 //     "<start_of_turn>user\n{text, trimmed}<end_of_turn>\n<start_of_turn>model\n";
 //   Llama 2 / Mistral (the template has "[INST]"): "<s>" when the template writes bos_token, then
 //     "[INST] {text} [/INST]" (the text trimmed when the template trims it, as Llama 2's does and Mistral's not).
-// The result already holds the template's special tokens: encode it with addSpecial = false.
+//   Phi (the template has "<|end|>" and "<|assistant|>", Phi-3 to Phi-4-mini): "<s>" when the template writes
+//     bos_token, "<|user|>\n{text}<|end|>\n<|assistant|>\n" (no newlines where the template writes none: Phi-4-mini).
+//   Tülu (the template has "<|user|>" and "<|assistant|>" but no "<|end|>", as OLMo 2's): `bosText` when the
+//     template writes bos_token, then "<|user|>\n{text}\n<|assistant|>\n".
+// `bosText` is the model's BOS token as text (the tokenizer's), for the families whose BOS the template does not
+// name; the others write their own. The result already holds the template's special tokens: encode it with
+// addSpecial = false.
 // Unsupported for any other template (naming the supported kinds); InvalidArgument for an empty template.
-Expected<std::string> applyChatTemplate(const std::string& templateText, const std::string& userText);
+Expected<std::string> applyChatTemplate(const std::string& templateText, const std::string& userText,
+                                        const std::string& bosText = "");
 
 } // namespace attn
