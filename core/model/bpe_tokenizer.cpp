@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 
@@ -407,7 +408,7 @@ struct PreName {
 };
 constexpr PreName kPreNames[] = {
     {"gpt-2", PreKind::Gpt2},           // GPT-2
-    {"gpt2", PreKind::Gpt2},            // as written by earlier attnscope fixtures and some converters
+    {"gpt2", PreKind::Gpt2},            // as attnscope's own test fixtures write it
     {"olmo", PreKind::Gpt2},            // GPT-NeoX-20B's tokenizer: Pythia, OLMo 1
     {"mpt", PreKind::Gpt2},             // the same tokenizer, hashed first to MPT's name
     {"llama-bpe", PreKind::Llama3},     // Llama 3.x
@@ -424,13 +425,12 @@ constexpr PreName kPreNames[] = {
     {"default", PreKind::Default},
 };
 
-const PreKind* preKindOf(const std::string& pre)
+std::optional<PreKind> preKindOf(const std::string& pre)
 {
-    static constexpr PreKind kDefault = PreKind::Default;
-    if (pre.empty()) return &kDefault;
+    if (pre.empty()) return PreKind::Default;
     for (const PreName& n : kPreNames)
-        if (pre == n.name) return &n.kind;
-    return nullptr;
+        if (pre == n.name) return n.kind;
+    return std::nullopt;
 }
 
 std::string supportedPreNames()
@@ -462,8 +462,8 @@ Expected<BpeTokenizer> BpeTokenizer::fromSpec(const BpeVocabSpec& spec)
         p.steps.push_back(std::move(*s));
         return Status::success();
     };
-    const PreKind* kind = preKindOf(pre);
-    if (kind == nullptr)
+    const std::optional<PreKind> kind = preKindOf(pre);
+    if (!kind)
         return makeError(StatusCode::Unsupported, where + ".pre \"" + clipForMessage(pre) + "\" is not supported (supported: " +
                                                       supportedPreNames() + ")");
     switch (*kind) {

@@ -1,9 +1,8 @@
 // applyChatTemplate: one user turn and the assistant's generation prompt, for the chat-template families of the
-// decoder models attnscope opens (ChatML: SmolLM2, Qwen2; Llama 3; Gemma; Llama 2 / Mistral's [INST]; Phi-3 to Phi-4-mini;
-// OLMo 2's Tülu turns). A
-// template is a Jinja program; rather
-// than run Jinja, we recognise the family by its special tokens and read the one literal that changes between
-// models of a family (ChatML's default system prompt, Llama 3.1's default date). The goldens in
+// decoder models attnscope opens (ChatML: SmolLM2, Qwen2; Llama 3; Gemma; Llama 2 / Mistral's [INST]; Phi-3 to
+// Phi-4-mini; OLMo 2's Tülu turns). A template is a Jinja program; rather than run Jinja, we recognise the family by
+// its special tokens and read the one literal that changes between models of a family (ChatML's default system
+// prompt, Llama 3.1's default date). The goldens in
 // tests/model/goldens/bpe_goldens.json are Hugging Face's apply_chat_template renderings of real templates.
 #include "attnscope/bpe_tokenizer.h"
 

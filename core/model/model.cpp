@@ -163,11 +163,12 @@ Expected<Model> loadModel(const std::string& dirIn)
     std::string dir = dirIn;
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
     struct stat st {};
-    if (stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+    const bool exists = stat(dir.c_str(), &st) == 0;
+    if (exists && !S_ISDIR(st.st_mode))
         return makeError(StatusCode::IoError, dir + " is a file, not a model: expected a .gguf file (a decoder) or a "
                                               "model directory (config.json, model.safetensors and tokenizer.json or "
                                               "vocab.txt in it)");
-    if (stat(dir.c_str(), &st) != 0)
+    if (!exists)
         return makeError(StatusCode::IoError, "model directory " + dir + " does not exist (expected config.json, "
                                               "model.safetensors and tokenizer.json or vocab.txt in it)");
     Model m;
