@@ -15,6 +15,8 @@
 #include <string>
 
 namespace attn {
+using detail::iq4xsScale;
+using detail::kIq4Levels;
 using detail::scaleMinK4;
 
 // [SECTION] type table
@@ -321,9 +323,6 @@ void dequantQ6_K(const std::uint8_t* b, float* y)
 
 // [SECTION] IQ4 (non-linear 4-bit)
 
-// The 16 levels a 4-bit IQ4 code stands for (GGML's kvalues_iq4nl): denser near 0, where weights are.
-constexpr std::int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-
 // block_iq4_nl: half d; uint8 qs[16] (nibbles as Q4_0).   y = d · level[q]
 void dequantIQ4_NL(const std::uint8_t* b, float* y)
 {
@@ -336,17 +335,13 @@ void dequantIQ4_NL(const std::uint8_t* b, float* y)
 }
 
 // block_iq4_xs: half d; uint16 scales_h; uint8 scales_l[4]; uint8 qs[128]. Sub-block j (32 elements, nibbles as
-// Q4_0 in qs[16·j .. +16]) has a 6-bit scale: low 4 bits = nibble (j % 2) of scales_l[j / 2], high 2 bits = bits
-// 2j..2j+1 of scales_h; biased by 32.   y = (d · (scale_j − 32)) · level[q]
+// Q4_0 in qs[16·j .. +16]) has a 6-bit scale biased by 32 (iq4xsScale).   y = (d · (scale_j − 32)) · level[q]
 void dequantIQ4_XS(const std::uint8_t* b, float* y)
 {
     const float d = halfAt(b);
-    const std::uint16_t scalesH = le16(b + 2);
-    const std::uint8_t* scalesL = b + 4;
     const std::uint8_t* qs = b + 8;
     for (int j = 0; j < kQKK / kQK; ++j) {
-        const int ls = ((scalesL[j / 2] >> (4 * (j % 2))) & 0x0f) | (((scalesH >> (2 * j)) & 3) << 4);
-        const float dl = d * float(ls - 32);
+        const float dl = d * float(iq4xsScale(b, j));
         const std::uint8_t* q = qs + 16 * j;
         float* out = y + kQK * j;
         for (int l = 0; l < kQK / 2; ++l) {

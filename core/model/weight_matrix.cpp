@@ -31,6 +31,7 @@ namespace attn {
 using detail::taskCols;
 using detail::forTasks;
 using detail::worthTeam;
+using detail::iq4xsScale;
 using detail::scaleMinK4;
 
 // -----------------------------------------------------------------------------------------------------
@@ -476,12 +477,12 @@ void rowQ6_K(const std::uint8_t* row, float* y, std::int64_t in)
     });
 }
 
-// IQ4_NL and IQ4_XS: each nibble indexes 16 non-linear levels (GGML's kvalues_iq4nl, as in ggml_quants.cpp), looked
+// IQ4_NL and IQ4_XS: each nibble indexes 16 non-linear levels (detail::kIq4Levels, as in ggml_quants.cpp), looked
 // up 16 at a time by one byte shuffle. The 32 levels of a block's 16 bytes in element order (low nibbles are
 // elements 0…15, high ones 16…31), as signed bytes.
 inline __m256i iq4Levels(const std::uint8_t* qs)
 {
-    const __m128i table = _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    const __m128i table = _mm_load_si128(reinterpret_cast<const __m128i*>(detail::kIq4Levels));
     __m128i lo, hi;
     nibbles(qs, lo, hi);
     return _mm256_set_m128i(_mm_shuffle_epi8(table, hi), _mm_shuffle_epi8(table, lo));
@@ -494,14 +495,6 @@ float dotIQ4_NL(const std::uint8_t* row, const float* x, const float*, std::int6
     for (std::int64_t b = 0; b < in / 32; ++b, row += 18, x += 32)
         acc = _mm256_fmadd_ps(_mm256_set1_ps(halfAt(row)), dot32s(iq4Levels(row + 2), x), acc);
     return hsum(acc);
-}
-
-// The 6-bit scale of sub-block j of an IQ4_XS block, less its bias of 32 (as dequantIQ4_XS).
-inline int iq4xsScale(const std::uint8_t* blk, int j)
-{
-    std::uint16_t h;
-    std::memcpy(&h, blk + 2, 2);
-    return (((blk[4 + j / 2] >> (4 * (j % 2))) & 0x0f) | (((h >> (2 * j)) & 3) << 4)) - 32;
 }
 
 // block_iq4_xs: half d; 16 bits and 4 bytes of 6-bit scales; 128 bytes of nibbles, 16 per sub-block of 32.
