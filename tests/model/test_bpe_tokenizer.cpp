@@ -216,7 +216,7 @@ TEST(BpeTokenizer, SpecAndTokenizerJsonAgree)
     }
 }
 
-TEST(BpeTokenizer, Llama3sNamesTakeAWholeWordTokenAndDbrxsMergeToIt)
+TEST(BpeTokenizer, WholePieceNamesTakeAWholeWordTokenAndTheOthersMergeToIt)
 {
     // A vocabulary token no merge makes (GPT-2's vocabulary plus "Ġzqxj"): Llama 3's names ignore merges when the
     // whole pre-token is a token (as llama.cpp and tokenizer.json's ignore_merges), and so does "tekken"; "dbrx",
