@@ -14,6 +14,7 @@
 #include <attnscope/synthetic_decoder.h>
 #include <attnscope/preset_io.h>
 #include <attnscope/qk_attribution.h>
+#include <attnscope/weight_formats.h>
 
 #include <nlohmann/json.hpp>
 
@@ -467,6 +468,14 @@ int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path)
     head["model"] = {{"name", model->name}, {"family", attn::toString(c.family)}, {"architecture", c.architecture},
                      {"layers", c.layers}, {"heads", c.heads}, {"kv_heads", c.kvHeads}, {"d_model", c.hidden},
                      {"vocab", c.vocab}};
+    // The matrices' storage (a quantized file's maps are those of its quantized weights), most weights first.
+    const std::vector<attn::WeightFormat> formats = attn::weightFormats(*model);
+    json weights = json::array();
+    for (const attn::WeightFormat& f : formats)
+        weights.push_back({{"type", attn::ggmlTypeName(f.type)}, {"matrices", f.matrices}, {"weights", f.weights},
+                           {"bytes", f.bytes}, {"bits_per_weight", f.bitsPerWeight()}});
+    head["model"]["weights"] = weights;
+    head["model"]["bits_per_weight"] = attn::bitsPerWeight(formats);
     head["token_ids"] = run->encoding.ids;
     head["tokens"] = run->encoding.tokens;
     json ablated = json::array();

@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
 
 namespace app {
 namespace {
@@ -669,6 +670,53 @@ void drawOpenButtons(AppState& state)
     }
 }
 
+// The decoder's weight matrices by storage type: "weights: 5.1 bits a weight, Q4_1 79%, Q8_0 21%" (each type and
+// its share joined by a no-break space, so that the sidebar's wrapping keeps them together), each type's matrices,
+// weights and bytes on hover.
+void drawWeightFormats(AppState& state)
+{
+    const ModelState& m = state.model;
+    if (m.weightFormats.empty()) return;
+    std::int64_t all = 0;
+    for (const attn::WeightFormat& f : m.weightFormats) all += f.weights;
+    char text[64];
+    std::snprintf(text, sizeof text, "weights: %.2g bits a weight", attn::bitsPerWeight(m.weightFormats));
+    std::string line = text;
+    for (const attn::WeightFormat& f : m.weightFormats) {
+        std::snprintf(text, sizeof text, ", %s\u00a0%.0f%%", attn::ggmlTypeName(f.type), 100.0 * double(f.weights) / double(all));
+        line += text;
+    }
+    ImGui::TextDisabled("%s", line.c_str());
+    state.recordRect("control/model_weights", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (!ImGui::IsItemHovered()) return;
+    ImGui::BeginTooltip();
+    ImGui::TextUnformatted("The weight matrices (projections, feed-forward, embedding, LM head) as the model holds them;\n"
+                           "norms and biases are float32. The maps are those of these weights.");
+    if (m.decoder->format != "gguf")
+        ImGui::TextUnformatted("A Hugging Face directory's weights are float32 in memory, whatever their dtype on disk.");
+    if (ImGui::BeginTable("weight_formats", 5, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg)) {
+        for (const char* h : {"storage", "matrices", "weights", "bytes", "bits a weight"}) ImGui::TableSetupColumn(h);
+        ImGui::TableHeadersRow();
+        for (const attn::WeightFormat& f : m.weightFormats) {
+            ImGui::TableNextRow();
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(attn::ggmlTypeName(f.type));
+            ImGui::TableNextColumn();
+            ImGui::Text("%d", f.matrices);
+            ImGui::TableNextColumn();
+            ImGui::Text("%.1f M", double(f.weights) / 1e6);
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(formatBytes(f.bytes).c_str());
+            ImGui::TableNextColumn();
+            ImGui::Text("%.2f", f.bitsPerWeight());
+        }
+        ImGui::EndTable();
+    }
+    const ImVec2 pos = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
+    state.recordRect("model/weights_tooltip", pos, ImVec2(pos.x + size.x, pos.y + size.y));
+    ImGui::EndTooltip();
+}
+
 } // namespace
 
 void drawModelSidebar(AppState& state)
@@ -683,6 +731,7 @@ void drawModelSidebar(AppState& state)
         if (c.kvHeads != c.heads) ImGui::TextDisabled("grouped-query: %d heads share each of %d KV heads", c.heads / c.kvHeads, c.kvHeads);
         ImGui::TextDisabled("d_model %d, d_k %d per head, vocabulary %d", c.hidden, c.headDim, c.vocab);
         ImGui::TextDisabled("context %d tokens, %s", c.maxPositions, m.decoder->format.c_str());
+        drawWeightFormats(state);
     } else {
         const attn::ModelConfig& c = m.model->config;
         ImGui::TextDisabled("%s, %d layers × %d heads", c.modelType.empty() ? "model" : c.modelType.c_str(), c.layers, c.heads);

@@ -1124,6 +1124,7 @@ void installModel(AppState& state, LoadedModel loaded, const std::string& dir)
     closeBundle(m.longView);
     m.model.reset();
     m.decoder.reset();
+    m.weightFormats.clear();
     if (auto* model = std::get_if<attn::Model>(&loaded)) {
         for (const attn::EncoderLayer& layer : model->layers) {
             auto w = std::make_shared<attn::AttentionInput>(layer.attention);
@@ -1137,6 +1138,7 @@ void installModel(AppState& state, LoadedModel loaded, const std::string& dir)
     } else {
         auto& decoder = std::get<attn::DecoderModel>(loaded);
         m.wanted.weights.assign(decoder.layers.size(), nullptr);  // the model's own W^O until one is edited
+        m.weightFormats = attn::weightFormats(decoder);  // before the worker owns (and may edit) the layers
         auto worker = std::make_shared<ModelWorker>(std::move(decoder));
         m.decoder = std::shared_ptr<const attn::DecoderModel>(worker, &worker->decoder());
         m.worker = std::move(worker);

@@ -21,6 +21,7 @@
 #include <attnscope/interp.h>
 #include <attnscope/model.h>
 #include <attnscope/qk_attribution.h>
+#include <attnscope/weight_formats.h>
 
 #include "state/bundle_state.h"
 #include "view/model_grid.h"
@@ -232,6 +233,8 @@ struct ModelState {
     // Or a decoder language model (then `model` is null). The UI reads its name, config, tokenizer, final norm
     // and unembedding (never written after loading); its layers belong to the worker.
     std::shared_ptr<const attn::DecoderModel> decoder;
+    // The decoder's weight matrices by storage type, as loaded (the sidebar's summary; empty for an encoder).
+    std::vector<attn::WeightFormat> weightFormats;
     std::optional<attn::DecoderRun> drun;   // the decoder's last complete run (what every view shows)
     // Next-token predictions (decoders): of the token at `predictPosition` (-1 = the last), top `topK` at
     // `temperature`; recomputed when the run or these change. `before*`: the logits at that position in the run

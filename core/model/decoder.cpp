@@ -12,6 +12,7 @@
 #include "attnscope/colormap.h"  // poolMax
 #include "attnscope/gguf.h"
 #include "attnscope/preset_io.h"  // readFile, checkJsonDepth, clipForMessage
+#include "attnscope/weight_formats.h"
 #include "decoder_device_run.h"
 #include "decoder_family.h"
 #include "decoder_tokenizer.h"
@@ -22,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cmath>
 #include <cstdio>
@@ -272,6 +274,16 @@ Status detail::assembleDecoder(WeightSource& w, DecoderModel& m)
     return attn::checkModel(m);
 }
 
+namespace {
+
+// A layer's weight matrices (those a family does not use are empty).
+std::array<const WeightMatrix*, 9> layerMatrices(const DecoderLayer& L)
+{
+    return {&L.Wq, &L.Wk, &L.Wv, &L.Wo, &L.Wgate, &L.Wup, &L.Wdown, &L.Wfc, &L.Wproj};
+}
+
+} // namespace
+
 std::size_t DecoderModel::denseWeightBytes() const
 {
     auto v = [](const auto& m) { return static_cast<std::size_t>(m.size()) * sizeof(float); };
@@ -280,7 +292,7 @@ std::size_t DecoderModel::denseWeightBytes() const
     for (const DecoderLayer& L : layers) {
         b += v(L.attnNormGamma) + v(L.attnNormBeta) + v(L.ffnNormGamma) + v(L.ffnNormBeta);
         b += v(L.bq) + v(L.bk) + v(L.bv) + v(L.bo) + v(L.bfc) + v(L.bproj);
-        for (const WeightMatrix* w : {&L.Wq, &L.Wk, &L.Wv, &L.Wo, &L.Wgate, &L.Wup, &L.Wdown, &L.Wfc, &L.Wproj}) b += w->denseBytes();
+        for (const WeightMatrix* w : layerMatrices(L)) b += w->denseBytes();
     }
     return b;
 }
@@ -289,8 +301,39 @@ std::size_t DecoderModel::streamedWeightBytes() const
 {
     std::size_t b = unembedding().streamedBytes() + static_cast<std::size_t>(config.hidden) * sizeof(float);
     for (const DecoderLayer& L : layers)
-        for (const WeightMatrix* w : {&L.Wq, &L.Wk, &L.Wv, &L.Wo, &L.Wgate, &L.Wup, &L.Wdown, &L.Wfc, &L.Wproj}) b += w->streamedBytes();
+        for (const WeightMatrix* w : layerMatrices(L)) b += w->streamedBytes();
     return b;
+}
+
+std::vector<WeightFormat> weightFormats(const DecoderModel& model)
+{
+    std::vector<WeightFormat> formats;
+    auto add = [&](const WeightMatrix& w) {
+        if (w.empty()) return;
+        auto it = std::find_if(formats.begin(), formats.end(), [&](const WeightFormat& f) { return f.type == w.type(); });
+        if (it == formats.end()) it = formats.insert(formats.end(), WeightFormat{w.type(), 0, 0, 0});
+        it->matrices += 1;
+        it->weights += std::int64_t(w.inputs()) * std::int64_t(w.outputs());
+        it->bytes += w.streamedBytes();
+    };
+    add(model.tokenEmbeddings);
+    add(model.lmHead);  // empty when tied: the embedding is counted once
+    for (const DecoderLayer& L : model.layers)
+        for (const WeightMatrix* w : layerMatrices(L)) add(*w);
+    std::sort(formats.begin(), formats.end(), [](const WeightFormat& a, const WeightFormat& b) {
+        return a.weights != b.weights ? a.weights > b.weights : a.type < b.type;
+    });
+    return formats;
+}
+
+double bitsPerWeight(const std::vector<WeightFormat>& formats)
+{
+    WeightFormat all;
+    for (const WeightFormat& f : formats) {
+        all.weights += f.weights;
+        all.bytes += f.bytes;
+    }
+    return all.bitsPerWeight();
 }
 
 Expected<DecoderConfig> parseDecoderConfig(const std::string& text, const std::string& file)

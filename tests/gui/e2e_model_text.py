@@ -7,6 +7,7 @@ A decoder (the tiny llama GGUF, a context of 128 tokens) opened with a short tex
    stays open and names what is wrong; the text and its run stay.
 3. A text of more than 128 tokens: it becomes the text, cut at the context, and the sidebar says so while the
    run is shown; the dialog closes.
+4. The sidebar's line of the weights' storage shows each type on hover.
 
 Helpers (layout.json rectangles, pointer moves held over frames) in e2e_common.py.
 """
@@ -75,6 +76,12 @@ def run(app, a):
     if "model/open_text_path" in l["rects"]:
         fail("the dialog is still open after the text was opened")
     print("long text: cut at 128 tokens, the sidebar says so, the dialog closed")
+
+    # ---- 4. the sidebar's weights line, each type on hover -------------------------------------------------
+    x0, y0, x1, y1 = app.rect("control/model_weights")
+    app.move(int((x0 + x1) / 2), int((y0 + y1) / 2))
+    wait_for(lambda: (l := app.layout()) and "model/weights_tooltip" in l["rects"], "the weights' tooltip on hover")
+    print("sidebar: the weights' storage, its types on hover")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 // ablation recompute; the burst team an appended token's products run on. SmolLM2's case skips when scripts/setup.sh has not installed it.
 #include <attnscope/decoder.h>
 #include <attnscope/gguf.h>
+#include <attnscope/weight_formats.h>
 #include <attnscope/weight_matrix.h>
 
 #include "burst_team.h"
@@ -18,6 +19,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -569,6 +571,122 @@ TEST(WeightMatrixModels, TinyGgufsEqualTheirFloat32Path)
     ASSERT_TRUE(iq4.ok()) << iq4.status().message;
     EXPECT_EQ(iq4->layers[1].Wdown.type(), GgmlType::IQ4_NL);
     EXPECT_EQ(iq4->tokenEmbeddings.type(), GgmlType::IQ4_NL);
+}
+
+// The file's own account, read apart from the decoder's loading: every 2-D tensor's values and bytes by type (the
+// fixtures below have no 2-D tensor that is not a weight matrix: no GPT-2 position table).
+std::map<GgmlType, attn::WeightFormat> formatsOfFile(const std::string& path)
+{
+    auto file = attn::GgufFile::open(path);
+    EXPECT_TRUE(file.ok()) << file.status().message;
+    std::map<GgmlType, attn::WeightFormat> byType;
+    if (!file.ok()) return byType;
+    for (const attn::GgufTensorInfo& t : file->tensors()) {
+        if (t.dims.size() != 2) continue;
+        attn::WeightFormat& f = byType[t.type];
+        f.type = t.type;
+        f.weights += t.elements();
+        f.bytes += t.bytes;
+    }
+    return byType;
+}
+
+void expectFormatsOfFile(const std::vector<attn::WeightFormat>& formats, const std::string& path)
+{
+    const std::map<GgmlType, attn::WeightFormat> file = formatsOfFile(path);
+    ASSERT_EQ(formats.size(), file.size());
+    for (std::size_t i = 0; i < formats.size(); ++i) {
+        SCOPED_TRACE(attn::ggmlTypeName(formats[i].type));
+        ASSERT_TRUE(file.count(formats[i].type));
+        EXPECT_EQ(formats[i].weights, file.at(formats[i].type).weights);
+        EXPECT_EQ(formats[i].bytes, file.at(formats[i].type).bytes);
+        if (i > 0) {
+            EXPECT_GE(formats[i - 1].weights, formats[i].weights);  // most weights first
+        }
+    }
+}
+
+TEST(WeightMatrixModels, WeightFormatsCountEveryMatrixOnceByItsStorage)
+{
+    const std::string data = ATTNSCOPE_DECODER_DATA;
+    // Every family's layout: separate and fused projections (Phi-3's split at load), tied embeddings (Gemma 3),
+    // untied (Llama).
+    for (const char* f : {"tiny_llama.gguf", "tiny_llama_iq4nl.gguf", "tiny_phi3.gguf", "tiny_gemma3.gguf", "tiny_qwen3.gguf"}) {
+        SCOPED_TRACE(f);
+        auto m = attn::loadDecoder(data + "/" + f);
+        ASSERT_TRUE(m.ok()) << m.status().message;
+        expectFormatsOfFile(attn::weightFormats(*m), data + "/" + f);
+    }
+
+    // The IQ4_NL file: 16 matrices (embedding, LM head, 7 a layer × 2) at 18 bytes a block of 32 values.
+    auto iq4 = attn::loadDecoder(data + "/tiny_llama_iq4nl.gguf");
+    ASSERT_TRUE(iq4.ok()) << iq4.status().message;
+    std::vector<attn::WeightFormat> formats = attn::weightFormats(*iq4);
+    ASSERT_EQ(formats.size(), 1u);
+    EXPECT_EQ(formats[0].type, GgmlType::IQ4_NL);
+    EXPECT_EQ(formats[0].matrices, 16);
+    EXPECT_DOUBLE_EQ(formats[0].bitsPerWeight(), 4.5);
+    EXPECT_DOUBLE_EQ(attn::bitsPerWeight(formats), 4.5);
+    const std::int64_t all = formats[0].weights;
+
+    // An edited W^O is held dense: it moves to F32 with its float32 bytes.
+    const std::int64_t wo = iq4->layers[1].Wo.inputs() * iq4->layers[1].Wo.outputs();
+    iq4->layers[1].Wo.edit()(0, 0) += 1.0f;
+    formats = attn::weightFormats(*iq4);
+    ASSERT_EQ(formats.size(), 2u);
+    EXPECT_EQ(formats[0].type, GgmlType::IQ4_NL);
+    EXPECT_EQ(formats[0].matrices, 15);
+    EXPECT_EQ(formats[0].weights, all - wo);
+    EXPECT_EQ(formats[1].type, GgmlType::F32);
+    EXPECT_EQ(formats[1].matrices, 1);
+    EXPECT_EQ(formats[1].weights, wo);
+    EXPECT_EQ(formats[1].bytes, std::size_t(wo) * sizeof(float));
+    EXPECT_DOUBLE_EQ(attn::bitsPerWeight(formats), (4.5 * double(all - wo) + 32.0 * double(wo)) / double(all));
+
+    // Dequantized at load: the same matrices, every one float32.
+    auto dense = attn::loadDecoder(data + "/tiny_llama_iq4nl.gguf", attn::DecoderLoadOptions{true});
+    ASSERT_TRUE(dense.ok()) << dense.status().message;
+    formats = attn::weightFormats(*dense);
+    ASSERT_EQ(formats.size(), 1u);
+    EXPECT_EQ(formats[0].type, GgmlType::F32);
+    EXPECT_EQ(formats[0].matrices, 16);
+    EXPECT_EQ(formats[0].weights, all);
+    EXPECT_DOUBLE_EQ(attn::bitsPerWeight(formats), 32.0);
+
+    // A Hugging Face directory: float32 as loaded, the tied embedding once (tiny Gemma 3: no lm_head).
+    auto hf = attn::loadDecoder(data + "/tiny_gemma3");
+    auto gguf = attn::loadDecoder(data + "/tiny_gemma3.gguf");
+    ASSERT_TRUE(hf.ok() && gguf.ok());
+    EXPECT_TRUE(hf->lmHead.empty());
+    formats = attn::weightFormats(*hf);
+    ASSERT_EQ(formats.size(), 1u);
+    EXPECT_EQ(formats[0].type, GgmlType::F32);
+    EXPECT_EQ(formats[0].matrices, 1 + 7 * hf->config.layers);
+    EXPECT_EQ(formats[0].weights, attn::weightFormats(*gguf)[0].weights);
+
+    EXPECT_TRUE(attn::weightFormats(attn::DecoderModel{}).empty());
+    EXPECT_EQ(attn::bitsPerWeight({}), 0.0);
+}
+
+TEST(WeightMatrixModels, SmolLM2sFormatsAreItsFilesQ4_1LayersAndQ8_0Embedding)
+{
+    if (!std::filesystem::exists(ATTNSCOPE_SMOLLM2)) GTEST_SKIP() << "SmolLM2 is not installed (scripts/setup.sh)";
+    auto m = attn::loadDecoder(ATTNSCOPE_SMOLLM2);
+    ASSERT_TRUE(m.ok()) << m.status().message;
+    const std::vector<attn::WeightFormat> formats = attn::weightFormats(*m);
+    expectFormatsOfFile(formats, ATTNSCOPE_SMOLLM2);
+    ASSERT_EQ(formats.size(), 2u);
+    // 30 layers of 7 matrices (106.2 M weights at 20 bytes a block of 32: 5 bits), the tied embedding (28.3 M at 34
+    // bytes a block of 32: 8.5 bits).
+    EXPECT_EQ(formats[0].type, GgmlType::Q4_1);
+    EXPECT_EQ(formats[0].matrices, 210);
+    EXPECT_DOUBLE_EQ(formats[0].bitsPerWeight(), 5.0);
+    EXPECT_EQ(formats[1].type, GgmlType::Q8_0);
+    EXPECT_EQ(formats[1].matrices, 1);
+    EXPECT_DOUBLE_EQ(formats[1].bitsPerWeight(), 8.5);
+    EXPECT_EQ(formats[1].weights, std::int64_t(49152) * 576);
+    // Their sum is what one appended token streams, less the final norm.
+    EXPECT_EQ(formats[0].bytes + formats[1].bytes, m->streamedWeightBytes() - 576 * sizeof(float));
 }
 
 TEST(WeightMatrixModels, SmolLM2EqualsItsFloat32Path)
