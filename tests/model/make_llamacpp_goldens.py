@@ -1,0 +1,155 @@
+"""Makes tests/model/goldens/llamacpp_parity.json, the golden of test_llamacpp_golden.cpp: what llama.cpp itself makes
+of the two GGUF files scripts/setup.sh installs (SmolLM2-135M-Instruct Q4_1, gemma-3-270m Q4_K_M).
+
+The other decoder goldens come from Hugging Face transformers on the files' weights dequantized to float32: they
+check attnscope's math against another implementation of each family. This one checks the files as the program most
+people run them with reads them:
+- its tokenizer on hard texts, special tokens parsed as llama.cpp's programs (llama-cli, llama-server) parse a
+  prompt's: the ids must be equal, token for token;
+- `f32`: its forward on the file's weights dequantized to float32 (a GGUF written here by gguf-py, every tensor
+  F32) with a float32 KV cache and no flash attention: the same arithmetic attnscope does (float32 activations
+  against the file's dequantized blocks), so the logits at every position must agree as closely as the
+  transformers goldens do;
+- `shipped`: its forward on the file as shipped with its defaults (the blocks multiplied with activations
+  quantized to 8 bits, a float16 KV cache): what a llama.cpp user sees. Its distance from `f32` at each position
+  (`deviation`) is llama.cpp's own spread between two ways of computing the same model; attnscope's prediction
+  must be llama.cpp's wherever llama.cpp's margin between its first two tokens is wider than that spread.
+
+The file (JSON):
+  format, version, llama_cpp   "attnscope-llamacpp-golden", 1, the llama-cpp-python version that made it
+  models.<key>                 file (the GGUF's name), sha256 (of the file), tokenize (per text: text, ids with the
+                               BOS the file asks for), runs (per text: text, ids, and for `f32` and `shipped` per
+                               position the 8 largest logits' ids and values, largest first, and the log-sum-exp of
+                               the row; `deviation` per position: the largest |shipped − f32| over the whole row)
+
+Regenerate (a throwaway venv; llama-cpp-python builds llama.cpp from its sources, about 25 minutes on 2 cores; the
+float32 copies are written to --scratch, 0.5 and 1.1 GB, and removed):
+  python3 -m venv /tmp/llama-venv && CMAKE_ARGS="-DGGML_NATIVE=ON" /tmp/llama-venv/bin/pip install \\
+      llama-cpp-python==0.3.36 gguf==0.17.1 numpy
+  /tmp/llama-venv/bin/python tests/model/make_llamacpp_goldens.py --models build/models --scratch /tmp
+"""
+import argparse
+import hashlib
+import json
+import pathlib
+
+import gguf
+import llama_cpp
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parent
+TOP = 8
+
+MODELS = {
+    "smollm2": "SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf",
+    "gemma3": "gemma-3-270m/gemma-3-270m-q4_k_m.gguf",
+}
+
+# The tokenizers' hard cases: spaces and their runs, newlines and tabs, digits, contractions, case, punctuation,
+# accents, scripts without spaces, emoji (multi-byte and joined), byte fallback, code, a special token's text typed
+# as plain text.
+TOKENIZE = [
+    "The capital of France is",
+    "When Mary and John went to the store, John gave a drink to",
+    "  two leading spaces",
+    "trailing spaces   ",
+    "a\n\nb\tc\r\nd",
+    "    def f(x):\n        return x ** 2  # square\n",
+    "1234567 + 89 = 1234656; 3.14159, 1e-5, 0x1F",
+    "I'm sure they'll say it's JOHN's, we've seen",
+    "HELLO World hELLo",
+    "Ünïcödé façade naïve coöperate résumé",
+    "日本語のテキストと中文文本",
+    "Привет, мир! Γειά σου κόσμε. مرحبا بالعالم",
+    "emoji 🙂🎉 and 👩‍👩‍👧 family",
+    "<start_of_turn>user not a special token here",
+    "a" * 40,
+    "naïve\u00a0no-break\u2003em space",
+    "",
+]
+
+RUNS = [
+    "The capital of France is",
+    "When Mary and John went to the store, John gave a drink to",
+    "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) +",
+]
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def dequantized_copy(src, dst):
+    """The GGUF `src` with every tensor dequantized to F32 (gguf-py's dequantizers), its metadata as it was."""
+    r = gguf.GGUFReader(str(src))
+    w = gguf.GGUFWriter(str(dst), r.fields["general.architecture"].contents())
+    for name, f in r.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue
+        vtype = f.types[0]
+        w.add_key_value(name, f.contents(), vtype, f.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None)
+    for t in r.tensors:
+        w.add_tensor(t.name, np.ascontiguousarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def rows_of(llm, ids):
+    llm.reset()
+    llm.eval(ids)
+    return np.asarray(llm.scores[: len(ids)], dtype=np.float64)
+
+
+def top_of(rows):
+    out = []
+    for row in rows:
+        top = np.argsort(-row, kind="stable")[:TOP]
+        m = row.max()
+        out.append({"top_ids": [int(i) for i in top], "top_logits": [round(float(row[i]), 5) for i in top],
+                    "logsumexp": round(float(m + np.log(np.exp(row - m).sum())), 5)})
+    return out
+
+
+def model_golden(path, scratch):
+    common = dict(n_ctx=512, n_threads=2, logits_all=True, verbose=False)
+    shipped = llama_cpp.Llama(model_path=str(path), **common)
+    tok = lambda t: shipped.tokenize(t.encode("utf-8"), add_bos=True, special=True)
+    out = {"file": path.name, "sha256": sha256(path), "tokenize": [{"text": t, "ids": tok(t)} for t in TOKENIZE]}
+    copy = pathlib.Path(scratch) / (path.stem + ".f32.gguf")
+    dequantized_copy(path, copy)
+    try:
+        f32 = llama_cpp.Llama(model_path=str(copy), type_k=int(gguf.GGMLQuantizationType.F32),
+                              type_v=int(gguf.GGMLQuantizationType.F32), flash_attn=False, **common)
+        runs = []
+        for text in RUNS:
+            ids = tok(text)
+            a, b = rows_of(f32, ids), rows_of(shipped, ids)
+            runs.append({"text": text, "ids": ids, "f32": top_of(a), "shipped": top_of(b),
+                         "deviation": [round(float(d), 5) for d in np.abs(a - b).max(axis=1)]})
+        out["runs"] = runs
+        del f32
+    finally:
+        copy.unlink()
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", required=True, help="the folder scripts/setup.sh installs the models into")
+    ap.add_argument("--scratch", required=True, help="a folder for the float32 copies (removed after)")
+    a = ap.parse_args()
+    g = {"format": "attnscope-llamacpp-golden", "version": 1, "llama_cpp": "llama-cpp-python " + llama_cpp.__version__,
+         "models": {key: model_golden(pathlib.Path(a.models) / rel, a.scratch) for key, rel in MODELS.items()}}
+    out = ROOT / "goldens" / "llamacpp_parity.json"
+    out.write_text(json.dumps(g, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    print("wrote", out)
+
+
+if __name__ == "__main__":
+    main()
