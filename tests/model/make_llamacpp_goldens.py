@@ -32,6 +32,7 @@ import argparse
 import hashlib
 import json
 import pathlib
+import re
 
 import gguf
 import llama_cpp
@@ -83,15 +84,17 @@ def sha256(path):
     return h.hexdigest()
 
 
-def dequantized_copy(src, dst):
-    """The GGUF `src` with every tensor dequantized to F32 (gguf-py's dequantizers), its metadata as it was."""
+def dequantized_copy(src, dst, edit=lambda reader, key, value: value):
+    """The GGUF `src` with every tensor dequantized to F32 (gguf-py's dequantizers), its metadata as it was, or as
+    `edit` returns each value."""
     r = gguf.GGUFReader(str(src))
     w = gguf.GGUFWriter(str(dst), r.fields["general.architecture"].contents())
     for name, f in r.fields.items():
         if name.startswith("GGUF.") or name == "general.architecture":
             continue
         vtype = f.types[0]
-        w.add_key_value(name, f.contents(), vtype, f.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None)
+        w.add_key_value(name, edit(r, name, f.contents()), vtype,
+                        f.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None)
     for t in r.tensors:
         w.add_tensor(t.name, np.ascontiguousarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32))
     w.write_header_to_file()
@@ -139,15 +142,61 @@ def model_golden(path, scratch):
     return out
 
 
+# The tiny fixtures of every family (tests/model/data/tiny_*.gguf, F32 or IQ4_NL, random weights, a 300-token
+# byte-level BPE) as llama.cpp loads them, with each text's length: Phi-3's LongRoPE fixture (an original context
+# of 32) only past 32 tokens, where transformers' rule (the long factors for a forward longer than the original
+# context) and llama.cpp's (the long factors when the context it was given, rounded up to 256, is longer) agree.
+FAMILY_RUNS = ["the cat sat on the mat", "the cat sat on the mat and the dog sat on the log"]
+FAMILIES = ["gemma2", "gemma3", "gpt2", "gptneox", "llama", "llama_iq4nl", "olmo2", "phi3", "phi3_longrope", "qwen2",
+            "qwen3"]
+
+
+def llamacpp_loadable(reader, key, value):
+    """What llama.cpp asks of a file that our fixtures do not do its way (the copy only; attnscope reads the
+    fixture): its spelling of GPT-2's pre-tokenizer ("gpt-2"; ours "gpt2"); as many tokens as embedding rows
+    (its converter pads with [PAD<id>] tokens of type UNUSED, 5); and a name that is not Phi-3's (llama.cpp keys
+    Phi-3's special-token rules on general.name and then needs a "</s>" the tiny vocabulary lacks)."""
+    rows = next(t for t in reader.tensors if t.name == "token_embd.weight").shape[1]
+    if key == "tokenizer.ggml.pre" and value == "gpt2":
+        return "gpt-2"
+    if key == "tokenizer.ggml.tokens":
+        return list(value) + ["[PAD%d]" % i for i in range(len(value), rows)]
+    if key == "tokenizer.ggml.token_type":
+        return list(value) + [5] * (rows - len(value))
+    if key == "general.name":
+        return "tiny"
+    return value
+
+
+def family_golden(path, scratch):
+    copy = pathlib.Path(scratch) / (path.stem + ".llamacpp.gguf")
+    dequantized_copy(path, copy, llamacpp_loadable)
+    try:
+        llm = llama_cpp.Llama(model_path=str(copy), n_ctx=256, n_threads=2, logits_all=True, verbose=False,
+                              type_k=int(gguf.GGMLQuantizationType.F32), type_v=int(gguf.GGMLQuantizationType.F32),
+                              flash_attn=False)
+        runs = []
+        for text in FAMILY_RUNS[1:] if path.stem == "tiny_phi3_longrope" else FAMILY_RUNS:
+            ids = llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
+            runs.append({"text": text, "ids": ids, "f32": top_of(rows_of(llm, ids))})
+        del llm
+    finally:
+        copy.unlink()
+    return {"file": path.name, "sha256": sha256(path), "runs": runs}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", required=True, help="the folder scripts/setup.sh installs the models into")
     ap.add_argument("--scratch", required=True, help="a folder for the float32 copies (removed after)")
     a = ap.parse_args()
     g = {"format": "attnscope-llamacpp-golden", "version": 1, "llama_cpp": "llama-cpp-python " + llama_cpp.__version__,
-         "models": {key: model_golden(pathlib.Path(a.models) / rel, a.scratch) for key, rel in MODELS.items()}}
+         "models": {key: model_golden(pathlib.Path(a.models) / rel, a.scratch) for key, rel in MODELS.items()},
+         "families": {f: family_golden(ROOT / "data" / ("tiny_%s.gguf" % f), a.scratch) for f in FAMILIES}}
     out = ROOT / "goldens" / "llamacpp_parity.json"
-    out.write_text(json.dumps(g, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    text = json.dumps(g, ensure_ascii=False, indent=1)
+    text = re.sub(r"\[\s+([-0-9.,\se]+?)\s+\]", lambda m: "[" + " ".join(m.group(1).split()) + "]", text)  # numbers on a line
+    out.write_text(text + "\n", encoding="utf-8")
     print("wrote", out)
 
 
