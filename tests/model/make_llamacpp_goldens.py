@@ -18,7 +18,7 @@ people run them with reads them:
 The file (JSON):
   format, version, llama_cpp   "attnscope-llamacpp-golden", 1, the llama-cpp-python version that made it
   models.<key>                 file (the GGUF's name), sha256 (of the file), tokenize (per text: text, ids with the
-                               BOS the file asks for), runs (per text: text, ids, and for `f32` and `shipped` per
+                               BOS the file asks for; the last text is 20 kB of docs/model.md and C++ as they were), runs (per text: text, ids, and for `f32` and `shipped` per
                                position the 8 largest logits' ids and values, largest first, and the log-sum-exp of
                                the row; `deviation` per position: the largest |shipped − f32| over the whole row)
 
@@ -68,6 +68,16 @@ TOKENIZE = [
     "naïve\u00a0no-break\u2003em space",
     "",
 ]
+
+
+def long_text():
+    """About 20 kB of our own prose and code as it stood when the golden was made (stored with its ids): markdown,
+    tables, maths symbols, subscripts, C++."""
+    top = ROOT.parent.parent
+    doc = (top / "docs" / "model.md").read_text(encoding="utf-8")[:16000]
+    code = (top / "core" / "model" / "spm_tokenizer.cpp").read_text(encoding="utf-8")[:4000]
+    return doc + "\n" + code
+
 
 RUNS = [
     "The capital of France is",
@@ -123,7 +133,8 @@ def model_golden(path, scratch):
     common = dict(n_ctx=512, n_threads=2, logits_all=True, verbose=False)
     shipped = llama_cpp.Llama(model_path=str(path), **common)
     tok = lambda t: shipped.tokenize(t.encode("utf-8"), add_bos=True, special=True)
-    out = {"file": path.name, "sha256": sha256(path), "tokenize": [{"text": t, "ids": tok(t)} for t in TOKENIZE]}
+    out = {"file": path.name, "sha256": sha256(path),
+           "tokenize": [{"text": t, "ids": tok(t)} for t in TOKENIZE + [long_text()]]}
     copy = pathlib.Path(scratch) / (path.stem + ".f32.gguf")
     dequantized_copy(path, copy)
     try:
