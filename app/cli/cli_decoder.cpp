@@ -473,8 +473,8 @@ int runDecoderCommand(const ModelOptionsCli& opt, const std::string& path)
     json weights = json::array();
     for (const attn::WeightFormat& f : formats)
         weights.push_back({{"type", attn::ggmlTypeName(f.type)}, {"matrices", f.matrices}, {"weights", f.weights},
-                           {"bytes", f.bytes}, {"bits_per_weight", f.bitsPerWeight()}});
-    head["model"]["weights"] = weights;
+                           {"bytes", f.bytes}, {"bits_per_weight", f.bitsPerWeight()}, {"share", f.share}});
+    head["model"]["weight_formats"] = weights;
     head["model"]["bits_per_weight"] = attn::bitsPerWeight(formats);
     head["token_ids"] = run->encoding.ids;
     head["tokens"] = run->encoding.tokens;

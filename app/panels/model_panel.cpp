@@ -677,13 +677,11 @@ void drawWeightFormats(AppState& state)
 {
     const ModelState& m = state.model;
     if (m.weightFormats.empty()) return;
-    std::int64_t all = 0;
-    for (const attn::WeightFormat& f : m.weightFormats) all += f.weights;
     char text[64];
     std::snprintf(text, sizeof text, "weights: %.2g bits a weight", attn::bitsPerWeight(m.weightFormats));
     std::string line = text;
     for (const attn::WeightFormat& f : m.weightFormats) {
-        std::snprintf(text, sizeof text, ", %s\u00a0%.0f%%", attn::ggmlTypeName(f.type), 100.0 * double(f.weights) / double(all));
+        std::snprintf(text, sizeof text, ", %s\u00a0%.0f%%", attn::ggmlTypeName(f.type), 100.0 * f.share);
         line += text;
     }
     ImGui::TextDisabled("%s", line.c_str());

@@ -311,7 +311,7 @@ std::vector<WeightFormat> weightFormats(const DecoderModel& model)
     auto add = [&](const WeightMatrix& w) {
         if (w.empty()) return;
         auto it = std::find_if(formats.begin(), formats.end(), [&](const WeightFormat& f) { return f.type == w.type(); });
-        if (it == formats.end()) it = formats.insert(formats.end(), WeightFormat{w.type(), 0, 0, 0});
+        if (it == formats.end()) it = formats.insert(formats.end(), WeightFormat{w.type(), 0, 0, 0, 0});
         it->matrices += 1;
         it->weights += std::int64_t(w.inputs()) * std::int64_t(w.outputs());
         it->bytes += w.streamedBytes();
@@ -323,6 +323,9 @@ std::vector<WeightFormat> weightFormats(const DecoderModel& model)
     std::sort(formats.begin(), formats.end(), [](const WeightFormat& a, const WeightFormat& b) {
         return a.weights != b.weights ? a.weights > b.weights : a.type < b.type;
     });
+    std::int64_t all = 0;
+    for (const WeightFormat& f : formats) all += f.weights;
+    for (WeightFormat& f : formats) f.share = double(f.weights) / double(all);
     return formats;
 }
 

@@ -625,6 +625,7 @@ TEST(WeightMatrixModels, WeightFormatsCountEveryMatrixOnceByItsStorage)
     ASSERT_EQ(formats.size(), 1u);
     EXPECT_EQ(formats[0].type, GgmlType::IQ4_NL);
     EXPECT_EQ(formats[0].matrices, 16);
+    EXPECT_EQ(formats[0].share, 1.0);
     EXPECT_DOUBLE_EQ(formats[0].bitsPerWeight(), 4.5);
     EXPECT_DOUBLE_EQ(attn::bitsPerWeight(formats), 4.5);
     const std::int64_t all = formats[0].weights;
@@ -641,6 +642,8 @@ TEST(WeightMatrixModels, WeightFormatsCountEveryMatrixOnceByItsStorage)
     EXPECT_EQ(formats[1].matrices, 1);
     EXPECT_EQ(formats[1].weights, wo);
     EXPECT_EQ(formats[1].bytes, std::size_t(wo) * sizeof(float));
+    EXPECT_DOUBLE_EQ(formats[1].share, double(wo) / double(all));
+    EXPECT_DOUBLE_EQ(formats[0].share + formats[1].share, 1.0);
     EXPECT_DOUBLE_EQ(attn::bitsPerWeight(formats), (4.5 * double(all - wo) + 32.0 * double(wo)) / double(all));
 
     // Dequantized at load: the same matrices, every one float32.

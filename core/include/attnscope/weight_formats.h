@@ -22,13 +22,14 @@ struct WeightFormat {
     int matrices = 0;          // how many of the model's weight matrices (a fused tensor split at load counts as its parts)
     std::int64_t weights = 0;  // their values, inputs × outputs each
     std::size_t bytes = 0;     // as held: the file's bytes of a view, float32 bytes of a dense matrix
+    double share = 0;          // of all the model's matrices' weights, 0..1
 
     double bitsPerWeight() const { return weights > 0 ? 8.0 * double(bytes) / double(weights) : 0.0; }
 };
 
 // Every weight matrix of `model` once: each layer's projections and feed-forward, the token embedding, and the LM
 // head unless it is tied to the embedding. Norms, biases and GPT-2's position table (vectors and a small float32
-// table) are not counted. Grouped by storage type, most weights first (ties: GGML's type order).
+// table) are not counted. Grouped by storage type, most weights first (ties: GGML's type order), each with its share.
 std::vector<WeightFormat> weightFormats(const DecoderModel& model);
 
 // Bits a weight over all of `formats` (8 × bytes ÷ weights); 0 when there are none.
