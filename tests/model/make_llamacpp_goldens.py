@@ -20,7 +20,9 @@ The file (JSON):
   models.<key>                 file (the GGUF's name), sha256 (of the file), tokenize (per text: text, ids with the
                                BOS the file asks for; the last text is 20 kB of docs/model.md and C++ as they were), runs (per text: text, ids, and for `f32` and `shipped` per
                                position the 8 largest logits' ids and values, largest first, and the log-sum-exp of
-                               the row; `deviation` per position: the largest |shipped − f32| over the whole row)
+                               the row; `deviation` per position: the largest |shipped − f32| over the whole row), generate (`f32`'s greedy
+                               continuation of a prompt, a token at a time through its KV cache: each token, its
+                               logit, its margin over the second, the row's largest |logit|)
 
 Regenerate (a throwaway venv; llama-cpp-python builds llama.cpp from its sources, about 25 minutes on 2 cores; the
 float32 copies are written to --scratch, 0.5 and 1.1 GB, and removed):
@@ -129,6 +131,27 @@ def top_of(rows):
     return out
 
 
+GENERATE_PROMPT = "The capital of France is"
+GENERATE_TOKENS = 24
+
+
+def greedy(llm, ids, steps):
+    """llama.cpp's greedy continuation of `ids`, a token at a time through its KV cache: each step's token (the
+    largest logit), that logit, its margin over the second and the row's largest |logit|."""
+    llm.reset()
+    llm.eval(ids)
+    out = {"text": GENERATE_PROMPT, "ids": ids, "tokens": [], "logits": [], "margins": [], "scales": []}
+    for _ in range(steps):
+        row = np.asarray(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+        first, second = np.argsort(-row, kind="stable")[:2]
+        out["tokens"].append(int(first))
+        out["logits"].append(round(float(row[first]), 5))
+        out["margins"].append(round(float(row[first] - row[second]), 5))
+        out["scales"].append(round(float(np.abs(row).max()), 5))
+        llm.eval([int(first)])
+    return out
+
+
 def model_golden(path, scratch):
     common = dict(n_ctx=512, n_threads=2, logits_all=True, verbose=False)
     shipped = llama_cpp.Llama(model_path=str(path), **common)
@@ -147,6 +170,7 @@ def model_golden(path, scratch):
             runs.append({"text": text, "ids": ids, "f32": top_of(a), "shipped": top_of(b),
                          "deviation": [round(float(d), 5) for d in np.abs(a - b).max(axis=1)]})
         out["runs"] = runs
+        out["generate"] = greedy(f32, tok(GENERATE_PROMPT), GENERATE_TOKENS)
         del f32
     finally:
         copy.unlink()

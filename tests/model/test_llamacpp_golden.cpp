@@ -5,6 +5,7 @@
 // - `f32`: llama.cpp on the file's weights dequantized to float32, with a float32 KV cache: the arithmetic attnscope
 //   does (float32 activations against the dequantized blocks). Every position's 8 largest logits and their log p
 //   agree within a per-model tolerance (below, with its reason), and so does every prediction;
+//   Its greedy continuation, a token at a time through its KV cache, is attnscope's appends';
 // - `shipped`: llama.cpp on the file as shipped, with its defaults (activations quantized to 8 bits for the
 //   products with quantized blocks, a float16 KV cache). Its logits move from `f32`'s by up to 2.1 (SmolLM2) and
 //   2.5 (Gemma 3) at some position: llama.cpp's own spread, which a comparison of logits cannot get under. What
@@ -138,6 +139,37 @@ TEST_P(LlamaCpp, LogitsEqualLlamaCppsOnTheSameFloat32Arithmetic)
                 r.decided);
     EXPECT_LE(r.worst, GetParam().relativeTolerance);
     EXPECT_GT(r.logits, 0);
+}
+
+// llama.cpp's greedy continuation, a token at a time through its KV cache, against attnscope's appends (each step
+// appends llama.cpp's token): the same token wherever llama.cpp's margin is past twice the tolerance, and its
+// logit within the tolerance.
+TEST_P(LlamaCpp, AppendedTokensEqualLlamaCppsGreedyContinuation)
+{
+    const json& gen = (*g)["generate"];
+    const std::vector<int> tokens = gen["tokens"].get<std::vector<int>>();
+    const std::vector<double> logits = gen["logits"].get<std::vector<double>>();
+    const std::vector<double> margins = gen["margins"].get<std::vector<double>>();
+    const std::vector<double> scales = gen["scales"].get<std::vector<double>>();
+    auto enc = attn::encodeForDecoder(model, gen["text"].get<std::string>(), false);
+    ASSERT_TRUE(enc.ok()) << enc.status().message;
+    ASSERT_EQ(enc->ids, gen["ids"].get<std::vector<int>>());
+    auto run = attn::runDecoder(model, enc->ids);
+    ASSERT_TRUE(run.ok()) << run.status().message;
+    const double tolerance = GetParam().relativeTolerance;
+    int decided = 0;
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+        SCOPED_TRACE("step " + std::to_string(i));
+        const attn::Vector& ours = run->lastLogits;
+        EXPECT_LE(std::abs(double(ours[tokens[i]]) - logits[i]), tolerance * scales[i]);
+        if (margins[i] > 2 * tolerance * scales[i]) {
+            ++decided;
+            EXPECT_EQ(attn::topTokens(model, ours, 1)[0].id, tokens[i]) << "llama.cpp's margin " << margins[i];
+        }
+        ASSERT_TRUE(attn::appendTokens(model, {tokens[i]}, *run).ok());
+    }
+    EXPECT_EQ(run->encoding.ids.size(), enc->ids.size() + tokens.size());
+    EXPECT_GT(decided, int(tokens.size()) / 2);
 }
 
 TEST_P(LlamaCpp, PredictionsEqualLlamaCppsAsShipped)
