@@ -1,6 +1,7 @@
 // The test hooks of the window (--test-hooks DIR, see test_hooks.h): what the end-to-end tests read.
 #include "test_hooks.h"
 
+#include "panels/glyph_atlas.h"
 #include "screenshot.h"
 #include "state/model_state.h"
 
@@ -32,6 +33,10 @@ void writeLayout(const AppState& state, const GlHeatmapRenderer& renderer, const
     j["heatmap_fills"] = {{"host", fs.hostUploads}, {"device", fs.deviceFills}, {"device_fallbacks", fs.deviceFallbacks}};
     for (const auto& [name, r] : state.rects) j["rects"][name] = {r.x0, r.y0, r.x1, r.y1};
     j["captures"] = captures;
+    const GlyphAtlasStats glyphs = glyphAtlasStats();  // what the window's font can draw (panels/glyph_atlas.h)
+    j["glyph_atlas"] = {{"glyphs", glyphs.glyphs}, {"added", glyphs.added}, {"unavailable", glyphs.unavailable},
+                        {"rebuilds", glyphs.rebuilds}, {"last_build_ms", glyphs.lastBuildMs},
+                        {"fonts", glyphs.fonts}};
     j["generation"] = state.doc.resultGeneration();
     j["revision"] = state.doc.revision();
     j["saved_revision"] = state.savedRevision;

@@ -18,11 +18,13 @@ ATTNSCOPE_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libeigen3-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   libimgui-dev libglfw3-dev libgl-dev libstb-dev libcairo2-dev libpango1.0-dev libzip-dev
-  python3 python3-venv fonts-dejavu-core fonts-droid-fallback
+  python3 python3-venv fonts-dejavu-core fonts-droid-fallback fonts-unifont
   xvfb xauth xdotool x11-utils libgl1-mesa-dri libglx-mesa0 libegl-dev libegl-mesa0 poppler-utils
   libportal-dev dbus-daemon
   desktop-file-utils
 )
+# fonts-unifont (2 MB): a glyph for every character of the BMP, the window's last fallback for scripts that
+# DejaVu Sans and Droid Sans Fallback lack (Hangul, Thai, the Indic scripts; app/panels/glyph_atlas.h).
 # desktop-file-utils: tests/package validates the installed desktop entry with desktop-file-validate; the .deb
 # of scripts/package.sh needs dpkg-shlibdeps, which build-essential brings (dpkg-dev).
 

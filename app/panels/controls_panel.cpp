@@ -1,6 +1,7 @@
 // Controls: layout, mode, heads, score, scale, masks, fill, sizes, tokens, colormaps. Every change is one
 // undo step on the document; typed values out of range are refused in place with the reason.
 #include "messages.h"
+#include "panels/glyph_atlas.h"
 #include "panels/model_panels.h"
 #include "panels/panels.h"
 
@@ -145,6 +146,7 @@ void drawTokens(AppState& state)
             std::string label = i < static_cast<int>(list.size()) ? list[static_cast<std::size_t>(i)] : std::to_string(i);
             ImGui::PushID(i);
             ImGui::SetNextItemWidth(62);
+            wantGlyphs(label);
             if (ImGui::InputText("##t", &label, ImGuiInputTextFlags_EnterReturnsTrue | ImGuiInputTextFlags_AutoSelectAll)) {
                 state.doc.edit([&](attn::Session& s) {
                     auto& l = keys ? s.keyTokens : s.queryTokens;
@@ -169,6 +171,7 @@ void drawTokens(AppState& state)
     ImGui::TextDisabled(selfMode ? "tokens" : "query tokens");
     editList("q", false);
     ImGui::SetNextItemWidth(200);
+    wantGlyphs(state.docUi.sentence);
     ImGui::InputTextWithHint("##sentence", "type a sentence…", &state.docUi.sentence);
     state.recordRect("control/sentence", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     if (ImGui::IsItemHovered())
@@ -184,6 +187,7 @@ void drawTokens(AppState& state)
         ImGui::TextDisabled("key tokens");
         editList("k", true);
         ImGui::SetNextItemWidth(200);
+        wantGlyphs(state.docUi.keySentence);
         ImGui::InputTextWithHint("##ksentence", "key sentence…", &state.docUi.keySentence);
         ImGui::SameLine();
         if (ImGui::Button("Set##k")) {

@@ -2,6 +2,7 @@
 // session as NumPy / PyTorch code, and a screenshot of the window. Drawing only: every action is a call
 // into state/export_actions.h, which the tests exercise without ImGui.
 #include "messages.h"
+#include "panels/glyph_atlas.h"
 #include "panels/panels.h"
 #include "render/heatmap_view.h"
 #include "state/export_actions.h"
@@ -65,6 +66,7 @@ void pathField(const char* id, std::string& path, bool& automatic, const std::st
     if (automatic) path = defaultPath;
     label("File");
     ImGui::SetNextItemWidth(-70);
+    wantGlyphs(path);
     if (ImGui::InputTextWithHint(id, hint, &path)) automatic = false;
     // The full path only on hover: always shown, it would put the checkout's folder into the screenshot tests.
     if (ImGui::IsItemHovered() && !path.empty()) {
@@ -120,6 +122,7 @@ void drawFigureOptions(AppState& state, ExportState& st)
     if (!st.titleDefault) {
         ImGui::SetCursorPosX(kLabelWidth);
         ImGui::SetNextItemWidth(-1);
+        wantGlyphs(st.title);
         ImGui::InputTextWithHint("##title", "(empty: no title)", &st.title);
     }
     ImGui::Separator();

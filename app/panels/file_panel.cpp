@@ -1,6 +1,7 @@
 // Files: a path field with Open / Save, the recent files, the modal shown when a file fails to load (the
 // current session stays as it was), and the one that asks before a file replaces unsaved changes.
 #include "messages.h"
+#include "panels/glyph_atlas.h"
 #include "panels/panels.h"
 #include "panels/path_field.h"
 #include "state/paths.h"
@@ -43,6 +44,7 @@ void drawUnsavedPrompt(AppState& state)
         ImGui::TextUnformatted("Save as");
         ImGui::SameLine();
         ImGui::SetNextItemWidth(-1);
+        wantGlyphs(ui.saveAsPath);
         ImGui::InputText("##saveas", &ui.saveAsPath);
         state.recordRect("unsaved/path", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     }

@@ -1,6 +1,8 @@
 // BertViz's head view, shared by the model view and a bundle's view: see model_panels.h (drawLinesMap).
 #include "panels/model_panels.h"
 
+#include "panels/glyph_atlas.h"
+
 #include <imgui.h>
 
 #include <algorithm>
@@ -19,8 +21,11 @@ void drawLinesMap(AppState& state, ImVec2 size, const std::vector<std::string>& 
     const float row = std::max(ImGui::GetFontSize() + 1, std::min((size.y - 30) / float(std::max(n, 1)), ImGui::GetFontSize() + 4));
     rowOut = row;
     float labelW = 0;
-    for (const std::string& t : queries) labelW = std::max(labelW, ImGui::CalcTextSize(t.c_str()).x);
-    for (const std::string& t : keys) labelW = std::max(labelW, ImGui::CalcTextSize(t.c_str()).x);
+    for (const std::vector<std::string>* side : {&queries, &keys})
+        for (const std::string& t : *side) {
+            labelW = std::max(labelW, ImGui::CalcTextSize(t.c_str()).x);
+            wantGlyphs(t);  // drawn below: its characters in the font atlas
+        }
     // The width inside the child (less its scrollbar once the rows scroll), so the right labels are not cut.
     const float width = std::min(size.x, ImGui::GetContentRegionAvail().x);
     const float leftX = o.x + labelW + 8, rightX = std::min(o.x + width - labelW - 8, leftX + 220);

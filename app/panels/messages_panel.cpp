@@ -1,5 +1,6 @@
 // Toasts (bottom right, non-modal, a few seconds each) and the message log window.
 #include "messages.h"
+#include "panels/glyph_atlas.h"
 #include "panels/panels.h"
 
 #include <imgui.h>
@@ -30,14 +31,20 @@ void drawMessagesPanel(AppState& state)
         ImGui::Begin("##toasts", nullptr, ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoFocusOnAppearing |
                                               ImGuiWindowFlags_NoNav | ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoMove);
         ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + 460);
-        for (const Message& m : toasts) ImGui::TextColored(levelColor(m.level), "%s", m.text.c_str());
+        for (const Message& m : toasts) {
+            wantGlyphs(m.text);  // a path or a token in any script
+            ImGui::TextColored(levelColor(m.level), "%s", m.text.c_str());
+        }
         ImGui::PopTextWrapPos();
         ImGui::End();
     }
     if (state.showLog) {
         ImGui::SetNextWindowSize(ImVec2(600, 300), ImGuiCond_FirstUseEver);
         if (ImGui::Begin("Message log", &state.showLog)) {
-            for (const Message& m : messageLog()) ImGui::TextColored(levelColor(m.level), "[%7.1f s] %s", m.time, m.text.c_str());
+            for (const Message& m : messageLog()) {
+                wantGlyphs(m.text);
+                ImGui::TextColored(levelColor(m.level), "[%7.1f s] %s", m.time, m.text.c_str());
+            }
             if (ImGui::GetScrollY() >= ImGui::GetScrollMaxY()) ImGui::SetScrollHereY(1.0f);
         }
         ImGui::End();

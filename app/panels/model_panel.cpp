@@ -7,6 +7,7 @@
 #include "figure/figure_render.h"
 #include "figure/model_figure.h"
 #include "messages.h"
+#include "panels/glyph_atlas.h"
 #include "panels/panels.h"
 #include "render/heatmap_view.h"
 #include "state/model_state.h"
@@ -79,6 +80,8 @@ void drawSentenceFields(AppState& state)
         edited |= ImGui::InputTextWithHint("##B", "sentence B (optional)", &m.textB);
         left |= ImGui::IsItemDeactivatedAfterEdit();
     }
+    wantGlyphs(m.textA);
+    wantGlyphs(m.textB);
     const double now = ImGui::GetTime();
     if (edited) {
         m.textEditedAt = now;
@@ -279,6 +282,8 @@ void drawModelGrid(AppState& state, ImVec2 size)
                                       l, h, isAblated(run, l, h) ? " (ablated)" : "", n, l, h);
                 } else {
                     const float w = spec.src.values->coeff(hit.row, hit.col);
+                    wantGlyphs(run.tokens[static_cast<std::size_t>(hit.row)]);
+                    wantGlyphs(run.tokens[static_cast<std::size_t>(hit.col)]);
                     ImGui::SetTooltip("layer %d, head %d%s\nquery %d '%s' → key %d '%s': %.3f\n"
                                       "click: open layer %d, head %d in the chain view; × (top right): ablate%s",
                                       l, h, isAblated(run, l, h) ? " (ablated)" : "", hit.row,
@@ -438,6 +443,7 @@ std::string tokenLabel(const std::string& t)
         else if (c == '\t') out += "\u21e5";
         else out += c;
     }
+    wantGlyphs(out);  // drawn next: its characters in the font atlas
     return out;
 }
 
@@ -614,6 +620,7 @@ void drawModelPanel(AppState& state)
                               std::to_string(m.heads()) + " heads" + kv + ")" +
                               (m.computing() ? "   computing… " + progressText(m) : "") +
                               (m.loading() ? "   loading " + m.loadingDir() + "…" : "") + "###model";
+    wantGlyphs(title);  // a model file's name in any script
     ImGui::SetNextWindowBgAlpha(1.0f);  // opaque: it covers the chain view
     ImGui::Begin(title.c_str(), nullptr, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse);
     if (!m.hasRun()) {
@@ -841,6 +848,7 @@ void drawModelOpenDialog(AppState& state)
                            "shards, tokenizer.json). Or an attention bundle (.safetensors of attn.<layer> maps, "
                            "docs/bundle.md) that another program saved.");
         ImGui::SetNextItemWidth(-1);
+        wantGlyphs(m.dirField);
         const bool enter = ImGui::InputText("##dir", &m.dirField, ImGuiInputTextFlags_EnterReturnsTrue);
         state.recordRect("model/open_dir", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
         // The files are read in the background (the window keeps drawing): Open again for the same directory
@@ -895,6 +903,7 @@ void drawModelTextDialog(AppState& state)
                            "context of %d tokens it is cut there.",
                            formatBytes(kMaxTextFileBytes).c_str(), m.modelName().c_str(), lazy.c_str(), context);
         ImGui::SetNextItemWidth(-1);
+        wantGlyphs(m.textPathField);
         const bool enter = ImGui::InputTextWithHint("##textpath", "path/to/text.txt", &m.textPathField,
                                                     ImGuiInputTextFlags_EnterReturnsTrue);
         state.recordRect("model/open_text_path", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());

@@ -1,6 +1,7 @@
 #include "panels/path_field.h"
 
 #include "messages.h"
+#include "panels/glyph_atlas.h"
 #include "panels/panels.h"
 
 #include <imgui.h>
@@ -142,6 +143,7 @@ bool drawPathField(AppState& state, const char* rectName, std::string& path, con
         return 0;
     };
     ImGui::PushID(rectName);  // several fields may share a window
+    wantGlyphs(path);  // a folder's name in any script
     const bool enter = ImGui::InputTextWithHint("##path", hint, &path,
                                                 ImGuiInputTextFlags_EnterReturnsTrue | ImGuiInputTextFlags_CallbackCompletion |
                                                     ImGuiInputTextFlags_CallbackHistory,

@@ -9,7 +9,7 @@ namespace app {
 inline constexpr float kFontSize = 14.0f;
 
 // Configures the current ImGui context: dark style, no imgui.ini (fixed layout, reproducible screenshots),
-// DejaVu Sans with the Greek, arrow, math and superscript glyphs the titles use (ᵀ √ Σ × → ·).
+// DejaVu Sans with every glyph it has in the BMP, common CJK, and more on request (panels/glyph_atlas.h).
 // Returns "" or a warning (font file missing: ImGui's built-in font is used instead).
 std::string setupImGuiStyle();
 

@@ -9,6 +9,7 @@
 #include "figure/model_figure.h"
 #include "io/array_io.h"
 #include "messages.h"
+#include "panels/glyph_atlas.h"
 #include "render/heatmap_view.h"
 #include "state/model_state.h"
 
@@ -124,6 +125,7 @@ void drawTargetRow(AppState& state)
     ImGui::TextUnformatted("Target");
     ImGui::SameLine();
     ImGui::SetNextItemWidth(140);
+    wantGlyphs(w.targetText);
     if (ImGui::InputTextWithHint("##target", "type a token", &w.targetText, ImGuiInputTextFlags_EnterReturnsTrue))
         setWhyTarget(state, w.targetText);
     state.recordRect("why/target_field", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
@@ -372,6 +374,9 @@ void drawPatching(AppState& state, ImVec2 size)
     WhyState& w = m.why;
     ImGui::TextUnformatted("Clean prompt (the text above is the corrupted one, of equal length):");
     ImGui::SetNextItemWidth(std::max(200.0f, size.x - 16));
+    wantGlyphs(w.cleanText);
+    wantGlyphs(w.targetAText);
+    wantGlyphs(w.targetBText);
     bool apply = ImGui::InputText("##clean", &w.cleanText, ImGuiInputTextFlags_EnterReturnsTrue);
     state.recordRect("why/clean_field", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     ImGui::TextUnformatted("Metric: logit(A) − logit(B).  A");

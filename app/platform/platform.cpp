@@ -1,5 +1,7 @@
 #include "platform/platform.h"
 
+#include "panels/glyph_atlas.h"
+
 #include <glad/gl.h>
 // glad first: it provides the GL declarations; GLFW must not include its own GL header.
 #define GLFW_INCLUDE_NONE
@@ -305,7 +307,12 @@ void Platform::pollEvents(double timeoutSeconds)
 
 void Platform::beginFrame(bool screenshot)
 {
-    ImGui_ImplOpenGL3_NewFrame();
+    ImGui_ImplOpenGL3_NewFrame();  // its device objects, the font texture among them, exist from here
+    // Characters the last frame asked for (panels/glyph_atlas.h): a new atlas, its texture uploaded again.
+    if (rebuildGlyphAtlasIfNeeded()) {
+        ImGui_ImplOpenGL3_DestroyFontsTexture();
+        ImGui_ImplOpenGL3_CreateFontsTexture();
+    }
     if (m_window) {
         ImGui_ImplGlfw_NewFrame();
     } else {  // off screen: what the GLFW backend would set, for a window of the framebuffer's size and no pointer

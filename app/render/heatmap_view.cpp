@@ -1,5 +1,7 @@
 #include "render/heatmap_view.h"
 
+#include "panels/glyph_atlas.h"
+
 #include <imgui_internal.h>
 
 #include <algorithm>
@@ -172,7 +174,10 @@ ImTextureID uploadRgbaImage(const std::string& key, int width, int height, const
 
 std::string axisLabel(const std::vector<std::string>* labels, int i)
 {
-    if (labels && i >= 0 && static_cast<std::size_t>(i) < labels->size()) return (*labels)[static_cast<std::size_t>(i)];
+    if (labels && i >= 0 && static_cast<std::size_t>(i) < labels->size()) {
+        wantGlyphs((*labels)[static_cast<std::size_t>(i)]);  // drawn next: its characters in the font atlas
+        return (*labels)[static_cast<std::size_t>(i)];
+    }
     return std::to_string(i);
 }
 

@@ -9,6 +9,9 @@ The window opens at once and the first forward runs on the model worker, as late
 2. With --smollm2 FILE (when installed) and a long text (--long-text FILE): the window shows the run's
    progress bar and Cancel before the run is whole; Cancel stops it, and the panel says so and offers Run.
    On a machine fast enough to finish the forward before the click, that part is reported and skipped.
+3. A text in other scripts (Cyrillic, Hangul, a rare ideograph): the window's font atlas is built again with the
+   characters it lacked, each from an installed font that has it (app/panels/glyph_atlas.h; the test hooks'
+   glyph_atlas), and only characters no installed font has are left to the replacement mark.
 
 Helpers (layout.json rectangles, pointer moves held over frames) in e2e_common.py.
 """
@@ -41,6 +44,11 @@ def main():
         layer_when_shown(app)
     finally:
         app.stop()
+    app = Session([a.exe, "--model", a.model, "--model-text", SCRIPTS_TEXT] + common, os.path.join(a.work, "scripts"))
+    try:
+        glyphs_of_other_scripts(app)
+    finally:
+        app.stop()
     if a.smollm2 and os.path.isfile(a.smollm2):
         app = Session([a.exe, "--model", a.smollm2, "--model-text-file", a.long_text] + common, os.path.join(a.work, "long"))
         try:
@@ -64,6 +72,37 @@ def layer_when_shown(app):
     if not l["model"]["has_run"] or l["model"]["error"]:
         fail("the layer opened without a good run: %s" % l["model"])
     print("--model-layer 1: opened once the first run (%d tokens) was shown" % l["model"]["tokens"])
+
+
+# Cyrillic (in DejaVu Sans from the start), Hangul (in neither DejaVu Sans nor Droid Sans Fallback: Unifont, which
+# scripts/setup.sh installs, or another installed font) and 峠 (Droid Sans Fallback, past the common ideographs).
+SCRIPTS_TEXT = "Привет 한국어 峠"
+ADDED = "한국어峠"
+
+
+def outline_font_has(ch):
+    """Whether fontconfig lists an outline font that is not a colour font with character ch (fc-list)."""
+    r = subprocess.run(["fc-list", ":charset=%x" % ord(ch), "file", "color"], capture_output=True, text=True)
+    for line in r.stdout.splitlines():
+        path = line.split(":")[0].strip()
+        if os.path.splitext(path)[1].lower() in (".ttf", ".otf", ".ttc", ".otc") and "color=True" not in line:
+            return True
+    return False
+
+
+def glyphs_of_other_scripts(app):
+    app.wait_window()
+    wait_for(lambda: (l := app.layout()) and l["model"]["has_run"] and l, "the first run of the text in other scripts")
+    have = [c for c in ADDED if outline_font_has(c)]
+    g = wait_for(lambda: (l := app.layout()) and (g := l["glyph_atlas"])["added"] + g["unavailable"] >= len(ADDED) and g,
+                 "the atlas built again with the text's characters")
+    if g["rebuilds"] < 2:
+        fail("the atlas was not built again: %s" % g)
+    if g["added"] < len(have) or g["unavailable"] > len(ADDED) - len(have):
+        fail("%d of %s have an installed font, but the atlas added %d and found %d unavailable: %s"
+             % (len(have), ADDED, g["added"], g["unavailable"], g))
+    print("text in other scripts: %d characters added to the atlas from %s; %d without a font; %d glyphs built in %.0f ms"
+          % (g["added"], ", ".join(g["fonts"]), g["unavailable"], g["glyphs"], g["last_build_ms"]))
 
 
 def progress_and_cancel(app):

@@ -1,12 +1,19 @@
-// The window's font (issue 21): CJK tokens draw as their glyphs when Droid Sans Fallback is installed, and a
-// glyph no font has shows as the replacement mark U+FFFD, not as '?' (which reads as the text's own).
+// The window's font (issue 21; panels/glyph_atlas.h): CJK tokens draw as their glyphs when Droid Sans Fallback is
+// installed, and a glyph no font has shows as the replacement mark U+FFFD, not as '?' (which reads as the text's
+// own). Every script DejaVu Sans has is there from the start; other characters are added when text asks for them,
+// from the installed font fontconfig finds, and one no font has is asked for once.
 #include "headless_imgui.h"
+#include "messages.h"
+#include "panels/glyph_atlas.h"
 
 #include <imgui.h>
 
+#include <fontconfig/fontconfig.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <string>
 
 namespace {
 
@@ -42,6 +49,168 @@ TEST_F(Fonts, CjkTokensHaveGlyphs)
     for (ImWchar c : {ImWchar(0x6211), ImWchar(0x4F60), ImWchar(0x3042), ImWchar(0x30AB)})  // 我 你 あ カ
         EXPECT_NE(f->FindGlyphNoFallback(c), nullptr) << "U+" << std::hex << int(c);
     EXPECT_NE(f->FindGlyphNoFallback('A'), nullptr) << "Latin still from DejaVu";
+}
+
+const ImFontGlyph* glyph(ImWchar c) { return ImGui::GetIO().Fonts->Fonts[0]->FindGlyphNoFallback(c); }
+
+// The window rebuilds the atlas between frames (Platform::beginFrame): after one frame's Render, before the next.
+bool rebuildBetweenFrames()
+{
+    ImGui::Render();
+    const bool rebuilt = app::rebuildGlyphAtlasIfNeeded();
+    ImGui::NewFrame();
+    return rebuilt;
+}
+
+// Whether fontconfig lists an outline font (not a colour one) with character c: the fonts the atlas may take it
+// from. Asked with FcFontList, not the atlas's FcFontSort, so that the two answers are independent.
+bool installedOutlineFontHas(char32_t c)
+{
+    FcPattern* p = FcPatternCreate();
+    FcCharSet* cs = FcCharSetCreate();
+    FcCharSetAddChar(cs, c);
+    FcPatternAddCharSet(p, FC_CHARSET, cs);
+    FcObjectSet* os = FcObjectSetBuild(FC_FILE, FC_COLOR, nullptr);
+    FcFontSet* fs = FcFontList(nullptr, p, os);
+    bool found = false;
+    for (int i = 0; fs && i < fs->nfont && !found; ++i) {
+        FcChar8* file = nullptr;
+        FcBool colour = FcFalse;
+        FcPatternGetBool(fs->fonts[i], FC_COLOR, 0, &colour);
+        if (FcPatternGetString(fs->fonts[i], FC_FILE, 0, &file) != FcResultMatch || colour) continue;
+        std::string ext = std::filesystem::path(reinterpret_cast<const char*>(file)).extension().string();
+        std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+        found = ext == ".ttf" || ext == ".otf" || ext == ".ttc" || ext == ".otc";
+    }
+    if (fs) FcFontSetDestroy(fs);
+    FcObjectSetDestroy(os);
+    FcCharSetDestroy(cs);
+    FcPatternDestroy(p);
+    return found;
+}
+
+TEST_F(Fonts, EveryScriptOfDejaVuSansIsThereFromTheStart)
+{
+    // Cyrillic Ж, Polish ł, Hungarian ő, Vietnamese ệ, the euro sign, Hebrew ש, Arabic ب, Armenian Ա, Georgian ა:
+    // each showed as U+FFFD when the atlas held Latin-1, Greek, arrows and maths only.
+    for (ImWchar c : {0x0416, 0x0142, 0x0151, 0x1EC7, 0x20AC, 0x05E9, 0x0628, 0x0531, 0x10D0})
+        EXPECT_NE(glyph(c), nullptr) << "U+" << std::hex << int(c);
+    app::wantGlyphs("Привет, мир! Zażółć gęślą jaźń. Tiếng Việt. 5 € שלום");
+    EXPECT_FALSE(rebuildBetweenFrames()) << "nothing to add";
+    EXPECT_EQ(app::glyphAtlasStats().rebuilds, 1);
+    EXPECT_GT(app::glyphAtlasStats().glyphs, 5000) << "DejaVu Sans's BMP";
+}
+
+TEST_F(Fonts, ARareIdeographIsAddedWhenTextAsksForIt)
+{
+    if (!std::filesystem::exists(ATTNSCOPE_CJK_FONT_PATH)) GTEST_SKIP() << ATTNSCOPE_CJK_FONT_PATH << " not installed";
+    const ImWchar toge = 0x5CE0;  // 峠: Japanese, not among the common Chinese ideographs loaded at start
+    ASSERT_EQ(glyph(toge), nullptr);
+    app::wantGlyphs("the pass \u5CE0");
+    EXPECT_TRUE(rebuildBetweenFrames());
+    EXPECT_NE(glyph(toge), nullptr) << "Droid Sans Fallback has it";
+    EXPECT_NE(glyph(0x6211), nullptr) << "the common ones stay";
+    EXPECT_NE(glyph(0x0416), nullptr) << "DejaVu's stay";
+    EXPECT_EQ(app::glyphAtlasStats().added, 1);
+    app::wantGlyphs("\u5CE0 again");
+    EXPECT_FALSE(rebuildBetweenFrames()) << "asked once";
+    // The atlas the renderer uploads has it: the texture is built.
+    unsigned char* px = nullptr;
+    int w = 0, h = 0;
+    ImGui::GetIO().Fonts->GetTexDataAsRGBA32(&px, &w, &h);
+    EXPECT_NE(px, nullptr);
+    EXPECT_GT(w * h, 0);
+}
+
+TEST_F(Fonts, ACharacterFromAnInstalledFontOrTheReplacementMark)
+{
+    // Hangul, which neither DejaVu Sans nor Droid Sans Fallback has: from another installed font (scripts/setup.sh
+    // installs fonts-unifont) when fontconfig lists one, else unavailable, with a warning naming it.
+    const char32_t han = 0xD55C;  // 한
+    ASSERT_EQ(glyph(ImWchar(han)), nullptr);
+    const bool installed = installedOutlineFontHas(han);
+    app::wantGlyphs("\uD55C\uAD6D\uC5B4");  // 한국어
+    EXPECT_TRUE(rebuildBetweenFrames());
+    const app::GlyphAtlasStats st = app::glyphAtlasStats();
+    if (installed) {
+        EXPECT_NE(glyph(ImWchar(han)), nullptr);
+        EXPECT_EQ(st.added, 3);
+        EXPECT_EQ(st.unavailable, 0);
+        EXPECT_GE(st.fonts.size(), 2u) << "DejaVu Sans and the font with Hangul";
+    } else {
+        EXPECT_EQ(glyph(ImWchar(han)), nullptr);
+        EXPECT_EQ(st.unavailable, 3);
+    }
+}
+
+// fontconfig's current configuration replaced, for one test, by one that knows only the fonts of `dir`.
+class OnlyFontsOf {
+public:
+    explicit OnlyFontsOf(const std::string& dir)
+    {
+        FcInit();
+        m_saved = FcConfigReference(nullptr);
+        FcConfig* only = FcConfigCreate();
+        FcConfigAppFontAddDir(only, reinterpret_cast<const FcChar8*>(dir.c_str()));
+        FcConfigSetCurrent(only);
+        FcConfigDestroy(only);  // the current configuration holds it
+    }
+    ~OnlyFontsOf()
+    {
+        FcConfigSetCurrent(m_saved);
+        FcConfigDestroy(m_saved);
+    }
+    OnlyFontsOf(const OnlyFontsOf&) = delete;
+    OnlyFontsOf& operator=(const OnlyFontsOf&) = delete;
+
+private:
+    FcConfig* m_saved = nullptr;
+};
+
+TEST_F(Fonts, ACharacterNoFontHasIsAskedForOnceAndNamed)
+{
+    // Unifont (scripts/setup.sh installs it) has a glyph for every BMP code point, so the fonts fontconfig knows are
+    // narrowed to DejaVu's; Droid Sans Fallback, which the atlas always asks, lacks it too.
+    const OnlyFontsOf dejavu(std::filesystem::path(ATTNSCOPE_FONT_PATH).parent_path().string());
+    const char32_t unassigned = 0x0378;  // in the Greek block, assigned to nothing
+    ASSERT_FALSE(installedOutlineFontHas(unassigned));
+    app::wantGlyphs("\u0378");
+    EXPECT_TRUE(rebuildBetweenFrames());
+    EXPECT_EQ(glyph(ImWchar(unassigned)), nullptr);
+    EXPECT_EQ(app::glyphAtlasStats().unavailable, 1);
+    EXPECT_EQ(app::glyphAtlasStats().added, 0);
+    bool named = false;
+    for (const app::Message& m : app::messageLog()) named |= m.text.find("No installed font has U+0378") != std::string::npos;
+    EXPECT_TRUE(named) << "the warning names the character";
+    app::wantGlyphs("\u0378");
+    EXPECT_FALSE(rebuildBetweenFrames()) << "not asked again";
+    EXPECT_EQ(ImGui::GetFont()->FallbackChar, ImWchar(0xFFFD));
+}
+
+TEST_F(Fonts, BadUtf8AndCharactersPastTheBmpAskForNothing)
+{
+    // Bad bytes, a truncated sequence, an encoded surrogate, C1 controls, and an emoji (past U+FFFF: ImGui 1.86
+    // with 16-bit characters draws it as U+FFFD whatever the fonts).
+    for (const char* s : {"\xff\xfe\x80", "ab\xe5\xb3", "\xed\xa0\x80", "\xc2\x85", "\xf0\x9f\x98\x80", ""})
+        app::wantGlyphs(s);
+    EXPECT_FALSE(rebuildBetweenFrames());
+    EXPECT_EQ(app::glyphAtlasStats().unavailable, 0);
+}
+
+TEST_F(Fonts, ANewContextStartsFromItsOwnAtlas)
+{
+    if (!std::filesystem::exists(ATTNSCOPE_CJK_FONT_PATH)) GTEST_SKIP() << ATTNSCOPE_CJK_FONT_PATH << " not installed";
+    app::wantGlyphs("\u5CE0");
+    ASSERT_TRUE(rebuildBetweenFrames());
+    ImGui::Render();
+    ImGui::DestroyContext();
+    createHeadlessImGui();
+    ImGui::NewFrame();
+    EXPECT_EQ(glyph(0x5CE0), nullptr) << "a new atlas holds what it starts with";
+    EXPECT_EQ(app::glyphAtlasStats().added, 0);
+    app::wantGlyphs("\u5CE0");
+    EXPECT_TRUE(rebuildBetweenFrames()) << "and is asked again";
+    EXPECT_NE(glyph(0x5CE0), nullptr);
 }
 
 } // namespace
