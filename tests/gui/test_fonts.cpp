@@ -187,6 +187,37 @@ TEST_F(Fonts, ACharacterNoFontHasIsAskedForOnceAndNamed)
     EXPECT_EQ(ImGui::GetFont()->FallbackChar, ImWchar(0xFFFD));
 }
 
+TEST_F(Fonts, TheCharactersAddedAreCapped)
+{
+    // Every unified ideograph and Hangul syllable at once (a text that holds them, or a vocabulary shown whole):
+    // the atlas takes kMaxAddedGlyphs of those it lacks and no more, so that its texture stays bounded; the rest
+    // show the replacement mark, and a warning says so.
+    std::string text;
+    int asked = 0;
+    const int before = app::glyphAtlasStats().glyphs;
+    auto put = [&](char32_t c) {  // UTF-8 of a three-byte character
+        text += char(0xE0 | (c >> 12));
+        text += char(0x80 | ((c >> 6) & 0x3F));
+        text += char(0x80 | (c & 0x3F));
+        if (!glyph(ImWchar(c))) ++asked;
+    };
+    for (char32_t c = 0x4E00; c <= 0x9FFF; ++c) put(c);
+    for (char32_t c = 0xAC00; c <= 0xD7A3; ++c) put(c);
+    ASSERT_GT(asked, int(app::kMaxAddedGlyphs));
+    app::wantGlyphs(text);
+    EXPECT_TRUE(rebuildBetweenFrames());
+    const app::GlyphAtlasStats st = app::glyphAtlasStats();
+    EXPECT_LE(st.added, int(app::kMaxAddedGlyphs));
+    EXPECT_EQ(st.added + st.unavailable, asked) << "each character asked for is added or unavailable";
+    EXPECT_LE(st.glyphs, before + int(app::kMaxAddedGlyphs));
+    bool warned = false;
+    for (const app::Message& m : app::messageLog())
+        warned |= m.text.find("holds " + std::to_string(app::kMaxAddedGlyphs)) != std::string::npos;
+    EXPECT_TRUE(warned);
+    app::wantGlyphs(text);
+    EXPECT_FALSE(rebuildBetweenFrames()) << "the characters past the cap are not asked again";
+}
+
 TEST_F(Fonts, BadUtf8AndCharactersPastTheBmpAskForNothing)
 {
     // Bad bytes, a truncated sequence, an encoded surrogate, C1 controls, and an emoji (past U+FFFF: ImGui 1.86
