@@ -279,6 +279,29 @@ bool rebuildGlyphAtlasIfNeeded()
     return true;
 }
 
+std::string codesPastTheBmp(std::string_view utf8)
+{
+    std::string out;
+    int listed = 0;
+    const auto* b = reinterpret_cast<const unsigned char*>(utf8.data());
+    for (std::size_t i = 0; i + 3 < utf8.size(); ++i) {  // a four-byte sequence starting at i
+        if ((b[i] & 0xF8) != 0xF0 || (b[i + 1] & 0xC0) != 0x80 || (b[i + 2] & 0xC0) != 0x80 || (b[i + 3] & 0xC0) != 0x80)
+            continue;
+        const char32_t cp = (char32_t(b[i] & 0x07) << 18) | (char32_t(b[i + 1] & 0x3F) << 12) |
+                            (char32_t(b[i + 2] & 0x3F) << 6) | char32_t(b[i + 3] & 0x3F);
+        i += 3;
+        if (cp < 0x10000 || cp > 0x10FFFF) continue;  // an overlong or out-of-range sequence
+        if (listed++ == 4) {
+            out += " \u2026";
+            break;
+        }
+        char code[16];
+        std::snprintf(code, sizeof code, "%sU+%04X", out.empty() ? "" : " ", unsigned(cp));
+        out += code;
+    }
+    return out;
+}
+
 GlyphAtlasStats glyphAtlasStats()
 {
     const AtlasState& s = state();

@@ -34,6 +34,10 @@ void wantGlyphs(std::string_view utf8);
 // returns true (the renderer must then upload the atlas's texture again). Otherwise returns false at once.
 bool rebuildGlyphAtlasIfNeeded();
 
+// The characters of `utf8` past U+FFFF, which the atlas can never hold (emoji among them), as code points the
+// window can print beside the text: "U+1F600 U+1F44D" (at most four, then "…"); "" when there are none.
+std::string codesPastTheBmp(std::string_view utf8);
+
 struct GlyphAtlasStats {
     int glyphs = 0;        // glyphs in the atlas's font
     int added = 0;         // characters added since start on request

@@ -449,6 +449,13 @@ std::string tokenLabel(const std::string& t)
 
 namespace {
 
+// " (U+1F600)" after a token the window cannot draw whole (emoji and other characters past U+FFFF show as �).
+std::string withCodes(const std::string& label)
+{
+    const std::string codes = codesPastTheBmp(label);
+    return codes.empty() ? codes : " (" + codes + ")";
+}
+
 // The text coloured by surprise (−log p of each token given those before it): dark for what the model
 // expected, red for what surprised it. A click shows the predictions after that token.
 void drawSurpriseText(AppState& state, ImVec2 size)
@@ -486,12 +493,13 @@ void drawSurpriseText(AppState& state, ImVec2 size)
         }
         if (i == selected) ImGui::PopStyleVar(), ImGui::PopStyleColor();
         if (ImGui::IsItemHovered()) {
+            const std::string named = "'" + label + "'" + withCodes(label);
             if (std::isfinite(sur))
-                ImGui::SetTooltip("token %d '%s' (id %d)\nsurprise %.2f nats: the model gave it p = %.3g\nclick: what it predicts after it",
-                                  i, label.c_str(), r.encoding.ids[static_cast<std::size_t>(i)], sur, std::exp(-sur));
+                ImGui::SetTooltip("token %d %s (id %d)\nsurprise %.2f nats: the model gave it p = %.3g\nclick: what it predicts after it",
+                                  i, named.c_str(), r.encoding.ids[static_cast<std::size_t>(i)], sur, std::exp(-sur));
             else
-                ImGui::SetTooltip("token %d '%s' (id %d): the first token, nothing before it to predict it\n"
-                                  "click: what the model predicts after it", i, label.c_str(), r.encoding.ids[static_cast<std::size_t>(i)]);
+                ImGui::SetTooltip("token %d %s (id %d): the first token, nothing before it to predict it\n"
+                                  "click: what the model predicts after it", i, named.c_str(), r.encoding.ids[static_cast<std::size_t>(i)]);
         }
         state.recordRect("model/token/" + std::to_string(i), ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
         ImGui::PopID();
@@ -528,13 +536,14 @@ void drawPredictionsPanel(AppState& state)
     drawSurpriseText(state, ImVec2(0, std::max(textHeight, lineH + 4)));
     ImGui::Separator();
     const std::string after = tokenLabel(r.encoding.tokens[static_cast<std::size_t>(pos)]);
-    ImGui::Text("Next token after '%s' (token %d%s)", after.c_str(), pos, pos == n - 1 ? ", the last" : "");
+    ImGui::Text("Next token after '%s'%s (token %d%s)", after.c_str(), withCodes(after).c_str(), pos, pos == n - 1 ? ", the last" : "");
     state.recordRect("model/next_title", ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     if (m.hasBefore && !m.lastChange.empty()) ImGui::TextDisabled("Δ log p: since %s", m.lastChange.c_str());
     const float barW = std::max(60.0f, ImGui::GetContentRegionAvail().x - 170);
     for (std::size_t i = 0; i < m.predictions.size(); ++i) {
         const attn::TokenProbability& t = m.predictions[i];
-        const std::string label = "'" + tokenLabel(t.token) + "'  " + attn::formatValue(t.p, 3);
+        const std::string shown = tokenLabel(t.token);
+        const std::string label = "'" + shown + "'" + withCodes(shown) + "  " + attn::formatValue(t.p, 3);
         ImGui::ProgressBar(t.p, ImVec2(barW, 0), label.c_str());
         state.recordRect("model/next/" + std::to_string(i), ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
         if (ImGui::IsItemHovered())

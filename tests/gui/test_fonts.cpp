@@ -228,6 +228,21 @@ TEST_F(Fonts, BadUtf8AndCharactersPastTheBmpAskForNothing)
     EXPECT_EQ(app::glyphAtlasStats().unavailable, 0);
 }
 
+TEST(GlyphCodes, CharactersPastTheBmpAreNamedByTheirCodePoints)
+{
+    // What the window prints beside a token it cannot draw whole (the predictions, the token's tooltip).
+    EXPECT_EQ(app::codesPastTheBmp("\xf0\x9f\x98\x80"), "U+1F600");                 // 😀
+    EXPECT_EQ(app::codesPastTheBmp("a\xf0\x9f\x98\x80" "b\xf0\x9f\x91\x8d"), "U+1F600 U+1F44D");
+    EXPECT_EQ(app::codesPastTheBmp("\xf0\xa0\x80\x8b"), "U+2000B");                 // an ideograph of plane 2
+    EXPECT_EQ(app::codesPastTheBmp("\u65E5\u672C caf\u00E9"), "") << "the BMP is drawn";
+    EXPECT_EQ(app::codesPastTheBmp(std::string(5 * 4, '\0').replace(0, 20,
+                  "\xf0\x9f\x98\x80\xf0\x9f\x98\x81\xf0\x9f\x98\x82\xf0\x9f\x98\x83\xf0\x9f\x98\x84")),
+              "U+1F600 U+1F601 U+1F602 U+1F603 \u2026");
+    // Bad UTF-8: truncated, overlong, past U+10FFFF, a lone continuation.
+    for (const char* bad : {"\xf0\x9f\x98", "\xf0\x80\x80\x80", "\xf4\x90\x80\x80", "\x80\x80\x80\x80", ""})
+        EXPECT_EQ(app::codesPastTheBmp(bad), "") << bad;
+}
+
 TEST_F(Fonts, ANewContextStartsFromItsOwnAtlas)
 {
     if (!std::filesystem::exists(ATTNSCOPE_CJK_FONT_PATH)) GTEST_SKIP() << ATTNSCOPE_CJK_FONT_PATH << " not installed";
