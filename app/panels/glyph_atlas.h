@@ -10,9 +10,9 @@
 // A character no installed font has is remembered and not asked for again.
 //
 // Limits, which are ImGui 1.86's as Debian builds it: characters past U+FFFF (emoji, rarer CJK) cannot be in the
-// atlas (16-bit ImWchar: ImGui decodes them to U+FFFD), and text is not shaped (scripts whose letters join or
-// reorder, such as Arabic or Devanagari, show their letters in isolated forms). Figures (cairo/Pango) have
-// neither limit.
+// atlas (16-bit ImWchar: ImGui decodes them to U+FFFD), and text is not shaped (right-to-left runs and Arabic's
+// joining are done before drawing, panels/display_text.h; the Indic scripts show without their conjuncts).
+// Figures (cairo/Pango) have neither limit.
 #pragma once
 
 #include <cstddef>

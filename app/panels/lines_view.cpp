@@ -1,8 +1,6 @@
 // BertViz's head view, shared by the model view and a bundle's view: see model_panels.h (drawLinesMap).
 #include "panels/model_panels.h"
 
-#include "panels/glyph_atlas.h"
-
 #include <imgui.h>
 
 #include <algorithm>
@@ -20,12 +18,16 @@ void drawLinesMap(AppState& state, ImVec2 size, const std::vector<std::string>& 
     // child window scrolls.
     const float row = std::max(ImGui::GetFontSize() + 1, std::min((size.y - 30) / float(std::max(n, 1)), ImGui::GetFontSize() + 4));
     rowOut = row;
+    // Labels as the token strip draws tokens (tokenLabel: a newline as a mark, not a line break that ran into the
+    // next label; right-to-left runs in visual order; their characters asked of the font atlas).
+    std::vector<std::string> qLabels, kLabels;
+    qLabels.reserve(queries.size());
+    kLabels.reserve(keys.size());
+    for (const std::string& t : queries) qLabels.push_back(tokenLabel(t));
+    for (const std::string& t : keys) kLabels.push_back(tokenLabel(t));
     float labelW = 0;
-    for (const std::vector<std::string>* side : {&queries, &keys})
-        for (const std::string& t : *side) {
-            labelW = std::max(labelW, ImGui::CalcTextSize(t.c_str()).x);
-            wantGlyphs(t);  // drawn below: its characters in the font atlas
-        }
+    for (const std::vector<std::string>* side : {&qLabels, &kLabels})
+        for (const std::string& t : *side) labelW = std::max(labelW, ImGui::CalcTextSize(t.c_str()).x);
     // The width inside the child (less its scrollbar once the rows scroll), so the right labels are not cut.
     const float width = std::min(size.x, ImGui::GetContentRegionAvail().x);
     const float leftX = o.x + labelW + 8, rightX = std::min(o.x + width - labelW - 8, leftX + 220);
@@ -49,14 +51,14 @@ void drawLinesMap(AppState& state, ImVec2 size, const std::vector<std::string>& 
                         1.0f + 2.0f * a);  // light blue on the dark background; a hovered token's lines amber
         }
     for (int i = 0; i < nq; ++i) {
-        const char* t = queries[static_cast<std::size_t>(i)].c_str();
+        const char* t = qLabels[static_cast<std::size_t>(i)].c_str();
         const float y = o.y + row * (float(i) + 0.5f) - ImGui::GetFontSize() / 2;
         const ImU32 col = (hover == i) ? IM_COL32(200, 60, 30, 255) : ImGui::GetColorU32(ImGuiCol_Text);
         dl->AddText(ImVec2(leftX - 6 - ImGui::CalcTextSize(t).x, y), col, t);
     }
     for (int j = 0; j < nk; ++j) {
         const float y = o.y + row * (float(j) + 0.5f) - ImGui::GetFontSize() / 2;
-        dl->AddText(ImVec2(rightX + 6, y), ImGui::GetColorU32(ImGuiCol_Text), keys[static_cast<std::size_t>(j)].c_str());
+        dl->AddText(ImVec2(rightX + 6, y), ImGui::GetColorU32(ImGuiCol_Text), kLabels[static_cast<std::size_t>(j)].c_str());
     }
     ImGui::Dummy(ImVec2(size.x, row * float(n)));
 }

@@ -7,6 +7,7 @@
 #include "figure/figure_render.h"
 #include "figure/model_figure.h"
 #include "messages.h"
+#include "panels/display_text.h"
 #include "panels/glyph_atlas.h"
 #include "panels/panels.h"
 #include "render/heatmap_view.h"
@@ -443,7 +444,8 @@ std::string tokenLabel(const std::string& t)
         else if (c == '\t') out += "\u21e5";
         else out += c;
     }
-    wantGlyphs(out);  // drawn next: its characters in the font atlas
+    out = visualOrder(out);  // right-to-left runs as ImGui can draw them (display_text.h)
+    wantGlyphs(out);         // drawn next: its characters in the font atlas
     return out;
 }
 

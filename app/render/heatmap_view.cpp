@@ -1,5 +1,6 @@
 #include "render/heatmap_view.h"
 
+#include "panels/display_text.h"
 #include "panels/glyph_atlas.h"
 
 #include <imgui_internal.h>
@@ -175,8 +176,9 @@ ImTextureID uploadRgbaImage(const std::string& key, int width, int height, const
 std::string axisLabel(const std::vector<std::string>* labels, int i)
 {
     if (labels && i >= 0 && static_cast<std::size_t>(i) < labels->size()) {
-        wantGlyphs((*labels)[static_cast<std::size_t>(i)]);  // drawn next: its characters in the font atlas
-        return (*labels)[static_cast<std::size_t>(i)];
+        std::string label = visualOrder((*labels)[static_cast<std::size_t>(i)]);  // right-to-left runs drawn right
+        wantGlyphs(label);  // drawn next: its characters in the font atlas
+        return label;
     }
     return std::to_string(i);
 }

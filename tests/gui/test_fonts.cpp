@@ -4,6 +4,7 @@
 // from the installed font fontconfig finds, and one no font has is asked for once.
 #include "headless_imgui.h"
 #include "messages.h"
+#include "panels/display_text.h"
 #include "panels/glyph_atlas.h"
 
 #include <imgui.h>
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <initializer_list>
 #include <string>
 
 namespace {
@@ -241,6 +243,42 @@ TEST(GlyphCodes, CharactersPastTheBmpAreNamedByTheirCodePoints)
     // Bad UTF-8: truncated, overlong, past U+10FFFF, a lone continuation.
     for (const char* bad : {"\xf0\x9f\x98", "\xf0\x80\x80\x80", "\xf4\x90\x80\x80", "\x80\x80\x80\x80", ""})
         EXPECT_EQ(app::codesPastTheBmp(bad), "") << bad;
+}
+
+// UTF-8 of the code points `cps`, for the expectations below.
+std::string utf8Of(std::initializer_list<char32_t> cps)
+{
+    std::string out;
+    for (char32_t c : cps) {
+        if (c < 0x80) out += char(c);
+        else if (c < 0x800) out += char(0xC0 | (c >> 6)), out += char(0x80 | (c & 0x3F));
+        else out += char(0xE0 | (c >> 12)), out += char(0x80 | ((c >> 6) & 0x3F)), out += char(0x80 | (c & 0x3F));
+    }
+    return out;
+}
+
+TEST(VisualOrder, RightToLeftRunsAreDrawnInVisualOrderWithArabicJoined)
+{
+    // Hebrew: the letters of a run reversed (ImGui draws left to right); a token's leading space stays on its left,
+    // and left-to-right words around a run keep their places. Digits after a run join it (the bidi algorithm's
+    // rules W and N1: "של 12" reads right to left as a whole, so 12 is drawn on its left).
+    EXPECT_EQ(app::visualOrder(utf8Of({0x05E9, 0x05DC, 0x05D5, 0x05DD})), utf8Of({0x05DD, 0x05D5, 0x05DC, 0x05E9}));  // שלום
+    EXPECT_EQ(app::visualOrder(utf8Of({' ', 0x05E9, 0x05DC})), utf8Of({' ', 0x05DC, 0x05E9}));
+    EXPECT_EQ(app::visualOrder(utf8Of({'a', 'b', ' ', 0x05E9, 0x05DC, ' ', 'c', 'd'})),
+              utf8Of({'a', 'b', ' ', 0x05DC, 0x05E9, ' ', 'c', 'd'}));
+    EXPECT_EQ(app::visualOrder(utf8Of({'a', 'b', ' ', 0x05E9, 0x05DC, ' ', '1', '2'})),
+              utf8Of({'a', 'b', ' ', '1', '2', ' ', 0x05DC, 0x05E9}));
+    // Arabic: the presentation forms by the joining rules, then reversed. بب: an initial then a final beh.
+    EXPECT_EQ(app::visualOrder(utf8Of({0x0628, 0x0628})), utf8Of({0xFE90, 0xFE91}));
+    // سلام: seen initial, lam + alef as one final ligature (alef joins only to its right), meem isolated.
+    EXPECT_EQ(app::visualOrder(utf8Of({0x0633, 0x0644, 0x0627, 0x0645})), utf8Of({0xFEE1, 0xFEFC, 0xFEB3}));
+    // Everything else as it is.
+    for (const std::string t : {std::string("the cat"), utf8Of({0x041A, 0x043E, 0x0442}), utf8Of({0x65E5, 0x672C}),
+                                std::string("\xf0\x9f\x98\x80"), std::string()})
+        EXPECT_EQ(app::visualOrder(t), t);
+    // Bad UTF-8 with a right-to-left lead byte: no crash, and UTF-8 back.
+    const std::string bad = app::visualOrder("\xd7\xd7\x80\xef\xbb");
+    EXPECT_FALSE(bad.empty());
 }
 
 TEST_F(Fonts, ANewContextStartsFromItsOwnAtlas)
