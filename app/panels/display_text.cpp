@@ -4,6 +4,7 @@
 #include <unicode/unistr.h>
 #include <unicode/ushape.h>
 
+#include <algorithm>
 #include <unordered_map>
 #include <vector>
 
@@ -67,6 +68,29 @@ std::string visualOrder(std::string_view utf8)
     std::string out = reorder(utf8);
     cache.emplace(std::move(key), out);
     return out;
+}
+
+std::string partialCharacterNote(std::string_view raw)
+{
+    const auto* b = reinterpret_cast<const unsigned char*>(raw.data());
+    bool whole = true;
+    for (std::size_t i = 0; i < raw.size() && whole;) {
+        const unsigned c = b[i];
+        const std::size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        whole = len > 0 && (len == 1 || c >= 0xC2) && i + len <= raw.size();
+        for (std::size_t k = 1; whole && k < len; ++k) whole = (b[i + k] & 0xC0) == 0x80;
+        i += std::max<std::size_t>(len, 1);
+    }
+    if (whole) return "";
+    std::string out = raw.size() == 1 ? "byte" : "bytes";
+    for (std::size_t i = 0; i < raw.size() && i < 8; ++i) {
+        static const char* hex = "0123456789ABCDEF";
+        out += ' ';
+        out += hex[b[i] >> 4];
+        out += hex[b[i] & 15];
+    }
+    if (raw.size() > 8) out += " \u2026";
+    return out + " (part of a UTF-8 character)";
 }
 
 } // namespace app

@@ -15,4 +15,9 @@ namespace app {
 
 std::string visualOrder(std::string_view utf8);
 
+// For a token whose bytes are not whole UTF-8 characters (a byte-fallback token, or a byte-level BPE token that cuts
+// a character: the token strip shows it as U+FFFD): "bytes E6 97 (part of a UTF-8 character)", naming each byte
+// in hex (at most eight, then "…"). "" for a token of whole characters.
+std::string partialCharacterNote(std::string_view rawBytes);
+
 } // namespace app

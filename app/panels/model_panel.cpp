@@ -458,6 +458,15 @@ std::string withCodes(const std::string& label)
     return codes.empty() ? codes : " (" + codes + ")";
 }
 
+// "\nbytes E6 97 (part of a UTF-8 character)" for a decoder's token that cuts a character, which the strip shows as
+// U+FFFD; "" otherwise (display_text.h).
+std::string bytesLine(const ModelState& m, int id)
+{
+    if (!m.decoder) return "";
+    const std::string note = partialCharacterNote(m.decoder->tokenizer.decode({id}));
+    return note.empty() ? note : "\n" + note;
+}
+
 // The text coloured by surprise (−log p of each token given those before it): dark for what the model
 // expected, red for what surprised it. A click shows the predictions after that token.
 void drawSurpriseText(AppState& state, ImVec2 size)
@@ -495,13 +504,14 @@ void drawSurpriseText(AppState& state, ImVec2 size)
         }
         if (i == selected) ImGui::PopStyleVar(), ImGui::PopStyleColor();
         if (ImGui::IsItemHovered()) {
-            const std::string named = "'" + label + "'" + withCodes(label);
+            const int id = r.encoding.ids[static_cast<std::size_t>(i)];
+            const std::string named = "'" + label + "'" + withCodes(label), bytes = bytesLine(m, id);
             if (std::isfinite(sur))
-                ImGui::SetTooltip("token %d %s (id %d)\nsurprise %.2f nats: the model gave it p = %.3g\nclick: what it predicts after it",
-                                  i, named.c_str(), r.encoding.ids[static_cast<std::size_t>(i)], sur, std::exp(-sur));
+                ImGui::SetTooltip("token %d %s (id %d)%s\nsurprise %.2f nats: the model gave it p = %.3g\nclick: what it predicts after it",
+                                  i, named.c_str(), id, bytes.c_str(), sur, std::exp(-sur));
             else
-                ImGui::SetTooltip("token %d %s (id %d): the first token, nothing before it to predict it\n"
-                                  "click: what the model predicts after it", i, named.c_str(), r.encoding.ids[static_cast<std::size_t>(i)]);
+                ImGui::SetTooltip("token %d %s (id %d)%s: the first token, nothing before it to predict it\n"
+                                  "click: what the model predicts after it", i, named.c_str(), id, bytes.c_str());
         }
         state.recordRect("model/token/" + std::to_string(i), ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
         ImGui::PopID();
@@ -549,8 +559,8 @@ void drawPredictionsPanel(AppState& state)
         ImGui::ProgressBar(t.p, ImVec2(barW, 0), label.c_str());
         state.recordRect("model/next/" + std::to_string(i), ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
         if (ImGui::IsItemHovered())
-            ImGui::SetTooltip("id %d, logit %.3f, p = %.4f at temperature %.2f\nclick: make it the target that head importance\n"
-                              "and logit attribution explain", t.id, t.logit, t.p, m.temperature);
+            ImGui::SetTooltip("id %d, logit %.3f, p = %.4f at temperature %.2f%s\nclick: make it the target that head importance\n"
+                              "and logit attribution explain", t.id, t.logit, t.p, m.temperature, bytesLine(m, t.id).c_str());
         if (ImGui::IsItemClicked()) setWhyTargetId(state, t.id);
         if (m.why.target == t.id) {
             ImGui::SameLine();

@@ -281,6 +281,20 @@ TEST(VisualOrder, RightToLeftRunsAreDrawnInVisualOrderWithArabicJoined)
     EXPECT_FALSE(bad.empty());
 }
 
+TEST(PartialCharacters, ATokenThatCutsACharacterNamesItsBytes)
+{
+    // 峠 is E5 B3 A0: a byte-fallback token holds one of those bytes, a byte-level BPE token may hold two.
+    EXPECT_EQ(app::partialCharacterNote("\xe5"), "byte E5 (part of a UTF-8 character)");
+    EXPECT_EQ(app::partialCharacterNote("\xe5\xb3"), "bytes E5 B3 (part of a UTF-8 character)");
+    EXPECT_EQ(app::partialCharacterNote("\xa0 the"), "bytes A0 20 74 68 65 (part of a UTF-8 character)");
+    EXPECT_EQ(app::partialCharacterNote("\xc0\x80"), "bytes C0 80 (part of a UTF-8 character)") << "overlong";
+    EXPECT_EQ(app::partialCharacterNote(std::string(10, '\xb3')),
+              "bytes B3 B3 B3 B3 B3 B3 B3 B3 \u2026 (part of a UTF-8 character)");
+    // Whole characters: nothing to say.
+    for (const char* whole : {"", " the", "\xe5\xb3\xa0", "caf\xc3\xa9", "\xf0\x9f\x98\x80", "<0xE5>"})
+        EXPECT_EQ(app::partialCharacterNote(whole), "") << whole;
+}
+
 TEST_F(Fonts, ANewContextStartsFromItsOwnAtlas)
 {
     if (!std::filesystem::exists(ATTNSCOPE_CJK_FONT_PATH)) GTEST_SKIP() << ATTNSCOPE_CJK_FONT_PATH << " not installed";
