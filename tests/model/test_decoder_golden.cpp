@@ -9,6 +9,7 @@
 #include <attnscope/preset_io.h>
 
 #include "golden_floats.h"
+#include "golden_json.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -25,12 +26,7 @@
 namespace {
 using json = nlohmann::json;
 
-json loadGolden(const std::string& name)
-{
-    auto text = attn::readFile(std::string(ATTNSCOPE_DECODER_GOLDENS) + "/" + name, 64u << 20);
-    EXPECT_TRUE(text.ok()) << text.status().message;
-    return text.ok() ? json::parse(*text) : json();
-}
+json loadGolden(const std::string& name) { return attn::testing::readGoldenJson(name, 64u << 20); }
 
 using attn::testing::base64Floats;
 

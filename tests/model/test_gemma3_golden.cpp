@@ -7,6 +7,7 @@
 #include <attnscope/preset_io.h>
 
 #include "golden_floats.h"
+#include "golden_json.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -20,10 +21,7 @@ using json = nlohmann::json;
 
 const json& golden()
 {
-    static const json g = [] {
-        auto text = attn::readFile(std::string(ATTNSCOPE_DECODER_GOLDENS) + "/decoder_gemma3_270m.json", 64u << 20);
-        return text.ok() ? json::parse(*text) : json();
-    }();
+    static const json g = attn::testing::readGoldenJson("decoder_gemma3_270m.json", 64u << 20);
     return g;
 }
 

@@ -4,7 +4,8 @@
 // probe, cancellation and bad input. Tolerances: 1e-4 (float32 forwards of a few layers; the batched scans sum in
 // another order than the naive recomputes, which moves logits by ~1e-6 here).
 #include <attnscope/interp.h>
-#include <attnscope/preset_io.h>
+
+#include "golden_json.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -413,9 +414,8 @@ TEST(InterpGolden, SmolLM2MatchesTransformers)
 {
     if (FILE* f = std::fopen(ATTNSCOPE_SMOLLM2, "rb")) std::fclose(f);
     else GTEST_SKIP() << ATTNSCOPE_SMOLLM2 << " is not installed (scripts/setup.sh)";
-    auto text = attn::readFile(std::string(ATTNSCOPE_DECODER_GOLDENS) + "/interp_smollm2.json", 8u << 20);
-    ASSERT_TRUE(text.ok()) << text.status().message;
-    const nlohmann::json g = nlohmann::json::parse(*text);
+    const nlohmann::json g = attn::testing::readGoldenJson("interp_smollm2.json", 8u << 20);
+    ASSERT_FALSE(g.is_null());
     auto model = attn::loadDecoder(ATTNSCOPE_SMOLLM2);
     ASSERT_TRUE(model.ok()) << model.status().message;
     const int L = model->config.layers, H = model->config.heads;

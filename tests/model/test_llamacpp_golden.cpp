@@ -12,7 +12,8 @@
 //   must agree is the prediction, wherever llama.cpp's margin between its first two tokens is wider than that
 //   spread at that position.
 #include <attnscope/decoder.h>
-#include <attnscope/preset_io.h>
+
+#include "golden_json.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -28,10 +29,7 @@ using json = nlohmann::json;
 
 const json& golden()
 {
-    static const json g = [] {
-        auto text = attn::readFile(std::string(ATTNSCOPE_DECODER_GOLDENS) + "/llamacpp_parity.json", 16u << 20);
-        return text.ok() ? json::parse(*text) : json();
-    }();
+    static const json g = attn::testing::readGoldenJson("llamacpp_parity.json", 16u << 20);
     return g;
 }
 

@@ -7,8 +7,9 @@
 // Tolerance of the sum rule: 1e-4·|score| + 1e-4 (the issue's); the decomposition is computed in double, the
 // run's score in float32 (its Q and K are float products over d_model, ~1e-6 relative).
 #include <attnscope/interp.h>
-#include <attnscope/preset_io.h>
 #include <attnscope/qk_attribution.h>
+
+#include "golden_json.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -675,9 +676,8 @@ TEST(QkAttributionGolden, Gemma3SumRuleAndOracle)
 TEST(QkAttributionGolden, SmolLM2InductionHeadReadsAPreviousTokenHead)
 {
     if (!smolLM2Installed()) GTEST_SKIP() << ATTNSCOPE_SMOLLM2 << " is not installed (scripts/setup.sh)";
-    auto text = attn::readFile(std::string(ATTNSCOPE_DECODER_GOLDENS) + "/qk_attribution_smollm2.json", 1u << 20);
-    ASSERT_TRUE(text.ok()) << text.status().message;
-    const nlohmann::json g = nlohmann::json::parse(*text);
+    const nlohmann::json g = attn::testing::readGoldenJson("qk_attribution_smollm2.json", 1u << 20);
+    ASSERT_FALSE(g.is_null());
     auto model = attn::loadDecoder(ATTNSCOPE_SMOLLM2);
     ASSERT_TRUE(model.ok());
     auto enc = attn::encodeForDecoder(*model, g["text"].get<std::string>(), false);
