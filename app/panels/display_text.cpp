@@ -1,10 +1,11 @@
 #include "panels/display_text.h"
 
+#include <attnscope/bpe_tokenizer.h>
+
 #include <unicode/ubidi.h>
 #include <unicode/unistr.h>
 #include <unicode/ushape.h>
 
-#include <algorithm>
 #include <unordered_map>
 #include <vector>
 
@@ -72,16 +73,8 @@ std::string visualOrder(std::string_view utf8)
 
 std::string partialCharacterNote(std::string_view raw)
 {
+    if (attn::firstInvalidUtf8(raw) == std::string_view::npos) return "";  // the tokenizers' own check
     const auto* b = reinterpret_cast<const unsigned char*>(raw.data());
-    bool whole = true;
-    for (std::size_t i = 0; i < raw.size() && whole;) {
-        const unsigned c = b[i];
-        const std::size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-        whole = len > 0 && (len == 1 || c >= 0xC2) && i + len <= raw.size();
-        for (std::size_t k = 1; whole && k < len; ++k) whole = (b[i + k] & 0xC0) == 0x80;
-        i += std::max<std::size_t>(len, 1);
-    }
-    if (whole) return "";
     std::string out = raw.size() == 1 ? "byte" : "bytes";
     for (std::size_t i = 0; i < raw.size() && i < 8; ++i) {
         static const char* hex = "0123456789ABCDEF";

@@ -6,10 +6,13 @@
 #include <imgui.h>
 
 #include <fontconfig/fontconfig.h>
+#include <unicode/utf8.h>
 
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -66,22 +69,41 @@ void appendRuns(const std::vector<char32_t>& cps, std::vector<ImWchar>& out)
     }
 }
 
+// f(c) for each well-formed character of `utf8` (ICU's U8_NEXT; ill-formed bytes and overlong forms are skipped).
+template <class F>
+void forEachCharacter(std::string_view utf8, F f)
+{
+    const auto* b = reinterpret_cast<const std::uint8_t*>(utf8.data());
+    const std::int32_t n = std::int32_t(std::min<std::size_t>(utf8.size(), INT32_MAX));  // what is drawn is far shorter
+    for (std::int32_t i = 0; i < n;) {
+        UChar32 c = 0;
+        U8_NEXT(b, i, n, c);
+        if (c >= 0) f(char32_t(c));
+    }
+}
+
 // For each character, the first font in fontconfig's fallback order for sans-serif that has it, among outline
-// fonts that are not colour fonts (stb_truetype draws neither bitmaps nor colour layers). Characters no such font
-// has are left out.
+// fonts that are not colour fonts (stb_truetype draws neither bitmaps nor colour layers). Characters fontconfig
+// finds in no font go to Droid Sans Fallback, the broad fallback always asked (fontconfig's lists may differ from
+// what the font holds): ImGui's builder skips those it lacks.
 std::map<FontKey, std::vector<char32_t>> installedFontsFor(const std::vector<char32_t>& cps)
 {
     std::map<FontKey, std::vector<char32_t>> out;
-    if (cps.empty() || !FcInit()) return out;
+    std::vector<bool> found(cps.size(), false);
+    auto rest = [&] {
+        for (std::size_t k = 0; k < cps.size(); ++k)
+            if (!found[k]) out[{ATTNSCOPE_CJK_FONT_PATH, 0}].push_back(cps[k]);
+        return out;
+    };
+    if (cps.empty() || !FcInit()) return rest();
     FcPattern* pattern = FcNameParse(reinterpret_cast<const FcChar8*>("sans-serif"));
-    if (!pattern) return out;
+    if (!pattern) return rest();
     FcConfigSubstitute(nullptr, pattern, FcMatchPattern);
     FcDefaultSubstitute(pattern);
     FcResult result = FcResultNoMatch;
     FcFontSet* fonts = FcFontSort(nullptr, pattern, FcFalse, nullptr, &result);
     FcPatternDestroy(pattern);
-    if (!fonts) return out;
-    std::vector<bool> found(cps.size(), false);
+    if (!fonts) return rest();
     std::size_t left = cps.size();
     for (int i = 0; i < fonts->nfont && left > 0; ++i) {
         FcPattern* p = fonts->fonts[i];
@@ -106,7 +128,7 @@ std::map<FontKey, std::vector<char32_t>> installedFontsFor(const std::vector<cha
         }
     }
     FcFontSetDestroy(fonts);
-    return out;
+    return rest();
 }
 
 // Clears the context's atlas and adds its fonts: DejaVu Sans's whole BMP, Droid Sans Fallback's common CJK and
@@ -185,34 +207,12 @@ void wantGlyphs(std::string_view utf8)
     AtlasState& s = state();
     if (s.builtIn || !ImGui::GetCurrentContext() || ImGui::GetIO().Fonts != s.atlas || s.atlas->Fonts.empty()) return;
     const ImFont* font = s.atlas->Fonts[0];
-    const auto* b = reinterpret_cast<const unsigned char*>(utf8.data());
-    const std::size_t n = utf8.size();
-    for (std::size_t i = 0; i < n;) {
-        const unsigned c = b[i];
-        if (c < 0x80) {  // ASCII: always there
-            ++i;
-            continue;
-        }
-        // Two- and three-byte sequences are the BMP; four-byte ones (past U+FFFF) cannot be in the atlas.
-        std::size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-        if (len == 1 || i + len > n) {
-            ++i;
-            continue;
-        }
-        bool ok = true;
-        for (std::size_t k = 1; k < len; ++k) ok = ok && (b[i + k] & 0xC0) == 0x80;
-        if (!ok) {
-            ++i;
-            continue;
-        }
-        char32_t cp = 0;
-        if (len == 2) cp = (char32_t(c & 0x1F) << 6) | (b[i + 1] & 0x3F);
-        else if (len == 3) cp = (char32_t(c & 0x0F) << 12) | (char32_t(b[i + 1] & 0x3F) << 6) | (b[i + 2] & 0x3F);
-        i += len;
-        if (len == 4 || cp < 0xA0 || (cp >= 0xD800 && cp <= 0xDFFF) || cp >= 0xFFFE || s.known[cp]) continue;
+    forEachCharacter(utf8, [&](char32_t cp) {
+        // ASCII is always there, C1 controls are not drawn, and past U+FFFF cannot be in the atlas.
+        if (cp < 0xA0 || cp >= 0xFFFE || s.known[cp]) return;
         s.known[cp] = true;
         if (!font->FindGlyphNoFallback(ImWchar(cp))) s.pending.push_back(cp);
-    }
+    });
 }
 
 bool rebuildGlyphAtlasIfNeeded()
@@ -231,20 +231,8 @@ bool rebuildGlyphAtlasIfNeeded()
                                                 "(figures and exported data have them all)");
         if (asked.empty()) return false;
     }
-    std::map<FontKey, std::vector<char32_t>> found = installedFontsFor(asked);
-    // Characters fontconfig finds in no font still go to Droid Sans Fallback, the broad fallback that is always
-    // asked (a system without fontconfig's cache, or one whose lists differ): ImGui skips those it lacks.
-    {
-        std::vector<char32_t> rest;
-        std::vector<char32_t> all;
-        for (const auto& kv : found) all.insert(all.end(), kv.second.begin(), kv.second.end());
-        std::sort(all.begin(), all.end());
-        std::set_difference(asked.begin(), asked.end(), all.begin(), all.end(), std::back_inserter(rest));
-        auto& droid = found[{ATTNSCOPE_CJK_FONT_PATH, 0}];
-        droid.insert(droid.end(), rest.begin(), rest.end());
-    }
     const auto before = s.perFont;
-    for (auto& [font, cps] : found) {
+    for (const auto& [font, cps] : installedFontsFor(asked)) {
         std::vector<char32_t>& mine = s.perFont[font];
         mine.insert(mine.end(), cps.begin(), cps.end());
         std::sort(mine.begin(), mine.end());
@@ -283,22 +271,16 @@ std::string codesPastTheBmp(std::string_view utf8)
 {
     std::string out;
     int listed = 0;
-    const auto* b = reinterpret_cast<const unsigned char*>(utf8.data());
-    for (std::size_t i = 0; i + 3 < utf8.size(); ++i) {  // a four-byte sequence starting at i
-        if ((b[i] & 0xF8) != 0xF0 || (b[i + 1] & 0xC0) != 0x80 || (b[i + 2] & 0xC0) != 0x80 || (b[i + 3] & 0xC0) != 0x80)
-            continue;
-        const char32_t cp = (char32_t(b[i] & 0x07) << 18) | (char32_t(b[i + 1] & 0x3F) << 12) |
-                            (char32_t(b[i + 2] & 0x3F) << 6) | char32_t(b[i + 3] & 0x3F);
-        i += 3;
-        if (cp < 0x10000 || cp > 0x10FFFF) continue;  // an overlong or out-of-range sequence
+    forEachCharacter(utf8, [&](char32_t cp) {
+        if (cp < 0x10000 || listed > 4) return;
         if (listed++ == 4) {
             out += " \u2026";
-            break;
+            return;
         }
         char code[16];
         std::snprintf(code, sizeof code, "%sU+%04X", out.empty() ? "" : " ", unsigned(cp));
         out += code;
-    }
+    });
     return out;
 }
 

@@ -20,14 +20,20 @@ void drawLinesMap(AppState& state, ImVec2 size, const std::vector<std::string>& 
     rowOut = row;
     // Labels as the token strip draws tokens (tokenLabel: a newline as a mark, not a line break that ran into the
     // next label; right-to-left runs in visual order; their characters asked of the font atlas).
-    std::vector<std::string> qLabels, kLabels;
-    qLabels.reserve(queries.size());
-    kLabels.reserve(keys.size());
-    for (const std::string& t : queries) qLabels.push_back(tokenLabel(t));
-    for (const std::string& t : keys) kLabels.push_back(tokenLabel(t));
+    auto labelsOf = [](const std::vector<std::string>& tokens) {
+        std::vector<std::string> out;
+        out.reserve(tokens.size());
+        for (const std::string& t : tokens) out.push_back(tokenLabel(t));
+        return out;
+    };
+    const std::vector<std::string> qLabels = labelsOf(queries);
+    std::vector<std::string> kOwn;
+    if (&keys != &queries) kOwn = labelsOf(keys);  // a decoder's self-attention passes the same tokens twice
+    const std::vector<std::string>& kLabels = &keys != &queries ? kOwn : qLabels;
     float labelW = 0;
-    for (const std::vector<std::string>* side : {&qLabels, &kLabels})
-        for (const std::string& t : *side) labelW = std::max(labelW, ImGui::CalcTextSize(t.c_str()).x);
+    for (const std::string& t : qLabels) labelW = std::max(labelW, ImGui::CalcTextSize(t.c_str()).x);
+    if (&kLabels != &qLabels)
+        for (const std::string& t : kLabels) labelW = std::max(labelW, ImGui::CalcTextSize(t.c_str()).x);
     // The width inside the child (less its scrollbar once the rows scroll), so the right labels are not cut.
     const float width = std::min(size.x, ImGui::GetContentRegionAvail().x);
     const float leftX = o.x + labelW + 8, rightX = std::min(o.x + width - labelW - 8, leftX + 220);
